@@ -1,0 +1,262 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { z } from "zod";
+
+/** Boolean environment flags accept the usual spellings; anything else is an error. */
+const flag = (fallback: boolean) =>
+  z
+    .string()
+    .trim()
+    .toLowerCase()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v === "") return fallback;
+      if (["1", "true", "yes", "on"].includes(v)) return true;
+      if (["0", "false", "no", "off"].includes(v)) return false;
+      ctx.addIssue({ code: "custom", message: `expected true or false, got "${v}"` });
+      return z.NEVER;
+    });
+
+const positiveInt = (fallback: number, max = 1_000_000) =>
+  z.coerce.number().int().min(1).max(max).default(fallback);
+
+const optionalString = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === "" ? undefined : v));
+
+const url = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === "" ? undefined : v.trim()))
+  .pipe(z.url({ message: "must be an absolute URL" }).optional());
+
+/** Every environment variable the service reads. Names of SPEC §11 are kept exactly. */
+export const envSchema = z.object({
+  NODE_ENV: z.enum(["development", "production", "test"]).default("development"),
+  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  HOST: z.string().min(1).default("127.0.0.1"),
+  MONGODB_URI: optionalString,
+  DATA_DIR: z.string().min(1).default("./.data"),
+  DB_ENGINE: z.enum(["auto", "ferretdb", "mongodb-memory-server"]).default("auto"),
+  RUN_WORKERS: flag(true),
+  OPEN_SIGNUP: flag(true),
+  SIGNUP_RATE_LIMIT: positiveInt(10),
+  SIGNUP_RATE_WINDOW_S: positiveInt(3600),
+  TRUST_PROXY: flag(false),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+
+  LLM_PROVIDER: z.enum(["anthropic", "openai", "openai-compatible"]).optional(),
+  LLM_BASE_URL: url,
+  LLM_API_KEY: optionalString,
+  ANTHROPIC_API_KEY: optionalString,
+  OPENAI_API_KEY: optionalString,
+  LLM_MODEL: optionalString,
+  MAX_TASK_COST_USD: z.coerce.number().positive().default(5),
+
+  APP_ID: optionalString,
+  PRIVATE_KEY: optionalString,
+  PRIVATE_KEY_PATH: optionalString,
+  WEBHOOK_SECRET: optionalString,
+  WEBHOOK_PATH: z.string().startsWith("/").default("/github/webhooks"),
+  GHE_HOST: optionalString,
+  GHE_PROTOCOL: z.enum(["http", "https"]).default("https"),
+  GITHUB_CLIENT_ID: optionalString,
+  GITHUB_CLIENT_SECRET: optionalString,
+  APP_SLUG: optionalString,
+
+  PARALLEL_THRESHOLD: positiveInt(6, 1000),
+  MAX_PARALLEL_WORKERS: positiveInt(3, 64),
+  MAX_FIX_ATTEMPTS: positiveInt(3, 50),
+  TASK_CONCURRENCY: positiveInt(4, 256),
+  COMMAND_TIMEOUT_S: positiveInt(600, 86_400),
+  JOB_LOCK_LIFETIME_S: positiveInt(120, 86_400),
+  SHUTDOWN_GRACE_S: positiveInt(30, 3600),
+});
+
+export type Env = z.infer<typeof envSchema>;
+
+export type LlmProvider = "anthropic" | "openai" | "openai-compatible";
+
+export interface GithubAppConfig {
+  appId: string;
+  privateKey: string;
+  webhookSecret: string;
+  webhookPath: string;
+  /** API base URL: https://api.github.com or the GHES `/api/v3` endpoint. */
+  baseUrl: string;
+  /** Web base URL for OAuth and installation pages. */
+  webUrl: string;
+  clientId: string | undefined;
+  clientSecret: string | undefined;
+  slug: string | undefined;
+}
+
+export interface Config {
+  env: Env["NODE_ENV"];
+  port: number;
+  host: string;
+  mongodbUri: string | undefined;
+  dataDir: string;
+  dbEngine: Env["DB_ENGINE"];
+  runWorkers: boolean;
+  openSignup: boolean;
+  signupRateLimit: { max: number; windowMs: number };
+  trustProxy: boolean;
+  logLevel: Env["LOG_LEVEL"];
+  llm: {
+    provider: LlmProvider | undefined;
+    baseUrl: string | undefined;
+    apiKey: string | undefined;
+    model: string | undefined;
+    maxTaskCostUsd: number;
+  };
+  github: GithubAppConfig | undefined;
+  pipeline: {
+    parallelThreshold: number;
+    maxParallelWorkers: number;
+    maxFixAttempts: number;
+    taskConcurrency: number;
+    commandTimeoutS: number;
+  };
+  jobs: { lockLifetimeMs: number; shutdownGraceMs: number };
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.name = "ConfigError";
+  }
+}
+
+function inferProvider(env: Env): LlmProvider | undefined {
+  if (env.LLM_PROVIDER) return env.LLM_PROVIDER;
+  if (env.LLM_BASE_URL) return "openai-compatible";
+  if (env.ANTHROPIC_API_KEY) return "anthropic";
+  if (env.OPENAI_API_KEY) return "openai";
+  return undefined;
+}
+
+function providerKey(env: Env, provider: LlmProvider | undefined): string | undefined {
+  if (env.LLM_API_KEY) return env.LLM_API_KEY;
+  if (provider === "anthropic") return env.ANTHROPIC_API_KEY;
+  if (provider === "openai") return env.OPENAI_API_KEY;
+  return undefined;
+}
+
+/**
+ * Parses and checks the environment once. Every problem is collected so the operator sees
+ * all of them at once; the returned object is frozen.
+ */
+export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = envSchema.safeParse(source);
+  const problems: string[] = [];
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      problems.push(`${issue.path.join(".") || "(environment)"}: ${issue.message}`);
+    }
+    throw new ConfigError(problems);
+  }
+  const env = parsed.data;
+
+  const provider = inferProvider(env);
+  const apiKey = providerKey(env, provider);
+  if (provider === "openai-compatible" && !env.LLM_BASE_URL) {
+    problems.push("LLM_BASE_URL: required when LLM_PROVIDER is openai-compatible");
+  }
+
+  let github: GithubAppConfig | undefined;
+  if (env.APP_ID) {
+    let privateKey = env.PRIVATE_KEY?.replace(/\\n/g, "\n");
+    if (!privateKey && env.PRIVATE_KEY_PATH) {
+      try {
+        privateKey = readFileSync(env.PRIVATE_KEY_PATH, "utf8");
+      } catch (error) {
+        problems.push(
+          `PRIVATE_KEY_PATH: cannot read ${env.PRIVATE_KEY_PATH} (${(error as NodeJS.ErrnoException).code ?? "error"})`,
+        );
+      }
+    }
+    if (!privateKey && !env.PRIVATE_KEY_PATH) {
+      problems.push("PRIVATE_KEY or PRIVATE_KEY_PATH: required when APP_ID is set");
+    }
+    if (!env.WEBHOOK_SECRET) problems.push("WEBHOOK_SECRET: required when APP_ID is set");
+    const host = env.GHE_HOST;
+    const baseUrl = host ? `${env.GHE_PROTOCOL}://${host}/api/v3` : "https://api.github.com";
+    const webUrl = host ? `${env.GHE_PROTOCOL}://${host}` : "https://github.com";
+    github = {
+      appId: env.APP_ID,
+      privateKey: privateKey ?? "",
+      webhookSecret: env.WEBHOOK_SECRET ?? "",
+      webhookPath: env.WEBHOOK_PATH,
+      baseUrl,
+      webUrl,
+      clientId: env.GITHUB_CLIENT_ID,
+      clientSecret: env.GITHUB_CLIENT_SECRET,
+      slug: env.APP_SLUG,
+    };
+  }
+
+  if (problems.length > 0) throw new ConfigError(problems);
+
+  const config: Config = {
+    env: env.NODE_ENV,
+    port: env.PORT,
+    host: env.HOST,
+    mongodbUri: env.MONGODB_URI,
+    dataDir: path.resolve(env.DATA_DIR),
+    dbEngine: env.DB_ENGINE,
+    runWorkers: env.RUN_WORKERS,
+    openSignup: env.OPEN_SIGNUP,
+    signupRateLimit: { max: env.SIGNUP_RATE_LIMIT, windowMs: env.SIGNUP_RATE_WINDOW_S * 1000 },
+    trustProxy: env.TRUST_PROXY,
+    logLevel: env.LOG_LEVEL,
+    llm: {
+      provider,
+      baseUrl: env.LLM_BASE_URL,
+      apiKey,
+      model: env.LLM_MODEL,
+      maxTaskCostUsd: env.MAX_TASK_COST_USD,
+    },
+    github,
+    pipeline: {
+      parallelThreshold: env.PARALLEL_THRESHOLD,
+      maxParallelWorkers: env.MAX_PARALLEL_WORKERS,
+      maxFixAttempts: env.MAX_FIX_ATTEMPTS,
+      taskConcurrency: env.TASK_CONCURRENCY,
+      commandTimeoutS: env.COMMAND_TIMEOUT_S,
+    },
+    jobs: {
+      lockLifetimeMs: env.JOB_LOCK_LIFETIME_S * 1000,
+      shutdownGraceMs: env.SHUTDOWN_GRACE_S * 1000,
+    },
+  };
+  return deepFreeze(config);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === "object") {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** The secret values of a configuration, for central log and error redaction. */
+export function configSecrets(config: Config): string[] {
+  const values = [
+    config.llm.apiKey,
+    config.github?.privateKey,
+    config.github?.webhookSecret,
+    config.github?.clientSecret,
+  ];
+  if (config.mongodbUri) {
+    try {
+      const password = new URL(config.mongodbUri).password;
+      if (password) values.push(decodeURIComponent(password));
+    } catch {
+      // not a URL the WHATWG parser understands; nothing to extract
+    }
+  }
+  return values.filter((v): v is string => typeof v === "string" && v.length >= 6);
+}

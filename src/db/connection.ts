@@ -1,0 +1,75 @@
+import mongoose, { type Connection } from "mongoose";
+import { startEmbeddedDatabase, type EmbeddedDatabase } from "./embedded.js";
+import type { Config } from "../config/env.js";
+import type { Logger } from "../util/logger.js";
+import { registerModels, type Models } from "./models.js";
+
+export interface Database {
+  connection: Connection;
+  models: Models;
+  /** Set when this process started the embedded server. */
+  embedded: EmbeddedDatabase | undefined;
+  close(): Promise<void>;
+}
+
+/** Appends a database name to a connection string that has none. */
+export function withDatabaseName(uri: string, name: string): string {
+  const url = new URL(uri);
+  if (url.pathname === "" || url.pathname === "/") url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/**
+ * Connects to MONGODB_URI, or starts the embedded server under DATA_DIR when it is unset,
+ * registers the models and makes sure their indexes exist.
+ */
+export async function connectDatabase(
+  config: Pick<Config, "mongodbUri" | "dataDir" | "dbEngine">,
+  logger: Logger,
+): Promise<Database> {
+  let embedded: EmbeddedDatabase | undefined;
+  let uri = config.mongodbUri;
+  if (!uri) {
+    embedded = await startEmbeddedDatabase({
+      dataDir: `${config.dataDir}/db`,
+      engine: config.dbEngine,
+      logger,
+    });
+    uri = withDatabaseName(embedded.uri, "foreman");
+  }
+  const connection = mongoose.createConnection(uri, {
+    serverSelectionTimeoutMS: 10_000,
+    maxPoolSize: 50,
+    autoIndex: false,
+  });
+  try {
+    await connection.asPromise();
+  } catch (error) {
+    await embedded?.stop();
+    throw error;
+  }
+  const models = registerModels(connection);
+  await Promise.all(Object.values(models).map((model) => model.createIndexes()));
+  logger.info({ database: connection.name, embedded: embedded?.engine ?? null }, "database connected");
+  return {
+    connection,
+    models,
+    embedded,
+    async close() {
+      await connection.close();
+      await embedded?.stop();
+    },
+  };
+}
+
+/** True when the database answers a ping. */
+export async function pingDatabase(connection: Connection): Promise<boolean> {
+  try {
+    const db = connection.db;
+    if (!db || connection.readyState !== 1) return false;
+    await db.command({ ping: 1 }, { timeoutMS: 2000 });
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,269 @@
+import { spawn, execFile, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { cp, mkdir, readFile, rename, rm, writeFile, chmod, readdir } from "node:fs/promises";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import type { Logger } from "../util/logger.js";
+
+const execFileAsync = promisify(execFile);
+
+export const FERRETDB_MODULE = "github.com/FerretDB/FerretDB";
+export const FERRETDB_VERSION = "v1.24.2";
+
+export type EmbeddedEngine = "ferretdb" | "mongodb-memory-server";
+
+export interface EmbeddedDatabase {
+  engine: EmbeddedEngine;
+  /** Connection string without a database name; callers append their own. */
+  uri: string;
+  stop(): Promise<void>;
+}
+
+export interface EmbeddedOptions {
+  /** Where the database keeps its files; kept across restarts. */
+  dataDir: string;
+  engine?: "auto" | EmbeddedEngine;
+  logger?: Logger | undefined;
+}
+
+/** Folder for built binaries shared by every checkout on this machine. */
+export function toolCacheDir(): string {
+  const base = process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), ".cache");
+  return path.join(base, "foreman");
+}
+
+export function ferretdbBinaryPath(): string {
+  return (
+    process.env.FERRETDB_BIN ?? path.join(toolCacheDir(), `ferretdb-${FERRETDB_VERSION}`, "ferretdb")
+  );
+}
+
+async function hasCommand(command: string): Promise<boolean> {
+  try {
+    await execFileAsync(command, ["version"], { timeout: 15_000 });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function hasCachedMongod(): Promise<boolean> {
+  if (process.env.MONGOMS_SYSTEM_BINARY) return true;
+  const dir = process.env.MONGOMS_DOWNLOAD_DIR ?? path.join(os.homedir(), ".cache", "mongodb-binaries");
+  try {
+    return (await readdir(dir)).some((f) => f.startsWith("mongod"));
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Picks the engine: one that is already installed wins (an existing data folder keeps its
+ * engine); otherwise FerretDB when Go can build it, else mongodb-memory-server, which
+ * downloads a MongoDB binary.
+ */
+export async function chooseEngine(dataDir: string, requested: EmbeddedOptions["engine"] = "auto"): Promise<EmbeddedEngine> {
+  if (requested && requested !== "auto") return requested;
+  const marker = path.join(dataDir, "engine");
+  if (existsSync(marker)) {
+    const recorded = (await readFile(marker, "utf8")).trim();
+    if (recorded === "ferretdb" || recorded === "mongodb-memory-server") return recorded;
+  }
+  if (existsSync(ferretdbBinaryPath())) return "ferretdb";
+  if (await hasCachedMongod()) return "mongodb-memory-server";
+  if (await hasCommand("go")) return "ferretdb";
+  return "mongodb-memory-server";
+}
+
+/**
+ * Builds FerretDB from the Go module proxy unless a build is cached. The module archive
+ * ships without build/version/version.txt, which FerretDB requires at start, so the build
+ * runs in a writable copy with that file filled in. Concurrent callers wait on a lock dir.
+ */
+export async function ensureFerretdb(logger?: Logger): Promise<string> {
+  const binary = ferretdbBinaryPath();
+  if (existsSync(binary)) return binary;
+  if (process.env.FERRETDB_BIN) throw new Error(`FERRETDB_BIN points to ${binary}, which does not exist`);
+  if (!(await hasCommand("go"))) {
+    throw new Error(
+      "No MongoDB-compatible server is available: install Go (to build FerretDB) or set MONGODB_URI",
+    );
+  }
+  const dir = path.dirname(binary);
+  await mkdir(path.dirname(dir), { recursive: true });
+  const lock = `${dir}.lock`;
+  const deadline = Date.now() + 15 * 60_000;
+  for (;;) {
+    try {
+      await mkdir(lock);
+      break;
+    } catch {
+      if (existsSync(binary)) return binary;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for the FerretDB build lock ${lock}`);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+  try {
+    if (existsSync(binary)) return binary;
+    logger?.info({ version: FERRETDB_VERSION }, "building FerretDB (first start only)");
+    const env = { ...process.env, GOTOOLCHAIN: "local", GOFLAGS: "-mod=mod" };
+    const { stdout } = await execFileAsync(
+      "go",
+      ["mod", "download", "-json", `${FERRETDB_MODULE}@${FERRETDB_VERSION}`],
+      { env, maxBuffer: 16 * 1024 * 1024, timeout: 10 * 60_000 },
+    );
+    const source = (JSON.parse(stdout) as { Dir?: string }).Dir;
+    if (!source) throw new Error("go mod download returned no module directory");
+    const work = await import("node:fs/promises").then((fs) =>
+      fs.mkdtemp(path.join(os.tmpdir(), "foreman-ferretdb-")),
+    );
+    try {
+      await cp(source, work, { recursive: true });
+      await chmodTree(work);
+      await writeFile(path.join(work, "build", "version", "version.txt"), `${FERRETDB_VERSION}\n`);
+      await mkdir(dir, { recursive: true });
+      const tmpBinary = `${binary}.tmp-${process.pid}`;
+      await execFileAsync("go", ["build", "-trimpath", "-o", tmpBinary, "./cmd/ferretdb"], {
+        cwd: work,
+        env,
+        maxBuffer: 16 * 1024 * 1024,
+        timeout: 20 * 60_000,
+      });
+      await rename(tmpBinary, binary);
+    } finally {
+      await rm(work, { recursive: true, force: true });
+    }
+    logger?.info({ binary }, "FerretDB built");
+    return binary;
+  } finally {
+    await rm(lock, { recursive: true, force: true });
+  }
+}
+
+async function chmodTree(dir: string): Promise<void> {
+  await chmod(dir, 0o755);
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) await chmodTree(full);
+    else await chmod(full, 0o644);
+  }
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => {
+        if (address && typeof address === "object") resolve(address.port);
+        else reject(new Error("no port"));
+      });
+    });
+  });
+}
+
+async function waitForPort(port: number, child: ChildProcess, output: () => string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) {
+      throw new Error(`FerretDB exited with code ${child.exitCode}: ${output().slice(-2000)}`);
+    }
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = net.connect(port, "127.0.0.1");
+      socket.once("connect", () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once("error", () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`FerretDB did not listen on port ${port} within ${timeoutMs} ms`);
+}
+
+/**
+ * Runs `binary args` under a small shell watchdog that ends the server when this Node
+ * process disappears, even on SIGKILL, so no database outlives the service or a test run.
+ */
+function spawnWithWatchdog(binary: string, args: string[]): ChildProcess {
+  const script =
+    '"$@" & child=$!; trap \'kill $child 2>/dev/null; wait $child; exit 0\' TERM INT; ' +
+    `while kill -0 ${process.pid} 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 1; done; ` +
+    "kill $child 2>/dev/null; wait $child";
+  return spawn("/bin/sh", ["-c", script, "watchdog", binary, ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+}
+
+async function startFerretdb(dataDir: string, logger?: Logger): Promise<EmbeddedDatabase> {
+  const binary = await ensureFerretdb(logger);
+  const dbDir = path.join(dataDir, "ferretdb");
+  const stateDir = path.join(dataDir, "ferretdb-state");
+  await mkdir(dbDir, { recursive: true });
+  await mkdir(stateDir, { recursive: true });
+  const port = await freePort();
+  const child = spawnWithWatchdog(binary, [
+    "--handler=sqlite",
+    `--sqlite-url=file:${dbDir}/`,
+    `--listen-addr=127.0.0.1:${port}`,
+    `--state-dir=${stateDir}`,
+    "--debug-addr=-",
+    "--telemetry=disable",
+    "--log-level=warn",
+    "--log-format=json",
+  ]);
+  let output = "";
+  const collect = (chunk: Buffer) => {
+    output = (output + chunk.toString()).slice(-8000);
+  };
+  child.stdout?.on("data", collect);
+  child.stderr?.on("data", collect);
+  await waitForPort(port, child, () => output);
+  logger?.info({ engine: "ferretdb", port }, "embedded database started");
+  return {
+    engine: "ferretdb",
+    uri: `mongodb://127.0.0.1:${port}/`,
+    async stop() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+async function startMongoMemoryServer(dataDir: string, logger?: Logger): Promise<EmbeddedDatabase> {
+  const { MongoMemoryServer } = await import("mongodb-memory-server-core");
+  const dbPath = path.join(dataDir, "mongodb");
+  await mkdir(dbPath, { recursive: true });
+  const server = await MongoMemoryServer.create({
+    instance: { dbPath, storageEngine: "wiredTiger", ip: "127.0.0.1" },
+  });
+  logger?.info({ engine: "mongodb-memory-server" }, "embedded database started");
+  return {
+    engine: "mongodb-memory-server",
+    uri: server.getUri(),
+    async stop() {
+      await server.stop({ doCleanup: false });
+    },
+  };
+}
+
+/** Starts the embedded MongoDB-compatible server with its files under `dataDir`. */
+export async function startEmbeddedDatabase(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
+  await mkdir(options.dataDir, { recursive: true });
+  const engine = await chooseEngine(options.dataDir, options.engine);
+  const db =
+    engine === "ferretdb"
+      ? await startFerretdb(options.dataDir, options.logger)
+      : await startMongoMemoryServer(options.dataDir, options.logger);
+  await writeFile(path.join(options.dataDir, "engine"), `${engine}\n`);
+  return db;
+}

@@ -1,0 +1,114 @@
+import { randomBytes } from "node:crypto";
+import type { Models, Tier } from "../db/models.js";
+import { errors } from "../errors.js";
+import { newId, sha256 } from "../util/ids.js";
+import { currentUsage, monthlyLimitFor } from "./quota.js";
+
+export const KEY_PREFIX = "fmn_";
+
+export interface Principal {
+  accountId: string;
+  keyId: string;
+  keyName: string;
+  keyCreatedAt: Date;
+}
+
+export interface NewKey {
+  id: string;
+  key: string;
+  name: string;
+  created_at: string;
+}
+
+/** A key value: 256 random bits, base64url, behind a recognisable prefix. */
+export function generateKeyValue(): string {
+  return `${KEY_PREFIX}${randomBytes(32).toString("base64url")}`;
+}
+
+/** Creates a key for an account; the value is returned here once and stored only hashed. */
+export async function createKey(models: Models, accountId: string, name: string): Promise<NewKey> {
+  const key = generateKeyValue();
+  const doc = await models.ApiKey.create({
+    _id: sha256(key),
+    key_id: newId("key"),
+    account_id: accountId,
+    name,
+    prefix: key.slice(0, KEY_PREFIX.length + 6),
+  });
+  return { id: doc.key_id, key, name: doc.name, created_at: doc.created_at.toISOString() };
+}
+
+/** Creates an account on the free tier together with its first key. */
+export async function createAccountWithKey(models: Models, name: string): Promise<NewKey & { account_id: string }> {
+  const accountId = newId("acct");
+  await models.Account.create({ _id: accountId, tier: "free" });
+  const key = await createKey(models, accountId, name);
+  return { ...key, account_id: accountId };
+}
+
+/** Resolves a presented key value to its principal; unknown or revoked keys give null. */
+export async function authenticateKey(models: Models, value: string): Promise<Principal | null> {
+  if (!value.startsWith(KEY_PREFIX) || value.length > 200) return null;
+  const doc = await models.ApiKey.findById(sha256(value), {
+    key_id: 1,
+    account_id: 1,
+    name: 1,
+    revoked_at: 1,
+    created_at: 1,
+  }).lean();
+  if (!doc || doc.revoked_at) return null;
+  return { accountId: doc.account_id, keyId: doc.key_id, keyName: doc.name, keyCreatedAt: doc.created_at };
+}
+
+export interface KeyUsage {
+  id: string;
+  name: string;
+  tier: Tier;
+  tasks_this_month: number;
+  monthly_limit: number | null;
+  created_at: string;
+}
+
+/** The usage view of GET /keys/me: the account's tier and allowance seen through one key. */
+export async function describeKey(models: Models, principal: Principal, now = new Date()): Promise<KeyUsage> {
+  const account = await models.Account.findById(principal.accountId, { tier: 1, usage: 1 }).lean();
+  if (!account) throw errors.unauthorized();
+  const tier = account.tier as Tier;
+  return {
+    id: principal.keyId,
+    name: principal.keyName,
+    tier,
+    tasks_this_month: await currentUsage(models, account, now),
+    monthly_limit: monthlyLimitFor(tier),
+    created_at: principal.keyCreatedAt.toISOString(),
+  };
+}
+
+/** Revokes a key of the caller's account; another account's key is reported as unknown. */
+export async function revokeKey(models: Models, accountId: string, keyId: string): Promise<void> {
+  const result = await models.ApiKey.updateOne(
+    { key_id: keyId, account_id: accountId, revoked_at: null },
+    { $set: { revoked_at: new Date() } },
+  );
+  if (result.matchedCount === 0) throw errors.notFound("key");
+}
+
+export interface KeyListing {
+  id: string;
+  name: string;
+  prefix: string;
+  created_at: string;
+  revoked_at: string | null;
+}
+
+/** Lists the keys of an account, newest first (values are never shown again). */
+export async function listKeys(models: Models, accountId: string): Promise<KeyListing[]> {
+  const docs = await models.ApiKey.find({ account_id: accountId }).sort({ created_at: -1 }).lean();
+  return docs.map((d) => ({
+    id: d.key_id,
+    name: d.name,
+    prefix: d.prefix,
+    created_at: d.created_at.toISOString(),
+    revoked_at: d.revoked_at ? d.revoked_at.toISOString() : null,
+  }));
+}

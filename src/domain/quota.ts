@@ -1,0 +1,108 @@
+import type { Models, Tier } from "../db/models.js";
+import { errors } from "../errors.js";
+
+/*
+ * Monthly task allowance. Each counted task holds one slot document whose `_id` is
+ * `${account}:${month}:${slot}`; inserting it is the claim. A unique `_id` insert is atomic
+ * on every MongoDB-compatible server (conditional updates are not on FerretDB), so the limit
+ * holds however many processes create tasks at once. The account keeps a hint of the highest
+ * slot so the next claim and the usage read start near the top.
+ */
+
+const LIMITS: Record<Tier, number | null> = { free: 10, pro: null };
+
+export function monthlyLimitFor(tier: Tier): number | null {
+  return LIMITS[tier];
+}
+
+/** The UTC calendar month, `YYYY-MM`. */
+export function utcMonth(date = new Date()): string {
+  return date.toISOString().slice(0, 7);
+}
+
+function slotId(accountId: string, month: string, slot: number): string {
+  return `${accountId}:${month}:${String(slot).padStart(9, "0")}`;
+}
+
+function isDuplicateKey(error: unknown): boolean {
+  return typeof error === "object" && error !== null && (error as { code?: unknown }).code === 11000;
+}
+
+interface AccountUsage {
+  _id: string;
+  usage?: { month?: string | null; hint?: number | null } | null;
+}
+
+function hintFor(account: AccountUsage, month: string): number {
+  return account.usage?.month === month ? Math.max(0, account.usage.hint ?? 0) : 0;
+}
+
+/** Tasks counted for the account in the month of `now`. */
+export async function currentUsage(models: Models, account: AccountUsage, now = new Date()): Promise<number> {
+  const month = utcMonth(now);
+  let top = hintFor(account, month);
+  // The hint trails the truth by at most the claims that raced it; walk up to the top slot.
+  while (await models.QuotaSlot.exists({ _id: slotId(account._id, month, top + 1) })) top += 1;
+  return top;
+}
+
+export interface QuotaClaim {
+  accountId: string;
+  month: string;
+  slots: number[];
+  /** Gives the slots back, for a creation that failed after the claim. */
+  release(): Promise<void>;
+}
+
+/**
+ * Claims `count` tasks of the account's monthly allowance, all or nothing. Throws
+ * `monthly_limit_reached` (429) when fewer than `count` remain. Every task creator calls this.
+ */
+export async function claimQuota(models: Models, accountId: string, count = 1, now = new Date()): Promise<QuotaClaim> {
+  if (!Number.isInteger(count) || count < 1) throw new Error(`invalid quota claim count ${count}`);
+  const account = await models.Account.findById(accountId, { tier: 1, usage: 1 }).lean();
+  if (!account) throw errors.unauthorized();
+  const limit = monthlyLimitFor(account.tier as Tier);
+  const month = utcMonth(now);
+  if (limit !== null && count > limit) throw errors.monthlyLimit(limit);
+
+  const claimed: number[] = [];
+  const release = async () => {
+    if (claimed.length === 0) return;
+    await models.QuotaSlot.deleteMany({ _id: { $in: claimed.map((s) => slotId(accountId, month, s)) } });
+    claimed.length = 0;
+  };
+
+  let slot = hintFor(account, month);
+  let rescanned = false;
+  while (claimed.length < count) {
+    slot += 1;
+    if (limit !== null && slot > limit) {
+      // Above the limit. A released claim may have left a hole below it; look once from 1.
+      if (!rescanned) {
+        rescanned = true;
+        slot = 0;
+        continue;
+      }
+      await release();
+      throw errors.monthlyLimit(limit);
+    }
+    try {
+      await models.QuotaSlot.create({ _id: slotId(accountId, month, slot), account_id: accountId, month, slot });
+      claimed.push(slot);
+    } catch (error) {
+      if (!isDuplicateKey(error)) {
+        await release();
+        throw error;
+      }
+    }
+  }
+
+  const top = Math.max(...claimed);
+  // Best effort: a lost race here only leaves the hint low, which currentUsage walks past.
+  await models.Account.updateOne(
+    { _id: accountId, $or: [{ "usage.month": { $ne: month } }, { "usage.hint": { $lt: top } }] },
+    { $set: { usage: { month, hint: top } } },
+  );
+  return { accountId, month, slots: [...claimed], release };
+}

@@ -1,0 +1,123 @@
+import type { Models, RepositoryDoc, WorkspaceDoc } from "../db/models.js";
+import { errors } from "../errors.js";
+import { newId } from "../util/ids.js";
+import { redactText } from "../util/redact.js";
+
+export interface RepoInput {
+  name: string;
+  clone_url: string;
+  default_branch?: string | undefined;
+}
+
+export interface RepoView {
+  id: string;
+  name: string;
+  full_name: string;
+  clone_url: string;
+  default_branch: string;
+  private: boolean;
+}
+
+export interface WorkspaceView {
+  id: string;
+  kind: "git" | "github";
+  name: string;
+  repo_count: number;
+  github: { installation_id: number; account_login: string | null; suspended: boolean } | null;
+  created_at: string;
+  updated_at: string;
+}
+
+type WorkspaceRecord = WorkspaceDoc & { _id: string; created_at: Date; updated_at: Date };
+
+export function toWorkspaceView(ws: WorkspaceRecord): WorkspaceView {
+  return {
+    id: ws._id,
+    kind: ws.kind as "git" | "github",
+    name: ws.name,
+    repo_count: ws.repos.length,
+    github:
+      ws.kind === "github" && ws.github?.installation_id != null
+        ? {
+            installation_id: ws.github.installation_id,
+            account_login: ws.github.account_login ?? null,
+            suspended: Boolean(ws.github.suspended_at),
+          }
+        : null,
+    created_at: ws.created_at.toISOString(),
+    updated_at: ws.updated_at.toISOString(),
+  };
+}
+
+export function toRepoView(repo: RepositoryDoc): RepoView {
+  return {
+    id: repo.repo_id,
+    name: repo.name,
+    full_name: repo.full_name,
+    // Remotes may carry credentials (https://user:token@host/...); never show them.
+    clone_url: redactText(repo.clone_url),
+    default_branch: repo.default_branch ?? "main",
+    private: repo.private ?? false,
+  };
+}
+
+/** Creates a plain-git workspace owned by the account; repository names must be unique in it. */
+export async function createGitWorkspace(
+  models: Models,
+  accountId: string,
+  input: { name: string; repos: RepoInput[] },
+): Promise<WorkspaceRecord> {
+  const seen = new Set<string>();
+  for (const repo of input.repos) {
+    const key = repo.name.toLowerCase();
+    if (seen.has(key)) throw errors.conflict(`The repository name "${repo.name}" is given twice.`);
+    seen.add(key);
+  }
+  const doc = await models.Workspace.create({
+    _id: newId("ws"),
+    kind: "git",
+    account_id: accountId,
+    name: input.name,
+    repos: input.repos.map((r) => ({
+      repo_id: newId("repo"),
+      name: r.name.split("/").pop() ?? r.name,
+      full_name: r.name,
+      clone_url: r.clone_url,
+      default_branch: r.default_branch ?? "main",
+      private: false,
+    })),
+  });
+  return doc.toObject() as WorkspaceRecord;
+}
+
+/** Workspaces the account may use, newest first. */
+export async function listWorkspaces(models: Models, accountId: string): Promise<WorkspaceRecord[]> {
+  const docs = await models.Workspace.find({ account_id: accountId, "github.deleted_at": null })
+    .sort({ created_at: -1 })
+    .lean();
+  return docs as WorkspaceRecord[];
+}
+
+/** One workspace of the account; another account's or an unknown id is `not_found`. */
+export async function getWorkspace(models: Models, accountId: string, workspaceId: string): Promise<WorkspaceRecord> {
+  const doc = await models.Workspace.findById(workspaceId).lean();
+  if (!doc || doc.account_id !== accountId || doc.github?.deleted_at) throw errors.notFound("workspace");
+  return doc as WorkspaceRecord;
+}
+
+/**
+ * Finds a repository of one of the account's workspaces by id or by `owner/name`.
+ * Used by every door that names a repository (tasks, agents, automations, health).
+ */
+export async function resolveRepo(
+  models: Models,
+  accountId: string,
+  workspaceId: string,
+  repoRef: string,
+): Promise<{ workspace: WorkspaceRecord; repo: RepositoryDoc }> {
+  const workspace = await getWorkspace(models, accountId, workspaceId);
+  const ref = repoRef.toLowerCase();
+  const repo = workspace.repos.find((r) => r.repo_id === repoRef || r.full_name.toLowerCase() === ref);
+  if (!repo) throw errors.notFound("repository in this workspace");
+  return { workspace, repo };
+}

@@ -1,0 +1,73 @@
+/**
+ * The one place that names error codes. Domain code throws these; the HTTP error
+ * middleware renders them as SPEC §1 bodies; anything else becomes a 500 `internal`.
+ */
+export type ErrorCode =
+  | "invalid_json"
+  | "validation_failed"
+  | "unsupported_media_type"
+  | "unauthorized"
+  | "forbidden"
+  | "not_found"
+  | "method_not_allowed"
+  | "invalid_state"
+  | "conflict"
+  | "payload_too_large"
+  | "monthly_limit_reached"
+  | "rate_limited"
+  | "internal"
+  | "upstream_unavailable"
+  | "not_ready";
+
+export interface FieldProblem {
+  path: string;
+  message: string;
+}
+
+export class AppError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: unknown,
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message);
+    this.name = "AppError";
+  }
+}
+
+export const errors = {
+  invalidJson: (message = "The request body is not valid JSON.") =>
+    new AppError(400, "invalid_json", message),
+  validation: (details: FieldProblem[], message = "The request is not valid.") =>
+    new AppError(400, "validation_failed", message, details),
+  unsupportedMediaType: () =>
+    new AppError(415, "unsupported_media_type", "Send the body as JSON with Content-Type: application/json."),
+  unauthorized: (message = "A valid API key is required in the X-API-Key header.") =>
+    new AppError(401, "unauthorized", message),
+  forbidden: (message: string) => new AppError(403, "forbidden", message),
+  notFound: (what = "resource") => new AppError(404, "not_found", `No such ${what}.`),
+  methodNotAllowed: () =>
+    new AppError(405, "method_not_allowed", "This method is not allowed on this path; the Allow header lists the ones that are."),
+  invalidState: (message: string) => new AppError(409, "invalid_state", message),
+  conflict: (message: string) => new AppError(409, "conflict", message),
+  payloadTooLarge: (limit: number) =>
+    new AppError(413, "payload_too_large", `The request body is larger than ${limit} bytes.`),
+  monthlyLimit: (limit: number) =>
+    new AppError(
+      429,
+      "monthly_limit_reached",
+      `This account has used its ${limit} tasks for this month; the allowance resets on the first day of next month (UTC), or an operator can move the account to the pro tier.`,
+    ),
+  rateLimited: (retryAfterS: number) =>
+    new AppError(429, "rate_limited", `Too many requests; retry in ${retryAfterS} seconds.`, undefined, {
+      "Retry-After": String(retryAfterS),
+    }),
+  upstream: (message: string, status = 502) => new AppError(status, "upstream_unavailable", message),
+  notReady: (message: string) => new AppError(503, "not_ready", message),
+};
+
+export function isAppError(error: unknown): error is AppError {
+  return error instanceof AppError;
+}

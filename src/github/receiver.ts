@@ -1,0 +1,42 @@
+import { verify } from "@octokit/webhooks-methods";
+import type { Probot } from "probot";
+import type { Models } from "../db/models.js";
+import { errors } from "../errors.js";
+import type { Logger } from "../util/logger.js";
+import type { GithubReceiver } from "../http/types.js";
+
+/**
+ * The door for GitHub deliveries: verify the signature (401 on mismatch), acknowledge a
+ * delivery id seen before without acting on it (a unique insert decides, across
+ * processes), then hand the event to Probot, whose handlers only enqueue work.
+ */
+export function createGithubReceiver(deps: { probot: Probot; secret: string; models: Models; logger: Logger }): GithubReceiver {
+  return {
+    async receive({ id, name, signature, rawBody }) {
+      if (!signature || !(await verify(deps.secret, rawBody, signature).catch(() => false))) {
+        throw errors.unauthorized("The webhook signature does not match the configured secret.");
+      }
+      if (!id || !name) {
+        throw errors.validation([{ path: "headers", message: "X-GitHub-Delivery and X-GitHub-Event are required." }]);
+      }
+      let payload: unknown;
+      try {
+        payload = JSON.parse(rawBody);
+      } catch {
+        throw errors.invalidJson();
+      }
+      try {
+        await deps.models.Once.create({ _id: `delivery:${id}`, scope: "github-delivery" });
+      } catch (error) {
+        if ((error as { code?: unknown }).code === 11000) {
+          deps.logger.info({ deliveryId: id, event: name }, "duplicate delivery ignored");
+          return "duplicate";
+        }
+        throw error;
+      }
+      // Probot's own types want a specific event name; the signature was checked above.
+      await deps.probot.receive({ id, name, payload } as Parameters<Probot["receive"]>[0]);
+      return "accepted";
+    },
+  };
+}

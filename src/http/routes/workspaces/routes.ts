@@ -1,0 +1,74 @@
+import { z } from "zod";
+import {
+  createGitWorkspace,
+  getWorkspace,
+  listWorkspaces,
+  toRepoView,
+  toWorkspaceView,
+} from "../../../domain/workspaces.js";
+import { route } from "../../route.js";
+import { createWorkspaceBody, repository, workspace, workspaceParams, workspaceWithRepos } from "./schema.js";
+
+export const workspaceRoutes = [
+  route({
+    method: "post",
+    path: "/workspaces",
+    operationId: "createWorkspace",
+    tag: "workspaces",
+    summary: "Create a plain-git workspace",
+    description: "Repositories are any git remotes; the result of a task there is a pushed branch.",
+    auth: "key",
+    body: createWorkspaceBody,
+    status: 201,
+    response: { description: "The workspace with its repositories", schema: workspaceWithRepos },
+    errors: [409],
+    async handler(_ctx, { body, principal, deps }) {
+      const ws = await createGitWorkspace(deps.models, principal!.accountId, body);
+      return { ...toWorkspaceView(ws), repos: ws.repos.map(toRepoView) };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/workspaces",
+    operationId: "listWorkspaces",
+    tag: "workspaces",
+    summary: "Workspaces of the caller's account, newest first",
+    auth: "key",
+    status: 200,
+    response: { description: "Workspaces", schema: z.array(workspace) },
+    async handler(_ctx, { principal, deps }) {
+      return (await listWorkspaces(deps.models, principal!.accountId)).map(toWorkspaceView);
+    },
+  }),
+  route({
+    method: "get",
+    path: "/workspaces/:id",
+    operationId: "getWorkspace",
+    tag: "workspaces",
+    summary: "One workspace",
+    auth: "key",
+    params: workspaceParams,
+    status: 200,
+    response: { description: "The workspace", schema: workspace },
+    errors: [404],
+    async handler(_ctx, { params, principal, deps }) {
+      return toWorkspaceView(await getWorkspace(deps.models, principal!.accountId, params.id));
+    },
+  }),
+  route({
+    method: "get",
+    path: "/workspaces/:id/repos",
+    operationId: "listWorkspaceRepos",
+    tag: "workspaces",
+    summary: "Repositories of one workspace",
+    auth: "key",
+    params: workspaceParams,
+    status: 200,
+    response: { description: "Repositories", schema: z.array(repository) },
+    errors: [404],
+    async handler(_ctx, { params, principal, deps }) {
+      const ws = await getWorkspace(deps.models, principal!.accountId, params.id);
+      return ws.repos.map(toRepoView);
+    },
+  }),
+];

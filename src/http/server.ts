@@ -1,0 +1,44 @@
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { createApp } from "./app.js";
+import type { HttpDeps } from "./types.js";
+import { createUpgradeHandler, noTaskStreams, type TaskStreams } from "./ws.js";
+
+export interface RunningServer {
+  server: http.Server;
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** One HTTP server on one port for the REST API, the WebSocket streams and GitHub webhooks. */
+export async function startHttpServer(deps: HttpDeps & { streams?: TaskStreams }): Promise<RunningServer> {
+  const app = createApp(deps);
+  const server = http.createServer(app.callback());
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  const upgrades = createUpgradeHandler({ models: deps.models, logger: deps.logger, streams: deps.streams ?? noTaskStreams });
+  server.on("upgrade", (req, socket, head) => void upgrades.handler(req, socket, head));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(deps.config.port, deps.config.host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+  const host = deps.config.host.includes(":") ? `[${deps.config.host}]` : deps.config.host;
+  return {
+    server,
+    port,
+    url: `http://${host}:${port}`,
+    async close() {
+      upgrades.close();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+        setTimeout(() => server.closeAllConnections(), 5_000).unref();
+      });
+    },
+  };
+}

@@ -1,0 +1,31 @@
+import type { Context } from "koa";
+import type { Config } from "../config/env.js";
+import type { Database } from "../db/connection.js";
+import type { Models } from "../db/models.js";
+import type { Principal } from "../domain/keys.js";
+import type { Logger } from "../util/logger.js";
+import type { RateLimiters } from "./rate-limit.js";
+
+/** What the HTTP door needs from the rest of the process. */
+export interface HttpDeps {
+  config: Config;
+  db: Database;
+  models: Models;
+  logger: Logger;
+  limiters: RateLimiters;
+  /** Handles a GitHub webhook delivery; absent when the GitHub App part is off. */
+  github?: GithubReceiver | undefined;
+}
+
+export interface GithubReceiver {
+  receive(delivery: { id: string; name: string; signature: string; rawBody: string }): Promise<"accepted" | "duplicate">;
+}
+
+export interface AppState {
+  principal?: Principal;
+  rawBody?: string;
+  body?: unknown;
+  requestId: string;
+}
+
+export type AppContext = Context & { state: AppState };

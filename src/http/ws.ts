@@ -1,0 +1,85 @@
+import type { IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
+import { WebSocketServer, type WebSocket } from "ws";
+import { authenticateKey, type Principal } from "../domain/keys.js";
+import type { Models } from "../db/models.js";
+import type { Logger } from "../util/logger.js";
+
+const WS_PATH = /^\/tasks\/([A-Za-z0-9_.:-]{1,100})\/ws\/?$/;
+const PROTOCOL_PREFIX = "api-key.";
+
+/** Decides whether a principal may watch a task, and streams it once the socket is open. */
+export interface TaskStreams {
+  /** False for an unknown task or one of another account (answered 404). */
+  canWatch(principal: Principal, taskId: string): Promise<boolean>;
+  attach(socket: WebSocket, principal: Principal, taskId: string, since: number | undefined): void;
+}
+
+function reject(socket: Duplex, status: number, code: string, message: string): void {
+  const body = JSON.stringify({ error: { code, message } });
+  const reason = status === 401 ? "Unauthorized" : status === 404 ? "Not Found" : status === 400 ? "Bad Request" : "Error";
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+/** The key from X-API-Key, or from a browser's `api-key.<key>` subprotocol. */
+function presentedKey(req: IncomingMessage): { key: string | undefined; protocol: string | undefined } {
+  const header = req.headers["x-api-key"];
+  if (typeof header === "string" && header) return { key: header, protocol: undefined };
+  const protocols = (req.headers["sec-websocket-protocol"] ?? "").split(",").map((p) => p.trim());
+  const protocol = protocols.find((p) => p.startsWith(PROTOCOL_PREFIX));
+  return { key: protocol?.slice(PROTOCOL_PREFIX.length), protocol };
+}
+
+/**
+ * Handles HTTP upgrades on the API's own server: authentication and the task check happen
+ * before the handshake, so a bad key is a 401 and a foreign task a 404 (SPEC §5).
+ */
+export function createUpgradeHandler(deps: { models: Models; logger: Logger; streams: TaskStreams }) {
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: 64 * 1024,
+    handleProtocols: (protocols) => [...protocols].find((p) => p.startsWith(PROTOCOL_PREFIX)) ?? false,
+  });
+  const handler = async (req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> => {
+    socket.on("error", () => socket.destroy());
+    try {
+      const url = new URL(req.url ?? "/", "http://localhost");
+      const match = WS_PATH.exec(url.pathname);
+      if (!match?.[1]) return reject(socket, 404, "not_found", "No such route.");
+      const taskId = match[1];
+      const sinceRaw = url.searchParams.get("since");
+      let since: number | undefined;
+      if (sinceRaw !== null) {
+        if (!/^\d{1,15}$/.test(sinceRaw)) return reject(socket, 400, "validation_failed", "since must be a non-negative integer.");
+        since = Number(sinceRaw);
+      }
+      const { key } = presentedKey(req);
+      const principal = key ? await authenticateKey(deps.models, key) : null;
+      if (!principal) return reject(socket, 401, "unauthorized", "A valid API key is required.");
+      if (!(await deps.streams.canWatch(principal, taskId))) return reject(socket, 404, "not_found", "No such task.");
+      wss.handleUpgrade(req, socket, head, (ws) => deps.streams.attach(ws, principal, taskId, since));
+    } catch (error) {
+      deps.logger.error({ err: error }, "websocket upgrade failed");
+      reject(socket, 500, "internal", "Something went wrong on our side.");
+    }
+  };
+  return {
+    handler,
+    close() {
+      for (const client of wss.clients) client.terminate();
+      wss.close();
+    },
+  };
+}
+
+/** Until tasks exist (issue #3), no task can be watched. */
+export const noTaskStreams: TaskStreams = {
+  async canWatch() {
+    return false;
+  },
+  attach(socket) {
+    socket.close(1011, "no task streams");
+  },
+};

@@ -1,0 +1,98 @@
+import { MongoBackend } from "@agendajs/mongo-backend";
+import { Agenda, type Job } from "agenda";
+import type { Db } from "mongodb";
+import type { ZodType } from "zod";
+import type { Logger } from "../util/logger.js";
+
+/**
+ * A job kind: a name, a zod schema for its payload and a handler. Payloads are checked when
+ * enqueued and again when run, so a malformed job fails loudly instead of half-running.
+ */
+export interface JobKind<T> {
+  name: string;
+  schema: ZodType<T>;
+  concurrency?: number;
+  lockLifetimeMs?: number;
+  run(data: T, job: Job<T>): Promise<void>;
+}
+
+export interface Scheduler {
+  agenda: Agenda;
+  define<T>(kind: JobKind<T>): void;
+  enqueue<T>(kind: Pick<JobKind<T>, "name" | "schema">, data: T): Promise<void>;
+  /** Starts processing (worker role only). */
+  start(): Promise<void>;
+  /**
+   * Graceful stop: waits up to `graceMs` for running jobs, then releases the locks of the
+   * rest so another worker picks them up at once instead of after the lock lifetime.
+   */
+  stop(graceMs: number): Promise<void>;
+}
+
+export interface SchedulerOptions {
+  db: Db;
+  logger: Logger;
+  name: string;
+  concurrency: number;
+  lockLifetimeMs: number;
+  processEveryMs?: number;
+}
+
+/** Agenda on the service's own MongoDB connection, created after mongoose has connected. */
+export function createScheduler(options: SchedulerOptions): Scheduler {
+  const agenda = new Agenda({
+    backend: new MongoBackend({ mongo: options.db, collection: "jobs" }),
+    name: options.name,
+    processEvery: options.processEveryMs ?? 1000,
+    maxConcurrency: Math.max(options.concurrency * 4, 8),
+    defaultConcurrency: options.concurrency,
+    defaultLockLifetime: options.lockLifetimeMs,
+  });
+  const logger = options.logger.child({ component: "jobs" });
+  agenda.on("error", (error) => logger.error({ err: error }, "scheduler error"));
+  let started = false;
+
+  return {
+    agenda,
+    define<T>(kind: JobKind<T>) {
+      agenda.define<T>(
+        kind.name,
+        async (job: Job<T>) => {
+          const parsed = kind.schema.safeParse(job.attrs.data);
+          if (!parsed.success) {
+            logger.error({ job: kind.name, issues: parsed.error.issues }, "job payload invalid; not run");
+            return;
+          }
+          const started = performance.now();
+          try {
+            await kind.run(parsed.data, job);
+            logger.debug({ job: kind.name, ms: Math.round(performance.now() - started) }, "job done");
+          } catch (error) {
+            logger.error({ job: kind.name, err: error }, "job failed");
+            throw error;
+          }
+        },
+        {
+          concurrency: kind.concurrency ?? options.concurrency,
+          lockLifetime: kind.lockLifetimeMs ?? options.lockLifetimeMs,
+        },
+      );
+    },
+    async enqueue<T>(kind: Pick<JobKind<T>, "name" | "schema">, data: T) {
+      const parsed = kind.schema.parse(data);
+      await agenda.now(kind.name, parsed);
+    },
+    async start() {
+      await agenda.start();
+      started = true;
+      logger.info({ name: options.name, concurrency: options.concurrency }, "workers started");
+    },
+    async stop(graceMs: number) {
+      if (!started) return;
+      started = false;
+      const result = await agenda.drain({ timeout: graceMs, closeConnection: false });
+      if (result.timedOut) logger.warn({ running: result.running }, "jobs still running at shutdown; releasing their locks");
+      await agenda.stop(false);
+    },
+  };
+}

@@ -1,0 +1,81 @@
+import { randomBytes } from "node:crypto";
+import { inject } from "vitest";
+import { loadConfig, type Config } from "../../src/config/env.js";
+import { withDatabaseName } from "../../src/db/connection.js";
+import { startService, type Service } from "../../src/service.js";
+
+/** A database name of its own for each test file, on the run's shared server. */
+export function testDatabaseUri(label = "t"): string {
+  const name = `${label.replace(/[^a-z0-9]/gi, "").slice(0, 20)}_${randomBytes(4).toString("hex")}`;
+  return withDatabaseName(inject("mongoUri"), name);
+}
+
+export function testConfig(env: Record<string, string | undefined> = {}): Config {
+  return loadConfig({
+    NODE_ENV: "test",
+    PORT: "0",
+    HOST: "127.0.0.1",
+    LOG_LEVEL: "silent",
+    MONGODB_URI: testDatabaseUri(),
+    SIGNUP_RATE_LIMIT: "100000",
+    ...env,
+  });
+}
+
+export interface TestServer {
+  url: string;
+  service: Service;
+  /** Calls the API with fetch; `key` sets X-API-Key, `body` is sent as JSON. */
+  api(method: string, path: string, options?: { key?: string; body?: unknown; raw?: string; headers?: Record<string, string> }): Promise<ApiResponse>;
+  /** Creates an account with its first key through the API. */
+  signup(name?: string): Promise<{ id: string; key: string }>;
+  stop(): Promise<void>;
+}
+
+export interface ApiResponse {
+  status: number;
+  headers: Headers;
+  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+/** Starts the real service (HTTP on a free port, real database) for one test file. */
+export async function startTestServer(
+  options: { env?: Record<string, string | undefined>; workers?: boolean } = {},
+): Promise<TestServer> {
+  const config = testConfig(options.env);
+  const service = await startService({ config, web: true, workers: options.workers ?? false, testing: true });
+  const url = service.http!.url;
+  const api: TestServer["api"] = async (method, path, opts = {}) => {
+    const headers: Record<string, string> = { ...opts.headers };
+    if (opts.key !== undefined) headers["x-api-key"] = opts.key;
+    let body: string | undefined;
+    if (opts.raw !== undefined) body = opts.raw;
+    else if (opts.body !== undefined) {
+      body = JSON.stringify(opts.body);
+      headers["content-type"] ??= "application/json";
+    }
+    const res = await fetch(`${url}${path}`, { method, headers, body });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      // not JSON; keep the text for the assertion message
+    }
+    return { status: res.status, headers: res.headers, body: parsed };
+  };
+  return {
+    url,
+    service,
+    api,
+    async signup(name = "test") {
+      const res = await api("POST", "/keys/generate", { body: { name } });
+      if (res.status !== 201) throw new Error(`signup failed: ${res.status} ${JSON.stringify(res.body)}`);
+      return { id: res.body.id, key: res.body.key };
+    },
+    async stop() {
+      await service.db.connection.dropDatabase().catch(() => undefined);
+      await service.stop();
+    },
+  };
+}

@@ -43,13 +43,21 @@ export const errors = {
   validation: (details: FieldProblem[], message = "The request is not valid.") =>
     new AppError(400, "validation_failed", message, details),
   unsupportedMediaType: () =>
-    new AppError(415, "unsupported_media_type", "Send the body as JSON with Content-Type: application/json."),
+    new AppError(
+      415,
+      "unsupported_media_type",
+      "Send the body as JSON with Content-Type: application/json.",
+    ),
   unauthorized: (message = "A valid API key is required in the X-API-Key header.") =>
     new AppError(401, "unauthorized", message),
   forbidden: (message: string) => new AppError(403, "forbidden", message),
   notFound: (what = "resource") => new AppError(404, "not_found", `No such ${what}.`),
   methodNotAllowed: () =>
-    new AppError(405, "method_not_allowed", "This method is not allowed on this path; the Allow header lists the ones that are."),
+    new AppError(
+      405,
+      "method_not_allowed",
+      "This method is not allowed on this path; the Allow header lists the ones that are.",
+    ),
   invalidState: (message: string) => new AppError(409, "invalid_state", message),
   conflict: (message: string) => new AppError(409, "conflict", message),
   payloadTooLarge: (limit: number) =>
@@ -61,10 +69,17 @@ export const errors = {
       `This account has used its ${limit} tasks for this month; the allowance resets on the first day of next month (UTC), or an operator can move the account to the pro tier.`,
     ),
   rateLimited: (retryAfterS: number) =>
-    new AppError(429, "rate_limited", `Too many requests; retry in ${retryAfterS} seconds.`, undefined, {
-      "Retry-After": String(retryAfterS),
-    }),
-  upstream: (message: string, status = 502) => new AppError(status, "upstream_unavailable", message),
+    new AppError(
+      429,
+      "rate_limited",
+      `Too many requests; retry in ${retryAfterS} seconds.`,
+      undefined,
+      {
+        "Retry-After": String(retryAfterS),
+      },
+    ),
+  upstream: (message: string, status = 502) =>
+    new AppError(status, "upstream_unavailable", message),
   notReady: (message: string) => new AppError(503, "not_ready", message),
 };
 

@@ -38,7 +38,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const logger = options.logger ?? createLogger({ level: config.logLevel });
   const db = await connectDatabase(config, logger);
 
-  const scheduler = createScheduler({
+  const scheduler = await createScheduler({
     db: db.connection.db!,
     logger,
     name: `${hostname()}:${process.pid}`,
@@ -68,7 +68,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         db,
         models: db.models,
         logger,
-        limiters: createRateLimiters({ signupMax: config.signupRateLimit.max, signupWindowMs: config.signupRateLimit.windowMs }),
+        limiters: createRateLimiters({
+          signupMax: config.signupRateLimit.max,
+          signupWindowMs: config.signupRateLimit.windowMs,
+        }),
         github,
       });
     } catch (error) {

@@ -50,7 +50,10 @@ export async function connectDatabase(
   }
   const models = registerModels(connection);
   await Promise.all(Object.values(models).map((model) => model.createIndexes()));
-  logger.info({ database: connection.name, embedded: embedded?.engine ?? null }, "database connected");
+  logger.info(
+    { database: connection.name, embedded: embedded?.engine ?? null },
+    "database connected",
+  );
   return {
     connection,
     models,

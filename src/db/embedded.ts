@@ -36,7 +36,8 @@ export function toolCacheDir(): string {
 
 export function ferretdbBinaryPath(): string {
   return (
-    process.env.FERRETDB_BIN ?? path.join(toolCacheDir(), `ferretdb-${FERRETDB_VERSION}`, "ferretdb")
+    process.env.FERRETDB_BIN ??
+    path.join(toolCacheDir(), `ferretdb-${FERRETDB_VERSION}`, "ferretdb")
   );
 }
 
@@ -51,7 +52,8 @@ async function hasCommand(command: string): Promise<boolean> {
 
 async function hasCachedMongod(): Promise<boolean> {
   if (process.env.MONGOMS_SYSTEM_BINARY) return true;
-  const dir = process.env.MONGOMS_DOWNLOAD_DIR ?? path.join(os.homedir(), ".cache", "mongodb-binaries");
+  const dir =
+    process.env.MONGOMS_DOWNLOAD_DIR ?? path.join(os.homedir(), ".cache", "mongodb-binaries");
   try {
     return (await readdir(dir)).some((f) => f.startsWith("mongod"));
   } catch {
@@ -64,7 +66,10 @@ async function hasCachedMongod(): Promise<boolean> {
  * engine); otherwise FerretDB when Go can build it, else mongodb-memory-server, which
  * downloads a MongoDB binary.
  */
-export async function chooseEngine(dataDir: string, requested: EmbeddedOptions["engine"] = "auto"): Promise<EmbeddedEngine> {
+export async function chooseEngine(
+  dataDir: string,
+  requested: EmbeddedOptions["engine"] = "auto",
+): Promise<EmbeddedEngine> {
   if (requested && requested !== "auto") return requested;
   const marker = path.join(dataDir, "engine");
   if (existsSync(marker)) {
@@ -85,7 +90,8 @@ export async function chooseEngine(dataDir: string, requested: EmbeddedOptions["
 export async function ensureFerretdb(logger?: Logger): Promise<string> {
   const binary = ferretdbBinaryPath();
   if (existsSync(binary)) return binary;
-  if (process.env.FERRETDB_BIN) throw new Error(`FERRETDB_BIN points to ${binary}, which does not exist`);
+  if (process.env.FERRETDB_BIN)
+    throw new Error(`FERRETDB_BIN points to ${binary}, which does not exist`);
   if (!(await hasCommand("go"))) {
     throw new Error(
       "No MongoDB-compatible server is available: install Go (to build FerretDB) or set MONGODB_URI",
@@ -101,7 +107,8 @@ export async function ensureFerretdb(logger?: Logger): Promise<string> {
       break;
     } catch {
       if (existsSync(binary)) return binary;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for the FerretDB build lock ${lock}`);
+      if (Date.now() > deadline)
+        throw new Error(`timed out waiting for the FerretDB build lock ${lock}`);
       await new Promise((r) => setTimeout(r, 500));
     }
   }
@@ -166,7 +173,12 @@ export async function freePort(): Promise<number> {
   });
 }
 
-async function waitForPort(port: number, child: ChildProcess, output: () => string, timeoutMs = 60_000): Promise<void> {
+async function waitForPort(
+  port: number,
+  child: ChildProcess,
+  output: () => string,
+  timeoutMs = 60_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) {
@@ -192,7 +204,7 @@ async function waitForPort(port: number, child: ChildProcess, output: () => stri
  */
 function spawnWithWatchdog(binary: string, args: string[]): ChildProcess {
   const script =
-    '"$@" & child=$!; trap \'kill $child 2>/dev/null; wait $child; exit 0\' TERM INT; ' +
+    "\"$@\" & child=$!; trap 'kill $child 2>/dev/null; wait $child; exit 0' TERM INT; " +
     `while kill -0 ${process.pid} 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 1; done; ` +
     "kill $child 2>/dev/null; wait $child";
   return spawn("/bin/sh", ["-c", script, "watchdog", binary, ...args], {
@@ -265,5 +277,14 @@ export async function startEmbeddedDatabase(options: EmbeddedOptions): Promise<E
       ? await startFerretdb(options.dataDir, options.logger)
       : await startMongoMemoryServer(options.dataDir, options.logger);
   await writeFile(path.join(options.dataDir, "engine"), `${engine}\n`);
-  return db;
+  // Lets the operator CLI attach to this server instead of opening the same files twice.
+  const running = path.join(options.dataDir, "running.json");
+  await writeFile(running, JSON.stringify({ uri: db.uri, pid: process.pid }));
+  return {
+    ...db,
+    async stop() {
+      await rm(running, { force: true });
+      await db.stop();
+    },
+  };
 }

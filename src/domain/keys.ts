@@ -39,7 +39,10 @@ export async function createKey(models: Models, accountId: string, name: string)
 }
 
 /** Creates an account on the free tier together with its first key. */
-export async function createAccountWithKey(models: Models, name: string): Promise<NewKey & { account_id: string }> {
+export async function createAccountWithKey(
+  models: Models,
+  name: string,
+): Promise<NewKey & { account_id: string }> {
   const accountId = newId("acct");
   await models.Account.create({ _id: accountId, tier: "free" });
   const key = await createKey(models, accountId, name);
@@ -57,7 +60,12 @@ export async function authenticateKey(models: Models, value: string): Promise<Pr
     created_at: 1,
   }).lean();
   if (!doc || doc.revoked_at) return null;
-  return { accountId: doc.account_id, keyId: doc.key_id, keyName: doc.name, keyCreatedAt: doc.created_at };
+  return {
+    accountId: doc.account_id,
+    keyId: doc.key_id,
+    keyName: doc.name,
+    keyCreatedAt: doc.created_at,
+  };
 }
 
 export interface KeyUsage {
@@ -70,7 +78,11 @@ export interface KeyUsage {
 }
 
 /** The usage view of GET /keys/me: the account's tier and allowance seen through one key. */
-export async function describeKey(models: Models, principal: Principal, now = new Date()): Promise<KeyUsage> {
+export async function describeKey(
+  models: Models,
+  principal: Principal,
+  now = new Date(),
+): Promise<KeyUsage> {
   const account = await models.Account.findById(principal.accountId, { tier: 1, usage: 1 }).lean();
   if (!account) throw errors.unauthorized();
   const tier = account.tier as Tier;

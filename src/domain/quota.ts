@@ -25,7 +25,9 @@ function slotId(accountId: string, month: string, slot: number): string {
 }
 
 function isDuplicateKey(error: unknown): boolean {
-  return typeof error === "object" && error !== null && (error as { code?: unknown }).code === 11000;
+  return (
+    typeof error === "object" && error !== null && (error as { code?: unknown }).code === 11000
+  );
 }
 
 interface AccountUsage {
@@ -38,7 +40,11 @@ function hintFor(account: AccountUsage, month: string): number {
 }
 
 /** Tasks counted for the account in the month of `now`. */
-export async function currentUsage(models: Models, account: AccountUsage, now = new Date()): Promise<number> {
+export async function currentUsage(
+  models: Models,
+  account: AccountUsage,
+  now = new Date(),
+): Promise<number> {
   const month = utcMonth(now);
   let top = hintFor(account, month);
   // The hint trails the truth by at most the claims that raced it; walk up to the top slot.
@@ -58,7 +64,12 @@ export interface QuotaClaim {
  * Claims `count` tasks of the account's monthly allowance, all or nothing. Throws
  * `monthly_limit_reached` (429) when fewer than `count` remain. Every task creator calls this.
  */
-export async function claimQuota(models: Models, accountId: string, count = 1, now = new Date()): Promise<QuotaClaim> {
+export async function claimQuota(
+  models: Models,
+  accountId: string,
+  count = 1,
+  now = new Date(),
+): Promise<QuotaClaim> {
   if (!Number.isInteger(count) || count < 1) throw new Error(`invalid quota claim count ${count}`);
   const account = await models.Account.findById(accountId, { tier: 1, usage: 1 }).lean();
   if (!account) throw errors.unauthorized();
@@ -69,7 +80,9 @@ export async function claimQuota(models: Models, accountId: string, count = 1, n
   const claimed: number[] = [];
   const release = async () => {
     if (claimed.length === 0) return;
-    await models.QuotaSlot.deleteMany({ _id: { $in: claimed.map((s) => slotId(accountId, month, s)) } });
+    await models.QuotaSlot.deleteMany({
+      _id: { $in: claimed.map((s) => slotId(accountId, month, s)) },
+    });
     claimed.length = 0;
   };
 
@@ -88,7 +101,12 @@ export async function claimQuota(models: Models, accountId: string, count = 1, n
       throw errors.monthlyLimit(limit);
     }
     try {
-      await models.QuotaSlot.create({ _id: slotId(accountId, month, slot), account_id: accountId, month, slot });
+      await models.QuotaSlot.create({
+        _id: slotId(accountId, month, slot),
+        account_id: accountId,
+        month,
+        slot,
+      });
       claimed.push(slot);
     } catch (error) {
       if (!isDuplicateKey(error)) {

@@ -91,7 +91,10 @@ export async function createGitWorkspace(
 }
 
 /** Workspaces the account may use, newest first. */
-export async function listWorkspaces(models: Models, accountId: string): Promise<WorkspaceRecord[]> {
+export async function listWorkspaces(
+  models: Models,
+  accountId: string,
+): Promise<WorkspaceRecord[]> {
   const docs = await models.Workspace.find({ account_id: accountId, "github.deleted_at": null })
     .sort({ created_at: -1 })
     .lean();
@@ -99,9 +102,14 @@ export async function listWorkspaces(models: Models, accountId: string): Promise
 }
 
 /** One workspace of the account; another account's or an unknown id is `not_found`. */
-export async function getWorkspace(models: Models, accountId: string, workspaceId: string): Promise<WorkspaceRecord> {
+export async function getWorkspace(
+  models: Models,
+  accountId: string,
+  workspaceId: string,
+): Promise<WorkspaceRecord> {
   const doc = await models.Workspace.findById(workspaceId).lean();
-  if (!doc || doc.account_id !== accountId || doc.github?.deleted_at) throw errors.notFound("workspace");
+  if (!doc || doc.account_id !== accountId || doc.github?.deleted_at)
+    throw errors.notFound("workspace");
   return doc as WorkspaceRecord;
 }
 
@@ -117,7 +125,9 @@ export async function resolveRepo(
 ): Promise<{ workspace: WorkspaceRecord; repo: RepositoryDoc }> {
   const workspace = await getWorkspace(models, accountId, workspaceId);
   const ref = repoRef.toLowerCase();
-  const repo = workspace.repos.find((r) => r.repo_id === repoRef || r.full_name.toLowerCase() === ref);
+  const repo = workspace.repos.find(
+    (r) => r.repo_id === repoRef || r.full_name.toLowerCase() === ref,
+  );
   if (!repo) throw errors.notFound("repository in this workspace");
   return { workspace, repo };
 }

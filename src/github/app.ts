@@ -7,7 +7,11 @@ import type { Logger } from "../util/logger.js";
  * `baseUrl`). Event handlers are registered by `registerHandlers`; they must enqueue work and
  * return, because GitHub waits for the answer.
  */
-export function createProbot(config: GithubAppConfig, logger: Logger, options: { testing?: boolean } = {}): Probot {
+export function createProbot(
+  config: GithubAppConfig,
+  logger: Logger,
+  options: { testing?: boolean } = {},
+): Probot {
   const Octokit = options.testing
     ? ProbotOctokit.defaults({ retry: { enabled: false }, throttle: { enabled: false } })
     : ProbotOctokit;

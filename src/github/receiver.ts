@@ -10,14 +10,21 @@ import type { GithubReceiver } from "../http/types.js";
  * delivery id seen before without acting on it (a unique insert decides, across
  * processes), then hand the event to Probot, whose handlers only enqueue work.
  */
-export function createGithubReceiver(deps: { probot: Probot; secret: string; models: Models; logger: Logger }): GithubReceiver {
+export function createGithubReceiver(deps: {
+  probot: Probot;
+  secret: string;
+  models: Models;
+  logger: Logger;
+}): GithubReceiver {
   return {
     async receive({ id, name, signature, rawBody }) {
       if (!signature || !(await verify(deps.secret, rawBody, signature).catch(() => false))) {
         throw errors.unauthorized("The webhook signature does not match the configured secret.");
       }
       if (!id || !name) {
-        throw errors.validation([{ path: "headers", message: "X-GitHub-Delivery and X-GitHub-Event are required." }]);
+        throw errors.validation([
+          { path: "headers", message: "X-GitHub-Delivery and X-GitHub-Event are required." },
+        ]);
       }
       let payload: unknown;
       try {

@@ -32,12 +32,19 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
     ctx.state.requestId = ctx.get("x-request-id").slice(0, 100) || randomUUID();
     ctx.set("X-Request-Id", ctx.state.requestId);
     // Trailing-slash equivalence: /tasks and /tasks/ are the same resource.
-    if (ctx.path.length > 1 && ctx.path.endsWith("/")) ctx.path = ctx.path.replace(/\/+$/, "") || "/";
+    if (ctx.path.length > 1 && ctx.path.endsWith("/"))
+      ctx.path = ctx.path.replace(/\/+$/, "") || "/";
     try {
       await next();
     } finally {
       deps.logger.debug(
-        { method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started), requestId: ctx.state.requestId },
+        {
+          method: ctx.method,
+          path: ctx.path,
+          status: ctx.status,
+          ms: Math.round(performance.now() - started),
+          requestId: ctx.state.requestId,
+        },
         "request",
       );
     }
@@ -54,7 +61,8 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
   });
 
   router.post(webhookPath, async (ctx) => {
-    if (!deps.github) throw errors.notFound("route (the GitHub App is not configured on this server)");
+    if (!deps.github)
+      throw errors.notFound("route (the GitHub App is not configured on this server)");
     const rawBody = await readRawBody(ctx as AppContext, GITHUB_BODY_LIMIT);
     const outcome = await deps.github.receive({
       id: ctx.get("x-github-delivery"),

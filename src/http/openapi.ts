@@ -16,7 +16,11 @@ const ERROR_TEXT: Record<number, string> = {
   502: "A model provider or GitHub failed (`upstream_unavailable`)",
 };
 
-function toSchema(schema: ZodType, io: "input" | "output", components: Record<string, JsonSchema>): JsonSchema {
+function toSchema(
+  schema: ZodType,
+  io: "input" | "output",
+  components: Record<string, JsonSchema>,
+): JsonSchema {
   const json = z.toJSONSchema(schema, {
     target: "draft-2020-12",
     io,
@@ -35,14 +39,21 @@ function rewriteRefs(value: unknown): unknown {
   if (value && typeof value === "object") {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {
-      out[k] = k === "$ref" && typeof v === "string" ? v.replace("#/$defs/", "#/components/schemas/") : rewriteRefs(v);
+      out[k] =
+        k === "$ref" && typeof v === "string"
+          ? v.replace("#/$defs/", "#/components/schemas/")
+          : rewriteRefs(v);
     }
     return out;
   }
   return value;
 }
 
-function parametersOf(schema: ZodType | undefined, location: "query" | "path", components: Record<string, JsonSchema>) {
+function parametersOf(
+  schema: ZodType | undefined,
+  location: "query" | "path",
+  components: Record<string, JsonSchema>,
+) {
   if (!schema) return [];
   const json = toSchema(schema, "input", components);
   const props = (json.properties ?? {}) as Record<string, JsonSchema>;
@@ -57,7 +68,10 @@ function parametersOf(schema: ZodType | undefined, location: "query" | "path", c
 }
 
 /** The OpenAPI 3.1 document, generated from the same zod schemas that validate requests. */
-export function buildOpenApi(routes: AnyRoute[], info: { version: string; serverUrl?: string }): JsonSchema {
+export function buildOpenApi(
+  routes: AnyRoute[],
+  info: { version: string; serverUrl?: string },
+): JsonSchema {
   const components: Record<string, JsonSchema> = {};
   const paths: Record<string, Record<string, unknown>> = {};
   const errorRef = { $ref: "#/components/schemas/Error" };
@@ -69,7 +83,10 @@ export function buildOpenApi(routes: AnyRoute[], info: { version: string; server
       r.status === 204 || !r.response.schema
         ? undefined
         : { "application/json": { schema: toSchema(r.response.schema, "output", components) } };
-    responses[String(r.status)] = { description: r.response.description, ...(successContent ? { content: successContent } : {}) };
+    responses[String(r.status)] = {
+      description: r.response.description,
+      ...(successContent ? { content: successContent } : {}),
+    };
     const statuses = new Set<number>(r.errors ?? []);
     if (r.body || r.query || r.params) statuses.add(400);
     if (r.body) {
@@ -88,9 +105,13 @@ export function buildOpenApi(routes: AnyRoute[], info: { version: string; server
       summary: r.summary,
       ...(r.description ? { description: r.description } : {}),
       tags: [r.tag],
-      parameters: [...parametersOf(r.params, "path", components), ...parametersOf(r.query, "query", components)],
+      parameters: [
+        ...parametersOf(r.params, "path", components),
+        ...parametersOf(r.query, "query", components),
+      ],
       responses,
-      security: r.auth === "key" ? [{ apiKey: [] }] : r.auth === "optional-key" ? [{}, { apiKey: [] }] : [],
+      security:
+        r.auth === "key" ? [{ apiKey: [] }] : r.auth === "optional-key" ? [{}, { apiKey: [] }] : [],
     };
     if (r.body) {
       operation.requestBody = {

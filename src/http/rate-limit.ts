@@ -10,9 +10,15 @@ export interface RateLimiters {
  * Per-address limits for the routes that take no key. The counters live in each process;
  * behind several API processes the effective limit is that many times higher (docs say so).
  */
-export function createRateLimiters(options: { signupMax: number; signupWindowMs: number }): RateLimiters {
+export function createRateLimiters(options: {
+  signupMax: number;
+  signupWindowMs: number;
+}): RateLimiters {
   return {
-    signup: new RateLimiterMemory({ points: options.signupMax, duration: Math.ceil(options.signupWindowMs / 1000) }),
+    signup: new RateLimiterMemory({
+      points: options.signupMax,
+      duration: Math.ceil(options.signupWindowMs / 1000),
+    }),
     incomingWebhook: new RateLimiterMemory({ points: 120, duration: 60 }),
   };
 }
@@ -22,7 +28,8 @@ export async function consume(limiter: RateLimiterMemory, key: string): Promise<
   try {
     await limiter.consume(key);
   } catch (error) {
-    if (error instanceof RateLimiterRes) throw errors.rateLimited(Math.max(1, Math.ceil(error.msBeforeNext / 1000)));
+    if (error instanceof RateLimiterRes)
+      throw errors.rateLimited(Math.max(1, Math.ceil(error.msBeforeNext / 1000)));
     throw error;
   }
 }

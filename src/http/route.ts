@@ -1,6 +1,7 @@
 import type Router from "@koa/router";
 import type { RouterMiddleware } from "@koa/router";
-import { z, type ZodType } from "zod";
+import type { z} from "zod";
+import { type ZodType } from "zod";
 import type { Principal } from "../domain/keys.js";
 import { errors } from "../errors.js";
 import type { AppContext, HttpDeps } from "./types.js";
@@ -15,7 +16,11 @@ export interface ResponseSpec {
   schema?: ZodType;
 }
 
-export interface RouteSpec<B extends ZodType = ZodType, Q extends ZodType = ZodType, P extends ZodType = ZodType> {
+export interface RouteSpec<
+  B extends ZodType = ZodType,
+  Q extends ZodType = ZodType,
+  P extends ZodType = ZodType,
+> {
   method: Method;
   /** Koa-router style path, e.g. `/keys/:key_id`. */
   path: string;
@@ -45,9 +50,11 @@ export interface RouteSpec<B extends ZodType = ZodType, Q extends ZodType = ZodT
 }
 
 /** Identity helper that keeps the zod inference of one route's schemas. */
-export function route<B extends ZodType = ZodType, Q extends ZodType = ZodType, P extends ZodType = ZodType>(
-  spec: RouteSpec<B, Q, P>,
-): RouteSpec<B, Q, P> {
+export function route<
+  B extends ZodType = ZodType,
+  Q extends ZodType = ZodType,
+  P extends ZodType = ZodType,
+>(spec: RouteSpec<B, Q, P>): RouteSpec<B, Q, P> {
   return spec;
 }
 
@@ -58,18 +65,36 @@ export type AnyRoute = RouteSpec<any, any, any>;
 /** Mounts routes on the router; the same specs feed the OpenAPI document. */
 export function mountRoutes(router: Router, routes: AnyRoute[], deps: HttpDeps): void {
   for (const spec of routes) {
-    const auth = spec.auth === "key" ? requireKey(deps) : spec.auth === "optional-key" ? optionalKey(deps) : null;
+    const auth =
+      spec.auth === "key"
+        ? requireKey(deps)
+        : spec.auth === "optional-key"
+          ? optionalKey(deps)
+          : null;
     const handle = async (ctx: AppContext) => {
-      const body = spec.body ? parseInput(spec.body, ctx.state.body ?? undefined, "body") : undefined;
+      const body = spec.body
+        ? parseInput(spec.body, ctx.state.body ?? undefined, "body")
+        : undefined;
       if (!spec.body && ctx.state.body !== undefined && spec.method !== "get") {
         // A body on a route that takes none is most likely a client mistake: say so.
-        if (ctx.state.body !== null && !(typeof ctx.state.body === "object" && Object.keys(ctx.state.body).length === 0)) {
-          throw errors.validation([{ path: "body", message: "This endpoint takes no request body." }]);
+        if (
+          ctx.state.body !== null &&
+          !(typeof ctx.state.body === "object" && Object.keys(ctx.state.body).length === 0)
+        ) {
+          throw errors.validation([
+            { path: "body", message: "This endpoint takes no request body." },
+          ]);
         }
       }
       const query = spec.query ? parseInput(spec.query, { ...ctx.query }, "query") : undefined;
       const params = spec.params ? parseInput(spec.params, { ...ctx.params }, "path") : undefined;
-      const result = await spec.handler(ctx, { body, query, params, principal: ctx.state.principal, deps });
+      const result = await spec.handler(ctx, {
+        body,
+        query,
+        params,
+        principal: ctx.state.principal,
+        deps,
+      });
       ctx.status = spec.status;
       if (spec.status !== 204) ctx.body = result;
     };

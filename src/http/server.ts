@@ -12,12 +12,18 @@ export interface RunningServer {
 }
 
 /** One HTTP server on one port for the REST API, the WebSocket streams and GitHub webhooks. */
-export async function startHttpServer(deps: HttpDeps & { streams?: TaskStreams }): Promise<RunningServer> {
+export async function startHttpServer(
+  deps: HttpDeps & { streams?: TaskStreams },
+): Promise<RunningServer> {
   const app = createApp(deps);
   const server = http.createServer(app.callback());
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
-  const upgrades = createUpgradeHandler({ models: deps.models, logger: deps.logger, streams: deps.streams ?? noTaskStreams });
+  const upgrades = createUpgradeHandler({
+    models: deps.models,
+    logger: deps.logger,
+    streams: deps.streams ?? noTaskStreams,
+  });
   server.on("upgrade", (req, socket, head) => void upgrades.handler(req, socket, head));
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

@@ -18,7 +18,12 @@ export interface HttpDeps {
 }
 
 export interface GithubReceiver {
-  receive(delivery: { id: string; name: string; signature: string; rawBody: string }): Promise<"accepted" | "duplicate">;
+  receive(delivery: {
+    id: string;
+    name: string;
+    signature: string;
+    rawBody: string;
+  }): Promise<"accepted" | "duplicate">;
 }
 
 export interface AppState {

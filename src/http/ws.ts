@@ -17,14 +17,24 @@ export interface TaskStreams {
 
 function reject(socket: Duplex, status: number, code: string, message: string): void {
   const body = JSON.stringify({ error: { code, message } });
-  const reason = status === 401 ? "Unauthorized" : status === 404 ? "Not Found" : status === 400 ? "Bad Request" : "Error";
+  const reason =
+    status === 401
+      ? "Unauthorized"
+      : status === 404
+        ? "Not Found"
+        : status === 400
+          ? "Bad Request"
+          : "Error";
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
 }
 
 /** The key from X-API-Key, or from a browser's `api-key.<key>` subprotocol. */
-function presentedKey(req: IncomingMessage): { key: string | undefined; protocol: string | undefined } {
+function presentedKey(req: IncomingMessage): {
+  key: string | undefined;
+  protocol: string | undefined;
+} {
   const header = req.headers["x-api-key"];
   if (typeof header === "string" && header) return { key: header, protocol: undefined };
   const protocols = (req.headers["sec-websocket-protocol"] ?? "").split(",").map((p) => p.trim());
@@ -36,11 +46,16 @@ function presentedKey(req: IncomingMessage): { key: string | undefined; protocol
  * Handles HTTP upgrades on the API's own server: authentication and the task check happen
  * before the handshake, so a bad key is a 401 and a foreign task a 404 (SPEC §5).
  */
-export function createUpgradeHandler(deps: { models: Models; logger: Logger; streams: TaskStreams }) {
+export function createUpgradeHandler(deps: {
+  models: Models;
+  logger: Logger;
+  streams: TaskStreams;
+}) {
   const wss = new WebSocketServer({
     noServer: true,
     maxPayload: 64 * 1024,
-    handleProtocols: (protocols) => [...protocols].find((p) => p.startsWith(PROTOCOL_PREFIX)) ?? false,
+    handleProtocols: (protocols) =>
+      [...protocols].find((p) => p.startsWith(PROTOCOL_PREFIX)) ?? false,
   });
   const handler = async (req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> => {
     socket.on("error", () => socket.destroy());
@@ -52,14 +67,18 @@ export function createUpgradeHandler(deps: { models: Models; logger: Logger; str
       const sinceRaw = url.searchParams.get("since");
       let since: number | undefined;
       if (sinceRaw !== null) {
-        if (!/^\d{1,15}$/.test(sinceRaw)) return reject(socket, 400, "validation_failed", "since must be a non-negative integer.");
+        if (!/^\d{1,15}$/.test(sinceRaw))
+          return reject(socket, 400, "validation_failed", "since must be a non-negative integer.");
         since = Number(sinceRaw);
       }
       const { key } = presentedKey(req);
       const principal = key ? await authenticateKey(deps.models, key) : null;
       if (!principal) return reject(socket, 401, "unauthorized", "A valid API key is required.");
-      if (!(await deps.streams.canWatch(principal, taskId))) return reject(socket, 404, "not_found", "No such task.");
-      wss.handleUpgrade(req, socket, head, (ws) => deps.streams.attach(ws, principal, taskId, since));
+      if (!(await deps.streams.canWatch(principal, taskId)))
+        return reject(socket, 404, "not_found", "No such task.");
+      wss.handleUpgrade(req, socket, head, (ws) =>
+        deps.streams.attach(ws, principal, taskId, since),
+      );
     } catch (error) {
       deps.logger.error({ err: error }, "websocket upgrade failed");
       reject(socket, 500, "internal", "Something went wrong on our side.");

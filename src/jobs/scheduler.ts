@@ -38,10 +38,29 @@ export interface SchedulerOptions {
   processEveryMs?: number;
 }
 
+/**
+ * Agenda calls `backend.connect()` from its constructor without a catch, so a failure there
+ * (database gone, connection closed) would be an unhandled rejection that ends the process.
+ * This backend connects once, never rejects to Agenda, and reports the error to our caller.
+ */
+class GuardedMongoBackend extends MongoBackend {
+  private connecting: Promise<void> | undefined;
+  connectError: unknown;
+  override connect(): Promise<void> {
+    this.connecting ??= super.connect().catch((error: unknown) => {
+      this.connectError = error;
+    });
+    return this.connecting;
+  }
+}
+
 /** Agenda on the service's own MongoDB connection, created after mongoose has connected. */
-export function createScheduler(options: SchedulerOptions): Scheduler {
+export async function createScheduler(options: SchedulerOptions): Promise<Scheduler> {
+  const backend = new GuardedMongoBackend({ mongo: options.db, collection: "jobs" });
+  await backend.connect();
+  if (backend.connectError) throw backend.connectError;
   const agenda = new Agenda({
-    backend: new MongoBackend({ mongo: options.db, collection: "jobs" }),
+    backend,
     name: options.name,
     processEvery: options.processEveryMs ?? 1000,
     maxConcurrency: Math.max(options.concurrency * 4, 8),
@@ -60,13 +79,19 @@ export function createScheduler(options: SchedulerOptions): Scheduler {
         async (job: Job<T>) => {
           const parsed = kind.schema.safeParse(job.attrs.data);
           if (!parsed.success) {
-            logger.error({ job: kind.name, issues: parsed.error.issues }, "job payload invalid; not run");
+            logger.error(
+              { job: kind.name, issues: parsed.error.issues },
+              "job payload invalid; not run",
+            );
             return;
           }
           const started = performance.now();
           try {
             await kind.run(parsed.data, job);
-            logger.debug({ job: kind.name, ms: Math.round(performance.now() - started) }, "job done");
+            logger.debug(
+              { job: kind.name, ms: Math.round(performance.now() - started) },
+              "job done",
+            );
           } catch (error) {
             logger.error({ job: kind.name, err: error }, "job failed");
             throw error;
@@ -91,7 +116,11 @@ export function createScheduler(options: SchedulerOptions): Scheduler {
       if (!started) return;
       started = false;
       const result = await agenda.drain({ timeout: graceMs, closeConnection: false });
-      if (result.timedOut) logger.warn({ running: result.running }, "jobs still running at shutdown; releasing their locks");
+      if (result.timedOut)
+        logger.warn(
+          { running: result.running },
+          "jobs still running at shutdown; releasing their locks",
+        );
       await agenda.stop(false);
     },
   };

@@ -7,7 +7,9 @@ export type { Logger };
  * The one logger factory. Redaction is applied here, centrally, so no call site has to
  * remember it: pino's path redaction for headers, and a scrub of every logged value.
  */
-export function createLogger(options: { level?: string; destination?: pino.DestinationStream } = {}): Logger {
+export function createLogger(
+  options: { level?: string; destination?: pino.DestinationStream } = {},
+): Logger {
   const config: LoggerOptions = {
     level: options.level ?? "info",
     base: { service: "foreman" },

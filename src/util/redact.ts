@@ -45,7 +45,8 @@ export function redactText(text: string): string {
   return out;
 }
 
-const SECRET_FIELD = /^(x-api-key|authorization|cookie|set-cookie|password|secret|token|private_?key|api_?key|client_secret|key)$/i;
+const SECRET_FIELD =
+  /^(x-api-key|authorization|cookie|set-cookie|password|secret|token|private_?key|api_?key|client_secret|key)$/i;
 
 /** Deep copy with secret-named fields blanked and every string scrubbed. */
 export function redactDeep<T>(value: T, depth = 0): T {

@@ -26,7 +26,11 @@ export interface TestServer {
   url: string;
   service: Service;
   /** Calls the API with fetch; `key` sets X-API-Key, `body` is sent as JSON. */
-  api(method: string, path: string, options?: { key?: string; body?: unknown; raw?: string; headers?: Record<string, string> }): Promise<ApiResponse>;
+  api(
+    method: string,
+    path: string,
+    options?: { key?: string; body?: unknown; raw?: string; headers?: Record<string, string> },
+  ): Promise<ApiResponse>;
   /** Creates an account with its first key through the API. */
   signup(name?: string): Promise<{ id: string; key: string }>;
   stop(): Promise<void>;
@@ -43,7 +47,12 @@ export async function startTestServer(
   options: { env?: Record<string, string | undefined>; workers?: boolean } = {},
 ): Promise<TestServer> {
   const config = testConfig(options.env);
-  const service = await startService({ config, web: true, workers: options.workers ?? false, testing: true });
+  const service = await startService({
+    config,
+    web: true,
+    workers: options.workers ?? false,
+    testing: true,
+  });
   const url = service.http!.url;
   const api: TestServer["api"] = async (method, path, opts = {}) => {
     const headers: Record<string, string> = { ...opts.headers };
@@ -70,7 +79,8 @@ export async function startTestServer(
     api,
     async signup(name = "test") {
       const res = await api("POST", "/keys/generate", { body: { name } });
-      if (res.status !== 201) throw new Error(`signup failed: ${res.status} ${JSON.stringify(res.body)}`);
+      if (res.status !== 201)
+        throw new Error(`signup failed: ${res.status} ${JSON.stringify(res.body)}`);
       return { id: res.body.id, key: res.body.key };
     },
     async stop() {

@@ -37,7 +37,12 @@ describe("key lifecycle", () => {
     const second = await server.api("POST", "/keys/generate/", { key, body: { name: "ci" } });
     expect(second.status).toBe(201);
     const meSecond = await server.api("GET", "/keys/me/", { key: second.body.key });
-    expect(meSecond.body).toMatchObject({ id: second.body.id, name: "ci", tier: "free", monthly_limit: 10 });
+    expect(meSecond.body).toMatchObject({
+      id: second.body.id,
+      name: "ci",
+      tier: "free",
+      monthly_limit: 10,
+    });
 
     // Any key of the account may revoke any key of it; the revoked one answers 401 at once.
     const revoke = await server.api("DELETE", `/keys/${second.body.id}`, { key });
@@ -55,7 +60,9 @@ describe("key lifecycle", () => {
 
   it("stores only a hash of the key value", async () => {
     const { key, id } = await server.signup("hash-check");
-    const stored = await server.service.db.connection.db!.collection("api_keys").findOne({ key_id: id });
+    const stored = await server.service.db.connection
+      .db!.collection("api_keys")
+      .findOne({ key_id: id });
     expect(stored).not.toBeNull();
     expect(JSON.stringify(stored)).not.toContain(key);
     expect(stored!._id).toBe(sha256(key));

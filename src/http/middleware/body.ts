@@ -25,7 +25,13 @@ function hasBody(ctx: AppContext): boolean {
  */
 export function jsonBody(options: { skip: string[]; allowDollarKeys: string[] }) {
   return async function parseJsonBody(ctx: AppContext, next: Next): Promise<void> {
-    if (ctx.method === "GET" || ctx.method === "HEAD" || ctx.method === "OPTIONS" || options.skip.includes(ctx.path) || !hasBody(ctx)) {
+    if (
+      ctx.method === "GET" ||
+      ctx.method === "HEAD" ||
+      ctx.method === "OPTIONS" ||
+      options.skip.includes(ctx.path) ||
+      !hasBody(ctx)
+    ) {
       return next();
     }
     if (!ctx.is("application/json", "+json")) {
@@ -45,7 +51,9 @@ export function jsonBody(options: { skip: string[]; allowDollarKeys: string[] })
     if (!options.allowDollarKeys.includes(ctx.path)) {
       const bad = dollarKeys(parsed);
       if (bad.length > 0) {
-        throw errors.validation(bad.map((path) => ({ path, message: "Keys may not start with $." })));
+        throw errors.validation(
+          bad.map((path) => ({ path, message: "Keys may not start with $." })),
+        );
       }
     }
     ctx.state.body = parsed;

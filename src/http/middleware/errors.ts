@@ -22,7 +22,8 @@ export function toAppError(error: unknown): AppError {
   const status = e.status ?? e.statusCode;
   if (e.type === "entity.too.large" || status === 413) return errors.payloadTooLarge(1024 * 1024);
   if (e.type === "encoding.unsupported" || status === 415) return errors.unsupportedMediaType();
-  if (e.type === "request.aborted") return errors.validation([{ path: "body", message: "The request body was cut off." }]);
+  if (e.type === "request.aborted")
+    return errors.validation([{ path: "body", message: "The request body was cut off." }]);
   if (status === 404) return errors.notFound("route");
   if (status === 405) return errors.methodNotAllowed();
   if (typeof status === "number" && status >= 400 && status < 500 && e.expose) {
@@ -45,7 +46,10 @@ export function errorHandler(logger: Logger) {
     } catch (error) {
       const appError = toAppError(error);
       if (appError.status >= 500) {
-        logger.error({ err: error, method: ctx.method, path: ctx.path, requestId: ctx.state.requestId }, "request failed");
+        logger.error(
+          { err: error, method: ctx.method, path: ctx.path, requestId: ctx.state.requestId },
+          "request failed",
+        );
       }
       ctx.status = appError.status;
       for (const [name, value] of Object.entries(appError.headers ?? {})) ctx.set(name, value);

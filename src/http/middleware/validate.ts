@@ -9,7 +9,11 @@ export function zodProblems(error: ZodError, where: string): FieldProblem[] {
 }
 
 /** Validates one part of a request with its zod schema; failures become 400 `validation_failed`. */
-export function parseInput<T>(schema: ZodType<T>, value: unknown, where: "body" | "query" | "path"): T {
+export function parseInput<T>(
+  schema: ZodType<T>,
+  value: unknown,
+  where: "body" | "query" | "path",
+): T {
   if (where === "body" && value === undefined) {
     throw errors.validation([{ path: "body", message: "A JSON request body is required." }]);
   }
@@ -19,7 +23,12 @@ export function parseInput<T>(schema: ZodType<T>, value: unknown, where: "body" 
 }
 
 /** Paths of keys that start with `$` (operator injection) anywhere in a parsed body. */
-export function dollarKeys(value: unknown, prefix = "body", found: string[] = [], depth = 0): string[] {
+export function dollarKeys(
+  value: unknown,
+  prefix = "body",
+  found: string[] = [],
+  depth = 0,
+): string[] {
   if (depth > 64 || found.length >= 20) return found;
   if (Array.isArray(value)) {
     value.forEach((v, i) => dollarKeys(v, `${prefix}.${i}`, found, depth + 1));

@@ -22,12 +22,19 @@ export const keyRoutes = [
     async handler(ctx, { body, principal, deps }) {
       if (principal) return createKey(deps.models, principal.accountId, body.name);
       if (!deps.config.openSignup) {
-        throw errors.forbidden("Open sign-up is disabled on this server; ask an operator for a key, or call with an existing key.");
+        throw errors.forbidden(
+          "Open sign-up is disabled on this server; ask an operator for a key, or call with an existing key.",
+        );
       }
       await consume(deps.limiters.signup, ctx.ip);
       const created = await createAccountWithKey(deps.models, body.name);
       deps.logger.info({ accountId: created.account_id, keyId: created.id }, "account created");
-      return { id: created.id, key: created.key, name: created.name, created_at: created.created_at };
+      return {
+        id: created.id,
+        key: created.key,
+        name: created.name,
+        created_at: created.created_at,
+      };
     },
   }),
   route({

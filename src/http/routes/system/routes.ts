@@ -25,10 +25,14 @@ export const systemRoutes = [
     summary: "Readiness: the database answers",
     auth: "none",
     status: 200,
-    response: { description: "Ready", schema: z.object({ status: z.literal("ready"), database: z.literal("ok") }) },
+    response: {
+      description: "Ready",
+      schema: z.object({ status: z.literal("ready"), database: z.literal("ok") }),
+    },
     errors: [503],
     async handler(_ctx, { deps }) {
-      if (!(await pingDatabase(deps.db.connection))) throw errors.notReady("The database does not answer.");
+      if (!(await pingDatabase(deps.db.connection)))
+        throw errors.notReady("The database does not answer.");
       return { status: "ready" as const, database: "ok" as const };
     },
   }),

@@ -7,7 +7,13 @@ import {
   toWorkspaceView,
 } from "../../../domain/workspaces.js";
 import { route } from "../../route.js";
-import { createWorkspaceBody, repository, workspace, workspaceParams, workspaceWithRepos } from "./schema.js";
+import {
+  createWorkspaceBody,
+  repository,
+  workspace,
+  workspaceParams,
+  workspaceWithRepos,
+} from "./schema.js";
 
 export const workspaceRoutes = [
   route({

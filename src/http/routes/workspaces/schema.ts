@@ -9,7 +9,10 @@ export const cloneUrl = z
   .max(2000)
   .refine((v) => !v.startsWith("-"), "must not start with '-'")
   .refine(
-    (v) => v.startsWith("/") || /^(file|https?|ssh|git):\/\//i.test(v) || /^[\w.-]+@[\w.-]+:[^\s]+$/.test(v),
+    (v) =>
+      v.startsWith("/") ||
+      /^(file|https?|ssh|git):\/\//i.test(v) ||
+      /^[\w.-]+@[\w.-]+:[^\s]+$/.test(v),
     "must be an absolute path, or a file://, http(s)://, ssh:// or user@host:path remote",
   );
 
@@ -18,19 +21,31 @@ export const repoName = z
   .trim()
   .min(1)
   .max(200)
-  .regex(/^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)?$/, "use name or owner/name with letters, digits, '.', '_' and '-'");
+  .regex(
+    /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)?$/,
+    "use name or owner/name with letters, digits, '.', '_' and '-'",
+  );
 
 export const branchName = z
   .string()
   .trim()
   .min(1)
   .max(255)
-  .refine((v) => !v.startsWith("-") && !v.includes("..") && !/[\s~^:?*[\\]/.test(v), "is not a valid branch name");
+  .refine(
+    (v) => !v.startsWith("-") && !v.includes("..") && !/[\s~^:?*[\\]/.test(v),
+    "is not a valid branch name",
+  );
 
 export const createWorkspaceBody = z.strictObject({
   name: label(100),
   repos: z
-    .array(z.strictObject({ name: repoName, clone_url: cloneUrl, default_branch: branchName.optional() }))
+    .array(
+      z.strictObject({
+        name: repoName,
+        clone_url: cloneUrl,
+        default_branch: branchName.optional(),
+      }),
+    )
     .min(1)
     .max(100),
 });
@@ -42,7 +57,11 @@ export const workspace = z
     name: z.string(),
     repo_count: z.number().int(),
     github: z
-      .object({ installation_id: z.number().int(), account_login: z.string().nullable(), suspended: z.boolean() })
+      .object({
+        installation_id: z.number().int(),
+        account_login: z.string().nullable(),
+        suspended: z.boolean(),
+      })
       .nullable(),
     created_at: timestamp,
     updated_at: timestamp,
@@ -60,6 +79,8 @@ export const repository = z
   })
   .meta({ id: "Repository" });
 
-export const workspaceWithRepos = workspace.extend({ repos: z.array(repository) }).meta({ id: "WorkspaceWithRepos" });
+export const workspaceWithRepos = workspace
+  .extend({ repos: z.array(repository) })
+  .meta({ id: "WorkspaceWithRepos" });
 
 export const workspaceParams = z.strictObject({ id: opaqueId });

@@ -1,0 +1,38 @@
+import { generateKeyPairSync } from "node:crypto";
+import examples from "@octokit/webhooks-examples";
+import { sign } from "@octokit/webhooks-methods";
+
+/** A throwaway RSA key for a test GitHub App (Probot needs a real PEM to sign JWTs). */
+export function testPrivateKey(): string {
+  return generateKeyPairSync("rsa", { modulusLength: 2048 })
+    .privateKey.export({ type: "pkcs1", format: "pem" })
+    .toString();
+}
+
+/** A real GitHub webhook payload from @octokit/webhooks-examples, by event and action. */
+export function examplePayload(event: string, action?: string): Record<string, unknown> {
+  const entry = examples.find((e) => e.name === event);
+  const payload = (entry?.examples as Array<Record<string, unknown>> | undefined)?.find(
+    (p) => action === undefined || p.action === action,
+  );
+  if (!payload) throw new Error(`no example payload for ${event}.${action ?? "*"}`);
+  return structuredClone(payload);
+}
+
+export async function signedDelivery(
+  secret: string,
+  event: string,
+  payload: unknown,
+  id: string,
+): Promise<{ headers: Record<string, string>; raw: string }> {
+  const raw = JSON.stringify(payload);
+  return {
+    raw,
+    headers: {
+      "content-type": "application/json",
+      "x-github-event": event,
+      "x-github-delivery": id,
+      "x-hub-signature-256": await sign(secret, raw),
+    },
+  };
+}

@@ -1,5 +1,5 @@
 import { generateKeyPairSync } from "node:crypto";
-import examples from "@octokit/webhooks-examples";
+import examplesModule from "@octokit/webhooks-examples";
 import { sign } from "@octokit/webhooks-methods";
 
 /** A throwaway RSA key for a test GitHub App (Probot needs a real PEM to sign JWTs). */
@@ -9,12 +9,18 @@ export function testPrivateKey(): string {
     .toString();
 }
 
+interface ExampleSet {
+  name: string;
+  examples: Array<Record<string, unknown>>;
+}
+// A CommonJS package: its array is the module itself at run time, `.default` in the types.
+const examples = ((examplesModule as unknown as { default?: unknown }).default ??
+  examplesModule) as unknown as ExampleSet[];
+
 /** A real GitHub webhook payload from @octokit/webhooks-examples, by event and action. */
 export function examplePayload(event: string, action?: string): Record<string, unknown> {
   const entry = examples.find((e) => e.name === event);
-  const payload = (entry?.examples as Array<Record<string, unknown>> | undefined)?.find(
-    (p) => action === undefined || p.action === action,
-  );
+  const payload = entry?.examples.find((p) => action === undefined || p.action === action);
   if (!payload) throw new Error(`no example payload for ${event}.${action ?? "*"}`);
   return structuredClone(payload);
 }

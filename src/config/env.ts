@@ -134,6 +134,8 @@ function inferProvider(env: Env): LlmProvider | undefined {
   if (env.LLM_BASE_URL) return "openai-compatible";
   if (env.ANTHROPIC_API_KEY) return "anthropic";
   if (env.OPENAI_API_KEY) return "openai";
+  if (env.LLM_API_KEY?.startsWith("sk-ant-")) return "anthropic";
+  if (env.LLM_API_KEY?.startsWith("sk-")) return "openai";
   return undefined;
 }
 
@@ -155,15 +157,24 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     for (const issue of parsed.error.issues) {
       problems.push(`${issue.path.join(".") || "(environment)"}: ${issue.message}`);
     }
-    throw new ConfigError(problems);
   }
+  // Cross-field rules are checked on the raw values too, so every problem shows at once.
+  const raw = (name: string) => (source[name] ?? "").trim();
+  const providerRaw = raw("LLM_PROVIDER");
+  if (providerRaw === "openai-compatible" && !raw("LLM_BASE_URL")) {
+    problems.push("LLM_BASE_URL: required when LLM_PROVIDER is openai-compatible");
+  }
+  if (raw("APP_ID")) {
+    if (!raw("PRIVATE_KEY") && !raw("PRIVATE_KEY_PATH")) {
+      problems.push("PRIVATE_KEY or PRIVATE_KEY_PATH: required when APP_ID is set");
+    }
+    if (!raw("WEBHOOK_SECRET")) problems.push("WEBHOOK_SECRET: required when APP_ID is set");
+  }
+  if (!parsed.success || problems.length > 0) throw new ConfigError(problems);
   const env = parsed.data;
 
   const provider = inferProvider(env);
   const apiKey = providerKey(env, provider);
-  if (provider === "openai-compatible" && !env.LLM_BASE_URL) {
-    problems.push("LLM_BASE_URL: required when LLM_PROVIDER is openai-compatible");
-  }
 
   let github: GithubAppConfig | undefined;
   if (env.APP_ID) {
@@ -177,10 +188,6 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
         );
       }
     }
-    if (!privateKey && !env.PRIVATE_KEY_PATH) {
-      problems.push("PRIVATE_KEY or PRIVATE_KEY_PATH: required when APP_ID is set");
-    }
-    if (!env.WEBHOOK_SECRET) problems.push("WEBHOOK_SECRET: required when APP_ID is set");
     const host = env.GHE_HOST;
     const baseUrl = host ? `${env.GHE_PROTOCOL}://${host}/api/v3` : "https://api.github.com";
     const webUrl = host ? `${env.GHE_PROTOCOL}://${host}` : "https://github.com";

@@ -14,9 +14,12 @@ export interface Database {
 
 /** Appends a database name to a connection string that has none. */
 export function withDatabaseName(uri: string, name: string): string {
-  const url = new URL(uri);
-  if (url.pathname === "" || url.pathname === "/") url.pathname = `/${name}`;
-  return url.toString();
+  // mongodb+srv and multi-host strings are not WHATWG URLs; find the path by hand.
+  const match = /^(mongodb(?:\+srv)?:\/\/[^/?]+)(\/[^?]*)?(\?.*)?$/.exec(uri);
+  if (!match) return uri;
+  const [, base, path, query] = match;
+  if (path && path !== "/") return uri;
+  return `${base}/${name}${query ?? ""}`;
 }
 
 /**
@@ -28,7 +31,7 @@ export async function connectDatabase(
   logger: Logger,
 ): Promise<Database> {
   let embedded: EmbeddedDatabase | undefined;
-  let uri = config.mongodbUri;
+  let uri = config.mongodbUri ? withDatabaseName(config.mongodbUri, "foreman") : undefined;
   if (!uri) {
     embedded = await startEmbeddedDatabase({
       dataDir: `${config.dataDir}/db`,

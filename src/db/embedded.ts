@@ -41,10 +41,12 @@ export function ferretdbBinaryPath(): string {
   );
 }
 
-async function hasCommand(command: string): Promise<boolean> {
+/** FerretDB v1.24 needs Go 1.24 or newer (its go.mod; the build uses GOTOOLCHAIN=local). */
+export async function hasUsableGo(): Promise<boolean> {
   try {
-    await execFileAsync(command, ["version"], { timeout: 15_000 });
-    return true;
+    const { stdout } = await execFileAsync("go", ["version"], { timeout: 15_000 });
+    const match = /go(\d+)\.(\d+)/.exec(stdout);
+    return Boolean(match && (Number(match[1]) > 1 || Number(match[2]) >= 24));
   } catch {
     return false;
   }
@@ -78,7 +80,7 @@ export async function chooseEngine(
   }
   if (existsSync(ferretdbBinaryPath())) return "ferretdb";
   if (await hasCachedMongod()) return "mongodb-memory-server";
-  if (await hasCommand("go")) return "ferretdb";
+  if (await hasUsableGo()) return "ferretdb";
   return "mongodb-memory-server";
 }
 
@@ -92,9 +94,9 @@ export async function ensureFerretdb(logger?: Logger): Promise<string> {
   if (existsSync(binary)) return binary;
   if (process.env.FERRETDB_BIN)
     throw new Error(`FERRETDB_BIN points to ${binary}, which does not exist`);
-  if (!(await hasCommand("go"))) {
+  if (!(await hasUsableGo())) {
     throw new Error(
-      "No MongoDB-compatible server is available: install Go (to build FerretDB) or set MONGODB_URI",
+      "No MongoDB-compatible server is available: install Go 1.24 or newer (to build FerretDB), set DB_ENGINE=mongodb-memory-server, or set MONGODB_URI",
     );
   }
   const dir = path.dirname(binary);
@@ -268,9 +270,50 @@ async function startMongoMemoryServer(dataDir: string, logger?: Logger): Promise
   };
 }
 
+/** The server another live process runs on these files, from its `running.json`. */
+export async function runningServer(
+  dataDir: string,
+): Promise<{ uri: string; pid: number } | undefined> {
+  let info: { uri?: unknown; pid?: unknown };
+  try {
+    info = JSON.parse(await readFile(path.join(dataDir, "running.json"), "utf8")) as typeof info;
+  } catch {
+    return undefined;
+  }
+  if (typeof info.uri !== "string" || typeof info.pid !== "number") {
+    return undefined;
+  }
+  try {
+    process.kill(info.pid, 0);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EPERM") return undefined;
+  }
+  const port = Number(new URL(info.uri).port || 27017);
+  const open = await new Promise<boolean>((resolve) => {
+    const socket = net.connect(port, "127.0.0.1");
+    socket.setTimeout(1500, () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => resolve(false));
+  });
+  return open ? { uri: info.uri, pid: info.pid } : undefined;
+}
+
 /** Starts the embedded MongoDB-compatible server with its files under `dataDir`. */
 export async function startEmbeddedDatabase(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
   await mkdir(options.dataDir, { recursive: true });
+  const live = await runningServer(options.dataDir);
+  if (live) {
+    throw new Error(
+      `Another process (pid ${live.pid}) already serves the embedded database in ${options.dataDir}; ` +
+        `two servers on the same files would corrupt them. Set MONGODB_URI=${live.uri}foreman to share it, or use another DATA_DIR.`,
+    );
+  }
   const engine = await chooseEngine(options.dataDir, options.engine);
   const db =
     engine === "ferretdb"

@@ -80,10 +80,16 @@ export async function claimQuota(
   const claimed: number[] = [];
   const release = async () => {
     if (claimed.length === 0) return;
+    const lowest = Math.min(...claimed);
     await models.QuotaSlot.deleteMany({
       _id: { $in: claimed.map((s) => slotId(accountId, month, s)) },
     });
     claimed.length = 0;
+    // Usage is read upward from the hint, so the hint must not stay above freed slots.
+    await models.Account.updateOne(
+      { _id: accountId, "usage.month": month, "usage.hint": { $gte: lowest } },
+      { $set: { "usage.hint": lowest - 1 } },
+    );
   };
 
   let slot = hintFor(account, month);

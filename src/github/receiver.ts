@@ -41,8 +41,14 @@ export function createGithubReceiver(deps: {
         }
         throw error;
       }
-      // Probot's own types want a specific event name; the signature was checked above.
-      await deps.probot.receive({ id, name, payload } as Parameters<Probot["receive"]>[0]);
+      try {
+        // Probot's own types want a specific event name; the signature was checked above.
+        await deps.probot.receive({ id, name, payload } as Parameters<Probot["receive"]>[0]);
+      } catch (error) {
+        // Handling failed: forget the delivery so GitHub's redelivery is processed.
+        await deps.models.Once.deleteOne({ _id: `delivery:${id}` }).catch(() => undefined);
+        throw error;
+      }
       return "accepted";
     },
   };

@@ -75,12 +75,8 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
   });
 
   app.use(router.routes());
-  app.use(
-    router.allowedMethods({
-      throw: true,
-      methodNotAllowed: () => errors.methodNotAllowed(),
-      notImplemented: () => errors.methodNotAllowed(),
-    }),
-  );
+  // Without `throw`, the router sets 405/501 and the Allow header; the error middleware
+  // then renders the SPEC §1 body for it.
+  app.use(router.allowedMethods());
   return app;
 }

@@ -13,7 +13,9 @@ const ERROR_TEXT: Record<number, string> = {
   413: "Body over 1 MiB (`payload_too_large`)",
   415: "Body is not JSON (`unsupported_media_type`)",
   429: "Quota used up or rate exceeded (`monthly_limit_reached`, `rate_limited`)",
+  405: "Method not allowed on this path (`method_not_allowed`)",
   502: "A model provider or GitHub failed (`upstream_unavailable`)",
+  503: "Not ready: the database does not answer (`not_ready`)",
 };
 
 function toSchema(

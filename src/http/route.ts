@@ -1,6 +1,6 @@
 import type Router from "@koa/router";
 import type { RouterMiddleware } from "@koa/router";
-import type { z} from "zod";
+import type { z } from "zod";
 import { type ZodType } from "zod";
 import type { Principal } from "../domain/keys.js";
 import { errors } from "../errors.js";

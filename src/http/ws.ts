@@ -64,6 +64,9 @@ export function createUpgradeHandler(deps: {
       const match = WS_PATH.exec(url.pathname);
       if (!match?.[1]) return reject(socket, 404, "not_found", "No such route.");
       const taskId = match[1];
+      const { key } = presentedKey(req);
+      const principal = key ? await authenticateKey(deps.models, key) : null;
+      if (!principal) return reject(socket, 401, "unauthorized", "A valid API key is required.");
       const sinceRaw = url.searchParams.get("since");
       let since: number | undefined;
       if (sinceRaw !== null) {
@@ -71,9 +74,6 @@ export function createUpgradeHandler(deps: {
           return reject(socket, 400, "validation_failed", "since must be a non-negative integer.");
         since = Number(sinceRaw);
       }
-      const { key } = presentedKey(req);
-      const principal = key ? await authenticateKey(deps.models, key) : null;
-      if (!principal) return reject(socket, 401, "unauthorized", "A valid API key is required.");
       if (!(await deps.streams.canWatch(principal, taskId)))
         return reject(socket, 404, "not_found", "No such task.");
       wss.handleUpgrade(req, socket, head, (ws) =>

@@ -98,6 +98,7 @@ describe("error bodies and statuses (SPEC §1)", () => {
     const res = await server.api("PUT", "/keys/me", { key });
     expect(res.status).toBe(405);
     expect(res.body).toEqual(errorShape("method_not_allowed"));
+    expect(res.headers.get("allow")).toContain("GET");
   });
 
   it("409 conflict for a duplicate name", async () => {

@@ -129,5 +129,6 @@ describe("the built service", () => {
     expect(result.code).toBe(2);
     expect(result.output).toContain("PORT");
     expect(result.output).toContain("RUN_WORKERS");
+    expect(result.output).toContain("LLM_BASE_URL");
   });
 });

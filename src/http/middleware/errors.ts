@@ -12,6 +12,7 @@ interface HttpLikeError {
   expose?: boolean;
   type?: string;
   message?: string;
+  limit?: number;
 }
 
 /** Maps anything thrown below to an AppError; unknown failures become 500 `internal`. */
@@ -20,7 +21,8 @@ export function toAppError(error: unknown): AppError {
   if (error instanceof ZodError) return errors.validation(zodProblems(error, "body"));
   const e = (error ?? {}) as HttpLikeError;
   const status = e.status ?? e.statusCode;
-  if (e.type === "entity.too.large" || status === 413) return errors.payloadTooLarge(1024 * 1024);
+  if (e.type === "entity.too.large" || status === 413)
+    return errors.payloadTooLarge(e.limit ?? 1024 * 1024);
   if (e.type === "encoding.unsupported" || status === 415) return errors.unsupportedMediaType();
   if (e.type === "request.aborted")
     return errors.validation([{ path: "body", message: "The request body was cut off." }]);
@@ -40,8 +42,9 @@ export function errorHandler(logger: Logger) {
   return async function handleErrors(ctx: AppContext, next: Next): Promise<void> {
     try {
       await next();
-      if (ctx.respond !== false && ctx.status === 404 && ctx.body == null) {
-        throw errors.notFound("route");
+      if (ctx.respond !== false && ctx.body == null) {
+        if (ctx.status === 404) throw errors.notFound("route");
+        if (ctx.status === 405 || ctx.status === 501) throw errors.methodNotAllowed();
       }
     } catch (error) {
       const appError = toAppError(error);

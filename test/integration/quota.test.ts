@@ -78,7 +78,9 @@ describe("monthly quota", () => {
     // Read through the API, which starts from the account's stored hint.
     const me = await server.api("GET", "/keys/me", { key });
     expect(me.body.tasks_this_month).toBe(0);
-    expect(await currentUsage(models, (await models.Account.findById(accountId).lean())!, november)).toBe(0);
+    expect(
+      await currentUsage(models, (await models.Account.findById(accountId).lean())!, november),
+    ).toBe(0);
   });
 
   it("does not limit the pro tier and reports its usage", async () => {

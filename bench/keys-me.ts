@@ -1,0 +1,303 @@
+/*
+ * GET /keys/me against a bare Koa handler doing one indexed lookup on the same database.
+ *
+ * One embedded database (FerretDB where it can be built, as in development), the real
+ * service in-process, and a bare Koa app in the same process on the same database. Both
+ * servers share this process's event loop, so they are never loaded at the same time:
+ * each is warmed up, then measured in alternating rounds (bare, service, bare, service…),
+ * and the median of the rounds is reported. The load generator runs in a worker thread.
+ *
+ * BENCH_KEYS_ME_PROFILE=1 also measures the bare handler with 2 and 3 sequential lookups
+ * (key, account, quota-slot probe: the round-trips GET /keys/me makes), which tells apart
+ * database round-trips from HTTP-stack overhead.
+ */
+import Koa from "koa";
+import mongoose, { Schema } from "mongoose";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { loadConfig } from "../src/config/env.js";
+import { withDatabaseName } from "../src/db/connection.js";
+import { startEmbeddedDatabase } from "../src/db/embedded.js";
+import { startService } from "../src/service.js";
+import { sha256 } from "../src/util/ids.js";
+import {
+  activeCleanups,
+  BenchError,
+  Cleanup,
+  runLoad,
+  summarise,
+  type Benchmark,
+  type BenchReport,
+  type BenchSettings,
+  type LoadSample,
+} from "./lib/harness.js";
+
+/** The service must reach at least this share of the bare handler's throughput. */
+export const TARGET_RATIO = 0.7;
+
+const DATABASE = "bench_service";
+
+interface Subject {
+  name: string;
+  url: string;
+  /** Resolves once no request of this subject is still being handled. */
+  idle(): Promise<void>;
+}
+
+interface BareServer {
+  url: string;
+  idle(): Promise<void>;
+  close(): Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** A bare Koa app: one handler, `lookups` sequential `_id` lookups, a small JSON body. */
+export async function startBareServer(
+  connection: mongoose.Connection,
+  lookups: 1 | 2 | 3,
+): Promise<BareServer> {
+  const ApiKey = connection.models.BareApiKey!;
+  const Account = connection.models.BareAccount!;
+  const QuotaSlot = connection.models.BareQuotaSlot!;
+  // Requests the load generator abandoned at the end of a run still finish here; they are
+  // counted so the next run (and the database's shutdown) starts only when they are done.
+  let inFlight = 0;
+  let waiters: Array<() => void> = [];
+  const app = new Koa();
+  app.use(async (ctx) => {
+    inFlight += 1;
+    try {
+      await handle(ctx);
+    } finally {
+      inFlight -= 1;
+      if (inFlight === 0) {
+        for (const wake of waiters) wake();
+        waiters = [];
+      }
+    }
+  });
+  async function handle(ctx: Koa.Context): Promise<void> {
+    const value = ctx.get("x-api-key");
+    const key = await ApiKey.findById(sha256(value), { key_id: 1, account_id: 1, name: 1 })
+      .lean<{ key_id: string; account_id: string; name: string } | null>()
+      .exec();
+    if (!key) {
+      ctx.status = 401;
+      ctx.body = { error: "unauthorized" };
+      return;
+    }
+    let tier: string | undefined;
+    if (lookups >= 2) {
+      const account = await Account.findById(key.account_id, { tier: 1, usage: 1 })
+        .lean<{ tier: string } | null>()
+        .exec();
+      tier = account?.tier;
+    }
+    if (lookups >= 3) {
+      const month = new Date().toISOString().slice(0, 7);
+      await QuotaSlot.exists({ _id: `${key.account_id}:${month}:000000001` });
+    }
+    ctx.body = { id: key.key_id, name: key.name, ...(tier ? { tier } : {}) };
+  }
+  const idle = () =>
+    inFlight === 0 ? Promise.resolve() : new Promise<void>((resolve) => waiters.push(resolve));
+  const server = http.createServer(app.callback());
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/keys/me`,
+    idle,
+    // Like the service's close: requests still in flight finish before the database goes away.
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => void idle().then(resolve));
+        server.closeIdleConnections();
+        setTimeout(() => server.closeAllConnections(), 5_000).unref();
+      }),
+  };
+}
+
+export function registerBareModels(connection: mongoose.Connection): void {
+  const options = { strict: false, versionKey: false } as const;
+  connection.model(
+    "BareApiKey",
+    new Schema({ _id: String, key_id: String, account_id: String, name: String }, options),
+    "api_keys",
+  );
+  connection.model("BareAccount", new Schema({ _id: String, tier: String }, options), "accounts");
+  connection.model("BareQuotaSlot", new Schema({ _id: String }, options), "quota_slots");
+}
+
+/** One request, checked: both servers must answer 200 with a body before any load. */
+async function probe(url: string, key: string): Promise<unknown> {
+  const res = await fetch(url, { headers: { "x-api-key": key } });
+  const text = await res.text();
+  if (res.status !== 200) throw new BenchError(`GET ${url} answered ${res.status}: ${text}`);
+  return JSON.parse(text) as unknown;
+}
+
+const fmt = (n: number) => n.toFixed(0);
+
+export const keysMe: Benchmark = {
+  name: "keys-me",
+  description: "GET /keys/me vs a bare Koa handler doing one _id lookup on the same database",
+  async run(settings: BenchSettings): Promise<BenchReport> {
+    const profile = ["1", "true", "yes"].includes(
+      (process.env.BENCH_KEYS_ME_PROFILE ?? "").toLowerCase(),
+    );
+    const cleanup = new Cleanup();
+    activeCleanups.add(cleanup);
+    try {
+      const tmp = await mkdtemp(path.join(os.tmpdir(), "foreman-bench-"));
+      cleanup.defer("remove temp dir", () => rm(tmp, { recursive: true, force: true }));
+
+      const db = await startEmbeddedDatabase({ dataDir: path.join(tmp, "db") });
+      cleanup.defer("stop database", () => db.stop());
+      const uri = withDatabaseName(db.uri, DATABASE);
+      console.log(`  database: ${db.engine} at ${db.uri}`);
+
+      const service = await startService({
+        config: loadConfig({
+          NODE_ENV: "production",
+          HOST: "127.0.0.1",
+          PORT: "0",
+          LOG_LEVEL: "silent",
+          MONGODB_URI: uri,
+          DATA_DIR: path.join(tmp, "data"),
+          SIGNUP_RATE_LIMIT: "1000000",
+          SHUTDOWN_GRACE_S: "5",
+        }),
+        web: true,
+        workers: false,
+      });
+      cleanup.defer("stop service", () => service.stop());
+      const serviceUrl = service.http!.url;
+
+      const res = await fetch(`${serviceUrl}/keys/generate`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ name: "bench" }),
+      });
+      const created = (await res.json()) as { key?: string };
+      if (res.status !== 201 || !created.key) {
+        throw new BenchError(
+          `POST /keys/generate answered ${res.status}: ${JSON.stringify(created)}`,
+        );
+      }
+      const key = created.key;
+
+      // The bare side: its own mongoose connection (same pool size as the service) to the same database.
+      const connection = mongoose.createConnection(uri, {
+        serverSelectionTimeoutMS: 10_000,
+        maxPoolSize: 50,
+        autoIndex: false,
+        autoCreate: false,
+      });
+      cleanup.defer("close bare connection", () => connection.close());
+      await connection.asPromise();
+      registerBareModels(connection);
+
+      const subjects: Subject[] = [];
+      const lookups: Array<1 | 2 | 3> = profile ? [1, 2, 3] : [1];
+      for (const n of lookups) {
+        const bare = await startBareServer(connection, n);
+        cleanup.defer(`close bare server (${n})`, () => bare.close());
+        subjects.push({
+          name: n === 1 ? "bare koa, 1 lookup" : `bare koa, ${n} lookups`,
+          url: bare.url,
+          idle: bare.idle,
+        });
+      }
+      // The service's in-flight requests cannot be counted from outside: give them a moment.
+      subjects.splice(1, 0, {
+        name: "service GET /keys/me",
+        url: `${serviceUrl}/keys/me`,
+        idle: () => sleep(250),
+      });
+
+      for (const subject of subjects)
+        console.log(`  ${subject.name}: ${JSON.stringify(await probe(subject.url, key))}`);
+
+      const headers = { "x-api-key": key };
+      const load = async (subject: Subject, durationS: number) => {
+        const sample = await runLoad({
+          url: subject.url,
+          headers,
+          connections: settings.connections,
+          durationS,
+          expectStatus: 200,
+        });
+        await subject.idle();
+        return sample;
+      };
+
+      if (settings.warmupS > 0) {
+        for (const subject of subjects) {
+          console.log(`  warm-up ${subject.name} (${settings.warmupS} s)`);
+          await load(subject, settings.warmupS);
+        }
+      }
+
+      const samples = new Map<string, LoadSample[]>(subjects.map((s) => [s.name, []]));
+      for (let round = 1; round <= settings.rounds; round++) {
+        for (const subject of subjects) {
+          const sample = await load(subject, settings.durationS);
+          samples.get(subject.name)!.push(sample);
+          console.log(
+            `  round ${round}/${settings.rounds} ${subject.name.padEnd(22)} ` +
+              `${fmt(sample.requestsPerSec).padStart(6)} req/s  p50 ${sample.latencyP50Ms} ms  ` +
+              `p99 ${sample.latencyP99Ms} ms  main thread ${(sample.eventLoopUtilization * 100).toFixed(0)}% busy, ` +
+              `${sample.mainThreadMsPerRequest.toFixed(2)} ms/req`,
+          );
+        }
+      }
+
+      const summaries = subjects.map((s) => summarise(s.name, samples.get(s.name)!));
+      const bare = summaries[0]!;
+      const svc = summaries[1]!;
+      const ratio = svc.requestsPerSec / bare.requestsPerSec;
+      // Each service round ran right after a bare round: their ratio is the least disturbed
+      // by other load on the machine. Reported next to the ratio of the medians.
+      const pairRatios = svc.rounds.map(
+        (r, i) => r.requestsPerSec / bare.rounds[i]!.requestsPerSec,
+      );
+      return {
+        subjects: summaries,
+        checks: [
+          {
+            name: "service/bare throughput",
+            value: ratio,
+            target: TARGET_RATIO,
+            pass: ratio >= TARGET_RATIO,
+            detail:
+              `${fmt(svc.requestsPerSec)} / ${fmt(bare.requestsPerSec)} req/s (medians); ` +
+              `per round ${pairRatios.map((r) => r.toFixed(2)).join(", ")}`,
+          },
+        ],
+        info: {
+          engine: db.engine,
+          connections: settings.connections,
+          durationS: settings.durationS,
+          warmupS: settings.warmupS,
+          rounds: settings.rounds,
+          profile,
+          pairRatios,
+          cpus: os.availableParallelism(),
+          node: process.version,
+        },
+      };
+    } finally {
+      await cleanup.run();
+      activeCleanups.delete(cleanup);
+    }
+  },
+};

@@ -1,0 +1,186 @@
+import autocannon from "autocannon";
+import { performance } from "node:perf_hooks";
+
+/** Load settings shared by every benchmark; each can be overridden from the environment. */
+export interface BenchSettings {
+  /** Seconds of measurement per round and subject (BENCH_DURATION_S). */
+  durationS: number;
+  /** Seconds of warm-up per subject before the first round (BENCH_WARMUP_S). */
+  warmupS: number;
+  /** Concurrent connections of the load generator (BENCH_CONNECTIONS). */
+  connections: number;
+  /** Measured rounds per subject; the median is reported (BENCH_ROUNDS). */
+  rounds: number;
+}
+
+function envInt(name: string, fallback: number, min: number, max: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw.trim() === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new Error(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
+  }
+  return value;
+}
+
+export function settingsFromEnv(): BenchSettings {
+  return {
+    durationS: envInt("BENCH_DURATION_S", 5, 1, 120),
+    warmupS: envInt("BENCH_WARMUP_S", 2, 0, 60),
+    connections: envInt("BENCH_CONNECTIONS", 20, 1, 1000),
+    rounds: envInt("BENCH_ROUNDS", 3, 1, 20),
+  };
+}
+
+/** One measured load run against one URL. */
+export interface LoadSample {
+  requestsPerSec: number;
+  latencyP50Ms: number;
+  latencyP99Ms: number;
+  latencyMeanMs: number;
+  completed: number;
+  durationS: number;
+  /**
+   * Share of the wall time this process's main thread (both servers and the database
+   * driver; not the load generator) was busy, 0–1. Near 1 means the run was bound by
+   * JavaScript on the main thread rather than by waiting on the database.
+   */
+  eventLoopUtilization: number;
+  /** Busy main-thread milliseconds per completed request. */
+  mainThreadMsPerRequest: number;
+}
+
+/** Median of per-round figures for one subject. */
+export interface SubjectSummary {
+  subject: string;
+  requestsPerSec: number;
+  latencyP50Ms: number;
+  latencyP99Ms: number;
+  eventLoopUtilization: number;
+  mainThreadMsPerRequest: number;
+  rounds: LoadSample[];
+}
+
+/** A pass/fail (or informative) verdict a benchmark reports next to its figures. */
+export interface Check {
+  name: string;
+  value: number;
+  target: number;
+  pass: boolean;
+  detail: string;
+}
+
+export interface BenchReport {
+  subjects: SubjectSummary[];
+  checks: Check[];
+  /** Anything else worth keeping in the JSON results (engine, settings, notes). */
+  info: Record<string, unknown>;
+}
+
+export interface Benchmark {
+  name: string;
+  description: string;
+  run(settings: BenchSettings): Promise<BenchReport>;
+}
+
+export class BenchError extends Error {
+  override name = "BenchError";
+}
+
+/**
+ * Runs autocannon against `url` for `durationS` seconds. The load generator runs in a worker
+ * thread so it does not share the event loop with the servers under test in this process.
+ * Any response other than `expectStatus`, any socket error or timeout makes the run fail:
+ * a benchmark of error responses measures nothing.
+ */
+export async function runLoad(options: {
+  url: string;
+  headers?: Record<string, string>;
+  connections: number;
+  durationS: number;
+  expectStatus?: number;
+}): Promise<LoadSample> {
+  const expected = options.expectStatus ?? 200;
+  const elu = performance.eventLoopUtilization();
+  const result = await autocannon({
+    url: options.url,
+    method: "GET",
+    headers: options.headers ?? {},
+    connections: options.connections,
+    duration: options.durationS,
+    pipelining: 1,
+    timeout: 10,
+    workers: 1,
+  });
+  const busy = performance.eventLoopUtilization(elu);
+  const statuses = Object.entries(result.statusCodeStats ?? {}).map(
+    ([code, s]) => [code, s.count ?? 0] as const,
+  );
+  const unexpected = statuses.filter(([code, count]) => code !== String(expected) && count > 0);
+  if (unexpected.length > 0 || result.errors > 0 || result.timeouts > 0) {
+    const codes = unexpected.map(([code, count]) => `${count}× ${code}`).join(", ") || "none";
+    throw new BenchError(
+      `load on ${options.url} was not clean: unexpected statuses ${codes}; ` +
+        `${result.errors} errors, ${result.timeouts} timeouts (expected only ${expected})`,
+    );
+  }
+  const completed = result.requests.total;
+  if (completed === 0) throw new BenchError(`load on ${options.url} completed no request`);
+  return {
+    requestsPerSec: completed / result.duration,
+    latencyP50Ms: result.latency.p50,
+    latencyP99Ms: result.latency.p99,
+    latencyMeanMs: result.latency.average,
+    completed,
+    durationS: result.duration,
+    eventLoopUtilization: busy.utilization,
+    mainThreadMsPerRequest: busy.active / completed,
+  };
+}
+
+export function median(values: number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+export function summarise(subject: string, rounds: LoadSample[]): SubjectSummary {
+  return {
+    subject,
+    requestsPerSec: median(rounds.map((r) => r.requestsPerSec)),
+    latencyP50Ms: median(rounds.map((r) => r.latencyP50Ms)),
+    latencyP99Ms: median(rounds.map((r) => r.latencyP99Ms)),
+    eventLoopUtilization: median(rounds.map((r) => r.eventLoopUtilization)),
+    mainThreadMsPerRequest: median(rounds.map((r) => r.mainThreadMsPerRequest)),
+    rounds,
+  };
+}
+
+/** Cleanup steps run last-in first-out, once, whatever failed before. */
+export class Cleanup {
+  private readonly steps: Array<{ label: string; fn: () => Promise<unknown> | unknown }> = [];
+  private running: Promise<void> | undefined;
+
+  defer(label: string, fn: () => Promise<unknown> | unknown): void {
+    this.steps.push({ label, fn });
+  }
+
+  run(): Promise<void> {
+    this.running ??= (async () => {
+      const errors: string[] = [];
+      for (const step of this.steps.reverse()) {
+        try {
+          await step.fn();
+        } catch (error) {
+          errors.push(`${step.label}: ${error instanceof Error ? error.message : String(error)}`);
+        }
+      }
+      if (errors.length > 0) throw new BenchError(`cleanup failed: ${errors.join("; ")}`);
+    })();
+    return this.running;
+  }
+}
+
+/** Cleanups of benchmarks in flight, so that an interrupt still stops servers and databases. */
+export const activeCleanups = new Set<Cleanup>();

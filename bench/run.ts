@@ -1,0 +1,126 @@
+/*
+ * `npm run bench [-- name…]`: runs the benchmarks of this folder in turn (all of them, or
+ * those named), prints a summary table and writes bench/results/latest.json.
+ *
+ * Settings (environment): BENCH_DURATION_S (5), BENCH_WARMUP_S (2), BENCH_CONNECTIONS (20),
+ * BENCH_ROUNDS (3), BENCH_TIMEOUT_S (whole run, 300). A benchmark that misses its target is
+ * reported, not failed: the exit code is non-zero only when something broke.
+ */
+import { mkdir, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { keysMe } from "./keys-me.js";
+import {
+  activeCleanups,
+  settingsFromEnv,
+  type Benchmark,
+  type BenchReport,
+} from "./lib/harness.js";
+
+/** Every benchmark, in run order. Add new ones (tasks, websockets, …) here. */
+const BENCHMARKS: Benchmark[] = [keysMe];
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const RESULTS = path.join(here, "results", "latest.json");
+
+function select(args: string[]): Benchmark[] {
+  const names = args.filter((a) => a !== "--");
+  if (names.length === 0) return BENCHMARKS;
+  const unknown = names.filter((n) => !BENCHMARKS.some((b) => b.name === n));
+  if (unknown.length > 0) {
+    throw new Error(
+      `unknown benchmark ${unknown.join(", ")}; known: ${BENCHMARKS.map((b) => b.name).join(", ")}`,
+    );
+  }
+  return BENCHMARKS.filter((b) => names.includes(b.name));
+}
+
+function printSummary(results: Array<{ name: string; report: BenchReport }>): void {
+  const rows = [
+    ["benchmark", "subject", "req/s", "p50 ms", "p99 ms", "main ms/req", "req/s by round"],
+  ];
+  for (const { name, report } of results) {
+    for (const s of report.subjects) {
+      rows.push([
+        name,
+        s.subject,
+        s.requestsPerSec.toFixed(0),
+        s.latencyP50Ms.toFixed(1),
+        s.latencyP99Ms.toFixed(1),
+        s.mainThreadMsPerRequest.toFixed(2),
+        s.rounds.map((r) => r.requestsPerSec.toFixed(0)).join(" / "),
+      ]);
+    }
+  }
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  const line = (r: string[]) =>
+    r
+      .map((c, i) => (i >= 2 && i <= 5 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)))
+      .join("  ")
+      .trimEnd();
+  console.log(`\n${line(rows[0]!)}\n${widths.map((w) => "-".repeat(w)).join("  ")}`);
+  for (const r of rows.slice(1)) console.log(line(r));
+  console.log("");
+  for (const { name, report } of results) {
+    for (const c of report.checks) {
+      console.log(
+        `${name}: ${c.name} = ${c.value.toFixed(2)} (target ≥ ${c.target}) ${c.pass ? "PASS" : "FAIL"} — ${c.detail}`,
+      );
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  const selected = select(process.argv.slice(2));
+  const settings = settingsFromEnv();
+  const timeoutRaw = Number(process.env.BENCH_TIMEOUT_S ?? 300);
+  const timeoutS = Number.isFinite(timeoutRaw) && timeoutRaw > 0 ? timeoutRaw : 300;
+  const deadline = setTimeout(() => {
+    console.error(`bench: exceeded BENCH_TIMEOUT_S=${timeoutS}; giving up`);
+    void shutdown(2);
+  }, timeoutS * 1000);
+  deadline.unref();
+
+  console.log(
+    `bench: ${selected.map((b) => b.name).join(", ")} — ${settings.connections} connections, ` +
+      `${settings.warmupS} s warm-up, ${settings.rounds} rounds × ${settings.durationS} s`,
+  );
+  const results: Array<{ name: string; report: BenchReport }> = [];
+  for (const bench of selected) {
+    console.log(`\n[${bench.name}] ${bench.description}`);
+    results.push({ name: bench.name, report: await bench.run(settings) });
+  }
+  clearTimeout(deadline);
+  printSummary(results);
+
+  await mkdir(path.dirname(RESULTS), { recursive: true });
+  await writeFile(
+    RESULTS,
+    `${JSON.stringify(
+      {
+        date: new Date().toISOString(),
+        settings,
+        benchmarks: Object.fromEntries(results.map((r) => [r.name, r.report])),
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  console.log(`\nresults: ${path.relative(process.cwd(), RESULTS)}`);
+}
+
+async function shutdown(code: number): Promise<never> {
+  await Promise.allSettled([...activeCleanups].map((c) => c.run()));
+  process.exit(code);
+}
+
+process.once("SIGINT", () => void shutdown(130));
+process.once("SIGTERM", () => void shutdown(143));
+
+main().then(
+  () => undefined,
+  (error: unknown) => {
+    console.error(error instanceof Error ? (error.stack ?? error.message) : error);
+    void shutdown(1);
+  },
+);

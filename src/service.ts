@@ -1,6 +1,8 @@
 import type { Config } from "./config/env.js";
 import { configSecrets } from "./config/env.js";
 import { connectDatabase, type Database } from "./db/connection.js";
+import { AccountViewCache } from "./domain/account-views.js";
+import { loadAccountView } from "./domain/keys.js";
 import { createProbot } from "./github/app.js";
 import { createGithubReceiver } from "./github/receiver.js";
 import { createRateLimiters } from "./http/rate-limit.js";
@@ -53,6 +55,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   }
 
   let http: RunningServer | undefined;
+  let accountViews: AccountViewCache | undefined;
   if (options.web) {
     const github = config.github
       ? createGithubReceiver({
@@ -62,6 +65,12 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           logger,
         })
       : undefined;
+    accountViews = new AccountViewCache(
+      db.models,
+      (accountId, now) => loadAccountView(db.models, accountId, now),
+      config.accountViewPollMs,
+    );
+    await accountViews.start();
     try {
       http = await startHttpServer({
         config,
@@ -73,8 +82,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           signupWindowMs: config.signupRateLimit.windowMs,
         }),
         github,
+        accountViews,
       });
     } catch (error) {
+      accountViews.stop();
       await scheduler.stop(0);
       await db.close();
       throw error;
@@ -92,6 +103,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     stop() {
       stopping ??= (async () => {
         await http?.close();
+        accountViews?.stop();
         await scheduler.stop(config.jobs.shutdownGraceMs);
         await db.close();
       })();

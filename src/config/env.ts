@@ -72,6 +72,7 @@ export const envSchema = z.object({
   COMMAND_TIMEOUT_S: positiveInt(600, 86_400),
   JOB_LOCK_LIFETIME_S: positiveInt(120, 86_400),
   SHUTDOWN_GRACE_S: positiveInt(30, 3600),
+  ACCOUNT_VIEW_POLL_MS: positiveInt(500, 60_000),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -120,6 +121,8 @@ export interface Config {
     commandTimeoutS: number;
   };
   jobs: { lockLifetimeMs: number; shutdownGraceMs: number };
+  /** How often each API process checks for tier/usage changes made by other processes. */
+  accountViewPollMs: number;
 }
 
 export class ConfigError extends Error {
@@ -237,6 +240,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       lockLifetimeMs: env.JOB_LOCK_LIFETIME_S * 1000,
       shutdownGraceMs: env.SHUTDOWN_GRACE_S * 1000,
     },
+    accountViewPollMs: env.ACCOUNT_VIEW_POLL_MS,
   };
   return deepFreeze(config);
 }

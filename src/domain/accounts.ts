@@ -1,3 +1,4 @@
+import { accountChanged } from "./account-views.js";
 import { TIERS, type Models, type Tier } from "../db/models.js";
 import { errors } from "../errors.js";
 import { listKeys, type KeyListing } from "./keys.js";
@@ -114,6 +115,7 @@ export async function setTier(models: Models, accountId: string, tier: Tier): Pr
     { runValidators: true, returnDocument: "before" },
   ).lean<{ _id: string; tier: string }>();
   if (!before) throw errors.notFound("account");
+  await accountChanged(models, accountId);
   return {
     id: accountId,
     previous_tier: before.tier as Tier,

@@ -1,8 +1,9 @@
 import { randomBytes } from "node:crypto";
-import type { Models, Tier } from "../db/models.js";
+import type { ApiKeyDoc, Models, Tier } from "../db/models.js";
 import { errors } from "../errors.js";
 import { newId, sha256 } from "../util/ids.js";
-import { currentUsage, monthlyLimitFor } from "./quota.js";
+import { currentUsage, monthlyLimitFor, utcMonth } from "./quota.js";
+import type { AccountView, AccountViewCache } from "./account-views.js";
 
 export const KEY_PREFIX = "fmn_";
 
@@ -52,13 +53,11 @@ export async function createAccountWithKey(
 /** Resolves a presented key value to its principal; unknown or revoked keys give null. */
 export async function authenticateKey(models: Models, value: string): Promise<Principal | null> {
   if (!value.startsWith(KEY_PREFIX) || value.length > 200) return null;
-  const doc = await models.ApiKey.findById(sha256(value), {
-    key_id: 1,
-    account_id: 1,
-    name: 1,
-    revoked_at: 1,
-    created_at: 1,
-  }).lean();
+  // The driver directly: this runs on every authenticated request.
+  const doc = await models.ApiKey.collection.findOne<ApiKeyDoc & { created_at: Date }>(
+    { _id: sha256(value) as unknown as never },
+    { projection: { key_id: 1, account_id: 1, name: 1, revoked_at: 1, created_at: 1 } },
+  );
   if (!doc || doc.revoked_at) return null;
   return {
     accountId: doc.account_id,
@@ -81,18 +80,35 @@ export interface KeyUsage {
 export async function describeKey(
   models: Models,
   principal: Principal,
+  views?: AccountViewCache,
   now = new Date(),
 ): Promise<KeyUsage> {
-  const account = await models.Account.findById(principal.accountId, { tier: 1, usage: 1 }).lean();
-  if (!account) throw errors.unauthorized();
-  const tier = account.tier as Tier;
+  const view = views
+    ? await views.get(principal.accountId, utcMonth(now), now)
+    : await loadAccountView(models, principal.accountId, now);
+  if (!view) throw errors.unauthorized();
   return {
     id: principal.keyId,
     name: principal.keyName,
-    tier,
-    tasks_this_month: await currentUsage(models, account, now),
-    monthly_limit: monthlyLimitFor(tier),
+    tier: view.tier,
+    tasks_this_month: view.tasksThisMonth,
+    monthly_limit: monthlyLimitFor(view.tier),
     created_at: principal.keyCreatedAt.toISOString(),
+  };
+}
+
+/** Reads an account's tier and this month's usage from the database. */
+export async function loadAccountView(
+  models: Models,
+  accountId: string,
+  now = new Date(),
+): Promise<AccountView | null> {
+  const account = await models.Account.findById(accountId, { tier: 1, usage: 1 }).lean();
+  if (!account) return null;
+  return {
+    tier: account.tier as Tier,
+    tasksThisMonth: await currentUsage(models, account, now),
+    month: utcMonth(now),
   };
 }
 

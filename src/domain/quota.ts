@@ -1,5 +1,6 @@
 import type { Models, Tier } from "../db/models.js";
 import { errors } from "../errors.js";
+import { accountChanged } from "./account-views.js";
 
 /*
  * Monthly task allowance. Each counted task holds one slot document whose `_id` is
@@ -90,6 +91,7 @@ export async function claimQuota(
       { _id: accountId, "usage.month": month, "usage.hint": { $gte: lowest } },
       { $set: { "usage.hint": lowest - 1 } },
     );
+    await accountChanged(models, accountId);
   };
 
   let slot = hintFor(account, month);
@@ -128,5 +130,6 @@ export async function claimQuota(
     { _id: accountId, $or: [{ "usage.month": { $ne: month } }, { "usage.hint": { $lt: top } }] },
     { $set: { usage: { month, hint: top } } },
   );
+  await accountChanged(models, accountId);
   return { accountId, month, slots: [...claimed], release };
 }

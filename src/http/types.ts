@@ -2,6 +2,7 @@ import type { Context } from "koa";
 import type { Config } from "../config/env.js";
 import type { Database } from "../db/connection.js";
 import type { Models } from "../db/models.js";
+import type { AccountViewCache } from "../domain/account-views.js";
 import type { Principal } from "../domain/keys.js";
 import type { Logger } from "../util/logger.js";
 import type { RateLimiters } from "./rate-limit.js";
@@ -13,6 +14,7 @@ export interface HttpDeps {
   models: Models;
   logger: Logger;
   limiters: RateLimiters;
+  accountViews?: AccountViewCache | undefined;
   /** Handles a GitHub webhook delivery; absent when the GitHub App part is off. */
   github?: GithubReceiver | undefined;
 }

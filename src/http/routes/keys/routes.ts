@@ -47,7 +47,7 @@ export const keyRoutes = [
     status: 200,
     response: { description: "Tier and monthly usage", schema: keyUsage },
     async handler(_ctx, { principal, deps }) {
-      return describeKey(deps.models, principal!);
+      return describeKey(deps.models, principal!, deps.accountViews);
     },
   }),
   route({

@@ -1,5 +1,5 @@
 import type { Config } from "./config/env.js";
-import { configSecrets } from "./config/env.js";
+import { registerConfigSecrets } from "./config/env.js";
 import { connectDatabase, type Database } from "./db/connection.js";
 import { AccountViewCache } from "./domain/account-views.js";
 import { loadAccountView } from "./domain/keys.js";
@@ -10,7 +10,6 @@ import { startHttpServer, type RunningServer } from "./http/server.js";
 import { pruneOnceMarkers } from "./jobs/housekeeping.js";
 import { createScheduler, type Scheduler } from "./jobs/scheduler.js";
 import { createLogger, type Logger } from "./util/logger.js";
-import { registerSecret } from "./util/redact.js";
 import { hostname } from "node:os";
 
 export interface ServiceOptions {
@@ -36,7 +35,7 @@ export interface Service {
 /** Starts the roles asked for: database first, then jobs, then the HTTP door. */
 export async function startService(options: ServiceOptions): Promise<Service> {
   const { config } = options;
-  for (const secret of configSecrets(config)) registerSecret(secret);
+  registerConfigSecrets(config);
   const logger = options.logger ?? createLogger({ level: config.logLevel });
   const db = await connectDatabase(config, logger);
 

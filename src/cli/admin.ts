@@ -3,7 +3,7 @@ import { realpathSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { ConfigError, configSecrets, loadConfig, type Config } from "../config/env.js";
+import { ConfigError, loadConfig, registerConfigSecrets, type Config } from "../config/env.js";
 import { runningServer } from "../db/embedded.js";
 import { connectDatabase, withDatabaseName, type Database } from "../db/connection.js";
 import type { Models, Tier } from "../db/models.js";
@@ -11,7 +11,7 @@ import { getAccount, isTier, listAccounts, revokeAnyKey, setTier } from "../doma
 import type { KeyListing } from "../domain/keys.js";
 import { isAppError } from "../errors.js";
 import { createLogger, type Logger } from "../util/logger.js";
-import { redactText, registerSecret } from "../util/redact.js";
+import { redactText } from "../util/redact.js";
 
 /*
  * Operator command-line tool (SPEC §2: tiers are set here, never over HTTP).
@@ -367,7 +367,7 @@ export async function runAdmin(argv: string[], io: AdminIo = defaultIo()): Promi
     }
     throw error;
   }
-  for (const secret of configSecrets(config)) registerSecret(secret);
+  registerConfigSecrets(config);
   // Logs go to stderr so that stdout carries only the command's output.
   const logger = createLogger({ level: "warn", destination: process.stderr });
 

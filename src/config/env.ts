@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
+import { registerSecret } from "../util/redact.js";
 
 /** Boolean environment flags accept the usual spellings; anything else is an error. */
 const flag = (fallback: boolean) =>
@@ -251,6 +252,11 @@ function deepFreeze<T>(value: T): T {
     Object.freeze(value);
   }
   return value;
+}
+
+/** Registers the configuration's secrets with the central redaction (util/redact.ts). */
+export function registerConfigSecrets(config: Config): void {
+  for (const secret of configSecrets(config)) registerSecret(secret);
 }
 
 /** The secret values of a configuration, for central log and error redaction. */

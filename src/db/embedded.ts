@@ -1,6 +1,16 @@
 import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
-import { cp, mkdir, readFile, rename, rm, writeFile, chmod, readdir } from "node:fs/promises";
+import {
+  cp,
+  mkdir,
+  mkdtemp,
+  readFile,
+  rename,
+  rm,
+  writeFile,
+  chmod,
+  readdir,
+} from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -125,9 +135,7 @@ export async function ensureFerretdb(logger?: Logger): Promise<string> {
     );
     const source = (JSON.parse(stdout) as { Dir?: string }).Dir;
     if (!source) throw new Error("go mod download returned no module directory");
-    const work = await import("node:fs/promises").then((fs) =>
-      fs.mkdtemp(path.join(os.tmpdir(), "foreman-ferretdb-")),
-    );
+    const work = await mkdtemp(path.join(os.tmpdir(), "foreman-ferretdb-"));
     try {
       await cp(source, work, { recursive: true });
       await chmodTree(work);
@@ -175,6 +183,20 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** True when something accepts TCP connections on the loopback port. */
+function portAccepts(port: number, timeoutMs = 1500): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, "127.0.0.1");
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(timeoutMs, () => done(false));
+    socket.once("connect", () => done(true));
+    socket.once("error", () => done(false));
+  });
+}
+
 async function waitForPort(
   port: number,
   child: ChildProcess,
@@ -186,15 +208,7 @@ async function waitForPort(
     if (child.exitCode !== null) {
       throw new Error(`FerretDB exited with code ${child.exitCode}: ${output().slice(-2000)}`);
     }
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = net.connect(port, "127.0.0.1");
-      socket.once("connect", () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once("error", () => resolve(false));
-    });
-    if (ok) return;
+    if (await portAccepts(port)) return;
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`FerretDB did not listen on port ${port} within ${timeoutMs} ms`);
@@ -289,19 +303,7 @@ export async function runningServer(
     if ((error as NodeJS.ErrnoException).code !== "EPERM") return undefined;
   }
   const port = Number(new URL(info.uri).port || 27017);
-  const open = await new Promise<boolean>((resolve) => {
-    const socket = net.connect(port, "127.0.0.1");
-    socket.setTimeout(1500, () => {
-      socket.destroy();
-      resolve(false);
-    });
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once("error", () => resolve(false));
-  });
-  return open ? { uri: info.uri, pid: info.pid } : undefined;
+  return (await portAccepts(port)) ? { uri: info.uri, pid: info.pid } : undefined;
 }
 
 /** Starts the embedded MongoDB-compatible server with its files under `dataDir`. */

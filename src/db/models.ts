@@ -1,4 +1,4 @@
-import { Schema, type Connection, type InferSchemaType, type Model } from "mongoose";
+import { Schema, type Connection, type InferSchemaType } from "mongoose";
 
 /*
  * Storage notes. FerretDB (the embedded server here) answers point lookups on `_id` fast
@@ -107,4 +107,3 @@ export type AccountDoc = InferSchemaType<typeof accountSchema>;
 export type ApiKeyDoc = InferSchemaType<typeof apiKeySchema>;
 export type WorkspaceDoc = InferSchemaType<typeof workspaceSchema>;
 export type RepositoryDoc = InferSchemaType<typeof repositorySchema>;
-export type AnyModel = Model<unknown>;

@@ -62,6 +62,12 @@ export function route<
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyRoute = RouteSpec<any, any, any>;
 
+/** True for a parsed body with content; `null`, `{}` and no body at all carry none. */
+function carriesContent(body: unknown): boolean {
+  if (body === undefined || body === null) return false;
+  return !(typeof body === "object" && Object.keys(body).length === 0);
+}
+
 /** Mounts routes on the router; the same specs feed the OpenAPI document. */
 export function mountRoutes(router: Router, routes: AnyRoute[], deps: HttpDeps): void {
   for (const spec of routes) {
@@ -75,16 +81,11 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: HttpDeps):
       const body = spec.body
         ? parseInput(spec.body, ctx.state.body ?? undefined, "body")
         : undefined;
-      if (!spec.body && ctx.state.body !== undefined && spec.method !== "get") {
+      if (!spec.body && carriesContent(ctx.state.body)) {
         // A body on a route that takes none is most likely a client mistake: say so.
-        if (
-          ctx.state.body !== null &&
-          !(typeof ctx.state.body === "object" && Object.keys(ctx.state.body).length === 0)
-        ) {
-          throw errors.validation([
-            { path: "body", message: "This endpoint takes no request body." },
-          ]);
-        }
+        throw errors.validation([
+          { path: "body", message: "This endpoint takes no request body." },
+        ]);
       }
       const query = spec.query ? parseInput(spec.query, { ...ctx.query }, "query") : undefined;
       const params = spec.params ? parseInput(spec.params, { ...ctx.params }, "path") : undefined;

@@ -1,0 +1,483 @@
+import { STATUS_CODES } from "node:http";
+import {
+  APICallError,
+  RetryError,
+  generateText,
+  jsonSchema,
+  streamText,
+  tool,
+  zodSchema,
+  type ModelMessage,
+  type ToolResultPart,
+  type ToolSet,
+} from "ai";
+import type { ZodError } from "zod";
+import { redactText } from "../util/redact.js";
+import { LlmError, LlmProtocolError, LlmUpstreamError } from "./errors.js";
+import { costOf } from "./prices.js";
+import { requireModel, type ModelClient, type ReadyModelClient } from "./provider.js";
+import type { ExecutableTool, PricedUsage, ToolSpec, Usage } from "./types.js";
+
+/*
+ * The one way the pipeline talks to a model (SPEC §12). Every step is a single model call;
+ * the AI SDK never executes a tool itself (no `execute` is handed to it), so budget,
+ * cancellation and the step count stay here.
+ */
+
+export interface ToolLoopOptions {
+  /** An unconfigured client makes the loop throw LlmNotConfiguredError before any call. */
+  client: ModelClient;
+  system: string;
+  /** The first user message. */
+  prompt: string;
+  /** Tools the model may call and we execute. */
+  tools: ExecutableTool[];
+  /** Calling one of these with valid arguments ends the loop (e.g. submit_plan, finish). */
+  finishTools: ToolSpec[];
+  /** Model calls at most. */
+  maxSteps: number;
+  /** Answers without any tool call tolerated before failing (default 2). */
+  maxNudges?: number;
+  /** Tool results longer than this are cut in the middle (default 40,000 characters). */
+  maxToolResultChars?: number;
+  /** After every model call; may throw (e.g. budget reached) to stop the loop. */
+  onUsage(usage: PricedUsage): Promise<void>;
+  /** For progress logs. */
+  onToolCall?(call: { name: string; input: unknown }): void;
+  /** Model text between tool calls, for progress logs. */
+  onText?(text: string): void;
+  signal?: AbortSignal;
+}
+
+export interface ToolLoopResult {
+  /** The finish tool that was called. */
+  tool: string;
+  /** Its arguments, parsed by its zod schema. */
+  input: unknown;
+  /** Model calls made. */
+  steps: number;
+  /** Tokens and cost of all model calls together. */
+  usage: PricedUsage;
+}
+
+const DEFAULT_MAX_NUDGES = 2;
+const DEFAULT_MAX_TOOL_RESULT_CHARS = 40_000;
+
+type ToolChoice = "required" | "auto";
+
+// Clients whose server refused toolChoice "required"; they get "auto" from then on.
+const autoOnly = new WeakSet<ReadyModelClient>();
+
+interface ModelToolCall {
+  toolCallId: string;
+  toolName: string;
+  input: unknown;
+  /** The SDK could not parse the arguments (not JSON) or does not know the tool. */
+  invalid: boolean;
+}
+
+interface StepOutcome {
+  text: string;
+  toolCalls: ModelToolCall[];
+  /** The assistant message(s) to append to the conversation. */
+  assistant: ModelMessage[];
+  usage: Usage;
+}
+
+/**
+ * Runs model calls until the model calls a finish tool with valid arguments, executing the
+ * other tools it calls in between. Throws LlmProtocolError, LlmUpstreamError,
+ * LlmNotConfiguredError, or whatever onUsage or the abort signal throws.
+ */
+export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopResult> {
+  const client = requireModel(options.client);
+  if (options.finishTools.length === 0) throw new Error("runToolLoop needs a finish tool");
+  if (options.maxSteps < 1) throw new Error("runToolLoop needs maxSteps >= 1");
+
+  const executable = new Map(options.tools.map((t) => [t.name, t]));
+  const finishing = new Map(options.finishTools.map((t) => [t.name, t]));
+  for (const name of finishing.keys()) {
+    if (executable.has(name)) throw new Error(`Tool ${name} is both executable and finishing`);
+  }
+  const toolSet = toSdkTools([...options.tools, ...options.finishTools]);
+  const finishNames = [...finishing.keys()].join(" or ");
+  const maxNudges = options.maxNudges ?? DEFAULT_MAX_NUDGES;
+  const maxResult = options.maxToolResultChars ?? DEFAULT_MAX_TOOL_RESULT_CHARS;
+
+  const system = redactText(options.system);
+  const messages: ModelMessage[] = [{ role: "user", content: redactText(options.prompt) }];
+  const total: PricedUsage = { inputTokens: 0, outputTokens: 0, usd: 0, priced: true };
+  let nudges = 0;
+
+  for (let step = 1; step <= options.maxSteps; step++) {
+    options.signal?.throwIfAborted();
+    const outcome = await callModel(client, system, messages, toolSet, options.signal);
+
+    const priced = costOf(outcome.usage, client.price);
+    total.inputTokens += priced.inputTokens;
+    total.outputTokens += priced.outputTokens;
+    total.usd += priced.usd;
+    total.priced &&= priced.priced;
+    // Errors from the budget check propagate unchanged: they are the caller's to interpret.
+    await options.onUsage(priced);
+
+    if (outcome.text.trim()) options.onText?.(outcome.text.trim());
+    messages.push(...outcome.assistant);
+
+    if (outcome.toolCalls.length === 0) {
+      if (nudges >= maxNudges) {
+        throw new LlmProtocolError(
+          `The model answered without calling ${finishNames} after ${maxNudges} reminder${maxNudges === 1 ? "" : "s"}.`,
+        );
+      }
+      nudges++;
+      messages.push({
+        role: "user",
+        content:
+          `Answer only by calling tools. When the work is done, call ${finishNames}; ` +
+          `until then, call one of the other tools.`,
+      });
+      continue;
+    }
+
+    const results: ToolResultPart[] = [];
+    // A finish call is refused when an earlier call of the same answer failed: the model
+    // would otherwise finish believing, say, an edit happened that did not.
+    let earlierFailed = false;
+    const fail = (call: ModelToolCall, message: string) => {
+      earlierFailed = true;
+      results.push(toolResult(call, message, true));
+    };
+
+    for (const call of outcome.toolCalls) {
+      options.onToolCall?.({ name: call.toolName, input: call.input });
+      const finish = finishing.get(call.toolName);
+      const spec = finish ?? executable.get(call.toolName);
+      if (!spec) {
+        fail(call, unknownToolMessage(call.toolName, [...executable.keys(), ...finishing.keys()]));
+        continue;
+      }
+      const parsed = await parseArguments(spec, call);
+      if (!parsed.ok) {
+        fail(call, parsed.message);
+        continue;
+      }
+      if (finish) {
+        if (earlierFailed) {
+          results.push(
+            toolResult(
+              call,
+              `${call.toolName} was not accepted because an earlier tool call in the same answer failed. ` +
+                `Deal with that failure first, then call ${call.toolName} again.`,
+              true,
+            ),
+          );
+          continue;
+        }
+        return { tool: call.toolName, input: parsed.value, steps: step, usage: total };
+      }
+      let output: string;
+      try {
+        output = await (spec as ExecutableTool).execute(parsed.value);
+      } catch (error) {
+        // Cancellation ends the loop; any other failure is the model's to work around.
+        if (options.signal?.aborted) throw options.signal.reason ?? error;
+        fail(call, `${call.toolName} failed: ${errorMessage(error)}`);
+        continue;
+      }
+      results.push(toolResult(call, bound(output, maxResult), false));
+    }
+    messages.push({ role: "tool", content: results });
+  }
+
+  throw new LlmProtocolError(
+    `The model did not call ${finishNames} within ${options.maxSteps} step${options.maxSteps === 1 ? "" : "s"}.`,
+  );
+}
+
+function toSdkTools(specs: ToolSpec[]): ToolSet {
+  const set: ToolSet = {};
+  for (const spec of specs) {
+    // The JSON schema goes to the provider, but the SDK is not given a validator: invalid
+    // arguments must come back to us so the model hears exactly what was wrong.
+    const schema = zodSchema(spec.input);
+    set[spec.name] = tool<unknown>({
+      description: spec.description,
+      inputSchema: jsonSchema(() => schema.jsonSchema),
+    });
+  }
+  return set;
+}
+
+async function callModel(
+  client: ReadyModelClient,
+  system: string,
+  messages: ModelMessage[],
+  tools: ToolSet,
+  signal: AbortSignal | undefined,
+): Promise<StepOutcome> {
+  let toolChoice: ToolChoice = autoOnly.has(client) ? "auto" : "required";
+  for (;;) {
+    const timeout = AbortSignal.timeout(client.settings.timeoutMs);
+    const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    try {
+      return await modelCall(client, { system, messages, tools, toolChoice, signal: combined });
+    } catch (error) {
+      if (signal?.aborted) throw signal.reason ?? error;
+      if (timeout.aborted) {
+        throw new LlmUpstreamError(
+          `The model provider did not answer within ${duration(client.settings.timeoutMs)}.`,
+          undefined,
+          true,
+        );
+      }
+      // Some OpenAI-compatible servers (and some models) refuse a forced tool choice; the
+      // nudges keep the protocol without it.
+      if (toolChoice === "required" && refusesRequiredToolChoice(error)) {
+        autoOnly.add(client);
+        toolChoice = "auto";
+        continue;
+      }
+      throw upstreamError(error, client);
+    }
+  }
+}
+
+interface CallRequest {
+  system: string;
+  messages: ModelMessage[];
+  tools: ToolSet;
+  toolChoice: ToolChoice;
+  signal: AbortSignal;
+}
+
+async function modelCall(client: ReadyModelClient, request: CallRequest): Promise<StepOutcome> {
+  const common = {
+    model: client.model,
+    system: request.system,
+    messages: request.messages,
+    tools: request.tools,
+    toolChoice: request.toolChoice,
+    maxRetries: client.settings.maxRetries,
+    abortSignal: request.signal,
+    maxOutputTokens: client.settings.maxOutputTokens,
+  };
+  if (!client.stream) {
+    const result = await generateText(common);
+    return {
+      text: result.text,
+      toolCalls: result.toolCalls.map(toModelToolCall),
+      assistant: assistantMessages(result.response.messages),
+      usage: toUsage(result.usage),
+    };
+  }
+
+  const result = streamText({
+    ...common,
+    // Errors arrive as stream parts and are rethrown below; the default handler would
+    // print them to the console.
+    onError: () => {},
+  });
+  for await (const part of result.fullStream) {
+    if (part.type === "error") throw part.error;
+    if (part.type === "abort") throw request.signal.reason ?? new Error("aborted");
+  }
+  const [text, toolCalls, response, usage] = await Promise.all([
+    result.text,
+    result.toolCalls,
+    result.response,
+    result.usage,
+  ]);
+  return {
+    text,
+    toolCalls: toolCalls.map(toModelToolCall),
+    assistant: assistantMessages(response.messages),
+    usage: toUsage(usage),
+  };
+}
+
+function toModelToolCall(call: {
+  toolCallId: string;
+  toolName: string;
+  input: unknown;
+  invalid?: boolean;
+}): ModelToolCall {
+  return {
+    toolCallId: call.toolCallId,
+    toolName: call.toolName,
+    input: call.input,
+    invalid: call.invalid === true,
+  };
+}
+
+function toUsage(usage: { inputTokens?: number; outputTokens?: number }): Usage {
+  return { inputTokens: usage.inputTokens ?? 0, outputTokens: usage.outputTokens ?? 0 };
+}
+
+/*
+ * The SDK's response messages keep provider metadata (e.g. Anthropic thinking signatures)
+ * that must be sent back unchanged. Its own "tool" messages (error results it made up for
+ * unparsable calls) are dropped: we answer every call ourselves. Unparsable arguments are
+ * replaced by {} because providers reject a tool call whose input is not an object.
+ */
+function assistantMessages(response: ModelMessage[]): ModelMessage[] {
+  const out: ModelMessage[] = [];
+  for (const message of response) {
+    if (message.role !== "assistant") continue;
+    if (typeof message.content === "string") {
+      out.push(message);
+      continue;
+    }
+    out.push({
+      ...message,
+      content: message.content.map((part) =>
+        part.type === "tool-call" && !isPlainObject(part.input) ? { ...part, input: {} } : part,
+      ),
+    });
+  }
+  return out;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+type Parsed = { ok: true; value: unknown } | { ok: false; message: string };
+
+async function parseArguments(spec: ToolSpec, call: ModelToolCall): Promise<Parsed> {
+  if (call.invalid && typeof call.input === "string") {
+    return {
+      ok: false,
+      message:
+        `The arguments of ${call.toolName} are not valid JSON. ` +
+        `Call ${call.toolName} again with a JSON object that matches its schema.`,
+    };
+  }
+  const result = await spec.input.safeParseAsync(call.input);
+  if (result.success) return { ok: true, value: result.data };
+  return {
+    ok: false,
+    message:
+      `Invalid arguments for ${call.toolName}:\n${formatIssues(result.error)}\n` +
+      `Call ${call.toolName} again with corrected arguments.`,
+  };
+}
+
+function formatIssues(error: ZodError): string {
+  return error.issues
+    .map((issue) => {
+      const path = issue.path.map(String).join(".");
+      return `- ${path || "(arguments)"}: ${issue.message}`;
+    })
+    .join("\n");
+}
+
+function unknownToolMessage(name: string, available: string[]): string {
+  return `There is no tool named ${JSON.stringify(name)}. Available tools: ${available.join(", ")}.`;
+}
+
+function toolResult(call: ModelToolCall, text: string, isError: boolean): ToolResultPart {
+  const value = redactText(text);
+  return {
+    type: "tool-result",
+    toolCallId: call.toolCallId,
+    toolName: call.toolName,
+    output: isError ? { type: "error-text", value } : { type: "text", value },
+  };
+}
+
+/** Keeps the head and the tail (where command output has its errors) of a long result. */
+function bound(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const head = Math.floor(max * 0.7);
+  const tail = max - head;
+  const omitted = text.length - head - tail;
+  return (
+    `${text.slice(0, head)}\n\n[… ${omitted} characters omitted: the result was too long. ` +
+    `Ask for a smaller part, e.g. a line range or a narrower search …]\n\n${text.slice(-tail)}`
+  );
+}
+
+function duration(ms: number): string {
+  return ms < 10_000 && ms % 1000 !== 0 ? `${ms} ms` : `${Math.round(ms / 1000)} s`;
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function apiCallErrorOf(error: unknown): APICallError | undefined {
+  const inner = RetryError.isInstance(error) ? error.lastError : error;
+  return APICallError.isInstance(inner) ? inner : undefined;
+}
+
+function refusesRequiredToolChoice(error: unknown): boolean {
+  const api = apiCallErrorOf(error);
+  if (!api || (api.statusCode !== 400 && api.statusCode !== 422)) return false;
+  return /tool[_ ]choice/i.test(`${api.responseBody ?? ""} ${api.message}`);
+}
+
+/** A short, key-free description of a provider failure. */
+function upstreamError(error: unknown, client: ReadyModelClient): LlmError {
+  if (error instanceof LlmError) return error;
+  const scrub = (text: string) => {
+    const key = client.settings.apiKey;
+    const clean = key ? text.split(key).join("[REDACTED]") : text;
+    return redactText(clean).replace(/\s+/g, " ").trim().slice(0, 300);
+  };
+  const api = apiCallErrorOf(error);
+  if (api && api.statusCode !== undefined) {
+    const status = `${api.statusCode} ${STATUS_CODES[api.statusCode] ?? ""}`.trim();
+    const detail = providerDetail(api);
+    return new LlmUpstreamError(
+      `The model provider answered ${status}${detail ? `: ${scrub(detail)}` : ""}`,
+      api.statusCode,
+      api.isRetryable,
+    );
+  }
+  if (api) {
+    return new LlmUpstreamError(
+      `Could not reach the model provider at ${hostOf(api.url)}: ${errorCode(api) ?? scrub(api.message)}`,
+      undefined,
+      true,
+    );
+  }
+  return new LlmUpstreamError(
+    `The model provider's answer could not be used: ${scrub(errorMessage(error))}`,
+    undefined,
+    false,
+  );
+}
+
+// The provider's own explanation ("model not found", "invalid x-api-key"), when it sent one.
+function providerDetail(api: APICallError): string | undefined {
+  if (api.responseBody) {
+    try {
+      const body = JSON.parse(api.responseBody) as { error?: { message?: unknown } | string };
+      const message = typeof body.error === "string" ? body.error : body.error?.message;
+      if (typeof message === "string" && message) return message;
+    } catch {
+      // not JSON: fall back to the SDK's message
+    }
+  }
+  const statusText = STATUS_CODES[api.statusCode ?? 0];
+  return api.message && api.message !== statusText ? api.message : undefined;
+}
+
+function errorCode(error: unknown): string | undefined {
+  let current: unknown = error;
+  for (let depth = 0; depth < 6 && current; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === "string") return code;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+function hostOf(url: string): string {
+  try {
+    return new URL(url).host;
+  } catch {
+    return "the configured address";
+  }
+}

@@ -1,0 +1,35 @@
+import type { ZodType } from "zod";
+
+/*
+ * The model tool protocol (SPEC §12) as the pipeline sees it. Providers differ in wire format
+ * (OpenAI and Anthropic tool calling); everything above src/llm speaks only these types.
+ */
+
+/** A tool the model may call: its contract name, what it does, and its argument schema. */
+export interface ToolSpec<T = unknown> {
+  name: string;
+  description: string;
+  input: ZodType<T>;
+}
+
+/** A tool the pipeline can execute on the model's behalf (read_file, search_code, …). */
+export interface ExecutableTool<T = unknown> extends ToolSpec<T> {
+  /** Runs the call; the returned text goes back to the model as the tool result. */
+  execute(input: T): Promise<string>;
+}
+
+/** Tokens one model call used. */
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/** Tokens and price of one model call, as reported to the budget. */
+export interface PricedUsage extends Usage {
+  usd: number;
+  /** False when the model is not in the price table and no price was configured. */
+  priced: boolean;
+}
+
+/** The model API families the service can talk to (SPEC §11 `LLM_PROVIDER`). */
+export type ModelProvider = "anthropic" | "openai" | "openai-compatible";

@@ -3,7 +3,15 @@ import { registerConfigSecrets } from "./config/env.js";
 import { connectDatabase, type Database } from "./db/connection.js";
 import { AccountViewCache } from "./domain/account-views.js";
 import { loadAccountView } from "./domain/keys.js";
-import { createProbot } from "./github/app.js";
+import { TaskEventHub } from "./domain/task-event-hub.js";
+import { TaskEventLog } from "./domain/task-events.js";
+import { createProbot, installationCloneUrl } from "./github/app.js";
+import { createTaskStreams } from "./http/task-streams.js";
+import { buildIndex } from "./indexer/index.js";
+import { createModelClient, requireModel, type ModelSettings } from "./llm/provider.js";
+import { createIntake, type Intake } from "./pipeline/intake.js";
+import { createPipeline, type Pipeline } from "./pipeline/runner.js";
+import { StageError } from "./pipeline/errors.js";
 import { createGithubReceiver } from "./github/receiver.js";
 import { createRateLimiters } from "./http/rate-limit.js";
 import { startHttpServer, type RunningServer } from "./http/server.js";
@@ -29,7 +37,25 @@ export interface Service {
   db: Database;
   scheduler: Scheduler;
   http: RunningServer | undefined;
+  pipeline: Pipeline;
+  events: TaskEventLog;
   stop(): Promise<void>;
+}
+
+/** The model settings of the configuration, or undefined when no model is configured. */
+export function modelSettings(config: Config): ModelSettings | undefined {
+  const { llm } = config;
+  if (!llm.provider) return undefined;
+  return {
+    provider: llm.provider,
+    ...(llm.baseUrl ? { baseUrl: llm.baseUrl } : {}),
+    ...(llm.apiKey ? { apiKey: llm.apiKey } : {}),
+    ...(llm.model ? { model: llm.model } : {}),
+    stream: llm.stream,
+    timeoutMs: llm.timeoutMs,
+    maxRetries: llm.maxRetries,
+    ...(llm.prices ? { prices: llm.prices } : {}),
+  };
 }
 
 /** Starts the roles asked for: database first, then jobs, then the HTTP door. */
@@ -48,28 +74,67 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   });
   const housekeeping = pruneOnceMarkers(db.models);
   scheduler.define(housekeeping);
+
+  const probot = config.github
+    ? createProbot(config.github, logger, { testing: options.testing ?? false })
+    : undefined;
+  const events = new TaskEventLog(db.models);
+  const modelClient = createModelClient(modelSettings(config));
+  const pipeline = createPipeline({
+    config,
+    models: db.models,
+    events,
+    scheduler,
+    logger,
+    modelClient: () => requireModel(modelClient),
+    buildIndex: (root) => buildIndex(root),
+    async cloneUrl(task) {
+      if (task.repo.kind !== "github") return task.repo.clone_url;
+      if (!probot || task.repo.installation_id == null)
+        throw new StageError(
+          "This repository belongs to a GitHub App installation, but the GitHub App is not configured on this worker (APP_ID, PRIVATE_KEY).",
+        );
+      return installationCloneUrl(probot, task.repo.installation_id, task.repo.clone_url);
+    },
+  });
+  scheduler.define(pipeline.stageJob);
+  let intake: Intake | undefined;
   if (options.workers) {
+    intake = createIntake({
+      models: db.models,
+      taskDeps: pipeline.taskDeps,
+      enqueueStage: pipeline.enqueueStage,
+      pollMs: config.pipeline.taskPollMs,
+      logger,
+    });
+    pipeline.taskDeps.kick = () => intake?.kick();
     await scheduler.start();
     await scheduler.agenda.every("1 hour", housekeeping.name, {});
+    intake.start();
   }
 
   let http: RunningServer | undefined;
   let accountViews: AccountViewCache | undefined;
+  let hub: TaskEventHub | undefined;
+  let streams: ReturnType<typeof createTaskStreams> | undefined;
   if (options.web) {
-    const github = config.github
-      ? createGithubReceiver({
-          probot: createProbot(config.github, logger, { testing: options.testing ?? false }),
-          secret: config.github.webhookSecret,
-          models: db.models,
-          logger,
-        })
-      : undefined;
+    const github =
+      config.github && probot
+        ? createGithubReceiver({
+            probot,
+            secret: config.github.webhookSecret,
+            models: db.models,
+            logger,
+          })
+        : undefined;
     accountViews = new AccountViewCache(
       db.models,
       (accountId, now) => loadAccountView(db.models, accountId, now),
       config.accountViewPollMs,
     );
     await accountViews.start();
+    hub = new TaskEventHub(events, config.eventPollMs, logger);
+    streams = createTaskStreams({ models: db.models, events, hub, logger });
     try {
       http = await startHttpServer({
         config,
@@ -82,9 +147,14 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         }),
         github,
         accountViews,
+        tasks: pipeline.taskDeps,
+        streams,
       });
     } catch (error) {
       accountViews.stop();
+      hub.stop();
+      streams.close();
+      intake?.stop();
       await scheduler.stop(0);
       await db.close();
       throw error;
@@ -99,9 +169,14 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     db,
     scheduler,
     http,
+    pipeline,
+    events,
     stop() {
       stopping ??= (async () => {
+        intake?.stop();
         await http?.close();
+        streams?.close();
+        hub?.stop();
         accountViews?.stop();
         await scheduler.stop(config.jobs.shutdownGraceMs);
         await db.close();

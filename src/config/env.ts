@@ -54,6 +54,12 @@ export const envSchema = z.object({
   OPENAI_API_KEY: optionalString,
   LLM_MODEL: optionalString,
   MAX_TASK_COST_USD: z.coerce.number().positive().default(5),
+  LLM_STREAM: flag(true),
+  LLM_TIMEOUT_S: positiveInt(300, 3600),
+  LLM_MAX_RETRIES: z.coerce.number().int().min(0).max(10).default(2),
+  LLM_PRICE_INPUT_PER_MTOK: z.coerce.number().min(0).optional(),
+  LLM_PRICE_OUTPUT_PER_MTOK: z.coerce.number().min(0).optional(),
+  PLAN_MAX_STEPS: positiveInt(30, 500),
 
   APP_ID: optionalString,
   PRIVATE_KEY: optionalString,
@@ -74,6 +80,9 @@ export const envSchema = z.object({
   JOB_LOCK_LIFETIME_S: positiveInt(120, 86_400),
   SHUTDOWN_GRACE_S: positiveInt(30, 3600),
   ACCOUNT_VIEW_POLL_MS: positiveInt(500, 60_000),
+  EVENT_POLL_MS: positiveInt(200, 60_000),
+  TASK_POLL_MS: positiveInt(1000, 60_000),
+  STAGE_MAX_ATTEMPTS: positiveInt(3, 20),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -112,6 +121,12 @@ export interface Config {
     apiKey: string | undefined;
     model: string | undefined;
     maxTaskCostUsd: number;
+    stream: boolean;
+    timeoutMs: number;
+    maxRetries: number;
+    /** Operator-set price, for models the built-in table does not know. */
+    prices: { inputPerMTok: number; outputPerMTok: number } | undefined;
+    planMaxSteps: number;
   };
   github: GithubAppConfig | undefined;
   pipeline: {
@@ -120,8 +135,14 @@ export interface Config {
     maxFixAttempts: number;
     taskConcurrency: number;
     commandTimeoutS: number;
+    /** How often each worker looks for queued tasks made by other processes. */
+    taskPollMs: number;
+    /** Runs of one stage (a worker stopping mid-stage counts) before the task fails. */
+    stageMaxAttempts: number;
   };
   jobs: { lockLifetimeMs: number; shutdownGraceMs: number };
+  /** How often each API process looks for task events written by other processes. */
+  eventPollMs: number;
   /** How often each API process checks for tier/usage changes made by other processes. */
   accountViewPollMs: number;
 }
@@ -167,6 +188,12 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   const providerRaw = raw("LLM_PROVIDER");
   if (providerRaw === "openai-compatible" && !raw("LLM_BASE_URL")) {
     problems.push("LLM_BASE_URL: required when LLM_PROVIDER is openai-compatible");
+  }
+  if (raw("LLM_PRICE_INPUT_PER_MTOK") !== "" && raw("LLM_PRICE_OUTPUT_PER_MTOK") === "") {
+    problems.push("LLM_PRICE_OUTPUT_PER_MTOK: required when LLM_PRICE_INPUT_PER_MTOK is set");
+  }
+  if (raw("LLM_PRICE_OUTPUT_PER_MTOK") !== "" && raw("LLM_PRICE_INPUT_PER_MTOK") === "") {
+    problems.push("LLM_PRICE_INPUT_PER_MTOK: required when LLM_PRICE_OUTPUT_PER_MTOK is set");
   }
   if (raw("APP_ID")) {
     if (!raw("PRIVATE_KEY") && !raw("PRIVATE_KEY_PATH")) {
@@ -228,6 +255,17 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       apiKey,
       model: env.LLM_MODEL,
       maxTaskCostUsd: env.MAX_TASK_COST_USD,
+      stream: env.LLM_STREAM,
+      timeoutMs: env.LLM_TIMEOUT_S * 1000,
+      maxRetries: env.LLM_MAX_RETRIES,
+      prices:
+        env.LLM_PRICE_INPUT_PER_MTOK !== undefined && env.LLM_PRICE_OUTPUT_PER_MTOK !== undefined
+          ? {
+              inputPerMTok: env.LLM_PRICE_INPUT_PER_MTOK,
+              outputPerMTok: env.LLM_PRICE_OUTPUT_PER_MTOK,
+            }
+          : undefined,
+      planMaxSteps: env.PLAN_MAX_STEPS,
     },
     github,
     pipeline: {
@@ -236,12 +274,15 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       maxFixAttempts: env.MAX_FIX_ATTEMPTS,
       taskConcurrency: env.TASK_CONCURRENCY,
       commandTimeoutS: env.COMMAND_TIMEOUT_S,
+      taskPollMs: env.TASK_POLL_MS,
+      stageMaxAttempts: env.STAGE_MAX_ATTEMPTS,
     },
     jobs: {
       lockLifetimeMs: env.JOB_LOCK_LIFETIME_S * 1000,
       shutdownGraceMs: env.SHUTDOWN_GRACE_S * 1000,
     },
     accountViewPollMs: env.ACCOUNT_VIEW_POLL_MS,
+    eventPollMs: env.EVENT_POLL_MS,
   };
   return deepFreeze(config);
 }

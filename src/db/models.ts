@@ -92,6 +92,108 @@ const onceSchema = new Schema(
   { timestamps, versionKey: false },
 );
 
+export const TASK_STATUSES = [
+  "queued",
+  "running",
+  "awaiting_approval",
+  "awaiting_diff_approval",
+  "completed",
+  "failed",
+  "cancelled",
+] as const;
+export type TaskStatus = (typeof TASK_STATUSES)[number];
+
+export const TASK_PHASES = [
+  "QUEUED",
+  "CLONING",
+  "INDEXING",
+  "PLANNING",
+  "AWAITING_APPROVAL",
+  "IMPLEMENTING",
+  "VERIFYING",
+  "FIXING",
+  "REVIEWING",
+  "CLEANUP",
+  "DONE",
+  "FAILED",
+] as const;
+export type TaskPhase = (typeof TASK_PHASES)[number];
+
+const planStepSchema = new Schema(
+  {
+    step: { type: Number, required: true },
+    title: { type: String, required: true },
+    description: { type: String, default: "" },
+    files: { type: [String], default: [] },
+  },
+  { _id: false },
+);
+
+const taskSchema = new Schema(
+  {
+    _id: { type: String, required: true },
+    account_id: { type: String, required: true },
+    workspace_id: { type: String, required: true },
+    repo_id: { type: String, required: true },
+    /** What the pipeline needs of the repository, copied at creation. */
+    repo: {
+      kind: { type: String, enum: ["git", "github"], required: true },
+      full_name: { type: String, required: true },
+      clone_url: { type: String, required: true },
+      default_branch: { type: String, required: true },
+      installation_id: { type: Number, default: null },
+    },
+    description: { type: String, required: true },
+    status: { type: String, enum: TASK_STATUSES, required: true },
+    phase: { type: String, enum: TASK_PHASES, required: true },
+    auto_approve: { type: Boolean, default: false },
+    skill_name: { type: String, default: null },
+    agent_name: { type: String, default: null },
+    source: { type: String, default: "api" },
+    plan: { type: [planStepSchema], default: null },
+    plan_summary: { type: String, default: null },
+    diff: { type: String, default: null },
+    review: { type: Schema.Types.Mixed, default: null },
+    branch: { type: String, default: null },
+    pr_url: { type: String, default: null },
+    error: { type: String, default: null },
+    depends_on: { type: [String], default: [] },
+    cost: {
+      input_tokens: { type: Number, default: 0 },
+      output_tokens: { type: Number, default: 0 },
+      usd: { type: Number, default: 0 },
+    },
+    /** The quota slot this task holds (null on tiers without a limit). */
+    quota: { month: { type: String }, slot: { type: Number, default: null } },
+    /** Highest event sequence number known to be stored; a hint, events are the truth. */
+    event_seq: { type: Number, default: 1 },
+    index_stats: { type: Schema.Types.Mixed, default: null },
+    started_at: { type: Date, default: null },
+    finished_at: { type: Date, default: null },
+  },
+  { timestamps, versionKey: false },
+);
+taskSchema.index({ account_id: 1, created_at: -1 });
+taskSchema.index({ status: 1, created_at: 1 });
+
+/**
+ * One task event. `_id` is `${task}:${seq}` with the sequence zero-padded, so storing an
+ * event is a unique insert (a sequence number is taken once) and reading the next one is an
+ * `_id` lookup. Sequence 1 (the QUEUED phase) is the task document itself.
+ */
+const taskEventSchema = new Schema(
+  {
+    _id: { type: String, required: true },
+    task_id: { type: String, required: true },
+    seq: { type: Number, required: true },
+    ts: { type: Date, required: true },
+    type: { type: String, required: true },
+    payload: { type: Schema.Types.Mixed, default: {} },
+  },
+  { versionKey: false },
+);
+taskEventSchema.index({ task_id: 1, seq: 1 });
+
 export function registerModels(connection: Connection) {
   return {
     Account: connection.model("Account", accountSchema, "accounts"),
@@ -99,6 +201,8 @@ export function registerModels(connection: Connection) {
     QuotaSlot: connection.model("QuotaSlot", quotaSlotSchema, "quota_slots"),
     Workspace: connection.model("Workspace", workspaceSchema, "workspaces"),
     Once: connection.model("Once", onceSchema, "once_markers"),
+    Task: connection.model("Task", taskSchema, "tasks"),
+    TaskEvent: connection.model("TaskEvent", taskEventSchema, "task_events"),
   };
 }
 
@@ -107,3 +211,19 @@ export type AccountDoc = InferSchemaType<typeof accountSchema>;
 export type ApiKeyDoc = InferSchemaType<typeof apiKeySchema>;
 export type WorkspaceDoc = InferSchemaType<typeof workspaceSchema>;
 export type RepositoryDoc = InferSchemaType<typeof repositorySchema>;
+export type TaskDoc = InferSchemaType<typeof taskSchema>;
+export type TaskRecord = Omit<TaskDoc, "repo"> & {
+  _id: string;
+  repo: {
+    kind: "git" | "github";
+    full_name: string;
+    clone_url: string;
+    default_branch: string;
+    installation_id: number | null;
+  };
+  status: TaskStatus;
+  phase: TaskPhase;
+  created_at: Date;
+  updated_at: Date;
+};
+export type PlanStep = InferSchemaType<typeof planStepSchema>;

@@ -8,6 +8,7 @@ import { buildOpenApi } from "./openapi.js";
 import { mountRoutes, type AnyRoute } from "./route.js";
 import { keyRoutes } from "./routes/keys/routes.js";
 import { systemRoutes } from "./routes/system/routes.js";
+import { taskRoutes } from "./routes/tasks/routes.js";
 import { workspaceRoutes } from "./routes/workspaces/routes.js";
 import type { AppContext, AppState, HttpDeps } from "./types.js";
 
@@ -15,7 +16,7 @@ export const VERSION = "1.3.0";
 
 /** Every documented route of the API, in one list: the router and the OpenAPI document use it. */
 export function allRoutes(): AnyRoute[] {
-  return [...systemRoutes, ...keyRoutes, ...workspaceRoutes];
+  return [...systemRoutes, ...keyRoutes, ...workspaceRoutes, ...taskRoutes];
 }
 
 const GITHUB_BODY_LIMIT = 25 * 1024 * 1024; // GitHub caps deliveries at 25 MB

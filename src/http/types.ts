@@ -4,6 +4,7 @@ import type { Database } from "../db/connection.js";
 import type { Models } from "../db/models.js";
 import type { AccountViewCache } from "../domain/account-views.js";
 import type { Principal } from "../domain/keys.js";
+import type { TaskDeps } from "../domain/tasks.js";
 import type { Logger } from "../util/logger.js";
 import type { RateLimiters } from "./rate-limit.js";
 
@@ -15,6 +16,8 @@ export interface HttpDeps {
   logger: Logger;
   limiters: RateLimiters;
   accountViews?: AccountViewCache | undefined;
+  /** Task operations (creation, gates, cancel); the pipeline's side of them. */
+  tasks?: TaskDeps | undefined;
   /** Handles a GitHub webhook delivery; absent when the GitHub App part is off. */
   github?: GithubReceiver | undefined;
 }

@@ -1,5 +1,5 @@
 import { MongoBackend } from "@agendajs/mongo-backend";
-import { Agenda, type Job } from "agenda";
+import { Agenda, InMemoryNotificationChannel, type Job } from "agenda";
 import type { Db } from "mongodb";
 import type { ZodType } from "zod";
 import type { Logger } from "../util/logger.js";
@@ -19,7 +19,15 @@ export interface JobKind<T> {
 export interface Scheduler {
   agenda: Agenda;
   define<T>(kind: JobKind<T>): void;
-  enqueue<T>(kind: Pick<JobKind<T>, "name" | "schema">, data: T): Promise<void>;
+  /**
+   * Queues a job to run now. With `unique`, a job matching those fields (e.g.
+   * `{"data.task_id": id}`) is created once and never re-queued, so enqueueing is idempotent.
+   */
+  enqueue<T>(
+    kind: Pick<JobKind<T>, "name" | "schema">,
+    data: T,
+    options?: { unique?: Record<string, unknown> },
+  ): Promise<void>;
   /** Starts processing (worker role only). */
   start(): Promise<void>;
   /**
@@ -66,6 +74,9 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
     maxConcurrency: Math.max(options.concurrency * 4, 8),
     defaultConcurrency: options.concurrency,
     defaultLockLifetime: options.lockLifetimeMs,
+    // Jobs saved in this process start here at once instead of at the next poll; other
+    // processes still find them by polling (FerretDB has no change streams to notify them).
+    notificationChannel: new InMemoryNotificationChannel(),
   });
   const logger = options.logger.child({ component: "jobs" });
   agenda.on("error", (error) => logger.error({ err: error }, "scheduler error"));
@@ -103,9 +114,21 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
         },
       );
     },
-    async enqueue<T>(kind: Pick<JobKind<T>, "name" | "schema">, data: T) {
+    async enqueue<T>(
+      kind: Pick<JobKind<T>, "name" | "schema">,
+      data: T,
+      enqueueOptions?: { unique?: Record<string, unknown> },
+    ) {
       const parsed = kind.schema.parse(data);
-      await agenda.now(kind.name, parsed);
+      if (!enqueueOptions?.unique) {
+        await agenda.now(kind.name, parsed);
+        return;
+      }
+      await agenda
+        .create(kind.name, parsed)
+        .unique(enqueueOptions.unique, { insertOnly: true })
+        .schedule(new Date())
+        .save();
     },
     async start() {
       await agenda.start();

@@ -1,4 +1,6 @@
 import { randomBytes } from "node:crypto";
+import os from "node:os";
+import path from "node:path";
 import { inject } from "vitest";
 import { loadConfig, type Config } from "../../src/config/env.js";
 import { withDatabaseName } from "../../src/db/connection.js";
@@ -18,6 +20,8 @@ export function testConfig(env: Record<string, string | undefined> = {}): Config
     LOG_LEVEL: "silent",
     MONGODB_URI: testDatabaseUri(),
     SIGNUP_RATE_LIMIT: "100000",
+    // Working copies of tasks go to the system's temp folder, never into the checkout.
+    DATA_DIR: path.join(os.tmpdir(), `foreman-test-${process.pid}`),
     ...env,
   });
 }

@@ -13,6 +13,7 @@ let other: { id: string; key: string };
 let revoked: { id: string; key: string };
 let workspaceId: string;
 let ownerSecondKeyId: string;
+let taskId: string;
 
 interface Case {
   method: string;
@@ -46,6 +47,13 @@ beforeAll(async () => {
   });
   expect(ws.status).toBe(201);
   workspaceId = ws.body.id;
+  const task = await server.api("POST", "/tasks", {
+    key: owner.key,
+    body: { workspace_id: workspaceId, repo_id: "acme/app", description: "owner's task" },
+  });
+  expect(task.status).toBe(201);
+  taskId = task.body.id;
+  const notFound = (res: { status: number }) => expect(res.status).toBe(404);
 
   cases = {
     getKeyUsage: {
@@ -85,6 +93,26 @@ beforeAll(async () => {
       path: `/workspaces/${workspaceId}/repos`,
       foreign: (res) => expect(res.status).toBe(404),
     },
+    createTask: {
+      method: "POST",
+      path: "/tasks",
+      body: { workspace_id: workspaceId, repo_id: "acme/app", description: "sneaky" },
+      foreign: notFound,
+    },
+    listTasks: {
+      method: "GET",
+      path: "/tasks",
+      foreign: (res) => {
+        expect(res.status).toBe(200);
+        expect(res.body).toEqual([]);
+      },
+    },
+    getTask: { method: "GET", path: `/tasks/${taskId}`, foreign: notFound },
+    approvePlan: { method: "POST", path: `/tasks/${taskId}/approve`, foreign: notFound },
+    rejectPlan: { method: "POST", path: `/tasks/${taskId}/reject`, foreign: notFound },
+    approveDiff: { method: "POST", path: `/tasks/${taskId}/approve-diff`, foreign: notFound },
+    rejectDiff: { method: "POST", path: `/tasks/${taskId}/reject-diff`, foreign: notFound },
+    cancelTask: { method: "POST", path: `/tasks/${taskId}/cancel`, foreign: notFound },
   };
 });
 
@@ -135,5 +163,7 @@ describe("protected routes", () => {
     });
     const keys = await server.service.db.models.ApiKey.findOne({ key_id: ownerSecondKeyId }).lean();
     expect(keys?.revoked_at).toBeNull();
+    const task = await server.api("GET", `/tasks/${taskId}`, { key: owner.key });
+    expect(task.body).toMatchObject({ status: "queued", phase: "QUEUED", error: null });
   });
 });

@@ -1,0 +1,178 @@
+import { EventEmitter } from "node:events";
+import type { Models, TaskPhase, TaskStatus } from "../db/models.js";
+import { redactDeep } from "../util/redact.js";
+
+/*
+ * The per-task event log of SPEC §5. Every event is stored before anyone sees it, with a
+ * sequence number that rises by one per task. Taking a sequence number is a unique `_id`
+ * insert (`${task}:${seq}`), atomic on FerretDB and MongoDB alike, so two writers can never
+ * share a number and a number is never skipped. Sequence 1 is the task's creation (phase
+ * QUEUED), read from the task document itself so creating a task is one write.
+ */
+
+export type TaskEventPayload =
+  | { event_type: "phase"; phase: TaskPhase; status: TaskStatus }
+  | { event_type: "log"; message: string }
+  | { event_type: "plan"; plan: unknown[]; summary?: string | null }
+  | { event_type: "diff"; diff: string }
+  | { event_type: "done"; pr_url: string | null }
+  | { event_type: "error"; error: string };
+
+export type TaskEvent = TaskEventPayload & { seq: number; ts: string };
+export type TaskEventType = TaskEventPayload["event_type"];
+
+/** Events after which a task produces nothing more (the WebSocket closes after them). */
+export function isTerminalEvent(event: { event_type: string }): boolean {
+  return event.event_type === "done" || event.event_type === "error";
+}
+
+const SEQ_WIDTH = 10;
+
+export function eventId(taskId: string, seq: number): string {
+  return `${taskId}:${String(seq).padStart(SEQ_WIDTH, "0")}`;
+}
+
+interface StoredEvent {
+  _id: string;
+  task_id: string;
+  seq: number;
+  ts: Date;
+  type: string;
+  payload: Record<string, unknown>;
+}
+
+function fromStored(doc: StoredEvent): TaskEvent {
+  return {
+    event_type: doc.type,
+    ...doc.payload,
+    seq: doc.seq,
+    ts: doc.ts.toISOString(),
+  } as TaskEvent;
+}
+
+function isDuplicateKey(error: unknown): boolean {
+  return (
+    typeof error === "object" && error !== null && (error as { code?: unknown }).code === 11000
+  );
+}
+
+/** The first event of every task, derived from the task document. */
+export function creationEvent(task: { created_at: Date }): TaskEvent {
+  return {
+    event_type: "phase",
+    phase: "QUEUED",
+    status: "queued",
+    seq: 1,
+    ts: task.created_at.toISOString(),
+  };
+}
+
+/**
+ * Stores and reads task events, and tells listeners in this process about new ones at once.
+ * Listeners in other processes learn of them by polling (see TaskEventHub).
+ */
+export class TaskEventLog {
+  private readonly top = new Map<string, number>();
+  private readonly emitter = new EventEmitter();
+
+  constructor(private readonly models: Models) {
+    this.emitter.setMaxListeners(0);
+  }
+
+  /** Appends an event with the next sequence number; secrets are redacted before storing. */
+  async append(taskId: string, payload: TaskEventPayload): Promise<TaskEvent> {
+    const { event_type: type, ...rest } = redactDeep(payload) as TaskEventPayload;
+    let seq = (await this.knownTop(taskId)) + 1;
+    for (;;) {
+      const ts = new Date();
+      try {
+        await this.models.TaskEvent.collection.insertOne({
+          _id: eventId(taskId, seq) as unknown as never,
+          task_id: taskId,
+          seq,
+          ts,
+          type,
+          payload: rest,
+        });
+        this.top.set(taskId, seq);
+        const event = { event_type: type, ...rest, seq, ts: ts.toISOString() } as TaskEvent;
+        this.emitter.emit("event", taskId, event);
+        return event;
+      } catch (error) {
+        if (!isDuplicateKey(error)) throw error;
+        // Another writer took this number: walk up to the real top and try again.
+        seq = (await this.walkUp(taskId, seq)) + 1;
+      }
+    }
+  }
+
+  /** Highest stored sequence number of a task (1 when only the creation event exists). */
+  async lastSeq(taskId: string): Promise<number> {
+    return this.walkUp(taskId, await this.knownTop(taskId));
+  }
+
+  private async knownTop(taskId: string): Promise<number> {
+    const cached = this.top.get(taskId);
+    if (cached !== undefined) return cached;
+    const task = await this.models.Task.collection.findOne(
+      { _id: taskId as unknown as never },
+      { projection: { event_seq: 1 } },
+    );
+    const hint = typeof task?.event_seq === "number" ? task.event_seq : 1;
+    return this.walkUp(taskId, hint);
+  }
+
+  private async walkUp(taskId: string, from: number): Promise<number> {
+    let top = Math.max(1, from);
+    while (
+      await this.models.TaskEvent.collection.findOne({ _id: eventId(taskId, top + 1) as never })
+    )
+      top += 1;
+    this.top.set(taskId, top);
+    if (this.top.size > 10_000) this.top.clear();
+    return top;
+  }
+
+  /** Events of a task with a sequence number above `after`, in order. */
+  async read(
+    task: { _id: string; created_at: Date },
+    after = 0,
+    limit = 10_000,
+  ): Promise<TaskEvent[]> {
+    const events: TaskEvent[] = after < 1 ? [creationEvent(task)] : [];
+    const docs = await this.models.TaskEvent.collection
+      .find<StoredEvent>({ task_id: task._id, seq: { $gt: Math.max(after, 1) } })
+      .sort({ seq: 1 })
+      .limit(limit)
+      .toArray();
+    for (const doc of docs) events.push(fromStored(doc));
+    return events;
+  }
+
+  /** Reads the events right after `after` by `_id`, stopping at the first one not stored yet. */
+  async readNext(taskId: string, after: number, max = 500): Promise<TaskEvent[]> {
+    const events: TaskEvent[] = [];
+    for (let seq = Math.max(after, 1) + 1; events.length < max; seq += 1) {
+      const doc = await this.models.TaskEvent.collection.findOne<StoredEvent>({
+        _id: eventId(taskId, seq) as never,
+      });
+      if (!doc) break;
+      events.push(fromStored(doc));
+    }
+    return events;
+  }
+
+  /** Calls `listener` for every event this process appends to the task. */
+  onLocal(taskId: string, listener: (event: TaskEvent) => void): () => void {
+    const handler = (id: string, event: TaskEvent) => {
+      if (id === taskId) listener(event);
+    };
+    this.emitter.on("event", handler);
+    return () => this.emitter.off("event", handler);
+  }
+
+  /** Forgets the cached top of a task (tests, and tasks that ended). */
+  forget(taskId: string): void {
+    this.top.delete(taskId);
+  }
+}

@@ -1,0 +1,421 @@
+import { rm } from "node:fs/promises";
+import type { Models, TaskPhase, TaskRecord, TaskStatus } from "../db/models.js";
+import { errors } from "../errors.js";
+import { newId } from "../util/ids.js";
+import { findAgent } from "./agents.js";
+import { claimQuota } from "./quota.js";
+import { findBuiltinSkill } from "./skills.js";
+import type { TaskEventLog } from "./task-events.js";
+import { resolveRepo } from "./workspaces.js";
+
+/*
+ * Tasks (SPEC §4): creation, reading, the two gates and cancellation. The pipeline moves a
+ * task between phases; everything that ends a task goes through `endTask`, whose unique
+ * marker makes the first ending win (a cancel racing a failure, two rejects at once).
+ */
+
+export interface TaskDeps {
+  models: Models;
+  events: TaskEventLog;
+  /** Starts a pipeline stage for the task (an Agenda job). */
+  enqueueStage(taskId: string, stage: StageName): Promise<void>;
+  /** Tells this process's workers a task was queued, so they need not wait for their poll. */
+  kick?(): void;
+  /** Removes a task's working copy, if this process can see it. */
+  workdirOf?(taskId: string): string;
+}
+
+export const STAGE_NAMES = ["clone", "index", "plan", "implement"] as const;
+export type StageName = (typeof STAGE_NAMES)[number];
+
+export const TERMINAL_STATUSES: readonly TaskStatus[] = ["completed", "failed", "cancelled"];
+
+export function isTerminal(status: TaskStatus): boolean {
+  return TERMINAL_STATUSES.includes(status);
+}
+
+export interface TaskView {
+  id: string;
+  description: string;
+  status: TaskStatus;
+  phase: TaskPhase;
+  created_at: string;
+  updated_at: string;
+  repo_id: string;
+  workspace_id: string;
+  pr_url: string | null;
+  error: string | null;
+  auto_approve: boolean;
+  skill_name: string | null;
+  agent_name: string | null;
+  plan: Array<{ step: number; title: string; description: string; files: string[] }> | null;
+  plan_summary: string | null;
+  diff: string | null;
+  review: unknown;
+  branch: string | null;
+  depends_on: string[];
+  cost: { input_tokens: number; output_tokens: number; usd: number };
+}
+
+/** The task as the API shows it. */
+export function toTaskView(task: TaskRecord): TaskView {
+  return {
+    id: task._id,
+    description: task.description,
+    status: task.status,
+    phase: task.phase,
+    created_at: task.created_at.toISOString(),
+    updated_at: task.updated_at.toISOString(),
+    repo_id: task.repo_id,
+    workspace_id: task.workspace_id,
+    pr_url: task.pr_url ?? null,
+    error: task.error ?? null,
+    auto_approve: task.auto_approve ?? false,
+    skill_name: task.skill_name ?? null,
+    agent_name: task.agent_name ?? null,
+    plan: task.plan
+      ? task.plan.map((s) => ({
+          step: s.step,
+          title: s.title,
+          description: s.description ?? "",
+          files: [...(s.files ?? [])],
+        }))
+      : null,
+    plan_summary: task.plan_summary ?? null,
+    diff: task.diff ?? null,
+    review: task.review ?? null,
+    branch: task.branch ?? null,
+    depends_on: [...(task.depends_on ?? [])],
+    cost: {
+      input_tokens: task.cost?.input_tokens ?? 0,
+      output_tokens: task.cost?.output_tokens ?? 0,
+      usd: Math.round((task.cost?.usd ?? 0) * 1e6) / 1e6,
+    },
+  };
+}
+
+export interface CreateTaskInput {
+  workspace_id: string;
+  repo_id: string;
+  description: string;
+  auto_approve?: boolean | undefined;
+  skill_name?: string | null | undefined;
+  agent_name?: string | null | undefined;
+  depends_on?: string[] | undefined;
+  source?: string | undefined;
+}
+
+/** Checks that a named skill and agent exist (400 naming the field otherwise). */
+export function checkSkillAndAgent(input: {
+  skill_name?: string | null | undefined;
+  agent_name?: string | null | undefined;
+}): void {
+  const problems = [];
+  if (input.skill_name && !findBuiltinSkill(input.skill_name))
+    problems.push({ path: "skill_name", message: `No skill is named "${input.skill_name}".` });
+  if (input.agent_name && !findAgent(input.agent_name))
+    problems.push({ path: "agent_name", message: `No agent is named "${input.agent_name}".` });
+  if (problems.length > 0) throw errors.validation(problems);
+}
+
+/** Creates a task in QUEUED after claiming one task of the account's monthly allowance. */
+export async function createTask(
+  deps: TaskDeps,
+  accountId: string,
+  input: CreateTaskInput,
+): Promise<TaskRecord> {
+  checkSkillAndAgent(input);
+  const { workspace, repo } = await resolveRepo(
+    deps.models,
+    accountId,
+    input.workspace_id,
+    input.repo_id,
+  );
+  const claim = await claimQuota(deps.models, accountId, 1);
+  try {
+    const now = new Date();
+    const doc = {
+      _id: newId("task"),
+      account_id: accountId,
+      workspace_id: workspace._id,
+      repo_id: repo.repo_id,
+      repo: {
+        kind: workspace.kind,
+        full_name: repo.full_name,
+        clone_url: repo.clone_url,
+        default_branch: repo.default_branch ?? "main",
+        installation_id: workspace.github?.installation_id ?? null,
+      },
+      description: input.description,
+      status: "queued",
+      phase: "QUEUED",
+      auto_approve: input.auto_approve ?? false,
+      skill_name: input.skill_name ?? null,
+      agent_name: input.agent_name ?? null,
+      source: input.source ?? "api",
+      plan: null,
+      plan_summary: null,
+      diff: null,
+      review: null,
+      branch: null,
+      pr_url: null,
+      error: null,
+      depends_on: input.depends_on ?? [],
+      cost: { input_tokens: 0, output_tokens: 0, usd: 0 },
+      quota: { month: claim.month, slot: claim.slots[0] ?? null },
+      event_seq: 1,
+      index_stats: null,
+      started_at: null,
+      finished_at: null,
+      created_at: now,
+      updated_at: now,
+    };
+    // The driver directly: one insert, no document hydration on the hot path.
+    await deps.models.Task.collection.insertOne(doc as never);
+    deps.kick?.();
+    return doc as unknown as TaskRecord;
+  } catch (error) {
+    await claim.release();
+    throw error;
+  }
+}
+
+/** One task of the account; an unknown id or another account's task is `not_found`. */
+export async function getTask(
+  models: Models,
+  accountId: string,
+  taskId: string,
+): Promise<TaskRecord> {
+  const task = await models.Task.collection.findOne({ _id: taskId as never });
+  if (!task || task.account_id !== accountId) throw errors.notFound("task");
+  return task as unknown as TaskRecord;
+}
+
+export interface TaskFilter {
+  limit: number;
+  before?: string | undefined;
+  workspace_id?: string | undefined;
+  repo_id?: string | undefined;
+  status?: TaskStatus | undefined;
+  phase?: TaskPhase | undefined;
+}
+
+/** The account's tasks, newest first, paged with `before` (a task id). */
+export async function listTasks(
+  models: Models,
+  accountId: string,
+  filter: TaskFilter,
+): Promise<TaskRecord[]> {
+  const query: Record<string, unknown> = { account_id: accountId };
+  if (filter.workspace_id) query.workspace_id = filter.workspace_id;
+  if (filter.repo_id) query.repo_id = filter.repo_id;
+  if (filter.status) query.status = filter.status;
+  if (filter.phase) query.phase = filter.phase;
+  if (filter.before) {
+    const cursor = await models.Task.collection.findOne(
+      { _id: filter.before as never },
+      { projection: { account_id: 1, created_at: 1 } },
+    );
+    if (!cursor || cursor.account_id !== accountId)
+      throw errors.validation([{ path: "before", message: "No such task on this account." }]);
+    query.$or = [
+      { created_at: { $lt: cursor.created_at } },
+      { created_at: cursor.created_at, _id: { $lt: filter.before } },
+    ];
+  }
+  const docs = await models.Task.collection
+    .find(query)
+    .sort({ created_at: -1, _id: -1 })
+    .limit(filter.limit)
+    .toArray();
+  return docs as unknown as TaskRecord[];
+}
+
+export interface Ending {
+  status: Extract<TaskStatus, "completed" | "failed" | "cancelled">;
+  error?: string | null;
+  pr_url?: string | null;
+}
+
+/**
+ * Ends a task once: the first caller wins a unique marker that records the outcome, then
+ * writes it and emits the FAILED/DONE phase and the `error`/`done` event. Returns false when
+ * the task had already ended (the caller lost the race).
+ */
+export async function endTask(deps: TaskDeps, taskId: string, ending: Ending): Promise<boolean> {
+  try {
+    await deps.models.Once.collection.insertOne({
+      _id: `task-end:${taskId}` as never,
+      scope: "task-end",
+      ending: { status: ending.status, error: ending.error ?? null, pr_url: ending.pr_url },
+      created_at: new Date(),
+    });
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 11000) return false;
+    throw error;
+  }
+  await applyEnding(deps, taskId, ending);
+  if (deps.workdirOf)
+    await rm(deps.workdirOf(taskId), { recursive: true, force: true }).catch(() => undefined);
+  return true;
+}
+
+/**
+ * Writes an ending to the task and its event log. Safe to repeat: a process that stopped
+ * half-way through an ending is completed by whoever looks at the task next.
+ */
+async function applyEnding(deps: TaskDeps, taskId: string, ending: Ending): Promise<void> {
+  const phase: TaskPhase = ending.status === "completed" ? "DONE" : "FAILED";
+  const now = new Date();
+  const set: Record<string, unknown> = {
+    status: ending.status,
+    phase,
+    error: ending.error ?? null,
+    finished_at: now,
+    updated_at: now,
+  };
+  if (ending.pr_url !== undefined) set.pr_url = ending.pr_url;
+  await deps.models.Task.collection.updateOne({ _id: taskId as never }, { $set: set });
+  const lastSeq = await deps.events.lastSeq(taskId);
+  const [last] = await deps.events.readNext(taskId, lastSeq - 1, 1);
+  if (last && (last.event_type === "done" || last.event_type === "error")) return;
+  if (!(last?.event_type === "phase" && last.phase === phase))
+    await deps.events.append(taskId, { event_type: "phase", phase, status: ending.status });
+  const final =
+    ending.status === "completed"
+      ? await deps.events.append(taskId, { event_type: "done", pr_url: ending.pr_url ?? null })
+      : await deps.events.append(taskId, {
+          event_type: "error",
+          error: ending.error ?? "The task failed.",
+        });
+  await deps.models.Task.collection.updateOne(
+    { _id: taskId as never },
+    { $set: { event_seq: final.seq } },
+  );
+  deps.events.forget(taskId);
+}
+
+/**
+ * Completes the ending of a task whose marker exists but whose document or events do not
+ * show it yet (the ending process stopped, or a racing write overwrote it).
+ */
+export async function repairEnding(deps: TaskDeps, taskId: string): Promise<void> {
+  const marker = await deps.models.Once.collection.findOne({ _id: `task-end:${taskId}` as never });
+  const ending = marker?.ending as Ending | undefined;
+  if (!ending) return;
+  await applyEnding(deps, taskId, {
+    status: ending.status,
+    error: ending.error ?? null,
+    ...(ending.pr_url !== undefined && ending.pr_url !== null ? { pr_url: ending.pr_url } : {}),
+  });
+}
+
+/** True once a task has ended (cancelled, failed or completed), from its unique marker. */
+export async function hasEnded(models: Models, taskId: string): Promise<boolean> {
+  return Boolean(
+    await models.Once.collection.findOne(
+      { _id: `task-end:${taskId}` as never },
+      { projection: { _id: 1 } },
+    ),
+  );
+}
+
+export type Decision = "approve" | "reject" | "approve-diff" | "reject-diff";
+
+const GATES: Record<Decision, { status: TaskStatus; gate: "plan" | "diff"; label: string }> = {
+  approve: { status: "awaiting_approval", gate: "plan", label: "plan approval" },
+  reject: { status: "awaiting_approval", gate: "plan", label: "plan approval" },
+  "approve-diff": { status: "awaiting_diff_approval", gate: "diff", label: "diff approval" },
+  "reject-diff": { status: "awaiting_diff_approval", gate: "diff", label: "diff approval" },
+};
+
+/**
+ * Applies a caller's decision at a gate. 409 `invalid_state` unless the task waits at that
+ * gate; concurrent decisions on one gate are settled by a unique marker (one wins, the rest
+ * get 409). Approving the plan moves the task to IMPLEMENTING and starts that stage.
+ */
+export async function decide(
+  deps: TaskDeps,
+  accountId: string,
+  taskId: string,
+  decision: Decision,
+  who: string,
+): Promise<TaskRecord> {
+  const task = await getTask(deps.models, accountId, taskId);
+  const gate = GATES[decision];
+  if (task.status !== gate.status) {
+    throw errors.invalidState(
+      `The task is not awaiting ${gate.label} (status ${task.status}, phase ${task.phase}).`,
+    );
+  }
+  try {
+    await deps.models.Once.create({ _id: `gate:${taskId}:${gate.gate}`, scope: "gate" });
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 11000)
+      throw errors.invalidState(`The ${gate.label} of this task has already been decided.`);
+    throw error;
+  }
+  if (decision === "reject" || decision === "reject-diff") {
+    const what = decision === "reject" ? "plan" : "diff";
+    await endTask(deps, taskId, {
+      status: "cancelled",
+      error: `The ${what} was rejected by ${who}; nothing was pushed.`,
+    });
+  } else if (decision === "approve") {
+    await moveTo(deps, taskId, "IMPLEMENTING", "running");
+    await deps.events.append(taskId, { event_type: "log", message: `Plan approved by ${who}.` });
+    await deps.enqueueStage(taskId, "implement");
+  } else {
+    // The pull-request stage arrives with the agent issue (#4); the diff gate is never
+    // reached before then.
+    throw errors.invalidState("This task has no diff awaiting approval.");
+  }
+  return getTask(deps.models, accountId, taskId);
+}
+
+/** Stops a task at any non-terminal point (extension of SPEC §4). */
+export async function cancelTask(
+  deps: TaskDeps,
+  accountId: string,
+  taskId: string,
+  who: string,
+): Promise<TaskRecord> {
+  const task = await getTask(deps.models, accountId, taskId);
+  if (isTerminal(task.status))
+    throw errors.invalidState(`The task has already ended (status ${task.status}).`);
+  const ended = await endTask(deps, taskId, {
+    status: "cancelled",
+    error: `Cancelled by ${who} during ${task.phase}.`,
+  });
+  if (!ended) throw errors.invalidState("The task ended before it could be cancelled.");
+  return getTask(deps.models, accountId, taskId);
+}
+
+/**
+ * Moves a running task to a phase and emits the phase event. A task that has ended stays
+ * as it ended: the check after the write repairs a write that raced the ending.
+ */
+export async function moveTo(
+  deps: TaskDeps,
+  taskId: string,
+  phase: TaskPhase,
+  status: TaskStatus,
+  extra: Record<string, unknown> = {},
+): Promise<boolean> {
+  if (await hasEnded(deps.models, taskId)) return false;
+  const now = new Date();
+  await deps.models.Task.collection.updateOne(
+    { _id: taskId as never },
+    { $set: { phase, status, updated_at: now, ...extra } },
+  );
+  if (await hasEnded(deps.models, taskId)) {
+    await repairEnding(deps, taskId);
+    return false;
+  }
+  const event = await deps.events.append(taskId, { event_type: "phase", phase, status });
+  await deps.models.Task.collection.updateOne(
+    { _id: taskId as never },
+    { $set: { event_seq: event.seq } },
+  );
+  return true;
+}

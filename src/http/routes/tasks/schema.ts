@@ -1,0 +1,76 @@
+import { z } from "zod";
+import { TASK_PHASES, TASK_STATUSES } from "../../../db/models.js";
+import { opaqueId, timestamp } from "../../schemas.js";
+
+const repoRef = z
+  .string()
+  .trim()
+  .min(1)
+  .max(200)
+  .regex(/^[A-Za-z0-9_.:-]+(\/[A-Za-z0-9_.-]+)?$/, "must be a repository id or owner/name")
+  .describe("repo_id, or the repository's full name owner/name");
+
+const handle = z
+  .string()
+  .trim()
+  .min(1)
+  .max(64)
+  .regex(/^[a-z0-9]+(-[a-z0-9]+)*$/, "must be a kebab-case name");
+
+export const createTaskBody = z.strictObject({
+  workspace_id: opaqueId,
+  repo_id: repoRef,
+  description: z.string().trim().min(1).max(20_000),
+  auto_approve: z.boolean().default(false),
+  skill_name: handle.nullable().optional(),
+  agent_name: handle.nullable().optional(),
+});
+
+export const listTasksQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+  before: opaqueId.optional().describe("a task id: the page continues after it"),
+  workspace_id: opaqueId.optional(),
+  repo_id: repoRef.optional(),
+  status: z.enum(TASK_STATUSES).optional(),
+  phase: z.enum(TASK_PHASES).optional(),
+});
+
+export const taskParams = z.strictObject({ id: opaqueId });
+
+export const planStep = z
+  .object({
+    step: z.number().int().min(1),
+    title: z.string(),
+    description: z.string(),
+    files: z.array(z.string()),
+  })
+  .meta({ id: "PlanStep" });
+
+export const task = z
+  .object({
+    id: z.string(),
+    description: z.string(),
+    status: z.enum(TASK_STATUSES),
+    phase: z.enum(TASK_PHASES),
+    created_at: timestamp,
+    updated_at: timestamp,
+    repo_id: z.string(),
+    workspace_id: z.string(),
+    pr_url: z.string().nullable(),
+    error: z.string().nullable(),
+    auto_approve: z.boolean(),
+    skill_name: z.string().nullable(),
+    agent_name: z.string().nullable(),
+    plan: z.array(planStep).nullable(),
+    plan_summary: z.string().nullable().describe("the model's summary of its plan (extension)"),
+    diff: z.string().nullable(),
+    review: z.unknown().nullable(),
+    branch: z.string().nullable(),
+    depends_on: z.array(z.string()),
+    cost: z.object({
+      input_tokens: z.number().int(),
+      output_tokens: z.number().int(),
+      usd: z.number(),
+    }),
+  })
+  .meta({ id: "Task" });

@@ -1,0 +1,149 @@
+import type { WebSocket } from "ws";
+import type { Models } from "../db/models.js";
+import type { Principal } from "../domain/keys.js";
+import { subscribeOrdered, type TaskEventHub } from "../domain/task-event-hub.js";
+import { isTerminalEvent, type TaskEvent, type TaskEventLog } from "../domain/task-events.js";
+import { isTerminal } from "../domain/tasks.js";
+import type { TaskRecord } from "../db/models.js";
+import type { Logger } from "../util/logger.js";
+import type { TaskStreams } from "./ws.js";
+
+/*
+ * /tasks/{id}/ws (SPEC §5): replay, then live events, each message `{event_type, ...payload,
+ * seq, ts}`; closed with 1000 after `done` or `error`. Sockets are pinged, slow readers are
+ * dropped, and a socket whose key is revoked is closed (1008) within KEY_CHECK_MS.
+ */
+
+const PING_MS = 25_000;
+const KEY_CHECK_MS = 5_000;
+const MAX_BUFFERED = 8 * 1024 * 1024;
+
+const serialized = new WeakMap<TaskEvent, string>();
+
+function messageOf(event: TaskEvent): string {
+  let text = serialized.get(event);
+  if (text === undefined) {
+    text = JSON.stringify(event);
+    serialized.set(event, text);
+  }
+  return text;
+}
+
+export function createTaskStreams(deps: {
+  models: Models;
+  events: TaskEventLog;
+  hub: TaskEventHub;
+  logger: Logger;
+  pingMs?: number;
+}): TaskStreams & { close(): void } {
+  const byKey = new Map<string, Set<WebSocket>>();
+  const alive = new WeakMap<WebSocket, boolean>();
+
+  const pinger = setInterval(() => {
+    for (const sockets of byKey.values()) {
+      for (const socket of sockets) {
+        if (alive.get(socket) === false) {
+          socket.terminate();
+          continue;
+        }
+        alive.set(socket, false);
+        socket.ping();
+      }
+    }
+  }, deps.pingMs ?? PING_MS);
+  pinger.unref();
+
+  const keyCheck = setInterval(() => {
+    void (async () => {
+      for (const [keyId, sockets] of byKey) {
+        const key = await deps.models.ApiKey.collection.findOne(
+          { key_id: keyId },
+          { projection: { revoked_at: 1 } },
+        );
+        if (!key || key.revoked_at) {
+          for (const socket of sockets) socket.close(1008, "API key revoked");
+        }
+      }
+    })().catch((error: unknown) => deps.logger.warn({ err: error }, "websocket key check failed"));
+  }, KEY_CHECK_MS);
+  keyCheck.unref();
+
+  async function loadTask(principal: Principal, taskId: string): Promise<TaskRecord | null> {
+    const task = (await deps.models.Task.collection.findOne({
+      _id: taskId as never,
+    })) as TaskRecord | null;
+    return task && task.account_id === principal.accountId ? task : null;
+  }
+
+  async function attach(
+    socket: WebSocket,
+    principal: Principal,
+    taskId: string,
+    since: number | undefined,
+  ): Promise<void> {
+    const sockets = byKey.get(principal.keyId) ?? new Set<WebSocket>();
+    byKey.set(principal.keyId, sockets);
+    sockets.add(socket);
+    alive.set(socket, true);
+    socket.on("pong", () => alive.set(socket, true));
+    // Clients only listen; anything they send is ignored.
+    socket.on("message", () => undefined);
+
+    let lastSeq = since ?? 0;
+    let closed = false;
+    let unsubscribe: (() => void) | undefined;
+    const finish = (code: number, reason: string) => {
+      if (closed) return;
+      closed = true;
+      unsubscribe?.();
+      socket.close(code, reason);
+    };
+    socket.on("close", () => {
+      closed = true;
+      unsubscribe?.();
+      sockets.delete(socket);
+      if (sockets.size === 0) byKey.delete(principal.keyId);
+    });
+
+    const task = await loadTask(principal, taskId);
+    if (!task) return finish(1008, "task not found");
+    const send = (event: TaskEvent) => {
+      if (closed) return;
+      if (socket.bufferedAmount > MAX_BUFFERED) {
+        socket.terminate();
+        return;
+      }
+      lastSeq = event.seq;
+      socket.send(messageOf(event));
+      if (isTerminalEvent(event)) finish(1000, "task ended");
+    };
+    try {
+      const stop = await subscribeOrdered(deps.hub, deps.events, task, since ?? 0, send);
+      if (closed) return stop();
+      unsubscribe = stop;
+    } catch (error) {
+      deps.logger.warn({ err: error, task: taskId }, "websocket replay failed");
+      return finish(1011, "could not read the task's events");
+    }
+    // Asked to resume after the end: nothing more will come.
+    const current = await loadTask(principal, taskId);
+    if (current && isTerminal(current.status) && lastSeq >= (await deps.events.lastSeq(taskId)))
+      finish(1000, "task ended");
+  }
+
+  return {
+    async canWatch(principal, taskId) {
+      return Boolean(await loadTask(principal, taskId));
+    },
+    attach(socket, principal, taskId, since) {
+      void attach(socket, principal, taskId, since).catch((error: unknown) => {
+        deps.logger.error({ err: error, task: taskId }, "websocket stream failed");
+        socket.close(1011, "stream failed");
+      });
+    },
+    close() {
+      clearInterval(pinger);
+      clearInterval(keyCheck);
+    },
+  };
+}

@@ -1,0 +1,360 @@
+import path from "node:path";
+import { rm } from "node:fs/promises";
+import { z } from "zod";
+import type { Config } from "../config/env.js";
+import type { Models, TaskPhase, TaskRecord, TaskStatus } from "../db/models.js";
+import type { TaskEventLog, TaskEventPayload } from "../domain/task-events.js";
+import {
+  endTask,
+  hasEnded,
+  isTerminal,
+  moveTo,
+  repairEnding,
+  STAGE_NAMES,
+  type Ending,
+  type StageName,
+  type TaskDeps,
+} from "../domain/tasks.js";
+import type { RepoIndex } from "../indexer/index.js";
+import type { ReadyModelClient } from "../llm/provider.js";
+import type { PricedUsage } from "../llm/types.js";
+import type { JobKind, Scheduler } from "../jobs/scheduler.js";
+import type { Logger } from "../util/logger.js";
+import { BudgetExceededError, describeFailure } from "./errors.js";
+import { STAGES } from "./stages/index.js";
+
+/*
+ * The task pipeline: each stage of a task runs as one Agenda job (`pipeline.stage`), and a
+ * finished stage queues the next one. What keeps this correct when workers die or Agenda's
+ * lock is taken twice (its locking is not atomic on FerretDB):
+ *
+ * - a lease per stage run, taken by a unique insert (`lease:<task>:<stage>:<attempt>`) and
+ *   kept alive by a heartbeat; a run finding a live lease leaves the stage to its holder, a
+ *   run finding a stale one (its worker died) takes the next attempt and resumes the stage;
+ * - a done marker per stage that records its outcome, so a stage that finished is never run
+ *   again, only its outcome re-applied (queueing the next stage is idempotent);
+ * - Agenda's lock lifetime (JOB_LOCK_LIFETIME_S) brings a dead worker's job back to another
+ *   worker, and STAGE_MAX_ATTEMPTS bounds how often, after which the task fails.
+ */
+
+export type StageOutcome =
+  { next: StageName } | { wait: { phase: TaskPhase; status: TaskStatus } } | { end: Ending };
+
+/** What a stage function gets: the task, its working copy, and ways to report progress. */
+export interface StageContext {
+  task: TaskRecord;
+  config: Config;
+  logger: Logger;
+  workdir: string;
+  attempt: number;
+  signal: AbortSignal;
+  log(message: string): Promise<void>;
+  emit(payload: TaskEventPayload): Promise<void>;
+  update(set: Record<string, unknown>): Promise<void>;
+  /** Adds a model call's tokens and price to the task; throws when the budget is used up. */
+  addUsage(usage: PricedUsage): Promise<void>;
+  /** The working copy's index: from memory, or rebuilt when another process built it. */
+  index(): Promise<RepoIndex>;
+  /** Builds the index of the working copy afresh and keeps it for the later stages. */
+  buildIndex(): Promise<RepoIndex>;
+  /** The configured model; throws LlmNotConfiguredError when there is none. */
+  model(): ReadyModelClient;
+  /** The URL to clone the task's repository from, with credentials where needed. */
+  cloneUrl(): Promise<string>;
+}
+
+export interface Stage {
+  name: StageName;
+  phase: TaskPhase;
+  run(ctx: StageContext): Promise<StageOutcome>;
+}
+
+export interface PipelineDeps {
+  config: Config;
+  models: Models;
+  events: TaskEventLog;
+  scheduler: Scheduler;
+  logger: Logger;
+  modelClient(): ReadyModelClient;
+  cloneUrl(task: TaskRecord): Promise<string>;
+  buildIndex(root: string): Promise<RepoIndex>;
+}
+
+export const stageJobSchema = z.strictObject({
+  task_id: z.string().min(1),
+  stage: z.enum(STAGE_NAMES),
+});
+export type StageJob = z.infer<typeof stageJobSchema>;
+export const STAGE_JOB_NAME = "pipeline.stage";
+
+/** Where a task's working copy lives. */
+export function workdirFor(config: Config, taskId: string): string {
+  return path.join(config.dataDir, "work", taskId);
+}
+
+type Lease = { id: string; attempt: number } | "busy" | "exhausted";
+
+async function acquireLease(
+  models: Models,
+  taskId: string,
+  stage: StageName,
+  ttlMs: number,
+  maxAttempts: number,
+  holder: string,
+): Promise<Lease> {
+  for (let attempt = 0; attempt < maxAttempts; attempt += 1) {
+    const id = `lease:${taskId}:${stage}:${attempt}`;
+    try {
+      await models.Once.collection.insertOne({
+        _id: id as never,
+        scope: "lease",
+        holder,
+        heartbeat_at: new Date(),
+        created_at: new Date(),
+      });
+      return { id, attempt };
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 11000) throw error;
+      const lease = await models.Once.collection.findOne({ _id: id as never });
+      const beat = lease?.heartbeat_at instanceof Date ? lease.heartbeat_at.getTime() : 0;
+      if (lease?.released !== true && Date.now() - beat < ttlMs) return "busy";
+    }
+  }
+  return "exhausted";
+}
+
+/** Builds the pipeline: the job kind workers run and the task operations the API uses. */
+export function createPipeline(deps: PipelineDeps) {
+  const { config, models, events, scheduler } = deps;
+  const indexes = new Map<string, RepoIndex>();
+  const holder = `${process.pid}`;
+
+  const taskDeps: TaskDeps = {
+    models,
+    events,
+    enqueueStage: (taskId, stage) => enqueueStage(taskId, stage),
+    workdirOf: (taskId) => workdirFor(config, taskId),
+  };
+
+  async function enqueueStage(taskId: string, stage: StageName): Promise<void> {
+    await scheduler.enqueue(
+      { name: STAGE_JOB_NAME, schema: stageJobSchema },
+      { task_id: taskId, stage },
+      { unique: { "data.task_id": taskId, "data.stage": stage } },
+    );
+  }
+
+  async function applyOutcome(task: TaskRecord, outcome: StageOutcome): Promise<void> {
+    if ("next" in outcome) await enqueueStage(task._id, outcome.next);
+    else if ("wait" in outcome) {
+      const current = await models.Task.collection.findOne(
+        { _id: task._id as never },
+        { projection: { phase: 1 } },
+      );
+      if (current?.phase !== outcome.wait.phase)
+        await moveTo(taskDeps, task._id, outcome.wait.phase, outcome.wait.status);
+    } else await endTask(taskDeps, task._id, outcome.end);
+  }
+
+  async function forgetTask(taskId: string): Promise<void> {
+    indexes.delete(taskId);
+    events.forget(taskId);
+  }
+
+  /** Runs one stage of one task: lease, phase, stage function, outcome or failure. */
+  async function runStage(job: StageJob, touch: () => Promise<void>): Promise<void> {
+    const stage = STAGES[job.stage];
+    const taskId = job.task_id;
+    const logger = deps.logger.child({ task: taskId, stage: stage.name });
+    let task = (await models.Task.collection.findOne({
+      _id: taskId as never,
+    })) as TaskRecord | null;
+    if (!task) return;
+    if (await hasEnded(models, taskId)) {
+      if (!isTerminal(task.status)) await repairEnding(taskDeps, taskId);
+      return forgetTask(taskId);
+    }
+    const doneId = `stage-done:${taskId}:${stage.name}`;
+    const done = await models.Once.collection.findOne({ _id: doneId as never });
+    if (done?.outcome) {
+      await applyOutcome(task, done.outcome as StageOutcome);
+      return;
+    }
+    const lease = await acquireLease(
+      models,
+      taskId,
+      stage.name,
+      config.jobs.lockLifetimeMs,
+      config.pipeline.stageMaxAttempts,
+      holder,
+    );
+    if (lease === "busy") {
+      logger.debug("stage is held by a live worker; leaving it");
+      return;
+    }
+    if (lease === "exhausted") {
+      await endTask(taskDeps, taskId, {
+        status: "failed",
+        error: `The worker running ${stage.phase} stopped ${config.pipeline.stageMaxAttempts} times; the task was given up. The service log of the workers says why.`,
+      });
+      return forgetTask(taskId);
+    }
+
+    const controller = new AbortController();
+    const heartbeat = setInterval(
+      () =>
+        void (async () => {
+          await models.Once.collection.updateOne(
+            { _id: lease.id as never },
+            { $set: { heartbeat_at: new Date() } },
+          );
+          await touch();
+          if (await hasEnded(models, taskId)) controller.abort(new Error("task ended"));
+        })().catch((error: unknown) => logger.warn({ err: error }, "stage heartbeat failed")),
+      Math.max(250, Math.floor(config.jobs.lockLifetimeMs / 4)),
+    );
+    heartbeat.unref();
+    const started = performance.now();
+    try {
+      if (task.phase !== stage.phase) {
+        const extra = task.started_at ? {} : { started_at: new Date() };
+        if (!(await moveTo(taskDeps, taskId, stage.phase, "running", extra))) return;
+      } else if (lease.attempt > 0) {
+        await ensurePhaseEvent(taskId, stage.phase);
+        await events.append(taskId, {
+          event_type: "log",
+          message: `Resuming ${stage.phase} (attempt ${lease.attempt + 1}): the worker running it stopped.`,
+        });
+      }
+      task = (await models.Task.collection.findOne({
+        _id: taskId as never,
+      })) as unknown as TaskRecord;
+      const ctx = createContext(task, stage, lease.attempt, controller.signal, logger);
+      logger.info({ attempt: lease.attempt }, "stage started");
+      const outcome = await stage.run(ctx);
+      if (controller.signal.aborted) return;
+      await models.Once.collection.insertOne({
+        _id: doneId as never,
+        scope: "stage-done",
+        outcome,
+        created_at: new Date(),
+      });
+      logger.info({ ms: Math.round(performance.now() - started) }, "stage finished");
+      await applyOutcome(task, outcome);
+    } catch (error) {
+      if (controller.signal.aborted || (await hasEnded(models, taskId))) {
+        logger.info("stage stopped: the task ended");
+        return;
+      }
+      logger.warn(
+        { err: error, ms: Math.round(performance.now() - started) },
+        "stage failed; failing the task",
+      );
+      await endTask(taskDeps, taskId, {
+        status: "failed",
+        error: describeFailure(error, stage.phase),
+      });
+    } finally {
+      clearInterval(heartbeat);
+      await models.Once.collection
+        .updateOne({ _id: lease.id as never }, { $set: { released: true } })
+        .catch(() => undefined);
+      if (await hasEnded(models, taskId).catch(() => false)) await forgetTask(taskId);
+    }
+  }
+
+  /** After a crash between writing a phase and storing its event, the event is written. */
+  async function ensurePhaseEvent(taskId: string, phase: TaskPhase): Promise<void> {
+    const last = await models.TaskEvent.collection
+      .find({ task_id: taskId, type: "phase" })
+      .sort({ seq: -1 })
+      .limit(1)
+      .next();
+    const lastPhase = (last?.payload as { phase?: string } | undefined)?.phase;
+    if (lastPhase !== phase)
+      await events.append(taskId, { event_type: "phase", phase, status: "running" });
+  }
+
+  function createContext(
+    task: TaskRecord,
+    stage: Stage,
+    attempt: number,
+    signal: AbortSignal,
+    logger: Logger,
+  ): StageContext {
+    const taskId = task._id;
+    const workdir = workdirFor(config, taskId);
+    const cost = {
+      input_tokens: task.cost?.input_tokens ?? 0,
+      output_tokens: task.cost?.output_tokens ?? 0,
+      usd: task.cost?.usd ?? 0,
+    };
+    const ctx: StageContext = {
+      task,
+      config,
+      logger,
+      workdir,
+      attempt,
+      signal,
+      async log(message) {
+        await events.append(taskId, { event_type: "log", message });
+      },
+      async emit(payload) {
+        await events.append(taskId, payload);
+      },
+      async update(set) {
+        await models.Task.collection.updateOne(
+          { _id: taskId as never },
+          { $set: { ...set, updated_at: new Date() } },
+        );
+      },
+      async addUsage(usage) {
+        cost.input_tokens += usage.inputTokens;
+        cost.output_tokens += usage.outputTokens;
+        cost.usd += usage.usd;
+        await ctx.update({ cost: { ...cost } });
+        if (cost.usd >= config.llm.maxTaskCostUsd)
+          throw new BudgetExceededError(cost.usd, config.llm.maxTaskCostUsd);
+      },
+      async index() {
+        const cached = indexes.get(taskId);
+        if (cached) return cached;
+        await ctx.log("Rebuilding the index of the working copy (built by another worker).");
+        return ctx.buildIndex();
+      },
+      async buildIndex() {
+        const built = await deps.buildIndex(workdir);
+        if (indexes.size >= 64) indexes.delete(indexes.keys().next().value as string);
+        indexes.set(taskId, built);
+        return built;
+      },
+      model: () => deps.modelClient(),
+      cloneUrl: () => deps.cloneUrl(task),
+    };
+    void stage;
+    return ctx;
+  }
+
+  const stageJob: JobKind<StageJob> = {
+    name: STAGE_JOB_NAME,
+    schema: stageJobSchema,
+    concurrency: config.pipeline.taskConcurrency,
+    async run(data, job) {
+      await runStage(data, async () => {
+        await job.touch();
+      });
+    },
+  };
+
+  return {
+    taskDeps,
+    stageJob,
+    enqueueStage,
+    /** Removes a working copy (tests and cleanup). */
+    async removeWorkdir(taskId: string) {
+      await rm(workdirFor(config, taskId), { recursive: true, force: true });
+    },
+  };
+}
+
+export type Pipeline = ReturnType<typeof createPipeline>;

@@ -1,0 +1,115 @@
+import { z } from "zod";
+import { createReadTools } from "../../indexer/read-tools.js";
+import { runToolLoop } from "../../llm/tool-loop.js";
+import type { ToolSpec } from "../../llm/types.js";
+import { redactText } from "../../util/redact.js";
+import {
+  planningSystemPrompt,
+  planningUserPrompt,
+  readRepositoryInstructions,
+} from "../prompts.js";
+import type { Stage } from "../runner.js";
+import { ensureWorkingCopy } from "./working-copy.js";
+
+const relativePath = z
+  .string()
+  .trim()
+  .min(1)
+  .max(500)
+  .refine((p) => !p.startsWith("/") && !p.split(/[\\/]/).includes(".."), {
+    message: "must be a path relative to the repository root, without '..'",
+  });
+
+/** `submit_plan` of SPEC §12. */
+export const submitPlanTool: ToolSpec<{
+  summary: string;
+  steps: Array<{ title: string; description: string; files: string[] }>;
+}> = {
+  name: "submit_plan",
+  description:
+    "Submit the implementation plan. Call once, after exploring, with a summary and ordered steps; each step lists the repository-relative files it creates or changes.",
+  input: z.strictObject({
+    summary: z.string().trim().min(1).max(4000),
+    steps: z
+      .array(
+        z.strictObject({
+          title: z.string().trim().min(1).max(200),
+          description: z.string().trim().max(8000).default(""),
+          files: z.array(relativePath).max(200).default([]),
+        }),
+      )
+      .min(1)
+      .max(50),
+  }),
+};
+
+function describeCall(name: string, input: unknown): string {
+  const args = input && typeof input === "object" ? (input as Record<string, unknown>) : {};
+  const detail =
+    typeof args.path === "string"
+      ? args.path
+      : typeof args.query === "string"
+        ? JSON.stringify(args.query.slice(0, 120))
+        : "";
+  return `Planning: ${name}${detail ? ` ${detail}` : ""}`;
+}
+
+/** PLANNING: the model explores with the read tools and answers with submit_plan. */
+export const planStage: Stage = {
+  name: "plan",
+  phase: "PLANNING",
+  async run(ctx) {
+    const client = ctx.model();
+    await ensureWorkingCopy(ctx);
+    const index = await ctx.index();
+    const instructions = await readRepositoryInstructions(ctx.workdir);
+    if (instructions) await ctx.log("Using the repository's instructions for coding agents.");
+    await ctx.log(`Planning with ${client.provider} model ${client.modelId}.`);
+    // Progress lines are stored in the order the model produced them.
+    let progress = Promise.resolve();
+    const note = (message: string) => {
+      progress = progress.then(() => ctx.log(message)).catch(() => undefined);
+    };
+    const result = await runToolLoop({
+      client,
+      system: planningSystemPrompt(ctx.task, instructions),
+      prompt: planningUserPrompt(
+        ctx.task,
+        index.summary(150),
+        index.search(ctx.task.description, 8),
+      ),
+      tools: createReadTools(ctx.workdir, () => index),
+      finishTools: [submitPlanTool],
+      maxSteps: ctx.config.llm.planMaxSteps,
+      onUsage: (usage) => ctx.addUsage(usage),
+      onToolCall: (call) => {
+        note(describeCall(call.name, call.input));
+      },
+      onText: (text) => {
+        const line = text.trim().split("\n")[0]?.slice(0, 300);
+        if (line) note(`Model: ${line}`);
+      },
+      signal: ctx.signal,
+    });
+    await progress;
+    const input = submitPlanTool.input.parse(result.input);
+    const plan = input.steps.map((s, i) => ({
+      step: i + 1,
+      title: redactText(s.title),
+      description: redactText(s.description),
+      files: s.files,
+    }));
+    const summary = redactText(input.summary);
+    await ctx.update({ plan, plan_summary: summary });
+    await ctx.emit({ event_type: "plan", plan, summary });
+    const files = new Set(plan.flatMap((s) => s.files)).size;
+    await ctx.log(
+      `Plan ready: ${plan.length} step${plan.length === 1 ? "" : "s"} touching ${files} file${files === 1 ? "" : "s"} (${result.steps} model call${result.steps === 1 ? "" : "s"}).`,
+    );
+    if (ctx.task.auto_approve) {
+      await ctx.log("Plan approved automatically (auto_approve).");
+      return { next: "implement" };
+    }
+    return { wait: { phase: "AWAITING_APPROVAL", status: "awaiting_approval" } };
+  },
+};

@@ -1,0 +1,19 @@
+import { stat } from "node:fs/promises";
+import { StageError } from "../errors.js";
+import type { StageContext } from "../runner.js";
+import { cloneStage } from "./clone.js";
+
+/**
+ * Makes sure the working copy exists. A stage resumed by a worker on another machine (or
+ * after the data directory was cleaned) clones again instead of failing.
+ */
+export async function ensureWorkingCopy(ctx: StageContext): Promise<void> {
+  const exists = await stat(`${ctx.workdir}/.git`).then(
+    () => true,
+    () => false,
+  );
+  if (exists) return;
+  await ctx.log("The working copy is not on this worker; cloning it again.");
+  const outcome = await cloneStage.run(ctx);
+  if (!("next" in outcome)) throw new StageError("Cloning the repository again failed.");
+}

@@ -1,0 +1,137 @@
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startFakeModel, type FakeModel } from "../helpers/fake-model.js";
+import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
+import { startTestServer, testDatabaseUri, type TestServer } from "../helpers/server.js";
+import { openTaskStream } from "../helpers/ws.js";
+
+/*
+ * A worker process killed with SIGKILL in the middle of PLANNING (its model call hangs):
+ * another worker process resumes the stage once the dead worker's lock expires, and the
+ * event stream has every event once, in order.
+ */
+
+const root = path.resolve(import.meta.dirname, "../..");
+const main = path.join(root, "dist", "main.js");
+const children: ChildProcess[] = [];
+let repo: GitFixture;
+let model: FakeModel;
+let api: TestServer;
+let dataDir: string;
+let uri: string;
+let hangs = 1;
+
+beforeAll(async () => {
+  if (!existsSync(main))
+    await promisify(execFile)("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: root });
+  dataDir = await mkdtemp(path.join(os.tmpdir(), "foreman-crash-"));
+  repo = await createGitRepo({ "src/app.ts": "export const answer = 42;\n" });
+  model = await startFakeModel(() => {
+    if (hangs > 0) {
+      hangs -= 1;
+      return { hang: true };
+    }
+    return {
+      toolCalls: [
+        {
+          name: "submit_plan",
+          arguments: {
+            summary: "Change the answer.",
+            steps: [{ title: "Edit", description: "Set it to 43.", files: ["src/app.ts"] }],
+          },
+        },
+      ],
+    };
+  });
+  uri = testDatabaseUri("crash");
+  api = await startTestServer({ workers: false, env: { MONGODB_URI: uri, EVENT_POLL_MS: "50" } });
+}, 120_000);
+
+afterAll(async () => {
+  for (const child of children) if (child.exitCode === null) child.kill("SIGKILL");
+  await api?.stop();
+  await model?.close();
+  await repo?.remove();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+function startWorker(): ChildProcess {
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    MONGODB_URI: uri,
+    DATA_DIR: dataDir,
+    LOG_LEVEL: "warn",
+    LLM_BASE_URL: model.baseUrl,
+    LLM_MODEL: "fake",
+    JOB_LOCK_LIFETIME_S: "2",
+    // This file drives the model without streaming; tasks-lifecycle streams.
+    LLM_STREAM: "false",
+    TASK_POLL_MS: "200",
+  };
+  const child = spawn(process.execPath, [main, "worker"], {
+    env,
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  children.push(child);
+  return child;
+}
+
+async function until(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe("a worker killed mid-stage", () => {
+  it("is replaced: the stage resumes on another worker and no event is lost or repeated", async () => {
+    const { key } = await api.signup();
+    const ws = await api.api("POST", "/workspaces", {
+      key,
+      body: { name: "w", repos: [{ name: "acme/app", clone_url: repo.dir }] },
+    });
+    const created = await api.api("POST", "/tasks", {
+      key,
+      body: { workspace_id: ws.body.id, repo_id: "acme/app", description: "Change the answer" },
+    });
+    const id = created.body.id as string;
+    const stream = await openTaskStream(api.url, id, key);
+
+    const first = startWorker();
+    await until(() => model.requests.length >= 1, 60_000, "the first model call");
+    first.kill("SIGKILL");
+    await new Promise((r) => first.once("exit", r));
+    const stuck = await api.api("GET", `/tasks/${id}`, { key });
+    expect(stuck.body).toMatchObject({ status: "running", phase: "PLANNING" });
+
+    startWorker();
+    await stream.waitFor(
+      (e) => e.event_type === "phase" && e.phase === "AWAITING_APPROVAL",
+      60_000,
+    );
+    const phases = stream.events.filter((e) => e.event_type === "phase").map((e) => e.phase);
+    expect(phases).toEqual(["QUEUED", "CLONING", "INDEXING", "PLANNING", "AWAITING_APPROVAL"]);
+    expect(stream.events.map((e) => e.seq)).toEqual(stream.events.map((_, i) => i + 1));
+    expect(
+      stream.events.some((e) => /^Resuming PLANNING \(attempt 2\)/.test(String(e.message))),
+    ).toBe(true);
+    const task = await api.api("GET", `/tasks/${id}`, { key });
+    expect(task.body).toMatchObject({ status: "awaiting_approval", phase: "AWAITING_APPROVAL" });
+    expect(model.requests.map((r) => r.stream)).toEqual([false, false]);
+    expect(task.body.plan).toHaveLength(1);
+
+    // A reconnecting client replays exactly what the live one saw.
+    const replay = await openTaskStream(api.url, id, key);
+    await replay.waitFor((e) => e.event_type === "phase" && e.phase === "AWAITING_APPROVAL");
+    expect(replay.events).toEqual(stream.events);
+    replay.close();
+    stream.close();
+  }, 120_000);
+});

@@ -21,6 +21,33 @@ const execFileAsync = promisify(execFile);
 
 export const FERRETDB_MODULE = "github.com/FerretDB/FerretDB";
 export const FERRETDB_VERSION = "v1.24.2";
+/** Bumped whenever the source patches below change, so cached binaries are rebuilt. */
+export const FERRETDB_PATCH_LEVEL = "p1";
+
+/*
+ * FerretDB v1.24.2's SQLite backend creates its `_id` index on `_ferretdb_sjson->"_id"` but
+ * filters by `_ferretdb_sjson->'$._id'`: same value, different expression, so SQLite never
+ * uses the index and every `_id` lookup, update and delete scans the whole table (measured:
+ * 1.3 ms at 100 documents, 38 ms at 10,000). The fix makes the filter the index's own
+ * expression. Each patch must apply exactly, or the build fails.
+ */
+const FERRETDB_PATCHES = [
+  {
+    file: "internal/backends/sqlite/metadata/metadata.go",
+    from: `IDColumn = DefaultColumn + "->'$._id'"`,
+    to: `IDColumn = DefaultColumn + \`->"_id"\``,
+  },
+];
+
+async function patchFerretdbSource(work: string): Promise<void> {
+  for (const patch of FERRETDB_PATCHES) {
+    const file = path.join(work, patch.file);
+    const text = await readFile(file, "utf8");
+    if (!text.includes(patch.from))
+      throw new Error(`FerretDB source patch does not apply to ${patch.file}`);
+    await writeFile(file, text.replace(patch.from, patch.to));
+  }
+}
 
 export type EmbeddedEngine = "ferretdb" | "mongodb-memory-server";
 
@@ -47,7 +74,7 @@ export function toolCacheDir(): string {
 export function ferretdbBinaryPath(): string {
   return (
     process.env.FERRETDB_BIN ??
-    path.join(toolCacheDir(), `ferretdb-${FERRETDB_VERSION}`, "ferretdb")
+    path.join(toolCacheDir(), `ferretdb-${FERRETDB_VERSION}-${FERRETDB_PATCH_LEVEL}`, "ferretdb")
   );
 }
 
@@ -140,6 +167,7 @@ export async function ensureFerretdb(logger?: Logger): Promise<string> {
       await cp(source, work, { recursive: true });
       await chmodTree(work);
       await writeFile(path.join(work, "build", "version", "version.txt"), `${FERRETDB_VERSION}\n`);
+      await patchFerretdbSource(work);
       await mkdir(dir, { recursive: true });
       const tmpBinary = `${binary}.tmp-${process.pid}`;
       await execFileAsync("go", ["build", "-trimpath", "-o", tmpBinary, "./cmd/ferretdb"], {

@@ -175,6 +175,7 @@ const taskSchema = new Schema(
 );
 taskSchema.index({ account_id: 1, created_at: -1 });
 taskSchema.index({ status: 1, created_at: 1 });
+taskSchema.index({ account_id: 1, "quota.month": 1 });
 
 /**
  * One task event. `_id` is `${task}:${seq}` with the sequence zero-padded, so storing an

@@ -50,6 +50,26 @@ export async function accountChanged(models: Models, accountId: string): Promise
   }
 }
 
+const pending = new Map<Models, NodeJS.Timeout>();
+const COALESCE_MS = 100;
+
+/**
+ * Like accountChanged, for frequent changes (task creation on unlimited tiers): this
+ * process's entry is cleared at once, and the shared marker is bumped at most once per
+ * COALESCE_MS for all of them, so other processes see the change within COALESCE_MS plus
+ * their poll interval.
+ */
+export function accountChangedSoon(models: Models, accountId: string): void {
+  for (const listener of local) listener(accountId);
+  if (pending.has(models)) return;
+  const timer = setTimeout(() => {
+    pending.delete(models);
+    accountChanged(models, accountId).catch(() => undefined);
+  }, COALESCE_MS);
+  timer.unref();
+  pending.set(models, timer);
+}
+
 export class AccountViewCache {
   private readonly entries = new Map<string, Entry>();
   private generation: string | undefined;

@@ -1,6 +1,6 @@
 import type { Models, Tier } from "../db/models.js";
 import { errors } from "../errors.js";
-import { accountChanged } from "./account-views.js";
+import { accountChanged, accountChangedSoon } from "./account-views.js";
 
 /*
  * Monthly task allowance. Each counted task holds one slot document whose `_id` is
@@ -40,7 +40,10 @@ function hintFor(account: AccountUsage, month: string): number {
   return account.usage?.month === month ? Math.max(0, account.usage.hint ?? 0) : 0;
 }
 
-/** Tasks counted for the account in the month of `now`. */
+/**
+ * Tasks counted for the account in the month of `now`: the slots of limited tiers plus the
+ * tasks created without a slot (tiers without a limit claim none, see claimQuota).
+ */
 export async function currentUsage(
   models: Models,
   account: AccountUsage,
@@ -49,8 +52,19 @@ export async function currentUsage(
   const month = utcMonth(now);
   let top = hintFor(account, month);
   // The hint trails the truth by at most the claims that raced it; walk up to the top slot.
-  while (await models.QuotaSlot.exists({ _id: slotId(account._id, month, top + 1) })) top += 1;
-  return top;
+  while (
+    await models.QuotaSlot.collection.findOne(
+      { _id: slotId(account._id, month, top + 1) as never },
+      { projection: { _id: 1 } },
+    )
+  )
+    top += 1;
+  const unslotted = await models.Task.collection.countDocuments({
+    account_id: account._id,
+    "quota.month": month,
+    "quota.slot": null,
+  });
+  return top + unslotted;
 }
 
 export interface QuotaClaim {
@@ -76,7 +90,18 @@ export async function claimQuota(
   if (!account) throw errors.unauthorized();
   const limit = monthlyLimitFor(account.tier as Tier);
   const month = utcMonth(now);
-  if (limit !== null && count > limit) throw errors.monthlyLimit(limit);
+  if (limit === null) {
+    // Nothing to enforce: the tasks themselves (quota.slot null) are the count. Only the
+    // account views need to hear of it; other processes are told in batches.
+    accountChangedSoon(models, accountId);
+    return {
+      accountId,
+      month,
+      slots: [],
+      release: async () => accountChangedSoon(models, accountId),
+    };
+  }
+  if (count > limit) throw errors.monthlyLimit(limit);
 
   const claimed: number[] = [];
   const release = async () => {
@@ -109,11 +134,14 @@ export async function claimQuota(
       throw errors.monthlyLimit(limit);
     }
     try {
-      await models.QuotaSlot.create({
-        _id: slotId(accountId, month, slot),
+      const now_ = new Date();
+      await models.QuotaSlot.collection.insertOne({
+        _id: slotId(accountId, month, slot) as never,
         account_id: accountId,
         month,
         slot,
+        created_at: now_,
+        updated_at: now_,
       });
       claimed.push(slot);
     } catch (error) {

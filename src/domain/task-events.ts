@@ -27,6 +27,7 @@ export function isTerminalEvent(event: { event_type: string }): boolean {
 }
 
 const SEQ_WIDTH = 10;
+const READ_BATCH = 32;
 
 export function eventId(taskId: string, seq: number): string {
   return `${taskId}:${String(seq).padStart(SEQ_WIDTH, "0")}`;
@@ -133,19 +134,37 @@ export class TaskEventLog {
     return top;
   }
 
-  /** Events of a task with a sequence number above `after`, in order. */
+  /**
+   * Events of a task with a sequence number above `after`, in order (at most `limit`).
+   * Read by `_id`, in parallel batches up to the known top: on FerretDB only `_id` lookups
+   * use an index, and this keeps a replay's cost to the task's own events.
+   */
   async read(
     task: { _id: string; created_at: Date },
     after = 0,
     limit = 10_000,
   ): Promise<TaskEvent[]> {
     const events: TaskEvent[] = after < 1 ? [creationEvent(task)] : [];
-    const docs = await this.models.TaskEvent.collection
-      .find<StoredEvent>({ task_id: task._id, seq: { $gt: Math.max(after, 1) } })
-      .sort({ seq: 1 })
-      .limit(limit)
-      .toArray();
-    for (const doc of docs) events.push(fromStored(doc));
+    let next = Math.max(after, 1) + 1;
+    const top = await this.lastSeq(task._id);
+    while (next <= top && events.length < limit) {
+      const count = Math.min(READ_BATCH, top - next + 1, limit - events.length);
+      const docs = await Promise.all(
+        Array.from({ length: count }, (_, i) =>
+          this.models.TaskEvent.collection.findOne<StoredEvent>({
+            _id: eventId(task._id, next + i) as never,
+          }),
+        ),
+      );
+      for (const doc of docs) {
+        if (!doc) return events;
+        events.push(fromStored(doc));
+      }
+      next += count;
+    }
+    // Events stored since the top was read follow one by one.
+    if (events.length < limit)
+      events.push(...(await this.readNext(task._id, next - 1, limit - events.length)));
     return events;
   }
 

@@ -21,6 +21,8 @@ export interface TaskDeps {
   enqueueStage(taskId: string, stage: StageName): Promise<void>;
   /** Tells this process's workers a task was queued, so they need not wait for their poll. */
   kick?(): void;
+  /** Tells the workers of every process that tasks were queued (coalesced). */
+  signalQueued?(): void;
   /** Removes a task's working copy, if this process can see it. */
   workdirOf?(taskId: string): string;
 }
@@ -173,6 +175,7 @@ export async function createTask(
     // The driver directly: one insert, no document hydration on the hot path.
     await deps.models.Task.collection.insertOne(doc as never);
     deps.kick?.();
+    deps.signalQueued?.();
     return doc as unknown as TaskRecord;
   } catch (error) {
     await claim.release();

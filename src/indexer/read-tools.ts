@@ -8,6 +8,15 @@ import path from "node:path";
 import { z } from "zod";
 import type { ExecutableTool } from "../llm/types.js";
 import { PathError, resolveInside } from "../util/paths.js";
+
+/** Files that conventionally hold credentials: never read into a model's context. */
+const SECRET_FILE =
+  /(^|\/)(\.env(\.(?!example$|sample$|template$|dist$)[^/]+)?|\.npmrc|\.pypirc|\.netrc|id_(rsa|dsa|ecdsa|ed25519)|[^/]+\.(pem|key|p12|pfx|keystore))$/i;
+
+/** True for a path that conventionally holds credentials (`.env`, private keys, …). */
+export function mayHoldSecrets(path: string): boolean {
+  return SECRET_FILE.test(path);
+}
 import type { RepoIndex } from "./index.js";
 import { looksBinary } from "./skip.js";
 
@@ -104,6 +113,8 @@ export function createReadTools(root: string, getIndex: () => RepoIndex): Execut
       }
       const rel = relativeTo(root, abs);
       if (rel === "") return "Error: that is the repository root; use list_files to see it.";
+      if (mayHoldSecrets(rel))
+        return `Error: ${rel} may hold credentials, so it is not shown; work from its example or documentation instead.`;
       const info = await stat(abs).catch((error: NodeJS.ErrnoException) => {
         if (error.code === "ENOENT" || error.code === "ENOTDIR") return undefined;
         throw error;

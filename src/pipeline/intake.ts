@@ -7,8 +7,34 @@ import type { Logger } from "../util/logger.js";
  * then one insert (the task document is the queue entry), and a task waits in QUEUED until
  * every task it depends on is DONE. Starting is idempotent (a unique stage job), so several
  * workers polling at once start each task once. A worker in the creating process is kicked
- * at once; others find the task within TASK_POLL_MS.
+ * at once; others see the queued-tasks marker change within TASK_POLL_MS and scan then.
  */
+
+const QUEUED_MARKER = "tasks-queued";
+const SAFETY_SCAN_MS = 30_000;
+const COALESCE_MS = 50;
+const pendingSignals = new Map<Models, NodeJS.Timeout>();
+
+/**
+ * Tells every worker that tasks were queued, by changing one marker document that workers
+ * read by `_id` (cheap) instead of scanning the tasks (FerretDB scans on anything but
+ * `_id`). Signals within COALESCE_MS are sent as one write.
+ */
+export function signalQueued(models: Models): void {
+  if (pendingSignals.has(models)) return;
+  const timer = setTimeout(() => {
+    pendingSignals.delete(models);
+    models.Once.collection
+      .updateOne(
+        { _id: QUEUED_MARKER as never },
+        { $set: { scope: "intake", value: Date.now() + Math.random(), updated_at: new Date() } },
+        { upsert: true },
+      )
+      .catch(() => undefined);
+  }, COALESCE_MS);
+  timer.unref();
+  pendingSignals.set(models, timer);
+}
 
 export interface Intake {
   kick(): void;
@@ -28,6 +54,24 @@ export function createIntake(deps: {
   const started = new Map<string, number>();
   let timer: NodeJS.Timeout | undefined;
   let running = false;
+  let marker: unknown;
+  let lastScan = 0;
+
+  /** Scans only when the queued marker changed, or every SAFETY_SCAN_MS in any case. */
+  async function poll(): Promise<void> {
+    try {
+      const doc = await deps.models.Once.collection.findOne(
+        { _id: QUEUED_MARKER as never },
+        { projection: { value: 1 } },
+      );
+      const value = doc?.value;
+      if (value === marker && Date.now() - lastScan < SAFETY_SCAN_MS) return;
+      marker = value;
+    } catch (error) {
+      logger.warn({ err: error }, "reading the queued-tasks marker failed");
+    }
+    await scan();
+  }
   let again = false;
   let stopped = true;
 
@@ -40,6 +84,7 @@ export function createIntake(deps: {
     try {
       do {
         again = false;
+        lastScan = Date.now();
         const queued = (await deps.models.Task.collection
           .find({ status: "queued" }, { projection: { _id: 1, depends_on: 1 } })
           .sort({ created_at: 1 })
@@ -89,7 +134,7 @@ export function createIntake(deps: {
     },
     start() {
       stopped = false;
-      timer = setInterval(() => void scan(), deps.pollMs);
+      timer = setInterval(() => void poll(), deps.pollMs);
       timer.unref();
       void scan();
     },

@@ -21,6 +21,7 @@ import type { PricedUsage } from "../llm/types.js";
 import type { JobKind, Scheduler } from "../jobs/scheduler.js";
 import type { Logger } from "../util/logger.js";
 import { BudgetExceededError, describeFailure } from "./errors.js";
+import { signalQueued } from "./intake.js";
 import { STAGES } from "./stages/index.js";
 
 /*
@@ -86,6 +87,7 @@ export const stageJobSchema = z.strictObject({
 });
 export type StageJob = z.infer<typeof stageJobSchema>;
 export const STAGE_JOB_NAME = "pipeline.stage";
+const ENDED_CHECK_MS = 2000;
 
 /** Where a task's working copy lives. */
 export function workdirFor(config: Config, taskId: string): string {
@@ -133,6 +135,7 @@ export function createPipeline(deps: PipelineDeps) {
     models,
     events,
     enqueueStage: (taskId, stage) => enqueueStage(taskId, stage),
+    signalQueued: () => signalQueued(models),
     workdirOf: (taskId) => workdirFor(config, taskId),
   };
 
@@ -195,7 +198,7 @@ export function createPipeline(deps: PipelineDeps) {
     if (lease === "exhausted") {
       await endTask(taskDeps, taskId, {
         status: "failed",
-        error: `The worker running ${stage.phase} stopped ${config.pipeline.stageMaxAttempts} times; the task was given up. The service log of the workers says why.`,
+        error: `The worker running ${stage.phase} stopped before finishing it, ${config.pipeline.stageMaxAttempts === 1 ? "and STAGE_MAX_ATTEMPTS allows one run" : `${config.pipeline.stageMaxAttempts} times (STAGE_MAX_ATTEMPTS)`}; the task was given up. The workers' logs say why they stopped.`,
       });
       return forgetTask(taskId);
     }
@@ -209,11 +212,23 @@ export function createPipeline(deps: PipelineDeps) {
             { $set: { heartbeat_at: new Date() } },
           );
           await touch();
-          if (await hasEnded(models, taskId)) controller.abort(new Error("task ended"));
         })().catch((error: unknown) => logger.warn({ err: error }, "stage heartbeat failed")),
       Math.max(250, Math.floor(config.jobs.lockLifetimeMs / 4)),
     );
     heartbeat.unref();
+    // A cancel in this process ends the stage at once; one in another process within
+    // ENDED_CHECK_MS (one `_id` lookup each time).
+    const stopLocal = events.onLocal(taskId, (event) => {
+      if (event.event_type === "error" || event.event_type === "done")
+        controller.abort(new Error("task ended"));
+    });
+    const endedCheck = setInterval(() => {
+      hasEnded(models, taskId).then(
+        (ended) => ended && controller.abort(new Error("task ended")),
+        () => undefined,
+      );
+    }, ENDED_CHECK_MS);
+    endedCheck.unref();
     const started = performance.now();
     try {
       if (task.phase !== stage.phase) {
@@ -256,6 +271,8 @@ export function createPipeline(deps: PipelineDeps) {
       });
     } finally {
       clearInterval(heartbeat);
+      clearInterval(endedCheck);
+      stopLocal();
       await models.Once.collection
         .updateOne({ _id: lease.id as never }, { $set: { released: true } })
         .catch(() => undefined);

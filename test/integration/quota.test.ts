@@ -88,7 +88,17 @@ describe("monthly quota", () => {
     const accountId = await accountOf(key);
     const models = server.service.db.models;
     await models.Account.updateOne({ _id: accountId }, { $set: { tier: "pro" } });
-    await Promise.all(Array.from({ length: 15 }, () => claimQuota(models, accountId)));
+    const ws = await server.api("POST", "/workspaces", {
+      key,
+      body: { name: "w", repos: [{ name: "acme/app", clone_url: "/tmp/none" }] },
+    });
+    const body = { workspace_id: ws.body.id, repo_id: "acme/app", description: "x" };
+    const created = await Promise.all(
+      Array.from({ length: 15 }, () => server.api("POST", "/tasks", { key, body })),
+    );
+    expect(created.map((r) => r.status)).toEqual(Array(15).fill(201));
+    // Unlimited tiers hold no slots: the tasks are the count.
+    expect(await models.QuotaSlot.countDocuments({ account_id: accountId })).toBe(0);
     const me = await server.api("GET", "/keys/me", { key });
     expect(me.body).toMatchObject({ tier: "pro", monthly_limit: null, tasks_this_month: 15 });
   });

@@ -60,7 +60,7 @@ afterAll(async () => {
   await rm(dataDir, { recursive: true, force: true });
 });
 
-function startWorker(): ChildProcess {
+function startWorker(extra: Record<string, string> = {}): ChildProcess {
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
     HOME: process.env.HOME,
@@ -73,6 +73,7 @@ function startWorker(): ChildProcess {
     // This file drives the model without streaming; tasks-lifecycle streams.
     LLM_STREAM: "false",
     TASK_POLL_MS: "200",
+    ...extra,
   };
   const child = spawn(process.execPath, [main, "worker"], {
     env,
@@ -133,5 +134,31 @@ describe("a worker killed mid-stage", () => {
     expect(replay.events).toEqual(stream.events);
     replay.close();
     stream.close();
+    for (const child of children) if (child.exitCode === null) child.kill("SIGKILL");
+  }, 120_000);
+
+  it("fails the task, naming the phase, once a stage has used up its runs", async () => {
+    const { key } = await api.signup();
+    const ws = await api.api("POST", "/workspaces", {
+      key,
+      body: { name: "w", repos: [{ name: "acme/app", clone_url: repo.dir }] },
+    });
+    const created = await api.api("POST", "/tasks", {
+      key,
+      body: { workspace_id: ws.body.id, repo_id: "acme/app", description: "Change it again" },
+    });
+    const stream = await openTaskStream(api.url, created.body.id, key);
+    hangs = 1;
+    const seen = model.requests.length;
+    const first = startWorker({ STAGE_MAX_ATTEMPTS: "1" });
+    await until(() => model.requests.length > seen, 60_000, "the model call");
+    first.kill("SIGKILL");
+    await new Promise((r) => first.once("exit", r));
+    startWorker({ STAGE_MAX_ATTEMPTS: "1" });
+    const error = await stream.waitFor((e) => e.event_type === "error", 60_000);
+    expect(String(error.error)).toMatch(/^The worker running PLANNING stopped before finishing it/);
+    expect(await stream.closed).toBe(1000);
+    const task = await api.api("GET", `/tasks/${created.body.id}`, { key });
+    expect(task.body).toMatchObject({ status: "failed", phase: "FAILED" });
   }, 120_000);
 });

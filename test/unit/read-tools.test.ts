@@ -5,7 +5,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildIndex, type RepoIndex } from "../../src/indexer/index.js";
-import { createReadTools } from "../../src/indexer/read-tools.js";
+import { createReadTools, mayHoldSecrets } from "../../src/indexer/read-tools.js";
 import type { ExecutableTool } from "../../src/llm/types.js";
 
 const execFileAsync = promisify(execFile);
@@ -175,5 +175,37 @@ describe("search_code", () => {
     expect(await call("search_code", { query: "zyzzyva" })).toBe(
       'No matches for "zyzzyva". Try other words, a symbol name, or list_files.',
     );
+  });
+});
+
+describe("files that hold credentials", () => {
+  it("are recognised by name", () => {
+    for (const p of [
+      ".env",
+      "config/.env.production",
+      "deploy/server.pem",
+      "id_rsa",
+      ".npmrc",
+      "certs/tls.key",
+    ])
+      expect(mayHoldSecrets(p), p).toBe(true);
+    for (const p of [".env.example", ".env.sample", "src/env.ts", "docs/keys.md", "src/key.ts"])
+      expect(mayHoldSecrets(p), p).toBe(false);
+  });
+
+  it("are never read into the model's context", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "foreman-secrets-"));
+    try {
+      await writeFile(path.join(dir, ".env"), "DATABASE_PASSWORD=hunter2hunter2\n");
+      await writeFile(path.join(dir, ".env.example"), "DATABASE_PASSWORD=\n");
+      const index = await buildIndex(dir);
+      const read = createReadTools(dir, () => index).find((t) => t.name === "read_file")!;
+      const refused = await read.execute({ path: ".env" });
+      expect(refused).toMatch(/^Error: \.env may hold credentials/);
+      expect(refused).not.toContain("hunter2");
+      expect(await read.execute({ path: ".env.example" })).toContain("DATABASE_PASSWORD=");
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

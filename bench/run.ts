@@ -9,7 +9,10 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { indexThroughput } from "./index-throughput.js";
 import { keysMe } from "./keys-me.js";
+import { tasksCreate } from "./tasks-create.js";
+import { wsFanout } from "./ws-fanout.js";
 import {
   activeCleanups,
   settingsFromEnv,
@@ -18,7 +21,7 @@ import {
 } from "./lib/harness.js";
 
 /** Every benchmark, in run order. Add new ones (tasks, websockets, …) here. */
-const BENCHMARKS: Benchmark[] = [keysMe];
+const BENCHMARKS: Benchmark[] = [keysMe, indexThroughput, tasksCreate, wsFanout];
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const RESULTS = path.join(here, "results", "latest.json");
@@ -35,9 +38,24 @@ function select(args: string[]): Benchmark[] {
   return BENCHMARKS.filter((b) => names.includes(b.name));
 }
 
+function printTable(rows: string[][], numeric: (column: number) => boolean): void {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  const line = (r: string[]) =>
+    r
+      .map((c, i) => (numeric(i) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)))
+      .join("  ")
+      .trimEnd();
+  console.log(`\n${line(rows[0]!)}\n${widths.map((w) => "-".repeat(w)).join("  ")}`);
+  for (const r of rows.slice(1)) console.log(line(r));
+}
+
 function printSummary(results: Array<{ name: string; report: BenchReport }>): void {
   const rows = [
     ["benchmark", "subject", "req/s", "p50 ms", "p99 ms", "main ms/req", "req/s by round"],
+  ];
+  const throughputRows = [["benchmark", "subject", "files/s", "MB/s", "best ms", "ms by round"]];
+  const latencyRows = [
+    ["benchmark", "subject", "samples", "p50 ms", "p99 ms", "max ms", "p99 ms by round"],
   ];
   for (const { name, report } of results) {
     for (const s of report.subjects) {
@@ -51,20 +69,36 @@ function printSummary(results: Array<{ name: string; report: BenchReport }>): vo
         s.rounds.map((r) => r.requestsPerSec.toFixed(0)).join(" / "),
       ]);
     }
+    for (const t of report.throughput ?? []) {
+      throughputRows.push([
+        name,
+        t.subject,
+        t.filesPerSec.toFixed(0),
+        t.mbPerSec.toFixed(1),
+        t.bestMs.toFixed(0),
+        t.rounds.map((r) => r.ms.toFixed(0)).join(" / "),
+      ]);
+    }
+    for (const l of report.latencies ?? []) {
+      latencyRows.push([
+        name,
+        l.subject,
+        String(l.samples),
+        l.p50Ms.toFixed(1),
+        l.p99Ms.toFixed(1),
+        l.maxMs.toFixed(1),
+        l.roundP99Ms.map((p) => p.toFixed(1)).join(" / "),
+      ]);
+    }
   }
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  const line = (r: string[]) =>
-    r
-      .map((c, i) => (i >= 2 && i <= 5 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)))
-      .join("  ")
-      .trimEnd();
-  console.log(`\n${line(rows[0]!)}\n${widths.map((w) => "-".repeat(w)).join("  ")}`);
-  for (const r of rows.slice(1)) console.log(line(r));
+  if (rows.length > 1) printTable(rows, (i) => i >= 2 && i <= 5);
+  if (throughputRows.length > 1) printTable(throughputRows, (i) => i >= 2 && i <= 4);
+  if (latencyRows.length > 1) printTable(latencyRows, (i) => i >= 2 && i <= 5);
   console.log("");
   for (const { name, report } of results) {
     for (const c of report.checks) {
       console.log(
-        `${name}: ${c.name} = ${c.value.toFixed(2)} (target ≥ ${c.target}) ${c.pass ? "PASS" : "FAIL"} — ${c.detail}`,
+        `${name}: ${c.name} = ${c.value.toFixed(2)} (target ${c.atMost ? "≤" : "≥"} ${c.target}) ${c.pass ? "PASS" : "FAIL"} — ${c.detail}`,
       );
     }
   }

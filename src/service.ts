@@ -3,7 +3,11 @@ import { registerConfigSecrets } from "./config/env.js";
 import { connectDatabase, type Database } from "./db/connection.js";
 import { AccountViewCache } from "./domain/account-views.js";
 import { loadAccountView } from "./domain/keys.js";
+import { MarkerCache } from "./domain/marker-cache.js";
+import { TIERS_MARKER } from "./domain/quota.js";
 import { TaskEventHub } from "./domain/task-event-hub.js";
+import { WORKSPACES_MARKER, type WorkspaceRecord } from "./domain/workspaces.js";
+import type { Tier } from "./db/models.js";
 import { TaskEventLog } from "./domain/task-events.js";
 import { createProbot, installationCloneUrl } from "./github/app.js";
 import { createTaskStreams } from "./http/task-streams.js";
@@ -98,6 +102,33 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     },
   });
   scheduler.define(pipeline.stageJob);
+  const tierCache = new MarkerCache<Tier>(
+    db.models,
+    TIERS_MARKER,
+    config.accountViewPollMs,
+    async (id) => {
+      const account = await db.models.Account.collection.findOne(
+        { _id: id as never },
+        { projection: { tier: 1 } },
+      );
+      return (account?.tier as Tier | undefined) ?? null;
+    },
+  );
+  const workspaceCache = new MarkerCache<WorkspaceRecord>(
+    db.models,
+    WORKSPACES_MARKER,
+    config.accountViewPollMs,
+    async (id) =>
+      (await db.models.Workspace.collection.findOne({
+        _id: id as never,
+      })) as unknown as WorkspaceRecord | null,
+  );
+  await tierCache.start();
+  await workspaceCache.start();
+  pipeline.taskDeps.cache = {
+    tier: (id) => tierCache.get(id),
+    workspace: (id) => workspaceCache.get(id),
+  };
   let intake: Intake | undefined;
   if (options.workers) {
     intake = createIntake({
@@ -174,6 +205,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     stop() {
       stopping ??= (async () => {
         intake?.stop();
+        tierCache.stop();
+        workspaceCache.stop();
         await http?.close();
         streams?.close();
         hub?.stop();

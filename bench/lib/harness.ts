@@ -68,10 +68,81 @@ export interface Check {
   target: number;
   pass: boolean;
   detail: string;
+  /** The value must stay at or below `target` (a latency) instead of reaching it. */
+  atMost?: boolean;
+}
+
+/** One timed pass of a throughput benchmark over a fixed amount of work. */
+export interface ThroughputRound {
+  ms: number;
+  files: number;
+  bytes: number;
+}
+
+/** Figures of the fastest round of one subject of a throughput (not request) benchmark. */
+export interface ThroughputSummary {
+  subject: string;
+  filesPerSec: number;
+  mbPerSec: number;
+  bestMs: number;
+  rounds: ThroughputRound[];
+}
+
+/** The best (fastest) round: on a shared machine, slower rounds measure the neighbours. */
+export function summariseThroughput(subject: string, rounds: ThroughputRound[]): ThroughputSummary {
+  const best = rounds.reduce((a, b) => (b.ms < a.ms ? b : a));
+  return {
+    subject,
+    filesPerSec: best.files / (best.ms / 1000),
+    mbPerSec: best.bytes / 1e6 / (best.ms / 1000),
+    bestMs: best.ms,
+    rounds,
+  };
+}
+
+/** Pooled latency samples of one subject (e.g. event deliveries), with per-round p99s. */
+export interface LatencySummary {
+  subject: string;
+  samples: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  roundP99Ms: number[];
+}
+
+/** Nearest-rank percentile (0–100) of ascending `sorted`. */
+export function percentile(sorted: ArrayLike<number>, p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1]!;
+}
+
+/** Pools the rounds' samples (milliseconds) of one subject into one distribution. */
+export function summariseLatencies(subject: string, rounds: Float64Array[]): LatencySummary {
+  const all = new Float64Array(rounds.reduce((n, r) => n + r.length, 0));
+  let at = 0;
+  for (const r of rounds) {
+    all.set(r, at);
+    at += r.length;
+  }
+  all.sort();
+  return {
+    subject,
+    samples: all.length,
+    p50Ms: percentile(all, 50),
+    p99Ms: percentile(all, 99),
+    maxMs: all.length > 0 ? all[all.length - 1]! : Number.NaN,
+    roundP99Ms: rounds.map((r) => percentile(Float64Array.from(r).sort(), 99)),
+  };
 }
 
 export interface BenchReport {
+  /** Request-oriented results (load runs); empty for throughput benchmarks. */
   subjects: SubjectSummary[];
+  /** Throughput results (work done per second), for benchmarks that are not request loads. */
+  throughput?: ThroughputSummary[];
+  /** Latency distributions (delivery times, not request loads), one per subject. */
+  latencies?: LatencySummary[];
   checks: Check[];
   /** Anything else worth keeping in the JSON results (engine, settings, notes). */
   info: Record<string, unknown>;
@@ -99,12 +170,16 @@ export async function runLoad(options: {
   connections: number;
   durationS: number;
   expectStatus?: number;
+  /** GET unless given; a POST sends `body` (the same text on every request). */
+  method?: "GET" | "POST";
+  body?: string;
 }): Promise<LoadSample> {
   const expected = options.expectStatus ?? 200;
   const elu = performance.eventLoopUtilization();
   const result = await autocannon({
     url: options.url,
-    method: "GET",
+    method: options.method ?? "GET",
+    ...(options.body !== undefined ? { body: options.body } : {}),
     headers: options.headers ?? {},
     connections: options.connections,
     duration: options.durationS,

@@ -1,4 +1,6 @@
 import { accountChanged } from "./account-views.js";
+import { bumpMarker } from "./marker-cache.js";
+import { TIERS_MARKER } from "./quota.js";
 import { TIERS, type Models, type Tier } from "../db/models.js";
 import { errors } from "../errors.js";
 import { listKeys, type KeyListing } from "./keys.js";
@@ -116,6 +118,7 @@ export async function setTier(models: Models, accountId: string, tier: Tier): Pr
   ).lean<{ _id: string; tier: string }>();
   if (!before) throw errors.notFound("account");
   await accountChanged(models, accountId);
+  await bumpMarker(models, TIERS_MARKER);
   return {
     id: accountId,
     previous_tier: before.tier as Tier,

@@ -12,6 +12,9 @@ import { accountChanged, accountChangedSoon } from "./account-views.js";
 
 const LIMITS: Record<Tier, number | null> = { free: 10, pro: null };
 
+/** The marker bumped by every tier change; caches of account tiers watch it. */
+export const TIERS_MARKER = "account-tiers-generation";
+
 export function monthlyLimitFor(tier: Tier): number | null {
   return LIMITS[tier];
 }
@@ -84,9 +87,25 @@ export async function claimQuota(
   accountId: string,
   count = 1,
   now = new Date(),
+  options: { cachedTier?: Tier | undefined } = {},
 ): Promise<QuotaClaim> {
   if (!Number.isInteger(count) || count < 1) throw new Error(`invalid quota claim count ${count}`);
-  const account = await models.Account.findById(accountId, { tier: 1, usage: 1 }).lean();
+  if (options.cachedTier && monthlyLimitFor(options.cachedTier) === null) {
+    // An unlimited tier, known from a cache that follows tier changes within
+    // ACCOUNT_VIEW_POLL_MS: nothing to claim, nothing to read.
+    accountChangedSoon(models, accountId);
+    const month = utcMonth(now);
+    return {
+      accountId,
+      month,
+      slots: [],
+      release: async () => accountChangedSoon(models, accountId),
+    };
+  }
+  const account = (await models.Account.collection.findOne(
+    { _id: accountId as never },
+    { projection: { tier: 1, usage: 1 } },
+  )) as { _id: string; tier: Tier; usage?: AccountUsage["usage"] } | null;
   if (!account) throw errors.unauthorized();
   const limit = monthlyLimitFor(account.tier as Tier);
   const month = utcMonth(now);

@@ -168,15 +168,30 @@ export class TaskEventLog {
     return events;
   }
 
-  /** Reads the events right after `after` by `_id`, stopping at the first one not stored yet. */
+  /**
+   * Reads the events right after `after` by `_id`, stopping at the first one not stored
+   * yet. Lookups go in parallel batches, so catching up on many events costs a few round
+   * trips rather than one per event.
+   */
   async readNext(taskId: string, after: number, max = 500): Promise<TaskEvent[]> {
     const events: TaskEvent[] = [];
-    for (let seq = Math.max(after, 1) + 1; events.length < max; seq += 1) {
-      const doc = await this.models.TaskEvent.collection.findOne<StoredEvent>({
-        _id: eventId(taskId, seq) as never,
-      });
-      if (!doc) break;
-      events.push(fromStored(doc));
+    let next = Math.max(after, 1) + 1;
+    let batch = 1; // an idle poll costs one lookup
+    while (events.length < max) {
+      const count = Math.min(batch, max - events.length);
+      const docs = await Promise.all(
+        Array.from({ length: count }, (_, i) =>
+          this.models.TaskEvent.collection.findOne<StoredEvent>({
+            _id: eventId(taskId, next + i) as never,
+          }),
+        ),
+      );
+      for (const doc of docs) {
+        if (!doc) return events;
+        events.push(fromStored(doc));
+      }
+      next += count;
+      batch = Math.min(batch * 4, READ_BATCH);
     }
     return events;
   }

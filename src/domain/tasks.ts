@@ -1,12 +1,12 @@
 import { rm } from "node:fs/promises";
-import type { Models, TaskPhase, TaskRecord, TaskStatus } from "../db/models.js";
+import type { Models, TaskPhase, TaskRecord, TaskStatus, Tier } from "../db/models.js";
 import { errors } from "../errors.js";
 import { newId } from "../util/ids.js";
 import { findAgent } from "./agents.js";
 import { claimQuota } from "./quota.js";
 import { findBuiltinSkill } from "./skills.js";
 import type { TaskEventLog } from "./task-events.js";
-import { resolveRepo } from "./workspaces.js";
+import { resolveRepo, type WorkspaceRecord } from "./workspaces.js";
 
 /*
  * Tasks (SPEC §4): creation, reading, the two gates and cancellation. The pipeline moves a
@@ -23,6 +23,11 @@ export interface TaskDeps {
   kick?(): void;
   /** Tells the workers of every process that tasks were queued (coalesced). */
   signalQueued?(): void;
+  /** Per-process caches of the rarely changing reads of task creation (see marker-cache). */
+  cache?: {
+    tier(accountId: string): Promise<Tier | null>;
+    workspace(workspaceId: string): Promise<WorkspaceRecord | null>;
+  };
   /** Removes a task's working copy, if this process can see it. */
   workdirOf?(taskId: string): string;
 }
@@ -127,13 +132,20 @@ export async function createTask(
   input: CreateTaskInput,
 ): Promise<TaskRecord> {
   checkSkillAndAgent(input);
-  const { workspace, repo } = await resolveRepo(
-    deps.models,
-    accountId,
-    input.workspace_id,
-    input.repo_id,
-  );
-  const claim = await claimQuota(deps.models, accountId, 1);
+  const cache = deps.cache;
+  const [{ workspace, repo }, cachedTier] = await Promise.all([
+    resolveRepo(
+      deps.models,
+      accountId,
+      input.workspace_id,
+      input.repo_id,
+      cache ? (id) => cache.workspace(id) : undefined,
+    ),
+    cache?.tier(accountId),
+  ]);
+  const claim = await claimQuota(deps.models, accountId, 1, new Date(), {
+    cachedTier: cachedTier ?? undefined,
+  });
   try {
     const now = new Date();
     const doc = {

@@ -28,7 +28,10 @@ export interface WorkspaceView {
   updated_at: string;
 }
 
-type WorkspaceRecord = WorkspaceDoc & { _id: string; created_at: Date; updated_at: Date };
+/** The marker bumped by every change to an existing workspace; workspace caches watch it. */
+export const WORKSPACES_MARKER = "workspaces-generation";
+
+export type WorkspaceRecord = WorkspaceDoc & { _id: string; created_at: Date; updated_at: Date };
 
 export function toWorkspaceView(ws: WorkspaceRecord): WorkspaceView {
   return {
@@ -107,7 +110,10 @@ export async function getWorkspace(
   accountId: string,
   workspaceId: string,
 ): Promise<WorkspaceRecord> {
-  const doc = await models.Workspace.findById(workspaceId).lean();
+  // The driver directly: every task creation runs this.
+  const doc = (await models.Workspace.collection.findOne({
+    _id: workspaceId as never,
+  })) as unknown as WorkspaceRecord | null;
   if (!doc || doc.account_id !== accountId || doc.github?.deleted_at)
     throw errors.notFound("workspace");
   return doc as WorkspaceRecord;
@@ -122,8 +128,13 @@ export async function resolveRepo(
   accountId: string,
   workspaceId: string,
   repoRef: string,
+  cached?: (workspaceId: string) => Promise<WorkspaceRecord | null>,
 ): Promise<{ workspace: WorkspaceRecord; repo: RepositoryDoc }> {
-  const workspace = await getWorkspace(models, accountId, workspaceId);
+  const hit = cached ? await cached(workspaceId) : null;
+  const workspace =
+    hit && hit.account_id === accountId && !hit.github?.deleted_at
+      ? hit
+      : await getWorkspace(models, accountId, workspaceId);
   const ref = repoRef.toLowerCase();
   const repo = workspace.repos.find(
     (r) => r.repo_id === repoRef || r.full_name.toLowerCase() === ref,

@@ -1,0 +1,463 @@
+/*
+ * POST /tasks against a bare Koa handler that parses a JSON body and inserts one small
+ * document on the same database.
+ *
+ * One embedded database, the real service in-process without workers (tasks stay queued),
+ * and a bare Koa app in the same process on its own connection to the same database. As in
+ * keys-me, the subjects are warmed up, then measured in alternating rounds, and the median of
+ * the rounds is reported. The account is moved to the pro tier in the database first, so the
+ * free tier's monthly limit never answers 429 under load.
+ *
+ * BENCH_TASKS_CREATE_PROFILE=1 adds bare handlers that do part of what POST /tasks does,
+ * through the service's own domain functions on the bare connection:
+ *   auth + workspace + insert      authenticateKey, resolveRepo, one insert (no quota claim)
+ *   + claim's 4 ops, no race       the same plus claimQuota's four round-trips, on a slot id
+ *                                  no other request takes (what a race-free claim costs)
+ *   auth + createTask              authenticateKey and createTask (quota claim included): the
+ *                                  service's database work without its HTTP stack
+ * and counts the quota-slot inserts each created task cost (claims racing for one slot).
+ */
+import Koa from "koa";
+import mongoose from "mongoose";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import getRawBody from "raw-body";
+import { loadConfig } from "../src/config/env.js";
+import { withDatabaseName } from "../src/db/connection.js";
+import { startEmbeddedDatabase } from "../src/db/embedded.js";
+import { registerModels, type Models } from "../src/db/models.js";
+import { accountChanged } from "../src/domain/account-views.js";
+import { authenticateKey } from "../src/domain/keys.js";
+import { createTask } from "../src/domain/tasks.js";
+import { resolveRepo } from "../src/domain/workspaces.js";
+import { startService, type Service } from "../src/service.js";
+import { newId } from "../src/util/ids.js";
+import {
+  activeCleanups,
+  BenchError,
+  Cleanup,
+  runLoad,
+  summarise,
+  type Benchmark,
+  type BenchReport,
+  type BenchSettings,
+  type LoadSample,
+} from "./lib/harness.js";
+
+/** The service must reach at least this share of the bare handler's throughput. */
+export const TARGET_RATIO = 0.6;
+
+const DATABASE = "bench_tasks";
+
+interface Subject {
+  name: string;
+  url: string;
+  /** Resolves once no request of this subject is still being handled. */
+  idle(): Promise<void>;
+}
+
+interface BareServer {
+  url: string;
+  idle(): Promise<void>;
+  close(): Promise<void>;
+}
+
+interface TaskBody {
+  workspace_id: string;
+  repo_id: string;
+  description: string;
+}
+
+type BareWork = (body: TaskBody, key: string) => Promise<Record<string, unknown>>;
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** A bare Koa app answering 201 with what `work` returns for the parsed JSON body. */
+async function startBareServer(work: BareWork): Promise<BareServer> {
+  // Requests the load generator abandoned at the end of a run still finish here; they are
+  // counted so the next run (and the database's shutdown) starts only when they are done.
+  let inFlight = 0;
+  let waiters: Array<() => void> = [];
+  const app = new Koa();
+  app.use(async (ctx) => {
+    inFlight += 1;
+    try {
+      const raw = await getRawBody(ctx.req, {
+        limit: 1024 * 1024,
+        length: ctx.request.length,
+        encoding: "utf8",
+      });
+      ctx.body = await work(JSON.parse(raw) as TaskBody, ctx.get("x-api-key"));
+      ctx.status = 201;
+    } finally {
+      inFlight -= 1;
+      if (inFlight === 0) {
+        for (const wake of waiters) wake();
+        waiters = [];
+      }
+    }
+  });
+  const idle = () =>
+    inFlight === 0 ? Promise.resolve() : new Promise<void>((resolve) => waiters.push(resolve));
+  const server = http.createServer(app.callback());
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/tasks`,
+    idle,
+    // Like the service's close: requests still in flight finish before the database goes away.
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => void idle().then(resolve));
+        server.closeIdleConnections();
+        setTimeout(() => server.closeAllConnections(), 5_000).unref();
+      }),
+  };
+}
+
+/** The baseline: one small document per request, no lookup. */
+function insertOnly(models: Models): BareWork {
+  const collection = models.Task.db.collection("bench_bare_tasks");
+  return async (body) => {
+    const doc = {
+      _id: newId("task"),
+      workspace_id: body.workspace_id,
+      repo_id: body.repo_id,
+      description: body.description,
+      status: "queued",
+      created_at: new Date(),
+    };
+    await collection.insertOne(doc as never);
+    return { id: doc._id, status: doc.status };
+  };
+}
+
+/** Key and repository checked as POST /tasks does them, then the same insert: no quota. */
+function authWorkspaceInsert(models: Models): BareWork {
+  const insert = insertOnly(models);
+  return async (body, key) => {
+    const principal = await authenticateKey(models, key);
+    if (!principal) throw new BenchError("bare handler: key not found");
+    await resolveRepo(models, principal.accountId, body.workspace_id, body.repo_id);
+    return insert(body, key);
+  };
+}
+
+/**
+ * The round-trips of claimQuota (account read, slot insert, usage hint update, view marker
+ * upsert) with a slot id nobody else takes, around the same checks and insert: what a claim
+ * would cost without racing other claims for the next slot number.
+ */
+function claimOpsWithoutRace(models: Models): BareWork {
+  const insert = insertOnly(models);
+  let top = 0;
+  return async (body, key) => {
+    const principal = await authenticateKey(models, key);
+    if (!principal) throw new BenchError("bare handler: key not found");
+    const { accountId } = principal;
+    await resolveRepo(models, accountId, body.workspace_id, body.repo_id);
+    await models.Account.findById(accountId, { tier: 1, usage: 1 }).lean();
+    top += 1;
+    await models.QuotaSlot.create({
+      _id: `${accountId}:bench:${newId("slot")}`,
+      account_id: accountId,
+      month: "bench",
+      slot: top,
+    });
+    await models.Account.updateOne(
+      {
+        _id: accountId,
+        $or: [{ "bench.month": { $ne: "bench" } }, { "bench.hint": { $lt: top } }],
+      },
+      { $set: { bench: { month: "bench", hint: top } } },
+      { strict: false },
+    );
+    await accountChanged(models, accountId);
+    return insert(body, key);
+  };
+}
+
+/** The service's domain work for POST /tasks, minus routing, validation and the response. */
+function authCreateTask(models: Models): BareWork {
+  const deps = {
+    models,
+    events: undefined as never,
+    enqueueStage: () => Promise.resolve(),
+  };
+  return async (body, key) => {
+    const principal = await authenticateKey(models, key);
+    if (!principal) throw new BenchError("bare handler: key not found");
+    const task = await createTask(deps, principal.accountId, body);
+    return { id: task._id, status: task.status };
+  };
+}
+
+/**
+ * Counts QuotaSlot.create calls and their duplicate-key failures on one set of models: each
+ * failure is a claim that lost the race for a slot number and tried the next one.
+ */
+function countSlotInserts(models: Models): { attempts: number; duplicates: number } {
+  const counts = { attempts: 0, duplicates: 0 };
+  const model = models.QuotaSlot as unknown as { create: (...args: unknown[]) => Promise<unknown> };
+  const original = model.create.bind(model);
+  model.create = async (...args: unknown[]) => {
+    counts.attempts += 1;
+    try {
+      return await original(...args);
+    } catch (error) {
+      if ((error as { code?: unknown }).code === 11000) counts.duplicates += 1;
+      throw error;
+    }
+  };
+  return counts;
+}
+
+async function call(
+  url: string,
+  init: { method: "GET" | "POST"; key?: string; body?: unknown },
+  expect: number,
+): Promise<Record<string, unknown>> {
+  const res = await fetch(url, {
+    method: init.method,
+    headers: {
+      "content-type": "application/json",
+      ...(init.key ? { "x-api-key": init.key } : {}),
+    },
+    ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
+  });
+  const text = await res.text();
+  if (res.status !== expect)
+    throw new BenchError(`${init.method} ${url} answered ${res.status}: ${text}`);
+  return JSON.parse(text) as Record<string, unknown>;
+}
+
+/** A pro account with one key and one plain-git workspace, made through the API. */
+async function setUpAccount(
+  service: Service,
+): Promise<{ key: string; accountId: string; body: TaskBody }> {
+  const url = service.http!.url;
+  const created = await call(
+    `${url}/keys/generate`,
+    { method: "POST", body: { name: "bench" } },
+    201,
+  );
+  const key = String(created.key);
+  const principal = await authenticateKey(service.db.models, key);
+  if (!principal) throw new BenchError("the generated key does not authenticate");
+  const accountId = principal.accountId;
+  // Tiers are never set over HTTP (the operator CLI does it); the same write, then the same
+  // cache invalidation the CLI triggers.
+  await service.db.models.Account.updateOne({ _id: accountId }, { $set: { tier: "pro" } });
+  await accountChanged(service.db.models, accountId);
+  const me = await call(`${url}/keys/me`, { method: "GET", key }, 200);
+  if (me.tier !== "pro") throw new BenchError(`account tier is ${String(me.tier)}, not pro`);
+
+  const workspace = await call(
+    `${url}/workspaces`,
+    {
+      method: "POST",
+      key,
+      body: { name: "bench", repos: [{ name: "acme/app", clone_url: "/tmp/x" }] },
+    },
+    201,
+  );
+  const repos = workspace.repos as Array<{ id: string }> | undefined;
+  const repoId = repos?.[0]?.id;
+  if (typeof workspace.id !== "string" || !repoId)
+    throw new BenchError(`POST /workspaces answered ${JSON.stringify(workspace)}`);
+  return {
+    key,
+    accountId,
+    body: {
+      workspace_id: workspace.id,
+      repo_id: repoId,
+      description: "Add a health check endpoint that reports the database status.",
+    },
+  };
+}
+
+const fmt = (n: number) => n.toFixed(0);
+
+export const tasksCreate: Benchmark = {
+  name: "tasks-create",
+  description: "POST /tasks vs a bare Koa handler parsing JSON and inserting one document",
+  async run(settings: BenchSettings): Promise<BenchReport> {
+    const profile = ["1", "true", "yes"].includes(
+      (process.env.BENCH_TASKS_CREATE_PROFILE ?? "").toLowerCase(),
+    );
+    const cleanup = new Cleanup();
+    activeCleanups.add(cleanup);
+    try {
+      const tmp = await mkdtemp(path.join(os.tmpdir(), "foreman-bench-"));
+      cleanup.defer("remove temp dir", () => rm(tmp, { recursive: true, force: true }));
+
+      const db = await startEmbeddedDatabase({ dataDir: path.join(tmp, "db") });
+      cleanup.defer("stop database", () => db.stop());
+      const uri = withDatabaseName(db.uri, DATABASE);
+      console.log(`  database: ${db.engine} at ${db.uri}`);
+
+      const service = await startService({
+        config: loadConfig({
+          NODE_ENV: "production",
+          HOST: "127.0.0.1",
+          PORT: "0",
+          LOG_LEVEL: "silent",
+          MONGODB_URI: uri,
+          DATA_DIR: path.join(tmp, "data"),
+          SIGNUP_RATE_LIMIT: "1000000",
+          SHUTDOWN_GRACE_S: "5",
+        }),
+        web: true,
+        workers: false,
+      });
+      cleanup.defer("stop service", () => service.stop());
+      const serviceUrl = `${service.http!.url}/tasks`;
+      const { key, body } = await setUpAccount(service);
+
+      // The bare side: its own connection (same pool size as the service) to the same database.
+      const connection = mongoose.createConnection(uri, {
+        serverSelectionTimeoutMS: 10_000,
+        maxPoolSize: 50,
+        autoIndex: false,
+        autoCreate: false,
+      });
+      cleanup.defer("close bare connection", () => connection.close());
+      await connection.asPromise();
+      const bareModels = registerModels(connection);
+
+      const variants: Array<{ name: string; work: BareWork }> = [
+        { name: "bare koa, 1 insert", work: insertOnly(bareModels) },
+      ];
+      if (profile) {
+        variants.push(
+          { name: "bare koa, auth + workspace + insert", work: authWorkspaceInsert(bareModels) },
+          { name: "bare koa, + claim's 4 ops, no race", work: claimOpsWithoutRace(bareModels) },
+          { name: "bare koa, auth + createTask", work: authCreateTask(bareModels) },
+        );
+      }
+      const subjects: Subject[] = [];
+      for (const variant of variants) {
+        const bare = await startBareServer(variant.work);
+        cleanup.defer(`close ${variant.name}`, () => bare.close());
+        subjects.push({ name: variant.name, url: bare.url, idle: bare.idle });
+      }
+      // The service's in-flight requests cannot be counted from outside: give them a moment.
+      subjects.splice(1, 0, {
+        name: "service POST /tasks",
+        url: serviceUrl,
+        idle: () => sleep(250),
+      });
+
+      const slotCounts = profile
+        ? {
+            service: countSlotInserts(service.db.models),
+            bare: countSlotInserts(bareModels),
+          }
+        : undefined;
+
+      for (const subject of subjects) {
+        const answer = await call(subject.url, { method: "POST", key, body }, 201);
+        console.log(`  ${subject.name}: ${JSON.stringify(answer).slice(0, 100)}`);
+      }
+
+      const text = JSON.stringify(body);
+      const headers = { "content-type": "application/json", "x-api-key": key };
+      const load = async (subject: Subject, durationS: number) => {
+        const sample = await runLoad({
+          url: subject.url,
+          method: "POST",
+          body: text,
+          headers,
+          connections: settings.connections,
+          durationS,
+          expectStatus: 201,
+        });
+        await subject.idle();
+        return sample;
+      };
+
+      if (settings.warmupS > 0) {
+        for (const subject of subjects) {
+          console.log(`  warm-up ${subject.name} (${settings.warmupS} s)`);
+          await load(subject, settings.warmupS);
+        }
+      }
+
+      const samples = new Map<string, LoadSample[]>(subjects.map((s) => [s.name, []]));
+      const slotRates = new Map<string, number[]>();
+      for (let round = 1; round <= settings.rounds; round++) {
+        for (const subject of subjects) {
+          const counter = subject.name.startsWith("service")
+            ? slotCounts?.service
+            : subject.name.endsWith("createTask")
+              ? slotCounts?.bare
+              : undefined;
+          const before = counter ? { ...counter } : undefined;
+          const sample = await load(subject, settings.durationS);
+          samples.get(subject.name)!.push(sample);
+          let slots = "";
+          if (counter && before) {
+            const perTask = (counter.attempts - before.attempts) / sample.completed;
+            slotRates.set(subject.name, [...(slotRates.get(subject.name) ?? []), perTask]);
+            slots = `, ${perTask.toFixed(1)} slot inserts/task`;
+          }
+          console.log(
+            `  round ${round}/${settings.rounds} ${subject.name.padEnd(36)} ` +
+              `${fmt(sample.requestsPerSec).padStart(6)} req/s  p50 ${sample.latencyP50Ms} ms  ` +
+              `p99 ${sample.latencyP99Ms} ms  main thread ${(sample.eventLoopUtilization * 100).toFixed(0)}% busy, ` +
+              `${sample.mainThreadMsPerRequest.toFixed(2)} ms/req${slots}`,
+          );
+        }
+      }
+
+      const summaries = subjects.map((s) => summarise(s.name, samples.get(s.name)!));
+      const bare = summaries[0]!;
+      const svc = summaries[1]!;
+      const ratio = svc.requestsPerSec / bare.requestsPerSec;
+      // Each service round ran right after a bare round: their ratio is the least disturbed
+      // by other load on the machine. Reported next to the ratio of the medians.
+      const pairRatios = svc.rounds.map(
+        (r, i) => r.requestsPerSec / bare.rounds[i]!.requestsPerSec,
+      );
+      return {
+        subjects: summaries,
+        checks: [
+          {
+            name: "service/bare throughput",
+            value: ratio,
+            target: TARGET_RATIO,
+            pass: ratio >= TARGET_RATIO,
+            detail:
+              `${fmt(svc.requestsPerSec)} / ${fmt(bare.requestsPerSec)} req/s (medians); ` +
+              `per round ${pairRatios.map((r) => r.toFixed(2)).join(", ")}`,
+          },
+        ],
+        info: {
+          engine: db.engine,
+          connections: settings.connections,
+          durationS: settings.durationS,
+          warmupS: settings.warmupS,
+          rounds: settings.rounds,
+          profile,
+          pairRatios,
+          ...(slotCounts
+            ? { quotaSlotInsertsPerTask: Object.fromEntries(slotRates), quotaSlots: slotCounts }
+            : {}),
+          cpus: os.availableParallelism(),
+          node: process.version,
+        },
+      };
+    } finally {
+      await cleanup.run();
+      activeCleanups.delete(cleanup);
+    }
+  },
+};

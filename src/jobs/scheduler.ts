@@ -77,10 +77,6 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
     // Jobs saved in this process start here at once instead of at the next poll; other
     // processes still find them by polling (FerretDB has no change streams to notify them).
     notificationChannel: new InMemoryNotificationChannel(),
-    // Agenda finds due jobs with a query FerretDB answers by scanning the collection, so
-    // finished one-off jobs are removed instead of piling up (pipeline stages stay
-    // once-only through their own markers, see pipeline/runner.ts).
-    removeOnComplete: true,
   });
   const logger = options.logger.child({ component: "jobs" });
   agenda.on("error", (error) => logger.error({ err: error }, "scheduler error"));

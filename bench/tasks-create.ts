@@ -11,10 +11,10 @@
  * BENCH_TASKS_CREATE_PROFILE=1 adds bare handlers that do part of what POST /tasks does,
  * through the service's own domain functions on the bare connection:
  *   auth + workspace + insert      authenticateKey, resolveRepo, one insert (no quota claim)
- *   + claim's 4 ops, no race       the same plus claimQuota's four round-trips, on a slot id
- *                                  no other request takes (what a race-free claim costs)
- *   auth + createTask              authenticateKey and createTask (quota claim included): the
- *                                  service's database work without its HTTP stack
+ *   auth + insert                  authenticateKey and one insert: the least database work
+ *                                  the route can do, so the ceiling of its ratio
+ *   auth + createTask              authenticateKey and createTask without the service's
+ *                                  per-process caches (tier and workspace read every time)
  * and counts the quota-slot inserts each created task cost (claims racing for one slot).
  */
 import Koa from "koa";
@@ -152,35 +152,15 @@ function authWorkspaceInsert(models: Models): BareWork {
 }
 
 /**
- * The round-trips of claimQuota (account read, slot insert, usage hint update, view marker
- * upsert) with a slot id nobody else takes, around the same checks and insert: what a claim
- * would cost without racing other claims for the next slot number.
+ * The least database work POST /tasks can do: authenticate the key (one lookup: revocation
+ * takes effect at once, so it is never cached) and insert the task. Its ratio to the bare
+ * insert is the ceiling for the service's.
  */
-function claimOpsWithoutRace(models: Models): BareWork {
+function authInsert(models: Models): BareWork {
   const insert = insertOnly(models);
-  let top = 0;
   return async (body, key) => {
     const principal = await authenticateKey(models, key);
     if (!principal) throw new BenchError("bare handler: key not found");
-    const { accountId } = principal;
-    await resolveRepo(models, accountId, body.workspace_id, body.repo_id);
-    await models.Account.findById(accountId, { tier: 1, usage: 1 }).lean();
-    top += 1;
-    await models.QuotaSlot.create({
-      _id: `${accountId}:bench:${newId("slot")}`,
-      account_id: accountId,
-      month: "bench",
-      slot: top,
-    });
-    await models.Account.updateOne(
-      {
-        _id: accountId,
-        $or: [{ "bench.month": { $ne: "bench" } }, { "bench.hint": { $lt: top } }],
-      },
-      { $set: { bench: { month: "bench", hint: top } } },
-      { strict: false },
-    );
-    await accountChanged(models, accountId);
     return insert(body, key);
   };
 }
@@ -339,7 +319,7 @@ export const tasksCreate: Benchmark = {
       if (profile) {
         variants.push(
           { name: "bare koa, auth + workspace + insert", work: authWorkspaceInsert(bareModels) },
-          { name: "bare koa, + claim's 4 ops, no race", work: claimOpsWithoutRace(bareModels) },
+          { name: "bare koa, auth + insert", work: authInsert(bareModels) },
           { name: "bare koa, auth + createTask", work: authCreateTask(bareModels) },
         );
       }

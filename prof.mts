@@ -1,0 +1,25 @@
+import { loadConfig } from "./src/config/env.ts";
+import { startService } from "./src/service.ts";
+import autocannon from "autocannon";
+const uri = process.argv[2]!;
+const config = loadConfig({ PORT: "0", LOG_LEVEL: "silent", MONGODB_URI: uri, DATA_DIR: "/tmp/prof-data" });
+const service = await startService({ config, web: true, workers: false });
+const url = service.http!.url;
+const j = async (m: string, p: string, body?: unknown, key?: string) => {
+  const r = await fetch(url + p, { method: m, headers: { "content-type": "application/json", ...(key ? { "x-api-key": key } : {}) }, body: body ? JSON.stringify(body) : undefined });
+  return r.json() as Promise<any>;
+};
+const k = await j("POST", "/keys/generate", { name: "p" });
+const acct = (await service.db.models.ApiKey.findOne({ key_id: k.id }).lean())!.account_id;
+await service.db.models.Account.updateOne({ _id: acct }, { $set: { tier: "pro" } });
+const ws = await j("POST", "/workspaces", { name: "w", repos: [{ name: "a/b", clone_url: "/tmp/x" }] }, k.key);
+const body = JSON.stringify({ workspace_id: ws.id, repo_id: "a/b", description: "x" });
+const client = service.db.connection.getClient() as any;
+client.monitorCommands = true;
+const counts: Record<string, number> = {};
+client.on("commandStarted", (e: any) => { const k = e.commandName + ":" + (e.command[e.commandName] ?? ""); counts[k] = (counts[k] ?? 0) + 1; });
+const r = await autocannon({ url: url + "/tasks", method: "POST", body, headers: { "content-type": "application/json", "x-api-key": k.key }, connections: 20, duration: 4, workers: 1 });
+console.log(r.requests.average, "req/s", r.non2xx, "non2xx", r.requests.total);
+console.log(counts);
+await service.stop();
+process.exit(0);

@@ -3,6 +3,7 @@ import { registerConfigSecrets } from "./config/env.js";
 import { connectDatabase, type Database } from "./db/connection.js";
 import { AccountViewCache } from "./domain/account-views.js";
 import { loadAccountView } from "./domain/keys.js";
+import { createInsertBatcher } from "./db/insert-batcher.js";
 import { MarkerCache } from "./domain/marker-cache.js";
 import { TIERS_MARKER } from "./domain/quota.js";
 import { TaskEventHub } from "./domain/task-event-hub.js";
@@ -125,6 +126,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   );
   await tierCache.start();
   await workspaceCache.start();
+  pipeline.taskDeps.insertTask = createInsertBatcher(db.models.Task.collection as never);
   pipeline.taskDeps.cache = {
     tier: (id) => tierCache.get(id),
     workspace: (id) => workspaceCache.get(id),

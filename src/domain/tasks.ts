@@ -23,6 +23,8 @@ export interface TaskDeps {
   kick?(): void;
   /** Tells the workers of every process that tasks were queued (coalesced). */
   signalQueued?(): void;
+  /** Inserts a task document; batched with concurrent inserts when given (insert-batcher). */
+  insertTask?(doc: Record<string, unknown>): Promise<void>;
   /** Per-process caches of the rarely changing reads of task creation (see marker-cache). */
   cache?: {
     tier(accountId: string): Promise<Tier | null>;
@@ -185,7 +187,8 @@ export async function createTask(
       updated_at: now,
     };
     // The driver directly: one insert, no document hydration on the hot path.
-    await deps.models.Task.collection.insertOne(doc as never);
+    if (deps.insertTask) await deps.insertTask(doc);
+    else await deps.models.Task.collection.insertOne(doc as never);
     deps.kick?.();
     deps.signalQueued?.();
     return doc as unknown as TaskRecord;

@@ -135,12 +135,12 @@ const taskSchema = new Schema(
     account_id: { type: String, required: true },
     workspace_id: { type: String, required: true },
     repo_id: { type: String, required: true },
-    /** What the pipeline needs of the repository, copied at creation. */
+    /** What the pipeline needs of the repository, read from the workspace when work starts. */
     repo: {
-      kind: { type: String, enum: ["git", "github"], required: true },
-      full_name: { type: String, required: true },
-      clone_url: { type: String, required: true },
-      default_branch: { type: String, required: true },
+      kind: { type: String, enum: ["git", "github"] },
+      full_name: { type: String },
+      clone_url: { type: String },
+      default_branch: { type: String },
       installation_id: { type: Number, default: null },
     },
     description: { type: String, required: true },

@@ -150,42 +150,26 @@ export async function createTask(
   });
   try {
     const now = new Date();
-    const doc = {
+    // Fields that start empty (plan, diff, review, branch, pr_url, error, cost, …) are not
+    // stored until they get a value: toTaskView shows them as null or zero. Smaller
+    // documents are cheaper to write, and this is the hottest write of the service.
+    const doc: Record<string, unknown> = {
       _id: newId("task"),
       account_id: accountId,
       workspace_id: workspace._id,
       repo_id: repo.repo_id,
-      repo: {
-        kind: workspace.kind,
-        full_name: repo.full_name,
-        clone_url: repo.clone_url,
-        default_branch: repo.default_branch ?? "main",
-        installation_id: workspace.github?.installation_id ?? null,
-      },
       description: input.description,
       status: "queued",
       phase: "QUEUED",
       auto_approve: input.auto_approve ?? false,
-      skill_name: input.skill_name ?? null,
-      agent_name: input.agent_name ?? null,
-      source: input.source ?? "api",
-      plan: null,
-      plan_summary: null,
-      diff: null,
-      review: null,
-      branch: null,
-      pr_url: null,
-      error: null,
-      depends_on: input.depends_on ?? [],
-      cost: { input_tokens: 0, output_tokens: 0, usd: 0 },
       quota: { month: claim.month, slot: claim.slots[0] ?? null },
-      event_seq: 1,
-      index_stats: null,
-      started_at: null,
-      finished_at: null,
       created_at: now,
       updated_at: now,
     };
+    if (input.skill_name) doc.skill_name = input.skill_name;
+    if (input.agent_name) doc.agent_name = input.agent_name;
+    if (input.source && input.source !== "api") doc.source = input.source;
+    if (input.depends_on?.length) doc.depends_on = input.depends_on;
     // The driver directly: one insert, no document hydration on the hot path.
     if (deps.insertTask) await deps.insertTask(doc);
     else await deps.models.Task.collection.insertOne(doc as never);

@@ -20,7 +20,7 @@ import type { ReadyModelClient } from "../llm/provider.js";
 import type { PricedUsage } from "../llm/types.js";
 import type { JobKind, Scheduler } from "../jobs/scheduler.js";
 import type { Logger } from "../util/logger.js";
-import { BudgetExceededError, describeFailure } from "./errors.js";
+import { BudgetExceededError, describeFailure, StageError } from "./errors.js";
 import { signalQueued } from "./intake.js";
 import { STAGES } from "./stages/index.js";
 
@@ -241,9 +241,9 @@ export function createPipeline(deps: PipelineDeps) {
           message: `Resuming ${stage.phase} (attempt ${lease.attempt + 1}): the worker running it stopped.`,
         });
       }
-      task = (await models.Task.collection.findOne({
-        _id: taskId as never,
-      })) as unknown as TaskRecord;
+      task = await withRepo(
+        (await models.Task.collection.findOne({ _id: taskId as never })) as unknown as TaskRecord,
+      );
       const ctx = createContext(task, stage, lease.attempt, controller.signal, logger);
       logger.info({ attempt: lease.attempt }, "stage started");
       const outcome = await stage.run(ctx);
@@ -278,6 +278,39 @@ export function createPipeline(deps: PipelineDeps) {
         .catch(() => undefined);
       if (await hasEnded(models, taskId).catch(() => false)) await forgetTask(taskId);
     }
+  }
+
+  /**
+   * The task with its repository: as recorded when work started, or read from the
+   * workspace now (tasks are created without it, to keep creation one small insert).
+   */
+  async function withRepo(task: TaskRecord): Promise<TaskRecord> {
+    if (task.repo?.clone_url) return task;
+    const workspace = await models.Workspace.collection.findOne({
+      _id: task.workspace_id as never,
+    });
+    const repo = (
+      workspace?.repos as
+        | Array<{ repo_id: string; full_name: string; clone_url: string; default_branch?: string }>
+        | undefined
+    )?.find((r) => r.repo_id === task.repo_id);
+    if (!workspace || !repo)
+      throw new StageError(
+        `The repository ${task.repo_id} is no longer part of workspace ${task.workspace_id}.`,
+      );
+    const snapshot = {
+      kind: workspace.kind as "git" | "github",
+      full_name: repo.full_name,
+      clone_url: repo.clone_url,
+      default_branch: repo.default_branch ?? "main",
+      installation_id:
+        (workspace.github as { installation_id?: number } | undefined)?.installation_id ?? null,
+    };
+    await models.Task.collection.updateOne(
+      { _id: task._id as never },
+      { $set: { repo: snapshot } },
+    );
+    return { ...task, repo: snapshot };
   }
 
   /** After a crash between writing a phase and storing its event, the event is written. */

@@ -203,6 +203,16 @@ describe("OpenAPI and probes", () => {
     expect(res.body.paths["/keys/{key_id}"].delete.responses["204"]).toBeDefined();
     expect(res.body.paths["/keys/me"].get.security).toEqual([{ apiKey: [] }]);
     expect(res.body.components.schemas.Error.type).toBe("object");
+    const createTask = res.body.paths["/tasks"].post;
+    expect(createTask.requestBody.content["application/json"].schema.required).toEqual([
+      "workspace_id",
+      "repo_id",
+      "description",
+    ]);
+    expect(createTask.responses["201"]).toBeDefined();
+    expect(createTask.responses["429"]).toBeDefined();
+    expect(res.body.paths["/tasks/{id}/approve"].post.responses["409"]).toBeDefined();
+    expect(res.body.components.schemas.Task.properties.phase.enum).toContain("AWAITING_APPROVAL");
     // Every $ref points at a component that exists.
     const refs = [
       ...JSON.stringify(res.body).matchAll(/"\$ref":"#\/components\/schemas\/([^"]+)"/g),

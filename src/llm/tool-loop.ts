@@ -185,7 +185,10 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
         fail(call, `${call.toolName} failed: ${errorMessage(error)}`);
         continue;
       }
-      results.push(toolResult(call, bound(output, maxResult), false));
+      // Tools report mistakes the model can fix as text starting with "Error: " (see
+      // indexer/read-tools.ts); those count as failures for the finish rule above.
+      if (output.startsWith("Error: ")) earlierFailed = true;
+      results.push(toolResult(call, bound(output, maxResult), output.startsWith("Error: ")));
     }
     messages.push({ role: "tool", content: results });
   }

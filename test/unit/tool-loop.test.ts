@@ -204,6 +204,33 @@ describe.each([
     expect(early?.content).toContain("submit_plan was not accepted");
   });
 
+  it("refuses to finish in the same answer as a tool that reported an Error: result", async () => {
+    const server = await start(
+      scripted([
+        {
+          toolCalls: [
+            { name: "check_file", arguments: { path: "missing.md" } },
+            { name: "submit_plan", arguments: validPlan },
+          ],
+        },
+        callTool("submit_plan", validPlan),
+      ]),
+    );
+    const checkFile: ExecutableTool<{ path: string }> = {
+      name: "check_file",
+      description: "Report on a file.",
+      input: z.strictObject({ path: z.string() }),
+      async execute({ path: file }) {
+        return `Error: ${file} does not exist.`;
+      },
+    };
+    const result = await loop(clientFor(server, { stream }), { tools: [checkFile] });
+    expect(result.steps).toBe(2);
+    const [read, early] = toolResults(server.requests[1]!);
+    expect(read?.content).toMatch(/^Error: /);
+    expect(early?.content).toContain("submit_plan was not accepted");
+  });
+
   it("reminds the model to call the finish tool, then fails with LlmProtocolError", async () => {
     const server = await start(
       scripted([{ text: "I think the plan is…" }, { text: "Still thinking." }, { text: "Done!" }]),

@@ -12,16 +12,11 @@
  * database round-trips from HTTP-stack overhead.
  */
 import Koa from "koa";
-import mongoose, { Schema } from "mongoose";
+import type mongoose from "mongoose";
+import { Schema } from "mongoose";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
-import path from "node:path";
-import { loadConfig } from "../src/config/env.js";
-import { withDatabaseName } from "../src/db/connection.js";
-import { startEmbeddedDatabase } from "../src/db/embedded.js";
-import { startService } from "../src/service.js";
 import { sha256 } from "../src/util/ids.js";
 import {
   activeCleanups,
@@ -34,6 +29,7 @@ import {
   type BenchSettings,
   type LoadSample,
 } from "./lib/harness.js";
+import { openBareConnection, startBenchStack } from "./lib/stack.js";
 
 /** The service must reach at least this share of the bare handler's throughput. */
 export const TARGET_RATIO = 0.7;
@@ -157,29 +153,7 @@ export const keysMe: Benchmark = {
     const cleanup = new Cleanup();
     activeCleanups.add(cleanup);
     try {
-      const tmp = await mkdtemp(path.join(os.tmpdir(), "foreman-bench-"));
-      cleanup.defer("remove temp dir", () => rm(tmp, { recursive: true, force: true }));
-
-      const db = await startEmbeddedDatabase({ dataDir: path.join(tmp, "db") });
-      cleanup.defer("stop database", () => db.stop());
-      const uri = withDatabaseName(db.uri, DATABASE);
-      console.log(`  database: ${db.engine} at ${db.uri}`);
-
-      const service = await startService({
-        config: loadConfig({
-          NODE_ENV: "production",
-          HOST: "127.0.0.1",
-          PORT: "0",
-          LOG_LEVEL: "silent",
-          MONGODB_URI: uri,
-          DATA_DIR: path.join(tmp, "data"),
-          SIGNUP_RATE_LIMIT: "1000000",
-          SHUTDOWN_GRACE_S: "5",
-        }),
-        web: true,
-        workers: false,
-      });
-      cleanup.defer("stop service", () => service.stop());
+      const { uri, service, engine } = await startBenchStack(cleanup, DATABASE);
       const serviceUrl = service.http!.url;
 
       const res = await fetch(`${serviceUrl}/keys/generate`, {
@@ -196,14 +170,7 @@ export const keysMe: Benchmark = {
       const key = created.key;
 
       // The bare side: its own mongoose connection (same pool size as the service) to the same database.
-      const connection = mongoose.createConnection(uri, {
-        serverSelectionTimeoutMS: 10_000,
-        maxPoolSize: 50,
-        autoIndex: false,
-        autoCreate: false,
-      });
-      cleanup.defer("close bare connection", () => connection.close());
-      await connection.asPromise();
+      const connection = await openBareConnection(cleanup, uri, 50);
       registerBareModels(connection);
 
       const subjects: Subject[] = [];
@@ -284,7 +251,7 @@ export const keysMe: Benchmark = {
           },
         ],
         info: {
-          engine: db.engine,
+          engine,
           connections: settings.connections,
           durationS: settings.durationS,
           warmupS: settings.warmupS,

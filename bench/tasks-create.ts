@@ -18,22 +18,16 @@
  * and counts the quota-slot inserts each created task cost (claims racing for one slot).
  */
 import Koa from "koa";
-import mongoose from "mongoose";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
-import path from "node:path";
 import getRawBody from "raw-body";
-import { loadConfig } from "../src/config/env.js";
-import { withDatabaseName } from "../src/db/connection.js";
-import { startEmbeddedDatabase } from "../src/db/embedded.js";
 import { registerModels, type Models } from "../src/db/models.js";
 import { accountChanged } from "../src/domain/account-views.js";
 import { authenticateKey } from "../src/domain/keys.js";
 import { createTask } from "../src/domain/tasks.js";
 import { resolveRepo } from "../src/domain/workspaces.js";
-import { startService, type Service } from "../src/service.js";
+import { type Service } from "../src/service.js";
 import { newId } from "../src/util/ids.js";
 import {
   activeCleanups,
@@ -46,6 +40,7 @@ import {
   type BenchSettings,
   type LoadSample,
 } from "./lib/harness.js";
+import { openBareConnection, startBenchStack } from "./lib/stack.js";
 
 /** The service must reach at least this share of the bare handler's throughput. */
 export const TARGET_RATIO = 0.6;
@@ -276,41 +271,12 @@ export const tasksCreate: Benchmark = {
     const cleanup = new Cleanup();
     activeCleanups.add(cleanup);
     try {
-      const tmp = await mkdtemp(path.join(os.tmpdir(), "foreman-bench-"));
-      cleanup.defer("remove temp dir", () => rm(tmp, { recursive: true, force: true }));
-
-      const db = await startEmbeddedDatabase({ dataDir: path.join(tmp, "db") });
-      cleanup.defer("stop database", () => db.stop());
-      const uri = withDatabaseName(db.uri, DATABASE);
-      console.log(`  database: ${db.engine} at ${db.uri}`);
-
-      const service = await startService({
-        config: loadConfig({
-          NODE_ENV: "production",
-          HOST: "127.0.0.1",
-          PORT: "0",
-          LOG_LEVEL: "silent",
-          MONGODB_URI: uri,
-          DATA_DIR: path.join(tmp, "data"),
-          SIGNUP_RATE_LIMIT: "1000000",
-          SHUTDOWN_GRACE_S: "5",
-        }),
-        web: true,
-        workers: false,
-      });
-      cleanup.defer("stop service", () => service.stop());
+      const { uri, service, engine } = await startBenchStack(cleanup, DATABASE);
       const serviceUrl = `${service.http!.url}/tasks`;
       const { key, body } = await setUpAccount(service);
 
       // The bare side: its own connection (same pool size as the service) to the same database.
-      const connection = mongoose.createConnection(uri, {
-        serverSelectionTimeoutMS: 10_000,
-        maxPoolSize: 50,
-        autoIndex: false,
-        autoCreate: false,
-      });
-      cleanup.defer("close bare connection", () => connection.close());
-      await connection.asPromise();
+      const connection = await openBareConnection(cleanup, uri, 50);
       const bareModels = registerModels(connection);
 
       const variants: Array<{ name: string; work: BareWork }> = [
@@ -421,7 +387,7 @@ export const tasksCreate: Benchmark = {
           },
         ],
         info: {
-          engine: db.engine,
+          engine,
           connections: settings.connections,
           durationS: settings.durationS,
           warmupS: settings.warmupS,

@@ -28,19 +28,13 @@
  * the collection (it does on FerretDB's SQLite backend, which scans). Each subscriber's replay
  * reads the log too, so opening the clients slows down as much: lower BENCH_WS_CLIENTS then.
  */
-import mongoose from "mongoose";
-import { readFile, mkdtemp, rm } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
-import path from "node:path";
 import { performance } from "node:perf_hooks";
 import WebSocket, { WebSocketServer } from "ws";
-import { loadConfig } from "../src/config/env.js";
-import { withDatabaseName } from "../src/db/connection.js";
-import { startEmbeddedDatabase } from "../src/db/embedded.js";
 import { registerModels } from "../src/db/models.js";
 import { eventId, TaskEventLog } from "../src/domain/task-events.js";
-import { startService } from "../src/service.js";
 import {
   activeCleanups,
   BenchError,
@@ -51,6 +45,7 @@ import {
   type BenchSettings,
   type LatencySummary,
 } from "./lib/harness.js";
+import { openBareConnection, startBenchStack } from "./lib/stack.js";
 
 /**
  * In-process delivery may take at most this many times the bare broadcast's p99. Both pay
@@ -363,30 +358,8 @@ export const wsFanout: Benchmark = {
     const cleanup = new Cleanup();
     activeCleanups.add(cleanup);
     try {
-      const tmp = await mkdtemp(path.join(os.tmpdir(), "foreman-bench-"));
-      cleanup.defer("remove temp dir", () => rm(tmp, { recursive: true, force: true }));
-
-      const db = await startEmbeddedDatabase({ dataDir: path.join(tmp, "db") });
-      cleanup.defer("stop database", () => db.stop());
-      const uri = withDatabaseName(db.uri, DATABASE);
-      console.log(`  database: ${db.engine} at ${db.uri}`);
-
       // EVENT_POLL_MS is left at its default: the cross-process subject measures it.
-      const service = await startService({
-        config: loadConfig({
-          NODE_ENV: "production",
-          HOST: "127.0.0.1",
-          PORT: "0",
-          LOG_LEVEL: "silent",
-          MONGODB_URI: uri,
-          DATA_DIR: path.join(tmp, "data"),
-          SIGNUP_RATE_LIMIT: "1000000",
-          SHUTDOWN_GRACE_S: "5",
-        }),
-        web: true,
-        workers: false,
-      });
-      cleanup.defer("stop service", () => service.stop());
+      const { uri, service, engine } = await startBenchStack(cleanup, DATABASE);
       const base = service.http!.url;
       const pollMs = service.config.eventPollMs;
 
@@ -415,14 +388,7 @@ export const wsFanout: Benchmark = {
       const taskId = String(task.id);
 
       // A second event log on its own connection: what a worker process appends through.
-      const connection = mongoose.createConnection(uri, {
-        serverSelectionTimeoutMS: 10_000,
-        maxPoolSize: 10,
-        autoIndex: false,
-        autoCreate: false,
-      });
-      cleanup.defer("close second connection", () => connection.close());
-      await connection.asPromise();
+      const connection = await openBareConnection(cleanup, uri, 10);
       const otherModels = registerModels(connection);
       const otherLog = new TaskEventLog(otherModels);
       if (history > 0) {
@@ -569,7 +535,7 @@ export const wsFanout: Benchmark = {
           },
         ],
         info: {
-          engine: db.engine,
+          engine,
           clients,
           events,
           intervalMs,

@@ -1,5 +1,5 @@
-import { randomBytes } from "node:crypto";
 import type { Models, Tier } from "../db/models.js";
+import { bumpMarker, bumpMarkerSoon, MarkerCache } from "./marker-cache.js";
 
 /*
  * Per-process cache of what GET /keys/me reports about an account (tier, tasks this month).
@@ -11,17 +11,13 @@ import type { Models, Tier } from "../db/models.js";
  */
 
 const GENERATION_ID = "accounts-generation";
-const MAX_AGE_MS = 30_000;
+/** Changes on unlimited tiers (one per task created) reach other processes this late at most. */
+const COALESCE_MS = 100;
 
 export interface AccountView {
   tier: Tier;
   tasksThisMonth: number;
   month: string;
-}
-
-interface Entry extends AccountView {
-  generation: string | undefined;
-  loadedAt: number;
 }
 
 const local = new Set<(accountId: string) => void>();
@@ -32,100 +28,47 @@ const local = new Set<(accountId: string) => void>();
  */
 export async function accountChanged(models: Models, accountId: string): Promise<void> {
   for (const listener of local) listener(accountId);
-  try {
-    await models.Once.collection.updateOne(
-      { _id: GENERATION_ID as unknown as never },
-      {
-        $set: {
-          scope: "account-views",
-          value: randomBytes(8).toString("hex"),
-          updated_at: new Date(),
-        },
-      },
-      { upsert: true },
-    );
-  } catch (error) {
-    // A concurrent first upsert may collide on _id; the marker changed either way.
-    if ((error as { code?: unknown }).code !== 11000) throw error;
-  }
+  await bumpMarker(models, GENERATION_ID);
 }
-
-const pending = new Map<Models, NodeJS.Timeout>();
-const COALESCE_MS = 100;
 
 /**
  * Like accountChanged, for frequent changes (task creation on unlimited tiers): this
  * process's entry is cleared at once, and the shared marker is bumped at most once per
- * COALESCE_MS for all of them, so other processes see the change within COALESCE_MS plus
- * their poll interval.
+ * COALESCE_MS for all of them.
  */
 export function accountChangedSoon(models: Models, accountId: string): void {
   for (const listener of local) listener(accountId);
-  if (pending.has(models)) return;
-  const timer = setTimeout(() => {
-    pending.delete(models);
-    accountChanged(models, accountId).catch(() => undefined);
-  }, COALESCE_MS);
-  timer.unref();
-  pending.set(models, timer);
+  bumpMarkerSoon(models, GENERATION_ID, COALESCE_MS);
 }
 
 export class AccountViewCache {
-  private readonly entries = new Map<string, Entry>();
-  private generation: string | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private readonly listener = (accountId: string) => this.entries.delete(accountId);
+  private readonly cache: MarkerCache<AccountView>;
+  private readonly listener = (accountId: string) => this.cache.forget(accountId);
 
   constructor(
-    private readonly models: Models,
+    models: Models,
     private readonly load: (accountId: string, now: Date) => Promise<AccountView | null>,
-    private readonly pollMs: number,
-  ) {}
+    pollMs: number,
+  ) {
+    this.cache = new MarkerCache(models, GENERATION_ID, pollMs, (id) => load(id, new Date()));
+  }
 
   /** Reads the marker once, then keeps polling it until `stop`. */
   async start(): Promise<void> {
     local.add(this.listener);
-    await this.poll();
-    this.timer = setInterval(() => void this.poll().catch(() => this.entries.clear()), this.pollMs);
-    this.timer.unref();
+    await this.cache.start();
   }
 
   stop(): void {
     local.delete(this.listener);
-    if (this.timer) clearInterval(this.timer);
-    this.entries.clear();
+    this.cache.stop();
   }
 
-  private async poll(): Promise<void> {
-    const doc = await this.models.Once.collection.findOne(
-      { _id: GENERATION_ID as unknown as never },
-      { projection: { value: 1 } },
-    );
-    const value = typeof doc?.value === "string" ? doc.value : undefined;
-    if (value !== this.generation) {
-      this.generation = value;
-      this.entries.clear();
-    }
-  }
-
-  /** The account's view, from memory when it is still current. */
+  /** The account's view, from memory when it is still current and of the month asked. */
   async get(accountId: string, month: string, now: Date): Promise<AccountView | null> {
-    const entry = this.entries.get(accountId);
-    if (
-      entry &&
-      entry.generation === this.generation &&
-      entry.month === month &&
-      Date.now() - entry.loadedAt < MAX_AGE_MS
-    ) {
-      return entry;
-    }
-    // Remember the generation the load started under: a change during the load makes the
-    // stored entry stale at once instead of serving it until the next change.
-    const generation = this.generation;
-    const view = await this.load(accountId, now);
-    if (!view) return null;
-    if (this.entries.size > 10_000) this.entries.clear();
-    this.entries.set(accountId, { ...view, generation, loadedAt: Date.now() });
-    return view;
+    const view = await this.cache.get(accountId, (id) => this.load(id, now));
+    if (!view || view.month === month) return view;
+    this.cache.forget(accountId);
+    return this.cache.get(accountId, (id) => this.load(id, now));
   }
 }

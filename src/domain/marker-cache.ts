@@ -1,22 +1,23 @@
 import { randomBytes } from "node:crypto";
 import type { Models } from "../db/models.js";
+import { isDuplicateKey } from "../db/duplicate-key.js";
 
 /*
- * A per-process read cache kept honest by a shared marker document. Writers that change
- * what is cached bump the marker; every process reads the marker by `_id` every `pollMs`
- * and drops its entries when it changed, so a change reaches every process within `pollMs`.
- * Used for the rarely changing reads on the task-creation path (an account's tier, a
- * workspace), which FerretDB would otherwise answer with one round trip each.
+ * Cross-process signals without change streams (FerretDB has none): a marker is one
+ * `once_markers` document whose `value` changes whenever what it stands for changes. Writers
+ * bump it; readers poll it by `_id`, the one lookup FerretDB serves from an index. The
+ * per-process caches of hot reads (account views and tiers, workspaces) and the workers'
+ * intake of queued tasks all follow a marker.
  */
 
-/** Bumps a marker: every MarkerCache watching it drops its entries at its next poll. */
+/** Bumps a marker: every reader sees a new value at its next poll. */
 export async function bumpMarker(models: Models, markerId: string): Promise<void> {
   try {
     await models.Once.collection.updateOne(
       { _id: markerId as never },
       {
         $set: {
-          scope: "cache-marker",
+          scope: "marker",
           value: randomBytes(8).toString("hex"),
           updated_at: new Date(),
         },
@@ -25,10 +26,44 @@ export async function bumpMarker(models: Models, markerId: string): Promise<void
     );
   } catch (error) {
     // A concurrent first upsert may collide on _id; the marker changed either way.
-    if ((error as { code?: unknown }).code !== 11000) throw error;
+    if (!isDuplicateKey(error)) throw error;
   }
 }
 
+const pendingBumps = new Map<string, NodeJS.Timeout>();
+const modelIds = new WeakMap<Models, number>();
+let nextModelId = 0;
+
+/**
+ * Bumps a marker within `delayMs`, once for every call made in the meantime: for changes
+ * frequent enough (task creation) that one write each would cost more than they tell.
+ */
+export function bumpMarkerSoon(models: Models, markerId: string, delayMs: number): void {
+  let modelId = modelIds.get(models);
+  if (modelId === undefined) modelIds.set(models, (modelId = nextModelId++));
+  const key = `${modelId}:${markerId}`;
+  if (pendingBumps.has(key)) return;
+  const timer = setTimeout(() => {
+    pendingBumps.delete(key);
+    bumpMarker(models, markerId).catch(() => undefined);
+  }, delayMs);
+  timer.unref();
+  pendingBumps.set(key, timer);
+}
+
+/** A marker's current value (undefined before its first bump). */
+export async function readMarker(models: Models, markerId: string): Promise<unknown> {
+  const doc = await models.Once.collection.findOne(
+    { _id: markerId as never },
+    { projection: { value: 1 } },
+  );
+  return doc?.value;
+}
+
+/**
+ * A per-process read cache kept honest by a marker: entries are served while the marker is
+ * unchanged (polled every `pollMs`) and younger than `maxAgeMs`.
+ */
 export class MarkerCache<T> {
   private readonly entries = new Map<string, { value: T; generation: unknown; at: number }>();
   private generation: unknown;
@@ -42,6 +77,7 @@ export class MarkerCache<T> {
     private readonly maxAgeMs = 30_000,
   ) {}
 
+  /** Reads the marker once, then keeps polling it until `stop`. */
   async start(): Promise<void> {
     await this.poll();
     this.timer = setInterval(() => void this.poll().catch(() => this.entries.clear()), this.pollMs);
@@ -59,23 +95,25 @@ export class MarkerCache<T> {
   }
 
   private async poll(): Promise<void> {
-    const doc = await this.models.Once.collection.findOne(
-      { _id: this.markerId as never },
-      { projection: { value: 1 } },
-    );
-    if (doc?.value !== this.generation) {
-      this.generation = doc?.value;
+    const value = await readMarker(this.models, this.markerId);
+    if (value !== this.generation) {
+      this.generation = value;
       this.entries.clear();
     }
   }
 
-  /** The value, from memory while the marker is unchanged, else loaded. */
-  async get(id: string): Promise<T | null> {
+  /**
+   * The value, from memory while it is current, else loaded (with `load` when given, for
+   * loads that need more than the id) and kept.
+   */
+  async get(id: string, load = this.load): Promise<T | null> {
     const entry = this.entries.get(id);
     if (entry && entry.generation === this.generation && Date.now() - entry.at < this.maxAgeMs)
       return entry.value;
+    // Remember the generation the load started under: a change during the load makes the
+    // stored entry stale at once instead of serving it until the next change.
     const generation = this.generation;
-    const value = await this.load(id);
+    const value = await load(id);
     if (value === null) return null;
     if (this.entries.size > 10_000) this.entries.clear();
     this.entries.set(id, { value, generation, at: Date.now() });

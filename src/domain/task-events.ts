@@ -1,6 +1,7 @@
 import { EventEmitter } from "node:events";
 import type { Models, TaskPhase, TaskStatus } from "../db/models.js";
 import { redactDeep } from "../util/redact.js";
+import { isDuplicateKey } from "../db/duplicate-key.js";
 
 /*
  * The per-task event log of SPEC §5. Every event is stored before anyone sees it, with a
@@ -49,12 +50,6 @@ function fromStored(doc: StoredEvent): TaskEvent {
     seq: doc.seq,
     ts: doc.ts.toISOString(),
   } as TaskEvent;
-}
-
-function isDuplicateKey(error: unknown): boolean {
-  return (
-    typeof error === "object" && error !== null && (error as { code?: unknown }).code === 11000
-  );
 }
 
 /** The first event of every task, derived from the task document. */
@@ -134,44 +129,21 @@ export class TaskEventLog {
     return top;
   }
 
-  /**
-   * Events of a task with a sequence number above `after`, in order (at most `limit`).
-   * Read by `_id`, in parallel batches up to the known top: on FerretDB only `_id` lookups
-   * use an index, and this keeps a replay's cost to the task's own events.
-   */
+  /** Events of a task with a sequence number above `after`, in order (at most `limit`). */
   async read(
     task: { _id: string; created_at: Date },
     after = 0,
     limit = 10_000,
   ): Promise<TaskEvent[]> {
-    const events: TaskEvent[] = after < 1 ? [creationEvent(task)] : [];
-    let next = Math.max(after, 1) + 1;
-    const top = await this.lastSeq(task._id);
-    while (next <= top && events.length < limit) {
-      const count = Math.min(READ_BATCH, top - next + 1, limit - events.length);
-      const docs = await Promise.all(
-        Array.from({ length: count }, (_, i) =>
-          this.models.TaskEvent.collection.findOne<StoredEvent>({
-            _id: eventId(task._id, next + i) as never,
-          }),
-        ),
-      );
-      for (const doc of docs) {
-        if (!doc) return events;
-        events.push(fromStored(doc));
-      }
-      next += count;
-    }
-    // Events stored since the top was read follow one by one.
-    if (events.length < limit)
-      events.push(...(await this.readNext(task._id, next - 1, limit - events.length)));
-    return events;
+    const first = after < 1 ? [creationEvent(task)] : [];
+    return [...first, ...(await this.readNext(task._id, after, limit - first.length))];
   }
 
   /**
    * Reads the events right after `after` by `_id`, stopping at the first one not stored
-   * yet. Lookups go in parallel batches, so catching up on many events costs a few round
-   * trips rather than one per event.
+   * yet. On FerretDB only `_id` lookups use an index, so this keeps a read's cost to the
+   * task's own events; lookups go in growing parallel batches, so an idle poll costs one
+   * lookup and a replay of many events a few round trips.
    */
   async readNext(taskId: string, after: number, max = 500): Promise<TaskEvent[]> {
     const events: TaskEvent[] = [];

@@ -7,6 +7,7 @@ import { claimQuota } from "./quota.js";
 import { findBuiltinSkill } from "./skills.js";
 import type { TaskEventLog } from "./task-events.js";
 import { resolveRepo, type WorkspaceRecord } from "./workspaces.js";
+import { isDuplicateKey } from "../db/duplicate-key.js";
 
 /*
  * Tasks (SPEC §4): creation, reading, the two gates and cancellation. The pipeline moves a
@@ -253,7 +254,7 @@ export async function endTask(deps: TaskDeps, taskId: string, ending: Ending): P
       created_at: new Date(),
     });
   } catch (error) {
-    if ((error as { code?: unknown }).code === 11000) return false;
+    if (isDuplicateKey(error)) return false;
     throw error;
   }
   await applyEnding(deps, taskId, ending);
@@ -353,7 +354,7 @@ export async function decide(
   try {
     await deps.models.Once.create({ _id: `gate:${taskId}:${gate.gate}`, scope: "gate" });
   } catch (error) {
-    if ((error as { code?: unknown }).code === 11000)
+    if (isDuplicateKey(error))
       throw errors.invalidState(`The ${gate.label} of this task has already been decided.`);
     throw error;
   }

@@ -4,6 +4,7 @@ import type { Models } from "../db/models.js";
 import { errors } from "../errors.js";
 import type { Logger } from "../util/logger.js";
 import type { GithubReceiver } from "../http/types.js";
+import { isDuplicateKey } from "../db/duplicate-key.js";
 
 /**
  * The door for GitHub deliveries: verify the signature (401 on mismatch), acknowledge a
@@ -35,7 +36,7 @@ export function createGithubReceiver(deps: {
       try {
         await deps.models.Once.create({ _id: `delivery:${id}`, scope: "github-delivery" });
       } catch (error) {
-        if ((error as { code?: unknown }).code === 11000) {
+        if (isDuplicateKey(error)) {
           deps.logger.info({ deliveryId: id, event: name }, "duplicate delivery ignored");
           return "duplicate";
         }

@@ -1,5 +1,6 @@
 import type { Models, TaskRecord } from "../db/models.js";
 import { endTask, type StageName, type TaskDeps } from "../domain/tasks.js";
+import { bumpMarkerSoon, readMarker } from "../domain/marker-cache.js";
 import type { Logger } from "../util/logger.js";
 
 /*
@@ -13,27 +14,14 @@ import type { Logger } from "../util/logger.js";
 const QUEUED_MARKER = "tasks-queued";
 const SAFETY_SCAN_MS = 30_000;
 const COALESCE_MS = 50;
-const pendingSignals = new Map<Models, NodeJS.Timeout>();
 
 /**
- * Tells every worker that tasks were queued, by changing one marker document that workers
- * read by `_id` (cheap) instead of scanning the tasks (FerretDB scans on anything but
- * `_id`). Signals within COALESCE_MS are sent as one write.
+ * Tells every worker that tasks were queued, by bumping a marker that workers read by `_id`
+ * (cheap) instead of scanning the tasks (FerretDB scans on anything but `_id`). Signals
+ * within COALESCE_MS are sent as one write.
  */
 export function signalQueued(models: Models): void {
-  if (pendingSignals.has(models)) return;
-  const timer = setTimeout(() => {
-    pendingSignals.delete(models);
-    models.Once.collection
-      .updateOne(
-        { _id: QUEUED_MARKER as never },
-        { $set: { scope: "intake", value: Date.now() + Math.random(), updated_at: new Date() } },
-        { upsert: true },
-      )
-      .catch(() => undefined);
-  }, COALESCE_MS);
-  timer.unref();
-  pendingSignals.set(models, timer);
+  bumpMarkerSoon(models, QUEUED_MARKER, COALESCE_MS);
 }
 
 export interface Intake {
@@ -60,11 +48,7 @@ export function createIntake(deps: {
   /** Scans only when the queued marker changed, or every SAFETY_SCAN_MS in any case. */
   async function poll(): Promise<void> {
     try {
-      const doc = await deps.models.Once.collection.findOne(
-        { _id: QUEUED_MARKER as never },
-        { projection: { value: 1 } },
-      );
-      const value = doc?.value;
+      const value = await readMarker(deps.models, QUEUED_MARKER);
       if (value === marker && Date.now() - lastScan < SAFETY_SCAN_MS) return;
       marker = value;
     } catch (error) {

@@ -1,5 +1,4 @@
 import path from "node:path";
-import { rm } from "node:fs/promises";
 import { z } from "zod";
 import type { Config } from "../config/env.js";
 import type { Models, TaskPhase, TaskRecord, TaskStatus } from "../db/models.js";
@@ -23,6 +22,7 @@ import type { Logger } from "../util/logger.js";
 import { BudgetExceededError, describeFailure, StageError } from "./errors.js";
 import { signalQueued } from "./intake.js";
 import { STAGES } from "./stages/index.js";
+import { isDuplicateKey } from "../db/duplicate-key.js";
 
 /*
  * The task pipeline: each stage of a task runs as one Agenda job (`pipeline.stage`), and a
@@ -116,7 +116,7 @@ async function acquireLease(
       });
       return { id, attempt };
     } catch (error) {
-      if ((error as { code?: unknown }).code !== 11000) throw error;
+      if (!isDuplicateKey(error)) throw error;
       const lease = await models.Once.collection.findOne({ _id: id as never });
       const beat = lease?.heartbeat_at instanceof Date ? lease.heartbeat_at.getTime() : 0;
       if (lease?.released !== true && Date.now() - beat < ttlMs) return "busy";
@@ -159,7 +159,7 @@ export function createPipeline(deps: PipelineDeps) {
     } else await endTask(taskDeps, task._id, outcome.end);
   }
 
-  async function forgetTask(taskId: string): Promise<void> {
+  function forgetTask(taskId: string): void {
     indexes.delete(taskId);
     events.forget(taskId);
   }
@@ -244,7 +244,7 @@ export function createPipeline(deps: PipelineDeps) {
       task = await withRepo(
         (await models.Task.collection.findOne({ _id: taskId as never })) as unknown as TaskRecord,
       );
-      const ctx = createContext(task, stage, lease.attempt, controller.signal, logger);
+      const ctx = createContext(task, lease.attempt, controller.signal, logger);
       logger.info({ attempt: lease.attempt }, "stage started");
       const outcome = await stage.run(ctx);
       if (controller.signal.aborted) return;
@@ -276,7 +276,7 @@ export function createPipeline(deps: PipelineDeps) {
       await models.Once.collection
         .updateOne({ _id: lease.id as never }, { $set: { released: true } })
         .catch(() => undefined);
-      if (await hasEnded(models, taskId).catch(() => false)) await forgetTask(taskId);
+      if (await hasEnded(models, taskId).catch(() => false)) forgetTask(taskId);
     }
   }
 
@@ -327,7 +327,6 @@ export function createPipeline(deps: PipelineDeps) {
 
   function createContext(
     task: TaskRecord,
-    stage: Stage,
     attempt: number,
     signal: AbortSignal,
     logger: Logger,
@@ -381,7 +380,6 @@ export function createPipeline(deps: PipelineDeps) {
       model: () => deps.modelClient(),
       cloneUrl: () => deps.cloneUrl(task),
     };
-    void stage;
     return ctx;
   }
 
@@ -400,10 +398,6 @@ export function createPipeline(deps: PipelineDeps) {
     taskDeps,
     stageJob,
     enqueueStage,
-    /** Removes a working copy (tests and cleanup). */
-    async removeWorkdir(taskId: string) {
-      await rm(workdirFor(config, taskId), { recursive: true, force: true });
-    },
   };
 }
 

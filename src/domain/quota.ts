@@ -1,6 +1,7 @@
 import type { Models, Tier } from "../db/models.js";
 import { errors } from "../errors.js";
 import { accountChanged, accountChangedSoon } from "./account-views.js";
+import { isDuplicateKey } from "../db/duplicate-key.js";
 
 /*
  * Monthly task allowance. Each counted task holds one slot document whose `_id` is
@@ -26,12 +27,6 @@ export function utcMonth(date = new Date()): string {
 
 function slotId(accountId: string, month: string, slot: number): string {
   return `${accountId}:${month}:${String(slot).padStart(9, "0")}`;
-}
-
-function isDuplicateKey(error: unknown): boolean {
-  return (
-    typeof error === "object" && error !== null && (error as { code?: unknown }).code === 11000
-  );
 }
 
 interface AccountUsage {
@@ -62,12 +57,16 @@ export async function currentUsage(
     )
   )
     top += 1;
-  const unslotted = await models.Task.collection.countDocuments({
-    account_id: account._id,
+  return top + (await unslottedTasks(models, account._id, month));
+}
+
+/** Tasks of the month created on an unlimited tier, which hold no slot. */
+function unslottedTasks(models: Models, accountId: string, month: string): Promise<number> {
+  return models.Task.collection.countDocuments({
+    account_id: accountId,
     "quota.month": month,
     "quota.slot": null,
   });
-  return top + unslotted;
 }
 
 export interface QuotaClaim {
@@ -90,37 +89,30 @@ export async function claimQuota(
   options: { cachedTier?: Tier | undefined } = {},
 ): Promise<QuotaClaim> {
   if (!Number.isInteger(count) || count < 1) throw new Error(`invalid quota claim count ${count}`);
-  if (options.cachedTier && monthlyLimitFor(options.cachedTier) === null) {
-    // An unlimited tier, known from a cache that follows tier changes within
-    // ACCOUNT_VIEW_POLL_MS: nothing to claim, nothing to read.
+  const month = utcMonth(now);
+  // Unlimited tiers have nothing to enforce: the tasks themselves (quota.slot null) are the
+  // count, and only the account views need to hear of them (other processes in batches).
+  const unlimited = (): QuotaClaim => {
     accountChangedSoon(models, accountId);
-    const month = utcMonth(now);
     return {
       accountId,
       month,
       slots: [],
       release: async () => accountChangedSoon(models, accountId),
     };
-  }
+  };
+  // A tier from a cache that follows tier changes within ACCOUNT_VIEW_POLL_MS: no read.
+  if (options.cachedTier && monthlyLimitFor(options.cachedTier) === null) return unlimited();
   const account = (await models.Account.collection.findOne(
     { _id: accountId as never },
     { projection: { tier: 1, usage: 1 } },
   )) as { _id: string; tier: Tier; usage?: AccountUsage["usage"] } | null;
   if (!account) throw errors.unauthorized();
   const limit = monthlyLimitFor(account.tier as Tier);
-  const month = utcMonth(now);
-  if (limit === null) {
-    // Nothing to enforce: the tasks themselves (quota.slot null) are the count. Only the
-    // account views need to hear of it; other processes are told in batches.
-    accountChangedSoon(models, accountId);
-    return {
-      accountId,
-      month,
-      slots: [],
-      release: async () => accountChangedSoon(models, accountId),
-    };
-  }
-  if (count > limit) throw errors.monthlyLimit(limit);
+  if (limit === null) return unlimited();
+  // Tasks created this month while the account was on an unlimited tier count too.
+  const room = limit - (await unslottedTasks(models, accountId, month));
+  if (count > room) throw errors.monthlyLimit(limit);
 
   const claimed: number[] = [];
   const release = async () => {
@@ -142,7 +134,7 @@ export async function claimQuota(
   let rescanned = false;
   while (claimed.length < count) {
     slot += 1;
-    if (limit !== null && slot > limit) {
+    if (slot > room) {
       // Above the limit. A released claim may have left a hole below it; look once from 1.
       if (!rescanned) {
         rescanned = true;

@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { setTier } from "../../src/domain/accounts.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 /** Task creation claims the monthly allowance: exactly, under concurrency, per account. */
 let server: TestServer;
 
 beforeAll(async () => {
-  server = await startTestServer();
+  server = await startTestServer({ env: { ACCOUNT_VIEW_POLL_MS: "50" } });
 });
 
 afterAll(async () => {
@@ -59,5 +60,29 @@ describe("POST /tasks and the monthly allowance", () => {
     expect(invalid.status).toBe(400);
     const me = await server.api("GET", "/keys/me", { key });
     expect(me.body.tasks_this_month).toBe(0);
+  });
+
+  it("counts the tasks of an unlimited month against the limit after a move to free", async () => {
+    const { key } = await server.signup();
+    const models = server.service.db.models;
+    const me = await server.api("GET", "/keys/me", { key });
+    const accountId = (await models.ApiKey.findOne({ key_id: me.body.id }).lean())!.account_id;
+    await setTier(models, accountId, "pro");
+    const ws = await server.api("POST", "/workspaces", {
+      key,
+      body: { name: "w", repos: [{ name: "acme/app", clone_url: "/tmp/none" }] },
+    });
+    const body = { workspace_id: ws.body.id, repo_id: "acme/app", description: "x" };
+    // Every process follows tier changes within ACCOUNT_VIEW_POLL_MS (50 ms here).
+    await new Promise((r) => setTimeout(r, 200));
+    for (let i = 0; i < 12; i += 1)
+      expect((await server.api("POST", "/tasks", { key, body })).status).toBe(201);
+    await setTier(models, accountId, "free");
+    await new Promise((r) => setTimeout(r, 200));
+    const refused = await server.api("POST", "/tasks", { key, body });
+    expect(refused.status).toBe(429);
+    expect(refused.body.error.code).toBe("monthly_limit_reached");
+    const usage = await server.api("GET", "/keys/me", { key });
+    expect(usage.body).toMatchObject({ tier: "free", tasks_this_month: 12, monthly_limit: 10 });
   });
 });

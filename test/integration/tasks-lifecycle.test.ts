@@ -292,6 +292,19 @@ describe("task lifecycle", () => {
       key,
     });
     expect(byPhase.body.length).toBe(all.body.length);
+    // Filters that match nothing here must give nothing, or the ones above prove nothing.
+    for (const query of [
+      "phase=PLANNING",
+      "status=completed",
+      "workspace_id=ws_other",
+      `repo_id=repo_other`,
+    ]) {
+      const none = await worker.api("GET", `/tasks?${query}`, { key });
+      expect(none.status, query).toBe(200);
+      expect(none.body, query).toEqual([]);
+    }
+    const byRepo = await worker.api("GET", `/tasks?repo_id=${repoId}&status=failed`, { key });
+    expect(byRepo.body.length).toBe(all.body.length - cancelled.body.length);
     const bad = await worker.api("GET", "/tasks?status=sleeping&limit=500", { key });
     expect(bad.status).toBe(400);
     expect(bad.body.error.details.map((d: { path: string }) => d.path).sort()).toEqual([

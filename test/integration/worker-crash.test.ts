@@ -91,18 +91,24 @@ async function until(check: () => boolean, timeoutMs: number, what: string): Pro
   }
 }
 
+/** A new account with a workspace on the fixture repository and one queued task. */
+async function queueTask(description: string): Promise<{ key: string; id: string }> {
+  const { key } = await api.signup();
+  const ws = await api.api("POST", "/workspaces", {
+    key,
+    body: { name: "w", repos: [{ name: "acme/app", clone_url: repo.dir }] },
+  });
+  const created = await api.api("POST", "/tasks", {
+    key,
+    body: { workspace_id: ws.body.id, repo_id: "acme/app", description },
+  });
+  expect(created.status).toBe(201);
+  return { key, id: created.body.id as string };
+}
+
 describe("a worker killed mid-stage", () => {
   it("is replaced: the stage resumes on another worker and no event is lost or repeated", async () => {
-    const { key } = await api.signup();
-    const ws = await api.api("POST", "/workspaces", {
-      key,
-      body: { name: "w", repos: [{ name: "acme/app", clone_url: repo.dir }] },
-    });
-    const created = await api.api("POST", "/tasks", {
-      key,
-      body: { workspace_id: ws.body.id, repo_id: "acme/app", description: "Change the answer" },
-    });
-    const id = created.body.id as string;
+    const { key, id } = await queueTask("Change the answer");
     const stream = await openTaskStream(api.url, id, key);
 
     const first = startWorker();
@@ -138,16 +144,8 @@ describe("a worker killed mid-stage", () => {
   }, 120_000);
 
   it("fails the task, naming the phase, once a stage has used up its runs", async () => {
-    const { key } = await api.signup();
-    const ws = await api.api("POST", "/workspaces", {
-      key,
-      body: { name: "w", repos: [{ name: "acme/app", clone_url: repo.dir }] },
-    });
-    const created = await api.api("POST", "/tasks", {
-      key,
-      body: { workspace_id: ws.body.id, repo_id: "acme/app", description: "Change it again" },
-    });
-    const stream = await openTaskStream(api.url, created.body.id, key);
+    const { key, id } = await queueTask("Change it again");
+    const stream = await openTaskStream(api.url, id, key);
     hangs = 1;
     const seen = model.requests.length;
     const first = startWorker({ STAGE_MAX_ATTEMPTS: "1" });
@@ -158,7 +156,7 @@ describe("a worker killed mid-stage", () => {
     const error = await stream.waitFor((e) => e.event_type === "error", 60_000);
     expect(String(error.error)).toMatch(/^The worker running PLANNING stopped before finishing it/);
     expect(await stream.closed).toBe(1000);
-    const task = await api.api("GET", `/tasks/${created.body.id}`, { key });
+    const task = await api.api("GET", `/tasks/${id}`, { key });
     expect(task.body).toMatchObject({ status: "failed", phase: "FAILED" });
   }, 120_000);
 });

@@ -10,7 +10,8 @@ import { TaskEventHub } from "./domain/task-event-hub.js";
 import { WORKSPACES_MARKER, type WorkspaceRecord } from "./domain/workspaces.js";
 import type { Tier } from "./db/models.js";
 import { TaskEventLog } from "./domain/task-events.js";
-import { createProbot, installationCloneUrl } from "./github/app.js";
+import { createProbot } from "./github/app.js";
+import { createGithubClient } from "./github/client.js";
 import { createTaskStreams } from "./http/task-streams.js";
 import { buildIndex } from "./indexer/index.js";
 import { createModelClient, requireModel, type ModelSettings } from "./llm/provider.js";
@@ -83,6 +84,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const probot = config.github
     ? createProbot(config.github, logger, { testing: options.testing ?? false })
     : undefined;
+  const githubClient =
+    probot && config.github ? createGithubClient(probot, config.github) : undefined;
   const events = new TaskEventLog(db.models);
   const modelClient = createModelClient(modelSettings(config));
   const pipeline = createPipeline({
@@ -95,11 +98,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     buildIndex: (root) => buildIndex(root),
     async cloneUrl(task) {
       if (task.repo.kind !== "github") return task.repo.clone_url;
-      if (!probot || task.repo.installation_id == null)
+      if (!githubClient || task.repo.installation_id == null)
         throw new StageError(
           "This repository belongs to a GitHub App installation, but the GitHub App is not configured on this worker (APP_ID, PRIVATE_KEY).",
         );
-      return installationCloneUrl(probot, task.repo.installation_id, task.repo.clone_url);
+      return githubClient.cloneUrl(task.repo.installation_id, task.repo.clone_url);
     },
   });
   scheduler.define(pipeline.stageJob);
@@ -182,6 +185,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         accountViews,
         tasks: pipeline.taskDeps,
         streams,
+        githubClient,
+        modelClient,
       });
     } catch (error) {
       accountViews.stop();

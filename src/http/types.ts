@@ -1,3 +1,5 @@
+import type { GithubClient } from "../github/client.js";
+import type { ModelClient } from "../llm/provider.js";
 import type { Context } from "koa";
 import type { Config } from "../config/env.js";
 import type { Database } from "../db/connection.js";
@@ -20,6 +22,10 @@ export interface HttpDeps {
   tasks?: TaskDeps | undefined;
   /** Handles a GitHub webhook delivery; absent when the GitHub App part is off. */
   github?: GithubReceiver | undefined;
+  /** Installation clients of the GitHub App; absent when the App is not configured. */
+  githubClient?: GithubClient | undefined;
+  /** The configured model (possibly the "missing" client that explains what to set). */
+  modelClient?: ModelClient | undefined;
 }
 
 export interface GithubReceiver {

@@ -96,6 +96,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     logger,
     modelClient: () => requireModel(modelClient),
     buildIndex: (root) => buildIndex(root),
+    github: githubClient,
     async cloneUrl(task) {
       if (task.repo.kind !== "github") return task.repo.clone_url;
       if (!githubClient || task.repo.installation_id == null)

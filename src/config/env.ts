@@ -60,6 +60,8 @@ export const envSchema = z.object({
   LLM_PRICE_INPUT_PER_MTOK: z.coerce.number().min(0).optional(),
   LLM_PRICE_OUTPUT_PER_MTOK: z.coerce.number().min(0).optional(),
   PLAN_MAX_STEPS: positiveInt(30, 500),
+  AGENT_MAX_STEPS: positiveInt(60, 1000),
+  REVIEW_MAX_STEPS: positiveInt(20, 500),
 
   APP_ID: optionalString,
   PRIVATE_KEY: optionalString,
@@ -127,6 +129,9 @@ export interface Config {
     /** Operator-set price, for models the built-in table does not know. */
     prices: { inputPerMTok: number; outputPerMTok: number } | undefined;
     planMaxSteps: number;
+    /** Model calls one implementing or fixing agent may take. */
+    agentMaxSteps: number;
+    reviewMaxSteps: number;
   };
   github: GithubAppConfig | undefined;
   pipeline: {
@@ -266,6 +271,8 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
             }
           : undefined,
       planMaxSteps: env.PLAN_MAX_STEPS,
+      agentMaxSteps: env.AGENT_MAX_STEPS,
+      reviewMaxSteps: env.REVIEW_MAX_STEPS,
     },
     github,
     pipeline: {

@@ -168,6 +168,18 @@ const taskSchema = new Schema(
     /** Highest event sequence number known to be stored; a hint, events are the truth. */
     event_seq: { type: Number, default: 1 },
     index_stats: { type: Schema.Types.Mixed, default: null },
+    /** The commit the working copy was cloned at. */
+    base_sha: { type: String, default: null },
+    /** Repository memories read into this task's prompts (domain/memory.ts views). */
+    memories_used: { type: [Schema.Types.Mixed], default: undefined },
+    /** What VERIFYING ran: where the checks came from and which passed or failed. */
+    checks: { type: Schema.Types.Mixed, default: null },
+    /** Fix rounds used so far (kept across a resumed VERIFYING). */
+    fix_attempts: { type: Number, default: 0 },
+    /** Conventions the agent noted with `remember`, written to memory in CLEANUP. */
+    learned: { type: [String], default: undefined },
+    /** The agent's own summary of what it implemented (its `finish` calls). */
+    implement_summary: { type: String, default: null },
     started_at: { type: Date, default: null },
     finished_at: { type: Date, default: null },
   },
@@ -195,6 +207,29 @@ const taskEventSchema = new Schema(
 );
 taskEventSchema.index({ task_id: 1, seq: 1 });
 
+export const MEMORY_KINDS = ["verification", "convention", "rejection"] as const;
+export type MemoryKind = (typeof MEMORY_KINDS)[number];
+
+/**
+ * What the service learned about one repository of one workspace, each item with the task
+ * it came from. `_id` is derived from the repository and the text, so learning the same
+ * thing twice is one unique insert that fails, not a duplicate.
+ */
+const repoMemorySchema = new Schema(
+  {
+    _id: { type: String, required: true },
+    account_id: { type: String, required: true },
+    workspace_id: { type: String, required: true },
+    repo_id: { type: String, required: true },
+    kind: { type: String, enum: MEMORY_KINDS, required: true },
+    text: { type: String, required: true },
+    source_task_id: { type: String, required: true },
+    created_at: { type: Date, required: true },
+  },
+  { versionKey: false },
+);
+repoMemorySchema.index({ workspace_id: 1, repo_id: 1, created_at: -1 });
+
 export function registerModels(connection: Connection) {
   return {
     Account: connection.model("Account", accountSchema, "accounts"),
@@ -204,6 +239,7 @@ export function registerModels(connection: Connection) {
     Once: connection.model("Once", onceSchema, "once_markers"),
     Task: connection.model("Task", taskSchema, "tasks"),
     TaskEvent: connection.model("TaskEvent", taskEventSchema, "task_events"),
+    RepoMemory: connection.model("RepoMemory", repoMemorySchema, "repo_memories"),
   };
 }
 
@@ -228,3 +264,4 @@ export type TaskRecord = Omit<TaskDoc, "repo"> & {
   updated_at: Date;
 };
 export type PlanStep = InferSchemaType<typeof planStepSchema>;
+export type RepoMemoryDoc = InferSchemaType<typeof repoMemorySchema>;

@@ -3,6 +3,7 @@ import type { Models, TaskPhase, TaskRecord, TaskStatus, Tier } from "../db/mode
 import { errors } from "../errors.js";
 import { newId } from "../util/ids.js";
 import { findAgent } from "./agents.js";
+import { remember, type MemoryView } from "./memory.js";
 import { claimQuota } from "./quota.js";
 import { findBuiltinSkill } from "./skills.js";
 import type { TaskEventLog } from "./task-events.js";
@@ -35,7 +36,16 @@ export interface TaskDeps {
   workdirOf?(taskId: string): string;
 }
 
-export const STAGE_NAMES = ["clone", "index", "plan", "implement"] as const;
+export const STAGE_NAMES = [
+  "clone",
+  "index",
+  "plan",
+  "implement",
+  "verify",
+  "review",
+  "publish",
+  "cleanup",
+] as const;
 export type StageName = (typeof STAGE_NAMES)[number];
 
 export const TERMINAL_STATUSES: readonly TaskStatus[] = ["completed", "failed", "cancelled"];
@@ -65,6 +75,8 @@ export interface TaskView {
   branch: string | null;
   depends_on: string[];
   cost: { input_tokens: number; output_tokens: number; usd: number };
+  memories_used: MemoryView[];
+  checks: unknown;
 }
 
 /** The task as the API shows it. */
@@ -101,6 +113,8 @@ export function toTaskView(task: TaskRecord): TaskView {
       output_tokens: task.cost?.output_tokens ?? 0,
       usd: Math.round((task.cost?.usd ?? 0) * 1e6) / 1e6,
     },
+    memories_used: (task.memories_used ?? []) as MemoryView[],
+    checks: task.checks ?? null,
   };
 }
 
@@ -343,6 +357,7 @@ export async function decide(
   taskId: string,
   decision: Decision,
   who: string,
+  reason?: string,
 ): Promise<TaskRecord> {
   const task = await getTask(deps.models, accountId, taskId);
   const gate = GATES[decision];
@@ -360,20 +375,40 @@ export async function decide(
   }
   if (decision === "reject" || decision === "reject-diff") {
     const what = decision === "reject" ? "plan" : "diff";
+    const why = reason ? `: ${reason}` : "";
     await endTask(deps, taskId, {
       status: "cancelled",
-      error: `The ${what} was rejected by ${who}; nothing was pushed.`,
+      error: `The ${what} was rejected by ${who}${why}; nothing was pushed.`,
     });
+    await rememberRejection(deps.models, task, what, reason).catch(() => undefined);
   } else if (decision === "approve") {
     await moveTo(deps, taskId, "IMPLEMENTING", "running");
     await deps.events.append(taskId, { event_type: "log", message: `Plan approved by ${who}.` });
     await deps.enqueueStage(taskId, "implement");
   } else {
-    // The pull-request stage arrives with the agent issue (#4); the diff gate is never
-    // reached before then.
-    throw errors.invalidState("This task has no diff awaiting approval.");
+    await moveTo(deps, taskId, "REVIEWING", "running");
+    await deps.events.append(taskId, { event_type: "log", message: `Diff approved by ${who}.` });
+    await deps.enqueueStage(taskId, "publish");
   }
   return getTask(deps.models, accountId, taskId);
+}
+
+/** A rejection becomes repository memory, so later plans know what was not wanted. */
+async function rememberRejection(
+  models: Models,
+  task: TaskRecord,
+  what: "plan" | "diff",
+  reason: string | undefined,
+): Promise<void> {
+  const asked = task.description.trim().split("\n")[0]!.slice(0, 200);
+  const proposal = (what === "plan" ? task.plan_summary : task.implement_summary) ?? "";
+  const text = `A ${what} was rejected for the task "${asked}"${reason ? ` because: ${reason}` : ""}${proposal ? `. It proposed: ${proposal.slice(0, 400)}` : ""}`;
+  await remember(
+    models,
+    { account_id: task.account_id, workspace_id: task.workspace_id, repo_id: task.repo_id },
+    task._id,
+    [{ kind: "rejection", text }],
+  );
 }
 
 /** Stops a task at any non-terminal point (extension of SPEC §4). */

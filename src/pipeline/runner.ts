@@ -19,6 +19,7 @@ import type { ReadyModelClient } from "../llm/provider.js";
 import type { PricedUsage } from "../llm/types.js";
 import type { JobKind, Scheduler } from "../jobs/scheduler.js";
 import type { Logger } from "../util/logger.js";
+import type { GithubClient } from "../github/client.js";
 import { BudgetExceededError, describeFailure, StageError } from "./errors.js";
 import { signalQueued } from "./intake.js";
 import { STAGES } from "./stages/index.js";
@@ -45,6 +46,7 @@ export type StageOutcome =
 export interface StageContext {
   task: TaskRecord;
   config: Config;
+  models: Models;
   logger: Logger;
   workdir: string;
   attempt: number;
@@ -62,6 +64,10 @@ export interface StageContext {
   model(): ReadyModelClient;
   /** The URL to clone the task's repository from, with credentials where needed. */
   cloneUrl(): Promise<string>;
+  /** Moves the task to another phase of the same stage (VERIFYING ⇄ FIXING). */
+  setPhase(phase: TaskPhase): Promise<void>;
+  /** The GitHub App's clients, when the App is configured. */
+  github: GithubClient | undefined;
 }
 
 export interface Stage {
@@ -79,6 +85,7 @@ export interface PipelineDeps {
   modelClient(): ReadyModelClient;
   cloneUrl(task: TaskRecord): Promise<string>;
   buildIndex(root: string): Promise<RepoIndex>;
+  github?: GithubClient | undefined;
 }
 
 export const stageJobSchema = z.strictObject({
@@ -152,9 +159,9 @@ export function createPipeline(deps: PipelineDeps) {
     else if ("wait" in outcome) {
       const current = await models.Task.collection.findOne(
         { _id: task._id as never },
-        { projection: { phase: 1 } },
+        { projection: { phase: 1, status: 1 } },
       );
-      if (current?.phase !== outcome.wait.phase)
+      if (current?.phase !== outcome.wait.phase || current.status !== outcome.wait.status)
         await moveTo(taskDeps, task._id, outcome.wait.phase, outcome.wait.status);
     } else await endTask(taskDeps, task._id, outcome.end);
   }
@@ -341,6 +348,7 @@ export function createPipeline(deps: PipelineDeps) {
     const ctx: StageContext = {
       task,
       config,
+      models,
       logger,
       workdir,
       attempt,
@@ -379,6 +387,13 @@ export function createPipeline(deps: PipelineDeps) {
       },
       model: () => deps.modelClient(),
       cloneUrl: () => deps.cloneUrl(task),
+      async setPhase(phase) {
+        if (!(await moveTo(taskDeps, taskId, phase, "running"))) {
+          signal.throwIfAborted();
+          throw new Error("task ended");
+        }
+      },
+      github: deps.github,
     };
     return ctx;
   }

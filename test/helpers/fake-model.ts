@@ -57,13 +57,16 @@ export interface FakeModel {
   /** Ends in /v1, as OpenAI-compatible base URLs do. */
   baseUrl: string;
   requests: FakeModelRequest[];
+  /** Answers later requests with another reply function. */
+  setReply(reply: FakeReplyFunction): void;
   close(): Promise<void>;
 }
 
 const DEFAULT_USAGE = { prompt_tokens: 10, completion_tokens: 5 };
 
 /** Starts the fake on 127.0.0.1 and a free port. */
-export async function startFakeModel(reply: FakeReplyFunction): Promise<FakeModel> {
+export async function startFakeModel(initialReply: FakeReplyFunction): Promise<FakeModel> {
+  let reply = initialReply;
   const requests: FakeModelRequest[] = [];
   let counter = 0;
 
@@ -121,6 +124,9 @@ export async function startFakeModel(reply: FakeReplyFunction): Promise<FakeMode
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests,
+    setReply(next) {
+      reply = next;
+    },
     async close() {
       // Hanging requests keep their sockets open; close() would wait for them forever.
       server.closeAllConnections();

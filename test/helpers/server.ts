@@ -5,6 +5,7 @@ import { inject } from "vitest";
 import { loadConfig, type Config } from "../../src/config/env.js";
 import { withDatabaseName } from "../../src/db/connection.js";
 import { startService, type Service } from "../../src/service.js";
+import { createLogger } from "../../src/util/logger.js";
 
 /** A database name of its own for each test file, on the run's shared server. */
 export function testDatabaseUri(label = "t"): string {
@@ -48,14 +49,28 @@ export interface ApiResponse {
 
 /** Starts the real service (HTTP on a free port, real database) for one test file. */
 export async function startTestServer(
-  options: { env?: Record<string, string | undefined>; workers?: boolean } = {},
+  options: {
+    env?: Record<string, string | undefined>;
+    workers?: boolean;
+    /** Collects every log line (debug and up) here, for tests that scan logs for secrets. */
+    logLines?: string[];
+  } = {},
 ): Promise<TestServer> {
   const config = testConfig(options.env);
+  const lines = options.logLines;
   const service = await startService({
     config,
     web: true,
     workers: options.workers ?? false,
     testing: true,
+    ...(lines
+      ? {
+          logger: createLogger({
+            level: "debug",
+            destination: { write: (line: string) => void lines.push(line) },
+          }),
+        }
+      : {}),
   });
   const url = service.http!.url;
   const api: TestServer["api"] = async (method, path, opts = {}) => {

@@ -1,9 +1,13 @@
 import type { StageName } from "../../domain/tasks.js";
 import type { Stage } from "../runner.js";
+import { cleanupStage } from "./cleanup.js";
 import { cloneStage } from "./clone.js";
 import { implementStage } from "./implement.js";
 import { indexStage } from "./index-stage.js";
 import { planStage } from "./plan.js";
+import { publishStage } from "./publish.js";
+import { reviewStage } from "./review.js";
+import { verifyStage } from "./verify.js";
 
 /** Every stage by name, in pipeline order. */
 export const STAGES: Record<StageName, Stage> = {
@@ -11,4 +15,8 @@ export const STAGES: Record<StageName, Stage> = {
   index: indexStage,
   plan: planStage,
   implement: implementStage,
+  verify: verifyStage,
+  review: reviewStage,
+  publish: publishStage,
+  cleanup: cleanupStage,
 };

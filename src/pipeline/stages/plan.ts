@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { createReadTools } from "../../indexer/read-tools.js";
+import { memoryPromptBlock, recall } from "../../domain/memory.js";
 import { runToolLoop } from "../../llm/tool-loop.js";
 import type { ToolSpec } from "../../llm/types.js";
 import { redactText } from "../../util/redact.js";
@@ -64,6 +65,18 @@ export const planStage: Stage = {
     const index = await ctx.index();
     const instructions = await readRepositoryInstructions(ctx.workdir);
     if (instructions) await ctx.log("Using the repository's instructions for coding agents.");
+    const memories = await recall(ctx.models, {
+      account_id: ctx.task.account_id,
+      workspace_id: ctx.task.workspace_id,
+      repo_id: ctx.task.repo_id,
+    });
+    if (memories.length > 0) {
+      await ctx.update({ memories_used: memories });
+      ctx.task.memories_used = memories;
+      await ctx.log(
+        `Using ${memories.length} item${memories.length === 1 ? "" : "s"} of repository memory from earlier tasks.`,
+      );
+    }
     await ctx.log(`Planning with ${client.provider} model ${client.modelId}.`);
     // Progress lines are stored in the order the model produced them.
     let progress = Promise.resolve();
@@ -72,7 +85,7 @@ export const planStage: Stage = {
     };
     const result = await runToolLoop({
       client,
-      system: planningSystemPrompt(ctx.task, instructions),
+      system: planningSystemPrompt(ctx.task, instructions, memoryPromptBlock(memories)),
       prompt: planningUserPrompt(
         ctx.task,
         index.summary(150),

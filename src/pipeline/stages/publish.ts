@@ -1,0 +1,154 @@
+import type { PlanStep, TaskRecord } from "../../db/models.js";
+import { runGit } from "../../util/git.js";
+import { redactText } from "../../util/redact.js";
+import { StageError } from "../errors.js";
+import type { Stage, StageContext } from "../runner.js";
+import { checksLine } from "./review.js";
+import { ensureWorkingCopy } from "./working-copy.js";
+
+/** The branch a task's change is pushed to: readable, and unique per task. */
+export function branchName(task: Pick<TaskRecord, "_id" | "description" | "plan_summary">): string {
+  const words = (task.plan_summary || task.description)
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-+|-+$/g, "")
+    .slice(0, 40)
+    .replace(/-+$/, "");
+  const id = task._id
+    .replace(/^task_/, "")
+    .slice(0, 8)
+    .replace(/[^A-Za-z0-9]/g, "x");
+  return `foreman/${words || "change"}-${id}`;
+}
+
+/** The first line of a commit or pull request: the plan's summary, else the task's words. */
+export function changeTitle(task: Pick<TaskRecord, "description" | "plan_summary">): string {
+  const source = (task.plan_summary || task.description).trim().split("\n")[0] ?? "";
+  const sentence = source.split(/(?<=\.)\s/)[0] ?? source;
+  const title = sentence.replace(/\.$/, "");
+  return title.length <= 72 ? title : `${title.slice(0, 71).trimEnd()}…`;
+}
+
+interface Review {
+  verdict: string;
+  summary: string;
+  comments?: Array<{ path: string; line: number; body: string; severity?: string }>;
+}
+
+/** The pull request's body: the plan, the review's summary and the checks that passed. */
+export function pullRequestBody(task: TaskRecord): string {
+  const plan = ((task.plan ?? []) as PlanStep[])
+    .map(
+      (s) =>
+        `${s.step}. **${s.title}**${s.files.length ? ` (${s.files.map((f) => `\`${f}\``).join(", ")})` : ""}${s.description ? `\n   ${s.description.replace(/\n/g, "\n   ")}` : ""}`,
+    )
+    .join("\n");
+  const review = task.review as Review | null;
+  const checks = task.checks as {
+    results: Array<{ name: string; command: string; ok: boolean }>;
+  } | null;
+  const passed = (checks?.results ?? []).filter((r) => r.ok);
+  const parts = [
+    task.plan_summary ?? "",
+    `## Task\n\n${task.description}`,
+    `## Plan\n\n${plan || "(no plan)"}`,
+    review
+      ? `## Review\n\n**Verdict:** ${review.verdict.replace("_", " ")}\n\n${review.summary}${
+          review.comments?.length
+            ? `\n\n${review.comments.map((c) => `- \`${c.path}:${c.line}\` (${c.severity ?? "info"}): ${c.body}`).join("\n")}`
+            : ""
+        }`
+      : "",
+    `## Checks\n\n${
+      passed.length
+        ? passed.map((r) => `- ✅ ${r.name}: \`${r.command}\``).join("\n")
+        : "No checks were found in the repository."
+    }`,
+    `---\nOpened by foreman for task \`${task._id}\`.`,
+  ];
+  return redactText(parts.filter(Boolean).join("\n\n")).slice(0, 60_000);
+}
+
+async function commitChange(ctx: StageContext): Promise<string> {
+  const git = (args: string[]) => runGit(args, { cwd: ctx.workdir, signal: ctx.signal });
+  const branch = ctx.task.branch ?? branchName(ctx.task);
+  await git(["checkout", "-q", "-B", branch]);
+  await git(["add", "--all"]);
+  const head = (await git(["rev-parse", "HEAD"])).trim();
+  // A resumed stage finds its commit already made (HEAD moved past the cloned commit).
+  if (!ctx.task.base_sha || head === ctx.task.base_sha) {
+    const message = `${changeTitle(ctx.task)}\n\n${redactText(ctx.task.plan_summary ?? ctx.task.description)}\n\nTask: ${ctx.task._id}\n`;
+    await git(["commit", "-q", "--no-verify", "-m", message]);
+  }
+  return branch;
+}
+
+async function openPullRequest(ctx: StageContext, branch: string): Promise<string> {
+  const { repo } = ctx.task;
+  if (!ctx.github || repo.installation_id == null)
+    throw new StageError(
+      "The branch was pushed, but the pull request cannot be opened: the GitHub App is not configured on this worker (APP_ID, PRIVATE_KEY).",
+    );
+  const [owner, name] = repo.full_name.split("/") as [string, string];
+  const octokit = await ctx.github.octokit(repo.installation_id);
+  // A resumed stage may find the pull request it opened before it stopped.
+  const open = await octokit.rest.pulls.list({
+    owner,
+    repo: name,
+    head: `${owner}:${branch}`,
+    state: "open",
+    per_page: 1,
+  });
+  if (open.data[0]) return open.data[0].html_url;
+  const created = await octokit.rest.pulls.create({
+    owner,
+    repo: name,
+    head: branch,
+    base: repo.default_branch,
+    title: changeTitle(ctx.task),
+    body: pullRequestBody(ctx.task),
+  });
+  return created.data.html_url;
+}
+
+/**
+ * After the diff is approved (still REVIEWING): the change is committed on a branch of its
+ * own and pushed; on GitHub a pull request is opened. On a plain git remote the pushed
+ * branch is the result.
+ */
+export const publishStage: Stage = {
+  name: "publish",
+  phase: "REVIEWING",
+  async run(ctx) {
+    await ensureWorkingCopy(ctx);
+    const branch = await commitChange(ctx);
+    await runGit(
+      ["push", "--force", "--quiet", await ctx.cloneUrl(), `HEAD:refs/heads/${branch}`],
+      {
+        cwd: ctx.workdir,
+        timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
+        signal: ctx.signal,
+      },
+    );
+    await ctx.update({ branch });
+    await ctx.log(`Pushed branch ${branch} to ${ctx.task.repo.full_name}.`);
+    if (ctx.task.repo.kind !== "github") {
+      await ctx.log("A plain git remote: the pushed branch is the result (no pull request).");
+      return { next: "cleanup" };
+    }
+    let prUrl: string;
+    try {
+      prUrl = await openPullRequest(ctx, branch);
+    } catch (error) {
+      if (error instanceof StageError) throw error;
+      const status = (error as { status?: number }).status;
+      const message = redactText((error as Error).message ?? String(error)).slice(0, 500);
+      throw new StageError(
+        `The branch ${branch} was pushed, but GitHub refused to open the pull request${status ? ` (HTTP ${status})` : ""}: ${message}`,
+      );
+    }
+    await ctx.update({ pr_url: prUrl });
+    await ctx.log(`Opened pull request ${prUrl}.`);
+    return { next: "cleanup" };
+  },
+};

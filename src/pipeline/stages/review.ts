@@ -1,0 +1,91 @@
+import type { PlanStep } from "../../db/models.js";
+import { createReadTools } from "../../indexer/read-tools.js";
+import { runToolLoop } from "../../llm/tool-loop.js";
+import { redactText } from "../../util/redact.js";
+import { diffForPrompt, workingCopyDiff } from "../diff.js";
+import { reviewUserPrompt } from "../prompts.js";
+import { REVIEW_RULES, submitReviewTool } from "../review-tool.js";
+import type { Stage } from "../runner.js";
+import { ensureWorkingCopy } from "./working-copy.js";
+
+interface CheckRecord {
+  source: string | null;
+  results: Array<{ name: string; command: string; ok: boolean }>;
+}
+
+/** One line naming the checks that ran, for prompts and the pull request. */
+export function checksLine(checks: CheckRecord | null | undefined): string {
+  if (!checks || checks.results.length === 0) return "none found in the repository";
+  return checks.results
+    .map((r) => `${r.name} (\`${r.command}\`) ${r.ok ? "passed" : "failed"}`)
+    .join(", ");
+}
+
+function diffStat(diff: string): { added: number; removed: number } {
+  let added = 0;
+  let removed = 0;
+  for (const line of diff.split("\n")) {
+    if (line.startsWith("+") && !line.startsWith("+++")) added += 1;
+    else if (line.startsWith("-") && !line.startsWith("---")) removed += 1;
+  }
+  return { added, removed };
+}
+
+/**
+ * REVIEWING: the diff of the working copy (a `diff` event), a model review with
+ * submit_review stored on the task, then the diff gate (or straight on with auto_approve).
+ * An implementation that changed nothing skips to CLEANUP and ends without a pull request.
+ */
+export const reviewStage: Stage = {
+  name: "review",
+  phase: "REVIEWING",
+  async run(ctx) {
+    const client = ctx.model();
+    await ensureWorkingCopy(ctx);
+    const { diff, files } = await workingCopyDiff(ctx.workdir, { signal: ctx.signal });
+    if (files.length === 0) {
+      await ctx.update({ diff: "" });
+      await ctx.log("The implementation changed nothing: there is nothing to review or push.");
+      return { next: "cleanup" };
+    }
+    await ctx.update({ diff });
+    await ctx.emit({ event_type: "diff", diff });
+    const stat = diffStat(diff);
+    await ctx.log(
+      `Diff: ${files.length} file${files.length === 1 ? "" : "s"} changed, +${stat.added} −${stat.removed}.`,
+    );
+    const index = await ctx.index();
+    const plan = { summary: ctx.task.plan_summary, steps: (ctx.task.plan ?? []) as PlanStep[] };
+    const result = await runToolLoop({
+      client,
+      system: REVIEW_RULES,
+      prompt: reviewUserPrompt(
+        ctx.task,
+        plan,
+        diffForPrompt(diff),
+        checksLine(ctx.task.checks as CheckRecord | null),
+      ),
+      tools: createReadTools(ctx.workdir, () => index),
+      finishTools: [submitReviewTool],
+      maxSteps: ctx.config.llm.reviewMaxSteps,
+      onUsage: (usage) => ctx.addUsage(usage),
+      signal: ctx.signal,
+    });
+    const input = submitReviewTool.input.parse(result.input);
+    const review = {
+      verdict: input.verdict,
+      summary: redactText(input.summary),
+      comments: input.comments.map((c) => ({ ...c, body: redactText(c.body) })),
+    };
+    await ctx.update({ review });
+    await ctx.log(
+      `Review: ${review.verdict.replace("_", " ")}, ${review.comments.length} comment${review.comments.length === 1 ? "" : "s"}. ${review.summary}`,
+    );
+    if (ctx.task.auto_approve) {
+      await ctx.log("Diff approved automatically (auto_approve).");
+      return { next: "publish" };
+    }
+    await ctx.log("Waiting for the diff to be approved (approve-diff) or rejected (reject-diff).");
+    return { wait: { phase: "REVIEWING", status: "awaiting_diff_approval" } };
+  },
+};

@@ -1,0 +1,124 @@
+import { detectChecks, failureReport, runChecks, summarizeChecks } from "../../verify/index.js";
+import { describeResult } from "../../util/sandbox.js";
+import { agentContext, runAgent } from "../agent.js";
+import { diffForPrompt, excludeBuildOutput, workingCopyDiff } from "../diff.js";
+import { fixUserPrompt } from "../prompts.js";
+import type { Stage, StageContext } from "../runner.js";
+import { ensureWorkingCopy } from "./working-copy.js";
+
+/** Lines of a failing check's output copied into the task log (the model gets more). */
+const LOGGED_OUTPUT_LINES = 30;
+
+/** Repository config files that may list the checks, most specific first. */
+function configNames(ctx: StageContext): string[] {
+  const slug = ctx.config.github?.slug;
+  const names = slug ? [`.github/${slug}.yml`, `.github/${slug}.yaml`] : [];
+  return [...names, ".github/foreman.yml", ".github/foreman.yaml"];
+}
+
+function tail(text: string, lines: number): string {
+  const all = text.trimEnd().split("\n");
+  return all.slice(-lines).join("\n");
+}
+
+/**
+ * VERIFYING ⇄ FIXING: the repository's own checks run in the sandbox; failures go back to
+ * an agent with the same tools, at most MAX_FIX_ATTEMPTS times. The round count is kept
+ * on the task, so a resumed stage does not get extra rounds.
+ */
+export const verifyStage: Stage = {
+  name: "verify",
+  phase: "VERIFYING",
+  async run(ctx) {
+    await ensureWorkingCopy(ctx);
+    await excludeBuildOutput(ctx.workdir);
+    const plan = await detectChecks(ctx.workdir, { configNames: configNames(ctx) });
+    for (const note of plan.notes) await ctx.log(note);
+    if (plan.checks.length === 0) {
+      await ctx.update({ checks: { source: plan.source, results: [], fix_attempts: 0 } });
+      await ctx.log("No checks to run: verification passes.");
+      return { next: "review" };
+    }
+    await ctx.log(
+      `Checks from ${plan.source}: ${plan.checks.map((c) => `${c.name} (\`${c.command}\`)`).join(", ")}.`,
+    );
+    const maxAttempts = ctx.config.pipeline.maxFixAttempts;
+    let attempt = ctx.task.fix_attempts ?? 0;
+    let install = plan.install;
+    let shared: { instructions: string; memory: string } | undefined;
+    const learned = [...(ctx.task.learned ?? [])];
+    for (;;) {
+      const outcome = await runChecks(
+        { ...plan, install },
+        {
+          cwd: ctx.workdir,
+          timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
+          signal: ctx.signal,
+          onStart: (check, kind) =>
+            ctx.log(
+              `${kind === "install" ? "Installing" : "Running"} ${check.name}: \`${check.command}\``,
+            ),
+          onResult: async ({ check, result }) => {
+            const line = `${check.name}: ${describeResult(result)}`;
+            await ctx.log(
+              result.ok ? line : `${line}\n${tail(result.output, LOGGED_OUTPUT_LINES)}`,
+            );
+          },
+        },
+      );
+      // Dependencies are in place after the first successful install.
+      if (outcome.install.every((o) => o.result.ok)) install = [];
+      const record = {
+        source: plan.source,
+        fix_attempts: attempt,
+        results: outcome.results.map(({ check, result }) => ({
+          name: check.name,
+          command: check.command,
+          ok: result.ok,
+          duration_ms: Math.round(result.durationMs),
+        })),
+      };
+      if (outcome.ok) {
+        await ctx.update({ checks: record });
+        await ctx.log(`Verification passed: ${summarizeChecks(outcome)}.`);
+        return { next: "review" };
+      }
+      if (attempt >= maxAttempts) {
+        const { diff } = await workingCopyDiff(ctx.workdir, { signal: ctx.signal });
+        await ctx.update({ checks: record, diff });
+        if (diff) await ctx.emit({ event_type: "diff", diff });
+        const failing = outcome.failed.map((c) => c.name).join(", ");
+        return {
+          end: {
+            status: "failed",
+            error: `Verification still fails after ${attempt} fix attempt${attempt === 1 ? "" : "s"} (MAX_FIX_ATTEMPTS=${maxAttempts}); failing checks: ${failing}. ${summarizeChecks(outcome)}. The diff is kept on the task.`,
+          },
+        };
+      }
+      attempt += 1;
+      await ctx.update({ checks: record, fix_attempts: attempt });
+      await ctx.setPhase("FIXING");
+      await ctx.log(
+        `Fix attempt ${attempt} of ${maxAttempts}: ${outcome.failed.map((c) => c.name).join(", ")} failed.`,
+      );
+      shared ??= await agentContext(ctx);
+      const { diff } = await workingCopyDiff(ctx.workdir, { signal: ctx.signal });
+      const run = await runAgent(ctx, shared, {
+        role: "fix",
+        prompt: fixUserPrompt(ctx.task, {
+          attempt,
+          maxAttempts,
+          failures: failureReport(outcome),
+          diff: diffForPrompt(diff),
+        }),
+        label: `Fix ${attempt}`,
+      });
+      if (run.notes.length) {
+        learned.push(...run.notes);
+        await ctx.update({ learned });
+      }
+      await ctx.log(`Fix attempt ${attempt} done: ${run.summary}`);
+      await ctx.setPhase("VERIFYING");
+    }
+  },
+};

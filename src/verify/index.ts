@@ -1,0 +1,8 @@
+export { detectChecks, type Check, type VerifyPlan } from "./checks.js";
+export {
+  failureReport,
+  runChecks,
+  summarizeChecks,
+  type CheckOutcome,
+  type VerifyOutcome,
+} from "./run.js";

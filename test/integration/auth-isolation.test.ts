@@ -113,6 +113,12 @@ beforeAll(async () => {
     approveDiff: { method: "POST", path: `/tasks/${taskId}/approve-diff`, foreign: notFound },
     rejectDiff: { method: "POST", path: `/tasks/${taskId}/reject-diff`, foreign: notFound },
     cancelTask: { method: "POST", path: `/tasks/${taskId}/cancel`, foreign: notFound },
+    reviewPullRequest: {
+      method: "POST",
+      path: "/tasks/review",
+      body: { pr_url: "https://github.com/acme/app/pull/1" },
+      foreign: notFound,
+    },
   };
 });
 

@@ -9,10 +9,18 @@ import {
   type Decision,
 } from "../../../domain/tasks.js";
 import type { Principal } from "../../../domain/keys.js";
+import { reviewPullRequest } from "../../../domain/pr-review.js";
 import { errors } from "../../../errors.js";
 import { route, type AnyRoute } from "../../route.js";
 import type { HttpDeps } from "../../types.js";
-import { createTaskBody, listTasksQuery, task, taskParams } from "./schema.js";
+import {
+  createTaskBody,
+  listTasksQuery,
+  pullRequestReview,
+  reviewPullRequestBody,
+  task,
+  taskParams,
+} from "./schema.js";
 
 function tasksOf(deps: HttpDeps) {
   if (!deps.tasks) throw errors.notReady("Tasks are not available on this server.");
@@ -65,6 +73,24 @@ export const taskRoutes: AnyRoute[] = [
     response: { description: "Tasks", schema: z.array(task) },
     async handler(_ctx, { query, principal, deps }) {
       return (await listTasks(deps.models, principal!.accountId, query)).map(toTaskView);
+    },
+  }),
+  // Before the /tasks/:id routes, so "review" is never taken for a task id.
+  route({
+    method: "post",
+    path: "/tasks/review",
+    operationId: "reviewPullRequest",
+    tag: "tasks",
+    summary: "Review an existing pull request",
+    description:
+      "An AI review of a pull request of one of the account's GitHub repositories; creates no task. With `post: true` the review is posted on the pull request. 404 for a repository outside the account's workspaces (nothing is fetched then); 502 when GitHub or the model fails; 503 when the GitHub App or the model is not configured.",
+    auth: "key",
+    body: reviewPullRequestBody,
+    status: 200,
+    response: { description: "The review", schema: pullRequestReview },
+    errors: [404, 409, 502, 503],
+    async handler(_ctx, { body, principal, deps }) {
+      return reviewPullRequest(deps, principal!.accountId, body);
     },
   }),
   route({

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { TASK_PHASES, TASK_STATUSES } from "../../../db/models.js";
+import { REVIEW_SEVERITIES, REVIEW_VERDICTS } from "../../../pipeline/review-tool.js";
 import { opaqueId, timestamp } from "../../schemas.js";
 
 const repoRef = z
@@ -74,3 +75,39 @@ export const task = z
     }),
   })
   .meta({ id: "Task" });
+
+export const reviewPullRequestBody = z.strictObject({
+  pr_url: z
+    .url()
+    .max(2000)
+    .describe("URL of a pull request of one of the account's GitHub repositories"),
+  post: z
+    .boolean()
+    .default(false)
+    .describe("post the review on the pull request (a GitHub pull-request review)"),
+});
+
+export const pullRequestReview = z
+  .object({
+    pr_url: z.string().describe("the pull request's canonical URL"),
+    verdict: z.enum(REVIEW_VERDICTS),
+    summary: z.string(),
+    comments: z.array(
+      z.object({
+        path: z.string().describe("repository-relative path"),
+        line: z.number().int().describe("line number in the new version of the file"),
+        body: z.string(),
+        severity: z.enum(REVIEW_SEVERITIES),
+      }),
+    ),
+    posted: z.boolean(),
+    review_url: z.string().nullable().describe("the posted review's URL; null unless posted"),
+    cost: z
+      .object({
+        input_tokens: z.number().int(),
+        output_tokens: z.number().int(),
+        usd: z.number(),
+      })
+      .describe("tokens and price of the model calls of this review (extension)"),
+  })
+  .meta({ id: "PullRequestReview" });

@@ -6,7 +6,10 @@
  * output, and a fresh HOME. This is containment of accidents and leaks, not a security
  * boundary against hostile code: the child still runs as the service's user.
  */
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
+import { closeSync, constants as fsConstants, openSync } from "node:fs";
+import { Socket } from "node:net";
+import { promisify } from "node:util";
 import { mkdir, mkdtemp, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -36,6 +39,7 @@ export type SandboxResult = {
 };
 
 const DEFAULT_MAX_OUTPUT = 64 * 1024;
+const execFileAsync = promisify(execFile);
 /** Between SIGTERM to the group and SIGKILL. */
 const KILL_GRACE_MS = 2_000;
 /** After the shell exits, how long leftover holders of the pipes may delay the result. */
@@ -253,19 +257,29 @@ export async function runSandboxed(
   // history, config dirs) that would leak between runs and tasks. What is worth keeping
   // across runs, the package caches, is pointed at shared directories explicitly.
   const home = await mkdtemp(path.join(os.tmpdir(), "foreman-home-"));
+  let output: OutputFifo | undefined;
   try {
     const env = buildEnv(home, await sharedCacheRoot(), options.env);
+    const fifo = (output = await openOutputFifo(path.join(home, ".output")));
     return await new Promise<SandboxResult>((resolve, reject) => {
       const collector = createCollector(options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT);
-      // The outer shell points stderr at the stdout pipe and execs the real one (same pid,
-      // so the same process group): one pipe keeps the true order of writes to both
-      // streams, which two pipes read by the event loop could not.
-      const child = spawn("/bin/sh", ["-c", 'exec 2>&1; exec /bin/sh -c "$1"', "sh", command], {
-        cwd: options.cwd,
-        env,
-        detached: true,
-        stdio: ["ignore", "pipe", "pipe"],
-      });
+      let outputClosed = false;
+      let exited = false;
+      // The command writes to a FIFO, stderr joined to stdout (one stream keeps the true
+      // order of writes to both). Not Node's "pipe" stdio: that is a socket, and a Node
+      // program that prints a lot and then calls process.exit() (tsc, many test runners)
+      // loses whatever is still queued for a socket, while pipe writes are synchronous. The
+      // shell execs the real one: same pid, so the same process group.
+      const child = spawn(
+        "/bin/sh",
+        ["-c", 'exec >"$2" 2>&1; exec /bin/sh -c "$1"', "sh", command, fifo.path],
+        {
+          cwd: options.cwd,
+          env,
+          detached: true,
+          stdio: "ignore",
+        },
+      );
       const pid = child.pid;
 
       let timedOut = false;
@@ -322,8 +336,12 @@ export async function runSandboxed(
         });
       }
 
-      child.stdout.on("data", (chunk: Buffer) => collector.push(chunk));
-      child.stderr.on("data", (chunk: Buffer) => collector.push(chunk));
+      fifo.reader.on("data", (chunk: Buffer) => collector.push(chunk));
+      fifo.reader.on("error", () => undefined);
+      fifo.reader.on("close", () => {
+        outputClosed = true;
+        if (exited) finish();
+      });
       child.on("error", (error) => {
         if (settled) return;
         settled = true;
@@ -334,6 +352,10 @@ export async function runSandboxed(
       child.on("exit", (code, signal) => {
         exitCode = code;
         exitSignal = signal;
+        exited = true;
+        // Our own writer kept the FIFO from reporting end-of-file before the command opened
+        // it; from now on only the command's leftovers can hold it open.
+        fifo.closeWriter();
         // Finished in time: a deadline or cancel while the pipes drain changes nothing.
         clearTimeout(deadline);
         options.signal?.removeEventListener("abort", onAbort);
@@ -342,16 +364,52 @@ export async function runSandboxed(
         // get a bounded time to drain.
         terminate();
         pipeTimer = setTimeout(() => {
-          child.stdout.destroy();
-          child.stderr.destroy();
+          fifo.reader.destroy();
           finish();
         }, PIPE_GRACE_MS);
+        if (outputClosed) finish();
       });
-      child.on("close", finish);
     });
   } finally {
+    output?.close();
     await rm(home, { recursive: true, force: true }).catch(() => undefined);
   }
+}
+
+interface OutputFifo {
+  path: string;
+  reader: Socket;
+  closeWriter(): void;
+  close(): void;
+}
+
+/**
+ * A FIFO for the command's output, opened for reading (non-blocking, as a stream) and for
+ * writing: without a writer of ours, reading would see end-of-file before the command has
+ * opened its end.
+ */
+async function openOutputFifo(fifoPath: string): Promise<OutputFifo> {
+  await execFileAsync("mkfifo", ["-m", "600", fifoPath]);
+  const readFd = openSync(fifoPath, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
+  let writeFd: number | undefined = openSync(
+    fifoPath,
+    fsConstants.O_WRONLY | fsConstants.O_NONBLOCK,
+  );
+  const reader = new Socket({ fd: readFd, readable: true, writable: false });
+  const closeWriter = () => {
+    if (writeFd === undefined) return;
+    closeSync(writeFd);
+    writeFd = undefined;
+  };
+  return {
+    path: fifoPath,
+    reader,
+    closeWriter,
+    close() {
+      closeWriter();
+      reader.destroy();
+    },
+  };
 }
 
 function formatDuration(ms: number): string {

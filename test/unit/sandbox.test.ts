@@ -57,6 +57,18 @@ describe("runSandboxed", () => {
     );
   });
 
+  it("keeps all the output of a Node program that prints a lot and calls process.exit", async () => {
+    // On a socket (Node's "pipe" stdio) the queued end of this output would be lost.
+    const result = await runSandboxed(
+      `node -e "for (let i = 0; i < 3000; i++) console.log('line ' + i + ' ' + 'x'.repeat(10)); process.exit(1)"`,
+      { cwd: dir, timeoutMs: 20_000, maxOutputBytes: 1024 * 1024 },
+    );
+    expect(result.exitCode).toBe(1);
+    const lines = result.output.trimEnd().split("\n");
+    expect(lines).toHaveLength(3000);
+    expect(lines.at(-1)).toBe(`line 2999 ${"x".repeat(10)}`);
+  });
+
   it("runs in cwd with a fresh HOME", async () => {
     await writeFile(path.join(dir, "marker.txt"), "here");
     const result = await runSandboxed('cat marker.txt; echo; echo "$HOME"; pwd', {

@@ -35,6 +35,9 @@ const PLAN = {
 function planner(request: FakeModelRequest): FakeReply {
   const toolResults = request.messages.filter((m) => m.role === "tool").length;
   const usage = { prompt_tokens: 1000, completion_tokens: 100 };
+  // After approval, the implementing agent finds nothing to change.
+  if (request.tools.includes("finish"))
+    return { toolCalls: [{ name: "finish", arguments: { summary: "Nothing to change." } }], usage };
   if (toolResults === 0)
     return {
       toolCalls: [{ name: "search_code", arguments: { query: "rate limiter window" } }],
@@ -180,7 +183,7 @@ describe("task lifecycle", () => {
     expect(replay.events).toEqual(live.events);
     expect(since.events).toEqual(live.events.filter((e) => e.seq > 3));
 
-    // Approving moves the task on; the placeholder implement stage then fails it clearly.
+    // Approving moves the task on; an implementation that changes nothing ends it DONE.
     const approved = await secondApi.api("POST", `/tasks/${id}/approve`, { key });
     expect(approved.status).toBe(200);
     expect(approved.body).toMatchObject({ status: "running", phase: "IMPLEMENTING" });
@@ -189,16 +192,27 @@ describe("task lifecycle", () => {
     expect(again.body.error.code).toBe("invalid_state");
 
     for (const stream of [live, replay]) {
-      const error = await stream.waitFor((e) => e.event_type === "error");
-      expect(String(error.error)).toMatch(/^Implementing is not available/);
+      const done = await stream.waitFor((e) => e.event_type === "done");
+      expect(done.pr_url).toBeNull();
       expect(await stream.closed).toBe(1000);
       expectContiguous(stream.events);
     }
     expect(replay.events).toEqual(live.events);
-    expect(phases(live.events).slice(-2)).toEqual(["IMPLEMENTING", "FAILED"]);
-    const failed = await worker.api("GET", `/tasks/${id}`, { key });
-    expect(failed.body).toMatchObject({ status: "failed", phase: "FAILED" });
-    expect(failed.body.plan).toHaveLength(2);
+    expect(phases(live.events).slice(-5)).toEqual([
+      "IMPLEMENTING",
+      "VERIFYING",
+      "REVIEWING",
+      "CLEANUP",
+      "DONE",
+    ]);
+    const finished = await worker.api("GET", `/tasks/${id}`, { key });
+    expect(finished.body).toMatchObject({
+      status: "completed",
+      phase: "DONE",
+      pr_url: null,
+      diff: "",
+    });
+    expect(finished.body.plan).toHaveLength(2);
     since.close();
   }, 60_000);
 
@@ -242,14 +256,17 @@ describe("task lifecycle", () => {
       },
     });
     const stream = await openTaskStream(worker.url, created.body.id, key);
-    await stream.waitFor((e) => e.event_type === "error");
+    await stream.waitFor((e) => e.event_type === "done");
     expect(phases(stream.events)).toEqual([
       "QUEUED",
       "CLONING",
       "INDEXING",
       "PLANNING",
       "IMPLEMENTING",
-      "FAILED",
+      "VERIFYING",
+      "REVIEWING",
+      "CLEANUP",
+      "DONE",
     ]);
     expect(
       stream.events.some((e) => e.message === "Plan approved automatically (auto_approve)."),
@@ -291,11 +308,11 @@ describe("task lifecycle", () => {
     const byPhase = await worker.api(`GET`, `/tasks/?phase=FAILED&workspace_id=${workspaceId}`, {
       key,
     });
-    expect(byPhase.body.length).toBe(all.body.length);
+    expect(byPhase.body.length).toBe(cancelled.body.length);
     // Filters that match nothing here must give nothing, or the ones above prove nothing.
     for (const query of [
       "phase=PLANNING",
-      "status=completed",
+      "status=failed",
       "workspace_id=ws_other",
       `repo_id=repo_other`,
     ]) {
@@ -303,7 +320,7 @@ describe("task lifecycle", () => {
       expect(none.status, query).toBe(200);
       expect(none.body, query).toEqual([]);
     }
-    const byRepo = await worker.api("GET", `/tasks?repo_id=${repoId}&status=failed`, { key });
+    const byRepo = await worker.api("GET", `/tasks?repo_id=${repoId}&status=completed`, { key });
     expect(byRepo.body.length).toBe(all.body.length - cancelled.body.length);
     const bad = await worker.api("GET", "/tasks?status=sleeping&limit=500", { key });
     expect(bad.status).toBe(400);

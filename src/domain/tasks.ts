@@ -357,7 +357,6 @@ export async function decide(
   taskId: string,
   decision: Decision,
   who: string,
-  reason?: string,
 ): Promise<TaskRecord> {
   const task = await getTask(deps.models, accountId, taskId);
   const gate = GATES[decision];
@@ -375,12 +374,11 @@ export async function decide(
   }
   if (decision === "reject" || decision === "reject-diff") {
     const what = decision === "reject" ? "plan" : "diff";
-    const why = reason ? `: ${reason}` : "";
     await endTask(deps, taskId, {
       status: "cancelled",
-      error: `The ${what} was rejected by ${who}${why}; nothing was pushed.`,
+      error: `The ${what} was rejected by ${who}; nothing was pushed.`,
     });
-    await rememberRejection(deps.models, task, what, reason).catch(() => undefined);
+    await rememberRejection(deps.models, task, what).catch(() => undefined);
   } else if (decision === "approve") {
     await moveTo(deps, taskId, "IMPLEMENTING", "running");
     await deps.events.append(taskId, { event_type: "log", message: `Plan approved by ${who}.` });
@@ -398,11 +396,10 @@ async function rememberRejection(
   models: Models,
   task: TaskRecord,
   what: "plan" | "diff",
-  reason: string | undefined,
 ): Promise<void> {
   const asked = task.description.trim().split("\n")[0]!.slice(0, 200);
   const proposal = (what === "plan" ? task.plan_summary : task.implement_summary) ?? "";
-  const text = `A ${what} was rejected for the task "${asked}"${reason ? ` because: ${reason}` : ""}${proposal ? `. It proposed: ${proposal.slice(0, 400)}` : ""}`;
+  const text = `A ${what} was rejected for the task "${asked}"${proposal ? `. It proposed: ${proposal.slice(0, 400)}` : ""}`;
   await remember(
     models,
     { account_id: task.account_id, workspace_id: task.workspace_id, repo_id: task.repo_id },

@@ -340,6 +340,32 @@ describe("the agent end to end", () => {
     }
   }, 120_000);
 
+  it("rejecting the diff cancels the task and pushes nothing", async () => {
+    const branchesBefore = await repo.git("branch", "--list");
+    const id = await createTask("Make clamp respect both bounds (to be rejected)", false);
+    await waitForStatus(id, "awaiting_approval");
+    expect((await server.api("POST", `/tasks/${id}/approve`, { key })).status).toBe(200);
+    await waitForStatus(id, "awaiting_diff_approval", 120_000);
+    const rejected = await server.api("POST", `/tasks/${id}/reject-diff`, { key });
+    expect(rejected.status).toBe(200);
+    expect(rejected.body).toMatchObject({ status: "cancelled", phase: "FAILED", branch: null });
+    expect(rejected.body.error).toMatch(
+      /^The diff was rejected by API key .*; nothing was pushed\.$/,
+    );
+    expect(rejected.body.diff).toContain(FIXED);
+    expect((await server.api("POST", `/tasks/${id}/approve-diff`, { key })).status).toBe(409);
+    expect(await repo.git("branch", "--list")).toBe(branchesBefore);
+    const memory = await server.service.db.models.RepoMemory.collection
+      .find({ source_task_id: id })
+      .toArray();
+    expect(memory).toEqual([
+      expect.objectContaining({
+        kind: "rejection",
+        text: expect.stringContaining("A diff was rejected for the task"),
+      }),
+    ]);
+  }, 120_000);
+
   it("leaves no secret in stored events, logs, error bodies or model prompts", async () => {
     const secrets = [LLM_KEY, PROCESS_SECRET];
     const events = await server.service.db.models.TaskEvent.collection.find({}).toArray();

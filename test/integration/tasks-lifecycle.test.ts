@@ -271,6 +271,16 @@ describe("task lifecycle", () => {
     expect(
       stream.events.some((e) => e.message === "Plan approved automatically (auto_approve)."),
     ).toBe(true);
+    // The plan rejected in the test before is in the repository's memory now.
+    const task = await worker.api("GET", `/tasks/${created.body.id}`, { key });
+    expect(task.body.memories_used).toEqual([
+      expect.objectContaining({
+        kind: "rejection",
+        text: expect.stringMatching(
+          /^A plan was rejected for the task "Tune the limiter"\. It proposed: /,
+        ),
+      }),
+    ]);
   }, 60_000);
 
   it("cancels a task waiting at a gate, once", async () => {

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { TASK_PHASES, TASK_STATUSES } from "../../../db/models.js";
+import { MEMORY_KINDS, TASK_PHASES, TASK_STATUSES } from "../../../db/models.js";
 import { REVIEW_SEVERITIES, REVIEW_VERDICTS } from "../../../pipeline/review-tool.js";
 import { opaqueId, timestamp } from "../../schemas.js";
 
@@ -65,14 +65,54 @@ export const task = z
     plan: z.array(planStep).nullable(),
     plan_summary: z.string().nullable().describe("the model's summary of its plan (extension)"),
     diff: z.string().nullable(),
-    review: z.unknown().nullable(),
-    branch: z.string().nullable(),
+    review: z
+      .object({
+        verdict: z.enum(REVIEW_VERDICTS),
+        summary: z.string(),
+        comments: z.array(
+          z.object({
+            path: z.string(),
+            line: z.number().int(),
+            body: z.string(),
+            severity: z.enum(REVIEW_SEVERITIES),
+          }),
+        ),
+      })
+      .nullable()
+      .describe("the model's review of the diff (submit_review), null before REVIEWING"),
+    branch: z.string().nullable().describe("the pushed branch, null until pushed"),
     depends_on: z.array(z.string()),
     cost: z.object({
       input_tokens: z.number().int(),
       output_tokens: z.number().int(),
       usd: z.number(),
     }),
+    checks: z
+      .object({
+        source: z.string().nullable().describe("where the checks came from"),
+        fix_attempts: z.number().int(),
+        results: z.array(
+          z.object({
+            name: z.string(),
+            command: z.string(),
+            ok: z.boolean(),
+            duration_ms: z.number().int(),
+          }),
+        ),
+      })
+      .nullable()
+      .describe("the last verification run (extension)"),
+    memories_used: z
+      .array(
+        z.object({
+          id: z.string(),
+          kind: z.enum(MEMORY_KINDS),
+          text: z.string(),
+          source_task_id: z.string(),
+          created_at: timestamp,
+        }),
+      )
+      .describe("repository memory read into this task's prompts (extension)"),
   })
   .meta({ id: "Task" });
 

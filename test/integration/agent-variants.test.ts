@@ -5,7 +5,7 @@ import { startFakeModel, toolResults, type FakeModel } from "../helpers/fake-mod
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 import { testPrivateKey } from "../helpers/github.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
-import { openTaskStream } from "../helpers/ws.js";
+import { openTaskStream, type StreamEvent } from "../helpers/ws.js";
 
 /*
  * The agent's other shapes: a GitHub repository, where the approved change becomes a pull
@@ -157,7 +157,17 @@ afterAll(async () => {
   await repo?.remove();
 });
 
-async function runTask(description: string): Promise<Record<string, any>> {
+interface FinishedTask {
+  status: string;
+  phase: string;
+  error: string | null;
+  pr_url: string | null;
+  branch: string;
+  diff: string;
+  events: StreamEvent[];
+}
+
+async function runTask(description: string): Promise<FinishedTask> {
   const created = await server.api("POST", "/tasks", {
     key,
     body: { workspace_id: "ws_gh_variants", repo_id: "9001", description, auto_approve: true },
@@ -278,7 +288,7 @@ describe("parallel implementation", () => {
       expect(refusals).toHaveLength(1);
       expect(refusals[0]!.content).toMatch(/is not in the files of this worker's part of the plan/);
     }
-    const logs = task.events.filter((e: any) => e.event_type === "log").map((e: any) => e.message);
+    const logs = task.events.filter((e) => e.event_type === "log").map((e) => String(e.message));
     for (const n of [1, 2, 3]) {
       expect(logs.some((l: string) => l.startsWith(`Worker ${n}/3: started on steps`))).toBe(true);
       expect(logs.some((l: string) => l.startsWith(`Worker ${n}/3: finished after`))).toBe(true);

@@ -3,7 +3,6 @@ import { runGit } from "../../util/git.js";
 import { redactText } from "../../util/redact.js";
 import { StageError } from "../errors.js";
 import type { Stage, StageContext } from "../runner.js";
-import { checksLine } from "./review.js";
 import { ensureWorkingCopy } from "./working-copy.js";
 
 /** The branch a task's change is pushed to: readable, and unique per task. */

@@ -11,6 +11,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { indexThroughput } from "./index-throughput.js";
 import { keysMe } from "./keys-me.js";
+import { taskOverhead } from "./task-overhead.js";
 import { tasksCreate } from "./tasks-create.js";
 import { wsFanout } from "./ws-fanout.js";
 import {
@@ -21,7 +22,7 @@ import {
 } from "./lib/harness.js";
 
 /** Every benchmark, in run order. Add new ones (tasks, websockets, …) here. */
-const BENCHMARKS: Benchmark[] = [keysMe, indexThroughput, tasksCreate, wsFanout];
+const BENCHMARKS: Benchmark[] = [keysMe, indexThroughput, tasksCreate, wsFanout, taskOverhead];
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const RESULTS = path.join(here, "results", "latest.json");
@@ -152,7 +153,9 @@ process.once("SIGINT", () => void shutdown(130));
 process.once("SIGTERM", () => void shutdown(143));
 
 main().then(
-  () => undefined,
+  // Every cleanup has run. Agenda (task-overhead runs workers) leaves a timer of half the job
+  // lock lifetime, 60 s, per job it ran, which would keep the process alive that long.
+  () => process.exit(0),
   (error: unknown) => {
     console.error(error instanceof Error ? (error.stack ?? error.message) : error);
     void shutdown(1);

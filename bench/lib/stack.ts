@@ -20,13 +20,16 @@ export interface BenchStack {
   service: Service;
   /** The embedded engine that serves it (ferretdb or mongodb-memory-server). */
   engine: string;
+  /** A temporary folder of this benchmark's own, removed at cleanup. */
+  tmp: string;
 }
 
-/** Starts the embedded database and the service (no workers) for one benchmark. */
+/** Starts the embedded database and the service (workers only when asked) for one benchmark. */
 export async function startBenchStack(
   cleanup: Cleanup,
   database: string,
   env: Record<string, string> = {},
+  options: { workers?: boolean } = {},
 ): Promise<BenchStack> {
   const tmp = await mkdtemp(path.join(os.tmpdir(), "foreman-bench-"));
   cleanup.defer("remove temp dir", () => rm(tmp, { recursive: true, force: true }));
@@ -47,10 +50,10 @@ export async function startBenchStack(
       ...env,
     }),
     web: true,
-    workers: false,
+    workers: options.workers ?? false,
   });
   cleanup.defer("stop service", () => service.stop());
-  return { uri, service, engine: db.engine };
+  return { uri, service, engine: db.engine, tmp };
 }
 
 /** A second connection to the benchmark's database, for bare handlers or a second writer. */

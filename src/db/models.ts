@@ -249,7 +249,26 @@ export type ApiKeyDoc = InferSchemaType<typeof apiKeySchema>;
 export type WorkspaceDoc = InferSchemaType<typeof workspaceSchema>;
 export type RepositoryDoc = InferSchemaType<typeof repositorySchema>;
 export type TaskDoc = InferSchemaType<typeof taskSchema>;
-export type TaskRecord = Omit<TaskDoc, "repo"> & {
+/** What VERIFYING ran (the task's `checks`). */
+export interface CheckRecord {
+  /** Where the checks came from (".github/foreman.yml", "package.json", …); null: none found. */
+  source: string | null;
+  fix_attempts: number;
+  results: Array<{ name: string; command: string; ok: boolean; duration_ms: number }>;
+}
+
+/** One repository memory as tasks show it (`memories_used`). */
+export interface MemoryView {
+  id: string;
+  kind: MemoryKind;
+  text: string;
+  source_task_id: string;
+  created_at: string;
+}
+
+export type TaskRecord = Omit<TaskDoc, "repo" | "checks" | "memories_used"> & {
+  checks?: CheckRecord | null;
+  memories_used?: MemoryView[] | null;
   _id: string;
   repo: {
     kind: "git" | "github";

@@ -1,4 +1,4 @@
-import type { MemoryKind, Models, RepoMemoryDoc } from "../db/models.js";
+import type { MemoryKind, MemoryView, Models, RepoMemoryDoc } from "../db/models.js";
 import { isDuplicateKey } from "../db/duplicate-key.js";
 import { sha256 } from "../util/ids.js";
 import { redactText } from "../util/redact.js";
@@ -13,18 +13,17 @@ import { redactText } from "../util/redact.js";
 export const MEMORIES_PER_TASK = 20;
 const MAX_MEMORY_CHARS = 1000;
 
-export interface MemoryView {
-  id: string;
-  kind: MemoryKind;
-  text: string;
-  source_task_id: string;
-  created_at: string;
-}
+export type { MemoryView };
 
 export interface MemoryScope {
   account_id: string;
   workspace_id: string;
   repo_id: string;
+}
+
+/** The repository a task works on, as memory is kept: per account, workspace and repository. */
+export function memoryScopeOf(task: MemoryScope): MemoryScope {
+  return { account_id: task.account_id, workspace_id: task.workspace_id, repo_id: task.repo_id };
 }
 
 export function toMemoryView(doc: RepoMemoryDoc & { _id: string }): MemoryView {

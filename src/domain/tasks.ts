@@ -3,7 +3,7 @@ import type { Models, TaskPhase, TaskRecord, TaskStatus, Tier } from "../db/mode
 import { errors } from "../errors.js";
 import { newId } from "../util/ids.js";
 import { findAgent } from "./agents.js";
-import { remember, type MemoryView } from "./memory.js";
+import { memoryScopeOf, remember, type MemoryView } from "./memory.js";
 import { claimQuota } from "./quota.js";
 import { findBuiltinSkill } from "./skills.js";
 import type { TaskEventLog } from "./task-events.js";
@@ -113,7 +113,7 @@ export function toTaskView(task: TaskRecord): TaskView {
       output_tokens: task.cost?.output_tokens ?? 0,
       usd: Math.round((task.cost?.usd ?? 0) * 1e6) / 1e6,
     },
-    memories_used: (task.memories_used ?? []) as MemoryView[],
+    memories_used: task.memories_used ?? [],
     checks: task.checks ?? null,
   };
 }
@@ -400,12 +400,7 @@ async function rememberRejection(
   const asked = task.description.trim().split("\n")[0]!.slice(0, 200);
   const proposal = (what === "plan" ? task.plan_summary : task.implement_summary) ?? "";
   const text = `A ${what} was rejected for the task "${asked}"${proposal ? `. It proposed: ${proposal.slice(0, 400)}` : ""}`;
-  await remember(
-    models,
-    { account_id: task.account_id, workspace_id: task.workspace_id, repo_id: task.repo_id },
-    task._id,
-    [{ kind: "rejection", text }],
-  );
+  await remember(models, memoryScopeOf(task), task._id, [{ kind: "rejection", text }]);
 }
 
 /** Stops a task at any non-terminal point (extension of SPEC §4). */

@@ -1,9 +1,10 @@
 import { createReadTools } from "../indexer/read-tools.js";
 import { createWriteTools, type FileChange } from "../indexer/write-tools.js";
 import { runToolLoop } from "../llm/tool-loop.js";
-import { memoryPromptBlock, type MemoryView } from "../domain/memory.js";
+import { memoryPromptBlock } from "../domain/memory.js";
 import { createRememberTool, createRunCommandTool, finishTool } from "./agent-tools.js";
 import { agentSystemPrompt, readRepositoryInstructions } from "./prompts.js";
+import { describeCall, firstLine, progressLog } from "./progress.js";
 import type { StageContext } from "./runner.js";
 
 /*
@@ -33,16 +34,7 @@ export async function agentContext(
   ctx: StageContext,
 ): Promise<{ instructions: string; memory: string }> {
   const instructions = await readRepositoryInstructions(ctx.workdir);
-  const memories = (ctx.task.memories_used ?? []) as MemoryView[];
-  return { instructions, memory: memoryPromptBlock(memories) };
-}
-
-function describeCall(name: string, input: unknown): string {
-  const args = input && typeof input === "object" ? (input as Record<string, unknown>) : {};
-  if (typeof args.path === "string") return `${name} ${args.path}`;
-  if (typeof args.command === "string") return `${name} \`${args.command.slice(0, 120)}\``;
-  if (typeof args.query === "string") return `${name} ${JSON.stringify(args.query.slice(0, 120))}`;
-  return name;
+  return { instructions, memory: memoryPromptBlock(ctx.task.memories_used ?? []) };
 }
 
 export async function runAgent(
@@ -54,11 +46,7 @@ export async function runAgent(
   const changes: FileChange[] = [];
   const notes: string[] = [];
   const signal = options.signal ?? ctx.signal;
-  // Progress lines are stored in the order the agent produced them.
-  let progress = Promise.resolve();
-  const note = (message: string) => {
-    progress = progress.then(() => ctx.log(`${options.label}: ${message}`)).catch(() => undefined);
-  };
+  const progress = progressLog(ctx, options.label);
   const tools = [
     ...createReadTools(ctx.workdir, () => index),
     ...createWriteTools(ctx.workdir, {
@@ -69,7 +57,7 @@ export async function runAgent(
       cwd: ctx.workdir,
       timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
       signal,
-      onRun: (line) => note(line),
+      onRun: (line) => progress.note(line),
     }),
     createRememberTool((text) => notes.push(text)),
   ];
@@ -82,15 +70,16 @@ export async function runAgent(
     maxSteps: ctx.config.llm.agentMaxSteps,
     onUsage: (usage) => ctx.addUsage(usage),
     onToolCall: (call) => {
-      if (call.name !== "run_command") note(describeCall(call.name, call.input));
+      // run_command reports itself when it has run, with its outcome.
+      if (call.name !== "run_command") progress.note(describeCall(call.name, call.input));
     },
     onText: (text) => {
-      const line = text.trim().split("\n")[0]?.slice(0, 300);
-      if (line) note(`Model: ${line}`);
+      const line = firstLine(text);
+      if (line) progress.note(`Model: ${line}`);
     },
     signal,
   });
-  await progress;
+  await progress.flush();
   const { summary } = finishTool.input.parse(result.input);
   return { summary, changes, notes, steps: result.steps };
 }

@@ -1,12 +1,7 @@
 import { rm } from "node:fs/promises";
 import type { MemoryKind } from "../../db/models.js";
-import { remember } from "../../domain/memory.js";
+import { memoryScopeOf, remember } from "../../domain/memory.js";
 import type { Stage } from "../runner.js";
-
-interface CheckRecord {
-  results: Array<{ name: string; command: string; ok: boolean }>;
-  fix_attempts?: number;
-}
 
 /**
  * CLEANUP: what the task taught about the repository goes to its memory (verification
@@ -19,8 +14,7 @@ export const cleanupStage: Stage = {
   async run(ctx) {
     const { task } = ctx;
     const items: Array<{ kind: MemoryKind; text: string }> = [];
-    const checks = task.checks as CheckRecord | null;
-    for (const result of checks?.results ?? []) {
+    for (const result of task.checks?.results ?? []) {
       if (result.ok)
         items.push({
           kind: "verification",
@@ -28,12 +22,7 @@ export const cleanupStage: Stage = {
         });
     }
     for (const note of task.learned ?? []) items.push({ kind: "convention", text: note });
-    const added = await remember(
-      ctx.models,
-      { account_id: task.account_id, workspace_id: task.workspace_id, repo_id: task.repo_id },
-      task._id,
-      items,
-    );
+    const added = await remember(ctx.models, memoryScopeOf(task), task._id, items);
     if (items.length > 0)
       await ctx.log(
         `Repository memory: ${added} new item${added === 1 ? "" : "s"} (${items.length - added} already known).`,

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { createReadTools } from "../../indexer/read-tools.js";
-import { memoryPromptBlock, recall } from "../../domain/memory.js";
+import { memoryPromptBlock, memoryScopeOf, recall } from "../../domain/memory.js";
 import { runToolLoop } from "../../llm/tool-loop.js";
 import type { ToolSpec } from "../../llm/types.js";
 import { redactText } from "../../util/redact.js";
@@ -10,6 +10,7 @@ import {
   readRepositoryInstructions,
 } from "../prompts.js";
 import type { Stage } from "../runner.js";
+import { describeCall, firstLine, progressLog } from "../progress.js";
 import { ensureWorkingCopy } from "./working-copy.js";
 
 const relativePath = z
@@ -44,17 +45,6 @@ export const submitPlanTool: ToolSpec<{
   }),
 };
 
-function describeCall(name: string, input: unknown): string {
-  const args = input && typeof input === "object" ? (input as Record<string, unknown>) : {};
-  const detail =
-    typeof args.path === "string"
-      ? args.path
-      : typeof args.query === "string"
-        ? JSON.stringify(args.query.slice(0, 120))
-        : "";
-  return `Planning: ${name}${detail ? ` ${detail}` : ""}`;
-}
-
 /** PLANNING: the model explores with the read tools and answers with submit_plan. */
 export const planStage: Stage = {
   name: "plan",
@@ -65,11 +55,7 @@ export const planStage: Stage = {
     const index = await ctx.index();
     const instructions = await readRepositoryInstructions(ctx.workdir);
     if (instructions) await ctx.log("Using the repository's instructions for coding agents.");
-    const memories = await recall(ctx.models, {
-      account_id: ctx.task.account_id,
-      workspace_id: ctx.task.workspace_id,
-      repo_id: ctx.task.repo_id,
-    });
+    const memories = await recall(ctx.models, memoryScopeOf(ctx.task));
     if (memories.length > 0) {
       await ctx.update({ memories_used: memories });
       ctx.task.memories_used = memories;
@@ -78,11 +64,7 @@ export const planStage: Stage = {
       );
     }
     await ctx.log(`Planning with ${client.provider} model ${client.modelId}.`);
-    // Progress lines are stored in the order the model produced them.
-    let progress = Promise.resolve();
-    const note = (message: string) => {
-      progress = progress.then(() => ctx.log(message)).catch(() => undefined);
-    };
+    const progress = progressLog(ctx);
     const result = await runToolLoop({
       client,
       system: planningSystemPrompt(ctx.task, instructions, memoryPromptBlock(memories)),
@@ -95,16 +77,14 @@ export const planStage: Stage = {
       finishTools: [submitPlanTool],
       maxSteps: ctx.config.llm.planMaxSteps,
       onUsage: (usage) => ctx.addUsage(usage),
-      onToolCall: (call) => {
-        note(describeCall(call.name, call.input));
-      },
+      onToolCall: (call) => progress.note(`Planning: ${describeCall(call.name, call.input)}`),
       onText: (text) => {
-        const line = text.trim().split("\n")[0]?.slice(0, 300);
-        if (line) note(`Model: ${line}`);
+        const line = firstLine(text);
+        if (line) progress.note(`Model: ${line}`);
       },
       signal: ctx.signal,
     });
-    await progress;
+    await progress.flush();
     const input = submitPlanTool.input.parse(result.input);
     const plan = input.steps.map((s, i) => ({
       step: i + 1,

@@ -43,10 +43,7 @@ export function pullRequestBody(task: TaskRecord): string {
     )
     .join("\n");
   const review = task.review as Review | null;
-  const checks = task.checks as {
-    results: Array<{ name: string; command: string; ok: boolean }>;
-  } | null;
-  const passed = (checks?.results ?? []).filter((r) => r.ok);
+  const passed = (task.checks?.results ?? []).filter((r) => r.ok);
   const parts = [
     task.plan_summary ?? "",
     `## Task\n\n${task.description}`,

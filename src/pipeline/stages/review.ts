@@ -1,4 +1,4 @@
-import type { PlanStep } from "../../db/models.js";
+import type { CheckRecord, PlanStep } from "../../db/models.js";
 import { createReadTools } from "../../indexer/read-tools.js";
 import { runToolLoop } from "../../llm/tool-loop.js";
 import { redactText } from "../../util/redact.js";
@@ -7,11 +7,6 @@ import { reviewUserPrompt } from "../prompts.js";
 import { REVIEW_RULES, submitReviewTool } from "../review-tool.js";
 import type { Stage } from "../runner.js";
 import { ensureWorkingCopy } from "./working-copy.js";
-
-interface CheckRecord {
-  source: string | null;
-  results: Array<{ name: string; command: string; ok: boolean }>;
-}
 
 /** One line naming the checks that ran, for prompts and the pull request. */
 export function checksLine(checks: CheckRecord | null | undefined): string {
@@ -59,12 +54,7 @@ export const reviewStage: Stage = {
     const result = await runToolLoop({
       client,
       system: REVIEW_RULES,
-      prompt: reviewUserPrompt(
-        ctx.task,
-        plan,
-        diffForPrompt(diff),
-        checksLine(ctx.task.checks as CheckRecord | null),
-      ),
+      prompt: reviewUserPrompt(ctx.task, plan, diffForPrompt(diff), checksLine(ctx.task.checks)),
       tools: createReadTools(ctx.workdir, () => index),
       finishTools: [submitReviewTool],
       maxSteps: ctx.config.llm.reviewMaxSteps,

@@ -1,3 +1,4 @@
+import type { CheckRecord } from "../../db/models.js";
 import { detectChecks, failureReport, runChecks, summarizeChecks } from "../../verify/index.js";
 import { describeResult } from "../../util/sandbox.js";
 import { agentContext, runAgent } from "../agent.js";
@@ -68,7 +69,7 @@ export const verifyStage: Stage = {
       );
       // Dependencies are in place after the first successful install.
       if (outcome.install.every((o) => o.result.ok)) install = [];
-      const record = {
+      const record: CheckRecord = {
         source: plan.source,
         fix_attempts: attempt,
         results: outcome.results.map(({ check, result }) => ({

@@ -9,16 +9,8 @@ import { z } from "zod";
 import type { ExecutableTool } from "../llm/types.js";
 import { PathError, resolveInside } from "../util/paths.js";
 
-/** Files that conventionally hold credentials: never read into a model's context. */
-const SECRET_FILE =
-  /(^|\/)(\.env(\.(?!example$|sample$|template$|dist$)[^/]+)?|\.npmrc|\.pypirc|\.netrc|id_(rsa|dsa|ecdsa|ed25519)|[^/]+\.(pem|key|p12|pfx|keystore))$/i;
-
-/** True for a path that conventionally holds credentials (`.env`, private keys, …). */
-export function mayHoldSecrets(path: string): boolean {
-  return SECRET_FILE.test(path);
-}
 import type { RepoIndex } from "./index.js";
-import { looksBinary } from "./skip.js";
+import { looksBinary, mayHoldSecrets } from "./skip.js";
 
 /** Caps on one tool result, so a single call cannot flood the model's context. */
 export const MAX_LIST_LINES = 500;

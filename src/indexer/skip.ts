@@ -4,7 +4,14 @@
  */
 
 export type SkipReason =
-  "vendored" | "generated" | "lock-file" | "binary" | "too-large" | "symlink" | "unreadable";
+  | "vendored"
+  | "generated"
+  | "lock-file"
+  | "credentials"
+  | "binary"
+  | "too-large"
+  | "symlink"
+  | "unreadable";
 
 /** Directories holding other people's code. */
 export const VENDORED_DIRS: ReadonlySet<string> = new Set([
@@ -76,6 +83,15 @@ export function skipDirectory(name: string): SkipReason | undefined {
   return undefined;
 }
 
+/** Files that conventionally hold credentials: never read into a model's context. */
+const SECRET_FILE =
+  /(^|\/)(\.env(\.(?!example$|sample$|template$|dist$)[^/]+)?|\.npmrc|\.pypirc|\.netrc|id_(rsa|dsa|ecdsa|ed25519)|[^/]+\.(pem|key|p12|pfx|keystore))$/i;
+
+/** True for a path that conventionally holds credentials (`.env`, private keys, …). */
+export function mayHoldSecrets(path: string): boolean {
+  return SECRET_FILE.test(path);
+}
+
 /** Why a file is skipped from its path alone (relative, posix), or undefined. */
 export function skipByPath(rel: string): SkipReason | undefined {
   let from = 0;
@@ -88,6 +104,8 @@ export function skipByPath(rel: string): SkipReason | undefined {
   }
   const name = rel.slice(from);
   if (LOCK_FILES.has(name)) return "lock-file";
+  // Never indexed: search results and the planning prompt's snippets would show the values.
+  if (mayHoldSecrets(rel)) return "credentials";
   if (GENERATED_NAME.test(name)) return "generated";
   return undefined;
 }

@@ -22,8 +22,7 @@ import path from "node:path";
 import { z } from "zod";
 import type { ExecutableTool } from "../llm/types.js";
 import { PathError, resolveInside } from "../util/paths.js";
-import { mayHoldSecrets } from "./read-tools.js";
-import { looksBinary } from "./skip.js";
+import { looksBinary, mayHoldSecrets } from "./skip.js";
 
 /** Default cap on the size of a file the model writes. */
 export const DEFAULT_MAX_WRITE_BYTES = 1024 * 1024;

@@ -5,7 +5,8 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildIndex, type RepoIndex } from "../../src/indexer/index.js";
-import { createReadTools, mayHoldSecrets } from "../../src/indexer/read-tools.js";
+import { createReadTools } from "../../src/indexer/read-tools.js";
+import { mayHoldSecrets } from "../../src/indexer/skip.js";
 import type { ExecutableTool } from "../../src/llm/types.js";
 
 const execFileAsync = promisify(execFile);
@@ -204,6 +205,15 @@ describe("files that hold credentials", () => {
       expect(refused).toMatch(/^Error: \.env may hold credentials/);
       expect(refused).not.toContain("hunter2");
       expect(await read.execute({ path: ".env.example" })).toContain("DATABASE_PASSWORD=");
+      // Nor through search: the file is not indexed, so no snippet can show the value.
+      const search = createReadTools(dir, () => index).find((t) => t.name === "search_code")!;
+      const found = await search.execute({ query: "DATABASE_PASSWORD" });
+      expect(found).toContain(".env.example");
+      expect(found).not.toContain("hunter2");
+      expect(index.has(".env")).toBe(false);
+      expect(index.search("DATABASE_PASSWORD hunter2hunter2", 10).map((h) => h.path)).toEqual([
+        ".env.example",
+      ]);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -10,7 +10,7 @@ import { redactText } from "../util/redact.js";
  */
 
 /** How many memories one task reads into its prompts, newest first. */
-export const MEMORIES_PER_TASK = 20;
+const MEMORIES_PER_TASK = 20;
 const MAX_MEMORY_CHARS = 1000;
 
 export type { MemoryView };
@@ -26,7 +26,7 @@ export function memoryScopeOf(task: MemoryScope): MemoryScope {
   return { account_id: task.account_id, workspace_id: task.workspace_id, repo_id: task.repo_id };
 }
 
-export function toMemoryView(doc: RepoMemoryDoc & { _id: string }): MemoryView {
+function toMemoryView(doc: RepoMemoryDoc & { _id: string }): MemoryView {
   return {
     id: doc._id,
     kind: doc.kind as MemoryKind,

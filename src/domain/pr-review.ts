@@ -48,7 +48,7 @@ export interface PrReviewView {
 }
 
 /** The model sees at most this much of the diff; the rest is cut, and it is told so. */
-export const MAX_DIFF_CHARS = 60_000;
+const MAX_DIFF_CHARS = 60_000;
 const MAX_DESCRIPTION_CHARS = 8_000;
 /** One answer is expected; the spare steps absorb reminders and argument corrections. */
 const MAX_STEPS = 4;
@@ -133,7 +133,7 @@ export async function reviewPullRequest(
         }
       },
     });
-    review = result.input as ReviewResult;
+    review = result.input;
     usage = result.usage;
   } catch (error) {
     throw modelFailure(error);
@@ -179,7 +179,7 @@ export async function reviewPullRequest(
  * A query or fragment (`?w=1`, `#discussion_r…`, what browsers add) is ignored: only the
  * owner, repository and number are used, always against the configured GitHub API.
  */
-export function parsePullRequestUrl(raw: string, webUrl: string): PullRef {
+function parsePullRequestUrl(raw: string, webUrl: string): PullRef {
   const base = new URL(webUrl);
   const invalid = () =>
     errors.validation([
@@ -365,7 +365,7 @@ function normalizePath(path: string): string {
  * Lines a review comment may be attached to, per file of a unified diff: the new side's
  * added and context lines (GitHub answers 422 for any other line).
  */
-export function commentableLines(diff: string): Map<string, Set<number>> {
+function commentableLines(diff: string): Map<string, Set<number>> {
   const files = new Map<string, Set<number>>();
   let current: Set<number> | undefined;
   let newLine = 0;

@@ -6,7 +6,7 @@ import { findAgent } from "./agents.js";
 import { memoryScopeOf, remember, type MemoryView } from "./memory.js";
 import { claimQuota } from "./quota.js";
 import { findBuiltinSkill } from "./skills.js";
-import type { TaskEventLog } from "./task-events.js";
+import { isTerminalEvent, type TaskEventLog } from "./task-events.js";
 import { resolveRepo, type WorkspaceRecord } from "./workspaces.js";
 import { isDuplicateKey } from "../db/duplicate-key.js";
 
@@ -48,7 +48,7 @@ export const STAGE_NAMES = [
 ] as const;
 export type StageName = (typeof STAGE_NAMES)[number];
 
-export const TERMINAL_STATUSES: readonly TaskStatus[] = ["completed", "failed", "cancelled"];
+const TERMINAL_STATUSES: readonly TaskStatus[] = ["completed", "failed", "cancelled"];
 
 export function isTerminal(status: TaskStatus): boolean {
   return TERMINAL_STATUSES.includes(status);
@@ -130,7 +130,7 @@ export interface CreateTaskInput {
 }
 
 /** Checks that a named skill and agent exist (400 naming the field otherwise). */
-export function checkSkillAndAgent(input: {
+function checkSkillAndAgent(input: {
   skill_name?: string | null | undefined;
   agent_name?: string | null | undefined;
 }): void {
@@ -295,7 +295,7 @@ async function applyEnding(deps: TaskDeps, taskId: string, ending: Ending): Prom
   await deps.models.Task.collection.updateOne({ _id: taskId as never }, { $set: set });
   const lastSeq = await deps.events.lastSeq(taskId);
   const [last] = await deps.events.readNext(taskId, lastSeq - 1, 1);
-  if (last && (last.event_type === "done" || last.event_type === "error")) return;
+  if (last && isTerminalEvent(last)) return;
   if (!(last?.event_type === "phase" && last.phase === phase))
     await deps.events.append(taskId, { event_type: "phase", phase, status: ending.status });
   const final =

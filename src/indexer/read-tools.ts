@@ -13,9 +13,9 @@ import type { RepoIndex } from "./index.js";
 import { looksBinary, mayHoldSecrets } from "./skip.js";
 
 /** Caps on one tool result, so a single call cannot flood the model's context. */
-export const MAX_LIST_LINES = 500;
-export const MAX_READ_LINES = 400;
-export const MAX_READ_BYTES = 100 * 1024;
+const MAX_LIST_LINES = 500;
+const MAX_READ_LINES = 400;
+const MAX_READ_BYTES = 100 * 1024;
 /** Files larger than this are not read at all (reading would hold them in memory whole). */
 const MAX_FILE_BYTES = 16 * 1024 * 1024;
 const SEARCH_HITS = 10;

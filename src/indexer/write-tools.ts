@@ -25,7 +25,7 @@ import { PathError, resolveInside } from "../util/paths.js";
 import { looksBinary, mayHoldSecrets } from "./skip.js";
 
 /** Default cap on the size of a file the model writes. */
-export const DEFAULT_MAX_WRITE_BYTES = 1024 * 1024;
+const DEFAULT_MAX_WRITE_BYTES = 1024 * 1024;
 /** How many allowed files an allowedFiles refusal lists before "… and N more". */
 const LISTED_ALLOWED = 20;
 /** How many occurrence line numbers an ambiguous edit lists. */

@@ -35,7 +35,7 @@ export interface ModelSettings {
  * servers that host a single model (llama.cpp server, LM Studio); servers that host several
  * (Ollama, vLLM) need LLM_MODEL set to one of theirs.
  */
-export const DEFAULT_MODELS: Record<ModelProvider, string> = {
+const DEFAULT_MODELS: Record<ModelProvider, string> = {
   anthropic: "claude-opus-5-5",
   openai: "gpt-5.6",
   "openai-compatible": "local-model",

@@ -24,7 +24,7 @@ import type { ExecutableTool, PricedUsage, ToolSpec, Usage } from "./types.js";
  * cancellation and the step count stay here.
  */
 
-export interface ToolLoopOptions {
+export interface ToolLoopOptions<F = unknown> {
   /** An unconfigured client makes the loop throw LlmNotConfiguredError before any call. */
   client: ModelClient;
   system: string;
@@ -33,7 +33,7 @@ export interface ToolLoopOptions {
   /** Tools the model may call and we execute. */
   tools: ExecutableTool[];
   /** Calling one of these with valid arguments ends the loop (e.g. submit_plan, finish). */
-  finishTools: ToolSpec[];
+  finishTools: ToolSpec<F>[];
   /** Model calls at most. */
   maxSteps: number;
   /** Answers without any tool call tolerated before failing (default 2). */
@@ -49,11 +49,11 @@ export interface ToolLoopOptions {
   signal?: AbortSignal;
 }
 
-export interface ToolLoopResult {
+export interface ToolLoopResult<F = unknown> {
   /** The finish tool that was called. */
   tool: string;
   /** Its arguments, parsed by its zod schema. */
-  input: unknown;
+  input: F;
   /** Model calls made. */
   steps: number;
   /** Tokens and cost of all model calls together. */
@@ -89,7 +89,7 @@ interface StepOutcome {
  * other tools it calls in between. Throws LlmProtocolError, LlmUpstreamError,
  * LlmNotConfiguredError, or whatever onUsage or the abort signal throws.
  */
-export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopResult> {
+export async function runToolLoop<F>(options: ToolLoopOptions<F>): Promise<ToolLoopResult<F>> {
   const client = requireModel(options.client);
   if (options.finishTools.length === 0) throw new Error("runToolLoop needs a finish tool");
   if (options.maxSteps < 1) throw new Error("runToolLoop needs maxSteps >= 1");
@@ -174,7 +174,8 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
           );
           continue;
         }
-        return { tool: call.toolName, input: parsed.value, steps: step, usage: total };
+        // Parsed by the finish tool's own schema: the caller gets its output type.
+        return { tool: call.toolName, input: parsed.value as F, steps: step, usage: total };
       }
       let output: string;
       try {

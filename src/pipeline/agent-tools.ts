@@ -34,10 +34,9 @@ export function createRunCommandTool(options: {
         timeoutMs: options.timeoutMs,
         ...(options.signal ? { signal: options.signal } : {}),
         maxOutputBytes: COMMAND_OUTPUT_BYTES,
-        env: { CI: "true" },
       });
-      options.onRun?.(describeResult(result));
       const status = describeResult(result);
+      options.onRun?.(status);
       // A failing command is a result, not a tool error: the model reads the status line.
       return `${status}\n${result.output || "(no output)"}`;
     },

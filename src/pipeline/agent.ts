@@ -80,6 +80,6 @@ export async function runAgent(
     signal,
   });
   await progress.flush();
-  const { summary } = finishTool.input.parse(result.input);
+  const { summary } = result.input;
   return { summary, changes, notes, steps: result.steps };
 }

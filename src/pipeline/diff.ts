@@ -4,7 +4,7 @@ import { runGit } from "../util/git.js";
 import { redactText } from "../util/redact.js";
 
 /** Largest diff stored on a task and sent as the `diff` event. */
-export const MAX_STORED_DIFF_CHARS = 500_000;
+const MAX_STORED_DIFF_CHARS = 500_000;
 
 /**
  * Untracked build and install output the checks create; excluded locally (never committed)

@@ -2,7 +2,11 @@ import path from "node:path";
 import { z } from "zod";
 import type { Config } from "../config/env.js";
 import type { Models, TaskPhase, TaskRecord, TaskStatus } from "../db/models.js";
-import type { TaskEventLog, TaskEventPayload } from "../domain/task-events.js";
+import {
+  isTerminalEvent,
+  type TaskEventLog,
+  type TaskEventPayload,
+} from "../domain/task-events.js";
 import {
   endTask,
   hasEnded,
@@ -24,6 +28,8 @@ import { BudgetExceededError, describeFailure, StageError } from "./errors.js";
 import { signalQueued } from "./intake.js";
 import { STAGES } from "./stages/index.js";
 import { isDuplicateKey } from "../db/duplicate-key.js";
+import { resolveRepo } from "../domain/workspaces.js";
+import { AppError } from "../errors.js";
 
 /*
  * The task pipeline: each stage of a task runs as one Agenda job (`pipeline.stage`), and a
@@ -88,16 +94,16 @@ export interface PipelineDeps {
   github?: GithubClient | undefined;
 }
 
-export const stageJobSchema = z.strictObject({
+const stageJobSchema = z.strictObject({
   task_id: z.string().min(1),
   stage: z.enum(STAGE_NAMES),
 });
 export type StageJob = z.infer<typeof stageJobSchema>;
-export const STAGE_JOB_NAME = "pipeline.stage";
+const STAGE_JOB_NAME = "pipeline.stage";
 const ENDED_CHECK_MS = 2000;
 
 /** Where a task's working copy lives. */
-export function workdirFor(config: Config, taskId: string): string {
+function workdirFor(config: Config, taskId: string): string {
   return path.join(config.dataDir, "work", taskId);
 }
 
@@ -226,8 +232,7 @@ export function createPipeline(deps: PipelineDeps) {
     // A cancel in this process ends the stage at once; one in another process within
     // ENDED_CHECK_MS (one `_id` lookup each time).
     const stopLocal = events.onLocal(taskId, (event) => {
-      if (event.event_type === "error" || event.event_type === "done")
-        controller.abort(new Error("task ended"));
+      if (isTerminalEvent(event)) controller.abort(new Error("task ended"));
     });
     const endedCheck = setInterval(() => {
       hasEnded(models, taskId).then(
@@ -293,25 +298,22 @@ export function createPipeline(deps: PipelineDeps) {
    */
   async function withRepo(task: TaskRecord): Promise<TaskRecord> {
     if (task.repo?.clone_url) return task;
-    const workspace = await models.Workspace.collection.findOne({
-      _id: task.workspace_id as never,
-    });
-    const repo = (
-      workspace?.repos as
-        | Array<{ repo_id: string; full_name: string; clone_url: string; default_branch?: string }>
-        | undefined
-    )?.find((r) => r.repo_id === task.repo_id);
-    if (!workspace || !repo)
+    let found;
+    try {
+      found = await resolveRepo(models, task.account_id, task.workspace_id, task.repo_id);
+    } catch (error) {
+      if (!(error instanceof AppError) || error.status !== 404) throw error;
       throw new StageError(
         `The repository ${task.repo_id} is no longer part of workspace ${task.workspace_id}.`,
       );
+    }
+    const { workspace, repo } = found;
     const snapshot = {
       kind: workspace.kind as "git" | "github",
       full_name: repo.full_name,
       clone_url: repo.clone_url,
       default_branch: repo.default_branch ?? "main",
-      installation_id:
-        (workspace.github as { installation_id?: number } | undefined)?.installation_id ?? null,
+      installation_id: workspace.github?.installation_id ?? null,
     };
     await models.Task.collection.updateOne(
       { _id: task._id as never },

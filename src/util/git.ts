@@ -18,7 +18,7 @@ export class GitError extends Error {
 }
 
 /** The environment git runs with: enough to work, nothing of the service's own. */
-export function gitEnv(): NodeJS.ProcessEnv {
+function gitEnv(): NodeJS.ProcessEnv {
   return {
     PATH: process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin",
     HOME: process.env.HOME ?? "/tmp",

@@ -59,7 +59,7 @@ const BLOCKED_ENV =
   /^(LLM_|ANTHROPIC_|OPENAI_|GITHUB|APP_ID$|PRIVATE_KEY$|WEBHOOK_SECRET$|MONGODB_URI$)|TOKEN|SECRET|KEY|PASSWORD/i;
 
 /** True when a variable of this name may never reach a sandboxed command. */
-export function isBlockedEnvName(name: string): boolean {
+function isBlockedEnvName(name: string): boolean {
   return BLOCKED_ENV.test(name);
 }
 

@@ -1,4 +1,4 @@
-export { detectChecks, type Check, type VerifyPlan } from "./checks.js";
+export { DEFAULT_CONFIG_NAMES, detectChecks, type Check, type VerifyPlan } from "./checks.js";
 export {
   failureReport,
   runChecks,

@@ -68,7 +68,6 @@ export async function runChecks(
       timeoutMs:
         kind === "install" ? (options.installTimeoutMs ?? options.timeoutMs) : options.timeoutMs,
       signal: options.signal,
-      env: { CI: "true" },
     });
     if (result.aborted) {
       stopIfAborted(options.signal);

@@ -85,7 +85,7 @@ export const planStage: Stage = {
       signal: ctx.signal,
     });
     await progress.flush();
-    const input = submitPlanTool.input.parse(result.input);
+    const { input } = result;
     const plan = input.steps.map((s, i) => ({
       step: i + 1,
       title: redactText(s.title),

@@ -1,5 +1,6 @@
 import type { PlanStep, TaskRecord } from "../../db/models.js";
 import { runGit } from "../../util/git.js";
+import type { ReviewResult } from "../review-tool.js";
 import { redactText } from "../../util/redact.js";
 import { StageError } from "../errors.js";
 import type { Stage, StageContext } from "../runner.js";
@@ -21,28 +22,22 @@ export function branchName(task: Pick<TaskRecord, "_id" | "description" | "plan_
 }
 
 /** The first line of a commit or pull request: the plan's summary, else the task's words. */
-export function changeTitle(task: Pick<TaskRecord, "description" | "plan_summary">): string {
+function changeTitle(task: Pick<TaskRecord, "description" | "plan_summary">): string {
   const source = (task.plan_summary || task.description).trim().split("\n")[0] ?? "";
   const sentence = source.split(/(?<=\.)\s/)[0] ?? source;
   const title = sentence.replace(/\.$/, "");
   return title.length <= 72 ? title : `${title.slice(0, 71).trimEnd()}…`;
 }
 
-interface Review {
-  verdict: string;
-  summary: string;
-  comments?: Array<{ path: string; line: number; body: string; severity?: string }>;
-}
-
 /** The pull request's body: the plan, the review's summary and the checks that passed. */
-export function pullRequestBody(task: TaskRecord): string {
+function pullRequestBody(task: TaskRecord): string {
   const plan = ((task.plan ?? []) as PlanStep[])
     .map(
       (s) =>
         `${s.step}. **${s.title}**${s.files.length ? ` (${s.files.map((f) => `\`${f}\``).join(", ")})` : ""}${s.description ? `\n   ${s.description.replace(/\n/g, "\n   ")}` : ""}`,
     )
     .join("\n");
-  const review = task.review as Review | null;
+  const review = task.review as ReviewResult | null;
   const passed = (task.checks?.results ?? []).filter((r) => r.ok);
   const parts = [
     task.plan_summary ?? "",
@@ -50,8 +45,8 @@ export function pullRequestBody(task: TaskRecord): string {
     `## Plan\n\n${plan || "(no plan)"}`,
     review
       ? `## Review\n\n**Verdict:** ${review.verdict.replace("_", " ")}\n\n${review.summary}${
-          review.comments?.length
-            ? `\n\n${review.comments.map((c) => `- \`${c.path}:${c.line}\` (${c.severity ?? "info"}): ${c.body}`).join("\n")}`
+          review.comments.length
+            ? `\n\n${review.comments.map((c) => `- \`${c.path}:${c.line}\` (${c.severity}): ${c.body}`).join("\n")}`
             : ""
         }`
       : "",

@@ -9,7 +9,7 @@ import type { Stage } from "../runner.js";
 import { ensureWorkingCopy } from "./working-copy.js";
 
 /** One line naming the checks that ran, for prompts and the pull request. */
-export function checksLine(checks: CheckRecord | null | undefined): string {
+function checksLine(checks: CheckRecord | null | undefined): string {
   if (!checks || checks.results.length === 0) return "none found in the repository";
   return checks.results
     .map((r) => `${r.name} (\`${r.command}\`) ${r.ok ? "passed" : "failed"}`)
@@ -61,7 +61,7 @@ export const reviewStage: Stage = {
       onUsage: (usage) => ctx.addUsage(usage),
       signal: ctx.signal,
     });
-    const input = submitReviewTool.input.parse(result.input);
+    const { input } = result;
     const review = {
       verdict: input.verdict,
       summary: redactText(input.summary),

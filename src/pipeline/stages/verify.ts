@@ -1,5 +1,11 @@
 import type { CheckRecord } from "../../db/models.js";
-import { detectChecks, failureReport, runChecks, summarizeChecks } from "../../verify/index.js";
+import {
+  DEFAULT_CONFIG_NAMES,
+  detectChecks,
+  failureReport,
+  runChecks,
+  summarizeChecks,
+} from "../../verify/index.js";
 import { describeResult } from "../../util/sandbox.js";
 import { agentContext, runAgent } from "../agent.js";
 import { diffForPrompt, excludeBuildOutput, workingCopyDiff } from "../diff.js";
@@ -14,7 +20,7 @@ const LOGGED_OUTPUT_LINES = 30;
 function configNames(ctx: StageContext): string[] {
   const slug = ctx.config.github?.slug;
   const names = slug ? [`.github/${slug}.yml`, `.github/${slug}.yaml`] : [];
-  return [...names, ".github/foreman.yml", ".github/foreman.yaml"];
+  return [...names, ...DEFAULT_CONFIG_NAMES];
 }
 
 function tail(text: string, lines: number): string {

@@ -83,6 +83,7 @@ let server: TestServer;
 let key: string;
 let workspaceId: string;
 const logLines: string[] = [];
+const apiBodies: string[] = [];
 
 beforeAll(async () => {
   process.env.FOREMAN_E2E_GITHUB_TOKEN = PROCESS_SECRET;
@@ -92,7 +93,11 @@ beforeAll(async () => {
         name: "calc",
         version: "1.0.0",
         type: "module",
-        scripts: { test: `${TSX} --test test/math.test.ts` },
+        // Prints the variables a leak would show first, so a failing run's output (in the
+        // task log and the fixer's prompt) would carry them.
+        scripts: {
+          test: `(env | grep -E '^(CI|FOREMAN_E2E_GITHUB_TOKEN)=' || true) && ${TSX} --test test/math.test.ts`,
+        },
       },
       null,
       2,
@@ -126,6 +131,13 @@ test("clamp keeps values in range", () => {
       COMMAND_TIMEOUT_S: "120",
     },
   });
+  // Every answer of the API in this file, error bodies included, for the secret scan.
+  const call = server.api;
+  server.api = async (...args) => {
+    const res = await call(...args);
+    apiBodies.push(JSON.stringify(res.body));
+    return res;
+  };
   ({ key } = await server.signup());
   const ws = await server.api("POST", "/workspaces", {
     key,
@@ -376,8 +388,14 @@ describe("the agent end to end", () => {
       tasks: JSON.stringify(tasks),
       logs: logLines.join("\n"),
       prompts: JSON.stringify(model.requests.map((r) => r.body)),
+      responses: apiBodies.join("\n"),
     };
     expect(logLines.length).toBeGreaterThan(10);
+    expect(apiBodies.some((b) => b.includes('"invalid_state"'))).toBe(true);
+    // The checks' environment was printed, and it held no secret.
+    expect(haystacks.prompts).toContain("CI=true");
+    // Not even by name: the value would be redacted by its ghp_ shape, the name would not.
+    expect(haystacks.prompts).not.toContain("FOREMAN_E2E_GITHUB_TOKEN=");
     expect(haystacks.prompts).toContain("Make clamp respect both bounds");
     for (const [where, text] of Object.entries(haystacks)) {
       for (const secret of secrets)

@@ -16,7 +16,10 @@ import { openTaskStream } from "../helpers/ws.js";
  */
 
 const LLM_KEY = "sk-sandbox-model-key-99aa88bb77cc66dd55ee";
+// In the service's own environment while the task runs: none may reach a check, even by name.
 const PROCESS_SECRETS = {
+  LLM_API_KEY: "sk-process-env-llm-key-0123456789abcdefgh",
+  MONGODB_URI: "mongodb://admin:process-env-password@db.internal:27017/prod",
   OPENAI_API_KEY: "sk-process-env-openai-0123456789abcdefgh",
   GITHUB_TOKEN: "ghp_processEnvToken0123456789abcdefghij",
 };

@@ -263,7 +263,7 @@ describe("parallel implementation", () => {
       .post("/app/installations/555/access_tokens")
       .reply(201, { token: INSTALLATION_TOKEN, expires_at: new Date(Date.now() + 3600e3) })
       .persist();
-    nock("https://api.github.com")
+    const pulls = nock("https://api.github.com")
       .get("/repos/acme/app/pulls")
       .query(true)
       .reply(200, [])
@@ -273,7 +273,11 @@ describe("parallel implementation", () => {
     maxInFlight = 0;
     const task = await runTask("Add one constant per part");
     expect(task.error).toBeNull();
-    expect(task.status).toBe("completed");
+    expect(task).toMatchObject({
+      status: "completed",
+      pr_url: "https://github.com/acme/app/pull/13",
+    });
+    expect(pulls.isDone()).toBe(true);
 
     const workers = model.requests.slice(before).filter((r) => roleOf(r) === "implement");
     const firstTurns = workers.filter((r) => toolResults(r).length === 0);
@@ -283,7 +287,9 @@ describe("parallel implementation", () => {
     const sets = firstTurns.map((r) => allowedFiles(userText(r)));
     expect(sets.flat().sort()).toEqual([...FILES].sort());
     // A worker writing another worker's file is refused.
-    for (const request of workers.filter((r) => toolResults(r).length > 0)) {
+    const followUps = workers.filter((r) => toolResults(r).length > 0);
+    expect(followUps).toHaveLength(3);
+    for (const request of followUps) {
       const refusals = toolResults(request).filter((t) => t.content.startsWith("Error:"));
       expect(refusals).toHaveLength(1);
       expect(refusals[0]!.content).toMatch(/is not in the files of this worker's part of the plan/);

@@ -361,17 +361,23 @@ describe("POST /tasks/review/", () => {
   });
 
   it("answers 404 when GitHub does not know the pull request", async () => {
+    let asked = 0;
     nock(API)
       .post("/app/installations/4242/access_tokens")
       .optionally()
       .reply(201, { token: TOKEN, expires_at: new Date(Date.now() + 3600_000).toISOString() })
       .get("/repos/Acme/App/pulls/8")
       .twice()
-      .reply(404, { message: "Not Found" });
+      .reply(() => {
+        asked += 1;
+        return [404, { message: "Not Found" }];
+      });
     const res = await server.api("POST", "/tasks/review", {
       key: owner.key,
       body: { pr_url: "https://github.com/Acme/App/pull/8" },
     });
+    // GitHub was asked, and its 404 is what the caller sees.
+    expect(asked).toBeGreaterThan(0);
     expect(res.status).toBe(404);
     expect(res.body).toEqual({ error: { code: "not_found", message: "No such pull request." } });
   });
@@ -458,7 +464,11 @@ describe("POST /tasks/review/", () => {
   });
 
   it("answers 502 when the model provider fails", async () => {
-    reply = () => ({ status: 401, message: "invalid api key" });
+    // A provider that echoes the credential it was given, as some error pages do.
+    reply = (request) => ({
+      status: 401,
+      message: `invalid api key: ${String(request.headers.authorization)}`,
+    });
     mockPullRequest();
     const res = await server.api("POST", "/tasks/review", {
       key: owner.key,

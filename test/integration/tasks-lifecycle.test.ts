@@ -48,6 +48,8 @@ function planner(request: FakeModelRequest): FakeReply {
   return { text: "I know enough.", toolCalls: [{ name: "submit_plan", arguments: PLAN }], usage };
 }
 
+const FILE_TOKEN = `ghp_${"Y".repeat(36)}`;
+
 let repo: GitFixture;
 let model: FakeModel;
 let worker: TestServer;
@@ -61,6 +63,7 @@ beforeAll(async () => {
     "README.md": "# limiter\nA tiny rate limiter.\n",
     "AGENTS.md": "Run `npm test` before you finish. Never edit generated files.\n",
     "src/limiter.ts":
+      `// deploy token: ${FILE_TOKEN}\n` +
       "export const WINDOW_MS = 60_000;\n\nexport function createLimiter(max: number) {\n  return { max, windowMs: WINDOW_MS };\n}\n",
     "src/server.ts":
       "import { createLimiter } from './limiter.js';\nexport const limiter = createLimiter(10);\n",
@@ -355,9 +358,11 @@ describe("task lifecycle", () => {
     await stream.waitFor((e) => e.event_type === "phase" && e.phase === "AWAITING_APPROVAL");
     const sent = JSON.stringify(model.requests.slice(before).map((r) => r.body));
     expect(sent).toContain("Rotate the token [REDACTED]");
+    // The file the planner reads carries a token too: it reaches the prompt redacted.
+    expect(sent).toContain("deploy token: [REDACTED]");
+    expect(sent).not.toContain(FILE_TOKEN);
     expect(sent).not.toContain(token);
     expect(sent).not.toContain(key);
-    expect(sent).not.toContain("sk-fake-model-key-0123456789abcdef");
     const stored = JSON.stringify(stream.events);
     expect(stored).not.toContain(token);
     expect(stored).not.toContain(key);
@@ -418,7 +423,7 @@ describe("task lifecycle", () => {
         { workspace_id: workspaceId, repo_id: repoId, description: "x", agent_name: "nobody" },
         "agent_name",
       ],
-      [{ workspace_id: workspaceId, repo_id: repoId, description: "x", extra: 1 }, ""],
+      [{ workspace_id: workspaceId, repo_id: repoId, description: "x", extra: 1 }, "extra"],
     ];
     for (const [body, field] of cases) {
       const res = await worker.api("POST", "/tasks", { key, body });

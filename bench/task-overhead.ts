@@ -37,14 +37,14 @@ import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { accountChanged } from "../src/domain/account-views.js";
 import { authenticateKey } from "../src/domain/keys.js";
 import type { Service } from "../src/service.js";
 import { runSandboxed } from "../src/util/sandbox.js";
 import { agentModel, roleOf, type Role, type Script } from "../test/helpers/agent-model.js";
-import { startFakeModel, type FakeMessage } from "../test/helpers/fake-model.js";
+import { startFakeModel, type FakeMessage, fakeModelEnv } from "../test/helpers/fake-model.js";
+import { CALC_BUGGY, CALC_FIX, CALC_PLAN, calcRepoFiles } from "../test/helpers/calc-repo.js";
 import { createGitRepo, type GitFixture } from "../test/helpers/git-repo.js";
 import { openTaskStream, type StreamEvent } from "../test/helpers/ws.js";
 import {
@@ -62,7 +62,6 @@ import { startBenchStack } from "./lib/stack.js";
 export const TARGET_RATIO = 1;
 
 const DATABASE = "bench_task_overhead";
-const TSX = fileURLToPath(new URL("../node_modules/.bin/tsx", import.meta.url));
 const TEST_COMMAND = "npm run test";
 const COMMAND_TIMEOUT_S = 120;
 const TASK_TIMEOUT_MS = 120_000;
@@ -103,57 +102,14 @@ const STAGE_OF_ROLE: Partial<Record<Role, Stage>> = {
   review: "REVIEWING",
 };
 
-const BUGGY = `export function add(a: number, b: number): number {
-  return a + b;
-}
-
-export function clamp(value: number, min: number, max: number): number {
-  return value;
-}
-`;
-const FIXED = BUGGY.replace("return value;", "return Math.min(Math.max(value, min), max);");
-
-const REPO_FILES: Record<string, string> = {
-  "package.json": `${JSON.stringify(
-    {
-      name: "calc",
-      version: "1.0.0",
-      private: true,
-      type: "module",
-      scripts: { test: `${TSX} --test test/math.test.ts` },
-    },
-    null,
-    2,
-  )}\n`,
-  "src/math.ts": BUGGY,
-  "test/math.test.ts": `import { test } from "node:test";
-import assert from "node:assert/strict";
-import { add, clamp } from "../src/math.ts";
-
-test("add", () => assert.equal(add(2, 3), 5));
-test("clamp keeps values in range", () => {
-  assert.equal(clamp(-5, 0, 3), 0);
-  assert.equal(clamp(2, 0, 3), 2);
-  assert.equal(clamp(9, 0, 3), 3);
-});
-`,
-  "README.md": "# calc\n\nSmall arithmetic helpers.\n",
-};
+const REPO_FILES = calcRepoFiles();
+const FIXED = CALC_BUGGY.replace("return value;", CALC_FIX);
 
 const SCRIPT: Script = {
   plan: () => [
     {
       name: "submit_plan",
-      arguments: {
-        summary: "Make clamp keep values inside [min, max].",
-        steps: [
-          {
-            title: "Clamp to both bounds",
-            description: "Return min below the range and max above it.",
-            files: ["src/math.ts"],
-          },
-        ],
-      },
+      arguments: CALC_PLAN,
     },
   ],
   implement: (_request, n) =>
@@ -164,7 +120,7 @@ const SCRIPT: Script = {
             arguments: {
               path: "src/math.ts",
               old_text: "return value;",
-              new_text: "return Math.min(Math.max(value, min), max);",
+              new_text: CALC_FIX,
             },
           },
         ]
@@ -474,12 +430,7 @@ export const taskOverhead: Benchmark = {
         cleanup,
         DATABASE,
         {
-          LLM_PROVIDER: "openai-compatible",
-          LLM_BASE_URL: model.baseUrl,
-          LLM_API_KEY: "sk-bench-fake-model-key",
-          LLM_MODEL: "fake-coder",
-          LLM_PRICE_INPUT_PER_MTOK: "3",
-          LLM_PRICE_OUTPUT_PER_MTOK: "15",
+          ...fakeModelEnv(model, "sk-bench-fake-model-key"),
           COMMAND_TIMEOUT_S: String(COMMAND_TIMEOUT_S),
         },
         { workers: true },

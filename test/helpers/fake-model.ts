@@ -290,3 +290,22 @@ function split(text: string, parts: number): string[] {
   for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
   return out;
 }
+
+/**
+ * The service's model settings pointing at a fake: an OpenAI-compatible provider with a
+ * price, so tasks have a cost.
+ */
+export function fakeModelEnv(
+  model: { baseUrl: string },
+  apiKey: string,
+  modelId = "fake-coder",
+): Record<string, string> {
+  return {
+    LLM_PROVIDER: "openai-compatible",
+    LLM_BASE_URL: model.baseUrl,
+    LLM_API_KEY: apiKey,
+    LLM_MODEL: modelId,
+    LLM_PRICE_INPUT_PER_MTOK: "3",
+    LLM_PRICE_OUTPUT_PER_MTOK: "15",
+  };
+}

@@ -1,3 +1,4 @@
+import nock from "nock";
 import { generateKeyPairSync } from "node:crypto";
 import examplesModule from "@octokit/webhooks-examples";
 import { sign } from "@octokit/webhooks-methods";
@@ -41,4 +42,12 @@ export async function signedDelivery(
       "x-hub-signature-256": await sign(secret, raw),
     },
   };
+}
+
+/** GitHub answering installation-token requests with `token` for the rest of the test. */
+export function mockInstallationToken(installationId: number, token: string): nock.Scope {
+  return nock("https://api.github.com")
+    .post(`/app/installations/${installationId}/access_tokens`)
+    .reply(201, { token, expires_at: new Date(Date.now() + 3600_000).toISOString() })
+    .persist();
 }

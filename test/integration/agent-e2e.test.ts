@@ -1,7 +1,7 @@
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentModel, roleOf, systemText, type Script } from "../helpers/agent-model.js";
-import { startFakeModel, type FakeModel } from "../helpers/fake-model.js";
+import { startFakeModel, type FakeModel, fakeModelEnv } from "../helpers/fake-model.js";
+import { CALC_BUGGY, CALC_FIX, CALC_PLAN, calcRepoFiles } from "../helpers/calc-repo.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { openTaskStream, type StreamEvent } from "../helpers/ws.js";
@@ -13,32 +13,15 @@ import { openTaskStream, type StreamEvent } from "../helpers/ws.js";
  * event, log line and model request is scanned for the service's secrets.
  */
 
-const TSX = fileURLToPath(new URL("../../node_modules/.bin/tsx", import.meta.url));
 const LLM_KEY = "sk-e2e-model-key-5f1b2c3d4e5f60718293a4b5";
 // In the service's own environment: a verification command must never see it.
 const PROCESS_SECRET = "ghp_processEnvSecretValue0123456789abcdef";
 
-const BUGGY = `export function add(a: number, b: number): number {
-  return a + b;
-}
-
-export function clamp(value: number, min: number, max: number): number {
-  return value;
-}
-`;
 const HALF_FIXED = "return Math.max(value, min);";
-const FIXED = "return Math.min(Math.max(value, min), max);";
+const BUGGY = CALC_BUGGY;
+const FIXED = CALC_FIX;
 
-const PLAN = {
-  summary: "Make clamp keep values inside [min, max].",
-  steps: [
-    {
-      title: "Clamp to both bounds",
-      description: "Return min below the range and max above it.",
-      files: ["src/math.ts"],
-    },
-  ],
-};
+const PLAN = CALC_PLAN;
 
 const script: Script = {
   plan: () => [{ name: "submit_plan", arguments: PLAN }],
@@ -87,46 +70,17 @@ const apiBodies: string[] = [];
 
 beforeAll(async () => {
   process.env.FOREMAN_E2E_GITHUB_TOKEN = PROCESS_SECRET;
-  repo = await createGitRepo({
-    "package.json": JSON.stringify(
-      {
-        name: "calc",
-        version: "1.0.0",
-        type: "module",
-        // Prints the variables a leak would show first, so a failing run's output (in the
-        // task log and the fixer's prompt) would carry them.
-        scripts: {
-          test: `(env | grep -E '^(CI|FOREMAN_E2E_GITHUB_TOKEN)=' || true) && ${TSX} --test test/math.test.ts`,
-        },
-      },
-      null,
-      2,
-    ),
-    "src/math.ts": BUGGY,
-    "test/math.test.ts": `import { test } from "node:test";
-import assert from "node:assert/strict";
-import { add, clamp } from "../src/math.ts";
-
-test("add", () => assert.equal(add(2, 3), 5));
-test("clamp keeps values in range", () => {
-  assert.equal(clamp(-5, 0, 3), 0);
-  assert.equal(clamp(2, 0, 3), 2);
-  assert.equal(clamp(9, 0, 3), 3);
-});
-`,
-    "README.md": "# calc\n",
-  });
+  // The test prints the variables a leak would show first, so a failing run's output (in
+  // the task log and the fixer's prompt) would carry them.
+  repo = await createGitRepo(
+    calcRepoFiles("(env | grep -E '^(CI|FOREMAN_E2E_GITHUB_TOKEN)=' || true)"),
+  );
   model = await startFakeModel(agentModel(script));
   server = await startTestServer({
     workers: true,
     logLines,
     env: {
-      LLM_PROVIDER: "openai-compatible",
-      LLM_BASE_URL: model.baseUrl,
-      LLM_API_KEY: LLM_KEY,
-      LLM_MODEL: "fake-coder",
-      LLM_PRICE_INPUT_PER_MTOK: "3",
-      LLM_PRICE_OUTPUT_PER_MTOK: "15",
+      ...fakeModelEnv(model, LLM_KEY),
       EVENT_POLL_MS: "50",
       COMMAND_TIMEOUT_S: "120",
     },

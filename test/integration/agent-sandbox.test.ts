@@ -3,7 +3,12 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentModel, roleOf, type Script } from "../helpers/agent-model.js";
-import { startFakeModel, toolResults, type FakeModel } from "../helpers/fake-model.js";
+import {
+  startFakeModel,
+  toolResults,
+  type FakeModel,
+  fakeModelEnv,
+} from "../helpers/fake-model.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { openTaskStream } from "../helpers/ws.js";
@@ -76,10 +81,7 @@ beforeAll(async () => {
   server = await startTestServer({
     workers: true,
     env: {
-      LLM_PROVIDER: "openai-compatible",
-      LLM_BASE_URL: model.baseUrl,
-      LLM_API_KEY: LLM_KEY,
-      LLM_MODEL: "fake-coder",
+      ...fakeModelEnv(model, LLM_KEY),
       EVENT_POLL_MS: "50",
       COMMAND_TIMEOUT_S: "2",
       MAX_FIX_ATTEMPTS: "1",

@@ -1,9 +1,14 @@
 import nock from "nock";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { agentModel, roleOf, userText, type Script } from "../helpers/agent-model.js";
-import { startFakeModel, toolResults, type FakeModel } from "../helpers/fake-model.js";
+import {
+  startFakeModel,
+  toolResults,
+  type FakeModel,
+  fakeModelEnv,
+} from "../helpers/fake-model.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
-import { testPrivateKey } from "../helpers/github.js";
+import { mockInstallationToken, testPrivateKey } from "../helpers/github.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { openTaskStream, type StreamEvent } from "../helpers/ws.js";
 
@@ -109,10 +114,7 @@ beforeAll(async () => {
     workers: true,
     logLines,
     env: {
-      LLM_PROVIDER: "openai-compatible",
-      LLM_BASE_URL: model.baseUrl,
-      LLM_API_KEY: LLM_KEY,
-      LLM_MODEL: "fake-coder",
+      ...fakeModelEnv(model, LLM_KEY),
       EVENT_POLL_MS: "50",
       APP_ID: "321",
       PRIVATE_KEY: testPrivateKey(),
@@ -181,10 +183,7 @@ async function runTask(description: string): Promise<FinishedTask> {
 
 describe("a GitHub repository", () => {
   it("opens a pull request with the plan, the review and the checks", async () => {
-    const token = nock("https://api.github.com")
-      .post("/app/installations/555/access_tokens")
-      .reply(201, { token: INSTALLATION_TOKEN, expires_at: new Date(Date.now() + 3600e3) })
-      .persist();
+    const token = mockInstallationToken(555, INSTALLATION_TOKEN);
     let prBody: Record<string, unknown> | undefined;
     const api = nock("https://api.github.com", {
       reqheaders: { authorization: `token ${INSTALLATION_TOKEN}` },
@@ -238,10 +237,7 @@ describe("a GitHub repository", () => {
   }, 120_000);
 
   it("fails with a readable error when GitHub refuses the pull request", async () => {
-    nock("https://api.github.com")
-      .post("/app/installations/555/access_tokens")
-      .reply(201, { token: INSTALLATION_TOKEN, expires_at: new Date(Date.now() + 3600e3) })
-      .persist();
+    mockInstallationToken(555, INSTALLATION_TOKEN);
     nock("https://api.github.com")
       .get("/repos/acme/app/pulls")
       .query(true)
@@ -259,10 +255,7 @@ describe("a GitHub repository", () => {
 
 describe("parallel implementation", () => {
   it("implements a plan over 8 files with at most 3 workers at once, each on its own files", async () => {
-    nock("https://api.github.com")
-      .post("/app/installations/555/access_tokens")
-      .reply(201, { token: INSTALLATION_TOKEN, expires_at: new Date(Date.now() + 3600e3) })
-      .persist();
+    mockInstallationToken(555, INSTALLATION_TOKEN);
     const pulls = nock("https://api.github.com")
       .get("/repos/acme/app/pulls")
       .query(true)

@@ -8,6 +8,7 @@ import {
   type FakeModel,
   type FakeModelRequest,
   type FakeReplyFunction,
+  fakeModelEnv,
 } from "../helpers/fake-model.js";
 import { testPrivateKey } from "../helpers/github.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
@@ -94,14 +95,7 @@ function appEnv(): Record<string, string> {
 }
 
 function modelEnv(): Record<string, string> {
-  return {
-    LLM_PROVIDER: "openai-compatible",
-    LLM_BASE_URL: model.baseUrl,
-    LLM_API_KEY: LLM_KEY,
-    LLM_MODEL: "fake-reviewer",
-    LLM_PRICE_INPUT_PER_MTOK: "3",
-    LLM_PRICE_OUTPUT_PER_MTOK: "15",
-  };
+  return fakeModelEnv(model, LLM_KEY, "fake-reviewer");
 }
 
 async function accountOf(target: TestServer, keyId: string): Promise<string> {

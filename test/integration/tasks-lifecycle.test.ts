@@ -4,6 +4,7 @@ import {
   type FakeModel,
   type FakeModelRequest,
   type FakeReply,
+  fakeModelEnv,
 } from "../helpers/fake-model.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
@@ -71,12 +72,7 @@ beforeAll(async () => {
   });
   model = await startFakeModel(planner);
   const env = {
-    LLM_PROVIDER: "openai-compatible",
-    LLM_BASE_URL: model.baseUrl,
-    LLM_API_KEY: "sk-fake-model-key-0123456789abcdef",
-    LLM_MODEL: "fake-coder",
-    LLM_PRICE_INPUT_PER_MTOK: "3",
-    LLM_PRICE_OUTPUT_PER_MTOK: "15",
+    ...fakeModelEnv(model, "sk-fake-model-key-0123456789abcdef"),
     EVENT_POLL_MS: "50",
   };
   worker = await startTestServer({ workers: true, env });

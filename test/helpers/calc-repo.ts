@@ -1,0 +1,62 @@
+import { fileURLToPath } from "node:url";
+
+/*
+ * A small TypeScript project whose test fails: clamp ignores its bounds. node:test runs the
+ * test through this checkout's tsx (no install needed). Used by the end-to-end test and the
+ * task-overhead benchmark.
+ */
+
+const TSX = fileURLToPath(new URL("../../node_modules/.bin/tsx", import.meta.url));
+
+export const CALC_BUGGY = `export function add(a: number, b: number): number {
+  return a + b;
+}
+
+export function clamp(value: number, min: number, max: number): number {
+  return value;
+}
+`;
+/** The line that makes the test pass, in place of `return value;`. */
+export const CALC_FIX = "return Math.min(Math.max(value, min), max);";
+
+export const CALC_PLAN = {
+  summary: "Make clamp keep values inside [min, max].",
+  steps: [
+    {
+      title: "Clamp to both bounds",
+      description: "Return min below the range and max above it.",
+      files: ["src/math.ts"],
+    },
+  ],
+};
+
+/** The repository's files; `beforeTest` is a shell command run before the test (and `&&`). */
+export function calcRepoFiles(beforeTest?: string): Record<string, string> {
+  const test = `${TSX} --test test/math.test.ts`;
+  return {
+    "package.json": `${JSON.stringify(
+      {
+        name: "calc",
+        version: "1.0.0",
+        private: true,
+        type: "module",
+        scripts: { test: beforeTest ? `${beforeTest} && ${test}` : test },
+      },
+      null,
+      2,
+    )}\n`,
+    "src/math.ts": CALC_BUGGY,
+    "test/math.test.ts": `import { test } from "node:test";
+import assert from "node:assert/strict";
+import { add, clamp } from "../src/math.ts";
+
+test("add", () => assert.equal(add(2, 3), 5));
+test("clamp keeps values in range", () => {
+  assert.equal(clamp(-5, 0, 3), 0);
+  assert.equal(clamp(2, 0, 3), 2);
+  assert.equal(clamp(9, 0, 3), 3);
+});
+`,
+    "README.md": "# calc\n\nSmall arithmetic helpers.\n",
+  };
+}

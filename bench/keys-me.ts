@@ -21,13 +21,13 @@ import { sha256 } from "../src/util/ids.js";
 import {
   activeCleanups,
   BenchError,
+  alternatingRounds,
   Cleanup,
-  runLoad,
-  summarise,
+  throughputRatio,
   type Benchmark,
   type BenchReport,
   type BenchSettings,
-  type LoadSample,
+  type LoadSubject,
 } from "./lib/harness.js";
 import { openBareConnection, startBenchStack } from "./lib/stack.js";
 
@@ -35,13 +35,6 @@ import { openBareConnection, startBenchStack } from "./lib/stack.js";
 export const TARGET_RATIO = 0.7;
 
 const DATABASE = "bench_service";
-
-interface Subject {
-  name: string;
-  url: string;
-  /** Resolves once no request of this subject is still being handled. */
-  idle(): Promise<void>;
-}
 
 interface BareServer {
   url: string;
@@ -141,8 +134,6 @@ async function probe(url: string, key: string): Promise<unknown> {
   return JSON.parse(text) as unknown;
 }
 
-const fmt = (n: number) => n.toFixed(0);
-
 export const keysMe: Benchmark = {
   name: "keys-me",
   description: "GET /keys/me vs a bare Koa handler doing one _id lookup on the same database",
@@ -173,7 +164,7 @@ export const keysMe: Benchmark = {
       const connection = await openBareConnection(cleanup, uri, 50);
       registerBareModels(connection);
 
-      const subjects: Subject[] = [];
+      const subjects: LoadSubject[] = [];
       const lookups: Array<1 | 2 | 3> = profile ? [1, 2, 3] : [1];
       for (const n of lookups) {
         const bare = await startBareServer(connection, n);
@@ -194,62 +185,14 @@ export const keysMe: Benchmark = {
       for (const subject of subjects)
         console.log(`  ${subject.name}: ${JSON.stringify(await probe(subject.url, key))}`);
 
-      const headers = { "x-api-key": key };
-      const load = async (subject: Subject, durationS: number) => {
-        const sample = await runLoad({
-          url: subject.url,
-          headers,
-          connections: settings.connections,
-          durationS,
-          expectStatus: 200,
-        });
-        await subject.idle();
-        return sample;
-      };
-
-      if (settings.warmupS > 0) {
-        for (const subject of subjects) {
-          console.log(`  warm-up ${subject.name} (${settings.warmupS} s)`);
-          await load(subject, settings.warmupS);
-        }
-      }
-
-      const samples = new Map<string, LoadSample[]>(subjects.map((s) => [s.name, []]));
-      for (let round = 1; round <= settings.rounds; round++) {
-        for (const subject of subjects) {
-          const sample = await load(subject, settings.durationS);
-          samples.get(subject.name)!.push(sample);
-          console.log(
-            `  round ${round}/${settings.rounds} ${subject.name.padEnd(22)} ` +
-              `${fmt(sample.requestsPerSec).padStart(6)} req/s  p50 ${sample.latencyP50Ms} ms  ` +
-              `p99 ${sample.latencyP99Ms} ms  main thread ${(sample.eventLoopUtilization * 100).toFixed(0)}% busy, ` +
-              `${sample.mainThreadMsPerRequest.toFixed(2)} ms/req`,
-          );
-        }
-      }
-
-      const summaries = subjects.map((s) => summarise(s.name, samples.get(s.name)!));
-      const bare = summaries[0]!;
-      const svc = summaries[1]!;
-      const ratio = svc.requestsPerSec / bare.requestsPerSec;
-      // Each service round ran right after a bare round: their ratio is the least disturbed
-      // by other load on the machine. Reported next to the ratio of the medians.
-      const pairRatios = svc.rounds.map(
-        (r, i) => r.requestsPerSec / bare.rounds[i]!.requestsPerSec,
-      );
+      const summaries = await alternatingRounds(settings, subjects, {
+        headers: { "x-api-key": key },
+        expectStatus: 200,
+      });
+      const { check, pairRatios } = throughputRatio(summaries[0]!, summaries[1]!, TARGET_RATIO);
       return {
         subjects: summaries,
-        checks: [
-          {
-            name: "service/bare throughput",
-            value: ratio,
-            target: TARGET_RATIO,
-            pass: ratio >= TARGET_RATIO,
-            detail:
-              `${fmt(svc.requestsPerSec)} / ${fmt(bare.requestsPerSec)} req/s (medians); ` +
-              `per round ${pairRatios.map((r) => r.toFixed(2)).join(", ")}`,
-          },
-        ],
+        checks: [check],
         info: {
           engine,
           connections: settings.connections,

@@ -32,13 +32,14 @@ import { newId } from "../src/util/ids.js";
 import {
   activeCleanups,
   BenchError,
+  alternatingRounds,
   Cleanup,
-  runLoad,
-  summarise,
+  throughputRatio,
   type Benchmark,
   type BenchReport,
   type BenchSettings,
   type LoadSample,
+  type LoadSubject,
 } from "./lib/harness.js";
 import { openBareConnection, startBenchStack } from "./lib/stack.js";
 
@@ -46,13 +47,6 @@ import { openBareConnection, startBenchStack } from "./lib/stack.js";
 export const TARGET_RATIO = 0.6;
 
 const DATABASE = "bench_tasks";
-
-interface Subject {
-  name: string;
-  url: string;
-  /** Resolves once no request of this subject is still being handled. */
-  idle(): Promise<void>;
-}
 
 interface BareServer {
   url: string;
@@ -259,8 +253,6 @@ async function setUpAccount(
   };
 }
 
-const fmt = (n: number) => n.toFixed(0);
-
 export const tasksCreate: Benchmark = {
   name: "tasks-create",
   description: "POST /tasks vs a bare Koa handler parsing JSON and inserting one document",
@@ -289,7 +281,7 @@ export const tasksCreate: Benchmark = {
           { name: "bare koa, auth + createTask", work: authCreateTask(bareModels) },
         );
       }
-      const subjects: Subject[] = [];
+      const subjects: LoadSubject[] = [];
       for (const variant of variants) {
         const bare = await startBareServer(variant.work);
         cleanup.defer(`close ${variant.name}`, () => bare.close());
@@ -314,78 +306,37 @@ export const tasksCreate: Benchmark = {
         console.log(`  ${subject.name}: ${JSON.stringify(answer).slice(0, 100)}`);
       }
 
-      const text = JSON.stringify(body);
-      const headers = { "content-type": "application/json", "x-api-key": key };
-      const load = async (subject: Subject, durationS: number) => {
-        const sample = await runLoad({
-          url: subject.url,
-          method: "POST",
-          body: text,
-          headers,
-          connections: settings.connections,
-          durationS,
-          expectStatus: 201,
-        });
-        await subject.idle();
-        return sample;
-      };
-
-      if (settings.warmupS > 0) {
-        for (const subject of subjects) {
-          console.log(`  warm-up ${subject.name} (${settings.warmupS} s)`);
-          await load(subject, settings.warmupS);
-        }
-      }
-
-      const samples = new Map<string, LoadSample[]>(subjects.map((s) => [s.name, []]));
       const slotRates = new Map<string, number[]>();
-      for (let round = 1; round <= settings.rounds; round++) {
-        for (const subject of subjects) {
-          const counter = subject.name.startsWith("service")
-            ? slotCounts?.service
-            : subject.name.endsWith("createTask")
-              ? slotCounts?.bare
-              : undefined;
-          const before = counter ? { ...counter } : undefined;
-          const sample = await load(subject, settings.durationS);
-          samples.get(subject.name)!.push(sample);
-          let slots = "";
-          if (counter && before) {
-            const perTask = (counter.attempts - before.attempts) / sample.completed;
-            slotRates.set(subject.name, [...(slotRates.get(subject.name) ?? []), perTask]);
-            slots = `, ${perTask.toFixed(1)} slot inserts/task`;
-          }
-          console.log(
-            `  round ${round}/${settings.rounds} ${subject.name.padEnd(36)} ` +
-              `${fmt(sample.requestsPerSec).padStart(6)} req/s  p50 ${sample.latencyP50Ms} ms  ` +
-              `p99 ${sample.latencyP99Ms} ms  main thread ${(sample.eventLoopUtilization * 100).toFixed(0)}% busy, ` +
-              `${sample.mainThreadMsPerRequest.toFixed(2)} ms/req${slots}`,
-          );
-        }
-      }
-
-      const summaries = subjects.map((s) => summarise(s.name, samples.get(s.name)!));
-      const bare = summaries[0]!;
-      const svc = summaries[1]!;
-      const ratio = svc.requestsPerSec / bare.requestsPerSec;
-      // Each service round ran right after a bare round: their ratio is the least disturbed
-      // by other load on the machine. Reported next to the ratio of the medians.
-      const pairRatios = svc.rounds.map(
-        (r, i) => r.requestsPerSec / bare.rounds[i]!.requestsPerSec,
+      // With profiling, how many quota-slot inserts each task took, per round.
+      const countSlots = (subject: LoadSubject) => {
+        const counter = subject.name.startsWith("service")
+          ? slotCounts?.service
+          : subject.name.endsWith("createTask")
+            ? slotCounts?.bare
+            : undefined;
+        if (!counter) return undefined;
+        const before = counter.attempts;
+        return (sample: LoadSample) => {
+          const perTask = (counter.attempts - before) / sample.completed;
+          slotRates.set(subject.name, [...(slotRates.get(subject.name) ?? []), perTask]);
+          return `, ${perTask.toFixed(1)} slot inserts/task`;
+        };
+      };
+      const summaries = await alternatingRounds(
+        settings,
+        subjects,
+        {
+          method: "POST",
+          body: JSON.stringify(body),
+          headers: { "content-type": "application/json", "x-api-key": key },
+          expectStatus: 201,
+        },
+        countSlots,
       );
+      const { check, pairRatios } = throughputRatio(summaries[0]!, summaries[1]!, TARGET_RATIO);
       return {
         subjects: summaries,
-        checks: [
-          {
-            name: "service/bare throughput",
-            value: ratio,
-            target: TARGET_RATIO,
-            pass: ratio >= TARGET_RATIO,
-            detail:
-              `${fmt(svc.requestsPerSec)} / ${fmt(bare.requestsPerSec)} req/s (medians); ` +
-              `per round ${pairRatios.map((r) => r.toFixed(2)).join(", ")}`,
-          },
-        ],
+        checks: [check],
         info: {
           engine,
           connections: settings.connections,

@@ -259,3 +259,82 @@ export class Cleanup {
 
 /** Cleanups of benchmarks in flight, so that an interrupt still stops servers and databases. */
 export const activeCleanups = new Set<Cleanup>();
+
+/** One side of a throughput comparison: a URL to load, and a way to wait until it is idle. */
+export interface LoadSubject {
+  name: string;
+  url: string;
+  /** Resolves once no request of this subject is still being handled. */
+  idle(): Promise<void>;
+}
+
+/**
+ * Warm-up, then `settings.rounds` rounds in which every subject is loaded in turn (so each
+ * service round runs right after a bare round), one line per sample. `describe` may add to
+ * a sample's line (it runs around the load: `before` returns a function given the sample).
+ */
+export async function alternatingRounds(
+  settings: BenchSettings,
+  subjects: LoadSubject[],
+  request: Omit<Parameters<typeof runLoad>[0], "url" | "connections" | "durationS">,
+  before?: (subject: LoadSubject) => ((sample: LoadSample) => string) | undefined,
+): Promise<SubjectSummary[]> {
+  const load = async (subject: LoadSubject, durationS: number) => {
+    const sample = await runLoad({
+      ...request,
+      url: subject.url,
+      connections: settings.connections,
+      durationS,
+    });
+    await subject.idle();
+    return sample;
+  };
+  if (settings.warmupS > 0) {
+    for (const subject of subjects) {
+      console.log(`  warm-up ${subject.name} (${settings.warmupS} s)`);
+      await load(subject, settings.warmupS);
+    }
+  }
+  const width = Math.max(...subjects.map((s) => s.name.length));
+  const samples = new Map<string, LoadSample[]>(subjects.map((s) => [s.name, []]));
+  for (let round = 1; round <= settings.rounds; round++) {
+    for (const subject of subjects) {
+      const after = before?.(subject);
+      const sample = await load(subject, settings.durationS);
+      samples.get(subject.name)!.push(sample);
+      console.log(
+        `  round ${round}/${settings.rounds} ${subject.name.padEnd(width)} ` +
+          `${sample.requestsPerSec.toFixed(0).padStart(6)} req/s  p50 ${sample.latencyP50Ms} ms  ` +
+          `p99 ${sample.latencyP99Ms} ms  main thread ${(sample.eventLoopUtilization * 100).toFixed(0)}% busy, ` +
+          `${sample.mainThreadMsPerRequest.toFixed(2)} ms/req${after ? after(sample) : ""}`,
+      );
+    }
+  }
+  return subjects.map((s) => summarise(s.name, samples.get(s.name)!));
+}
+
+/**
+ * The service/bare throughput check of two summaries (bare first). Each service round ran
+ * right after a bare round: their per-round ratios are the least disturbed by other load on
+ * the machine, and are reported next to the ratio of the medians.
+ */
+export function throughputRatio(
+  bare: SubjectSummary,
+  svc: SubjectSummary,
+  target: number,
+): { check: Check; pairRatios: number[] } {
+  const ratio = svc.requestsPerSec / bare.requestsPerSec;
+  const pairRatios = svc.rounds.map((r, i) => r.requestsPerSec / bare.rounds[i]!.requestsPerSec);
+  return {
+    pairRatios,
+    check: {
+      name: "service/bare throughput",
+      value: ratio,
+      target,
+      pass: ratio >= target,
+      detail:
+        `${svc.requestsPerSec.toFixed(0)} / ${bare.requestsPerSec.toFixed(0)} req/s (medians); ` +
+        `per round ${pairRatios.map((r) => r.toFixed(2)).join(", ")}`,
+    },
+  };
+}

@@ -1,6 +1,10 @@
-import { MongoBackend } from "@agendajs/mongo-backend";
+import { MongoBackend, type MongoJobRepository } from "@agendajs/mongo-backend";
 import { Agenda, InMemoryNotificationChannel, type Job } from "agenda";
-import type { Db } from "mongodb";
+import type { Collection, Db } from "mongodb";
+import mongoose from "mongoose";
+import { createHash } from "node:crypto";
+import { isDuplicateKey } from "../db/duplicate-key.js";
+import { ExclusiveJobRepository } from "./exclusive-locks.js";
 import type { ZodType } from "zod";
 import type { Logger } from "../util/logger.js";
 
@@ -54,6 +58,12 @@ export interface SchedulerOptions {
 class GuardedMongoBackend extends MongoBackend {
   private connecting: Promise<void> | undefined;
   connectError: unknown;
+  constructor(db: Db) {
+    super({ mongo: db, collection: "jobs" });
+    // Locks that hold on FerretDB too (see exclusive-locks.ts).
+    (this as unknown as { _repository: MongoJobRepository })._repository =
+      new ExclusiveJobRepository({ mongo: db, db: { collection: "jobs" } });
+  }
   override connect(): Promise<void> {
     this.connecting ??= super.connect().catch((error: unknown) => {
       this.connectError = error;
@@ -62,9 +72,70 @@ class GuardedMongoBackend extends MongoBackend {
   }
 }
 
+/** Fields Agenda's MongoDB backend stores as null when a job does not set them (saveJob). */
+const NULL_FIELDS = [
+  "lockedAt",
+  "lastFinishedAt",
+  "failedAt",
+  "failCount",
+  "failReason",
+  "repeatTimezone",
+  "lastRunAt",
+  "repeatInterval",
+  "repeatAt",
+  "disabled",
+  "progress",
+  "debounceStartedAt",
+  "fork",
+  "startDate",
+  "endDate",
+  "skipDays",
+] as const;
+
+/**
+ * Queues a job once for its unique fields with one insert whose `_id` is derived from them.
+ * Agenda's own `unique()` is a find-and-upsert on those fields: no database index serves it on
+ * FerretDB, which scans the whole jobs collection for it (about 1 ms per 4 stored jobs,
+ * holding up other writes meanwhile), and it is not atomic there. A duplicate `_id` is the
+ * atomic "already queued" on every backend.
+ */
+async function enqueueOnce(
+  agenda: Agenda,
+  jobs: Collection,
+  processName: string,
+  name: string,
+  data: unknown,
+  unique: Record<string, unknown>,
+): Promise<void> {
+  const key = JSON.stringify([name, Object.entries(unique).sort(([a], [b]) => a.localeCompare(b))]);
+  const id = new mongoose.Types.ObjectId(
+    createHash("sha256").update(key).digest("hex").slice(0, 24),
+  );
+  const job = agenda.create(name, data).schedule(new Date());
+  const {
+    _id: _ignored,
+    unique: _u,
+    uniqueOpts: _o,
+    ...props
+  } = job.attrs as unknown as Record<string, unknown>;
+  const doc: Record<string, unknown> = { ...props, _id: id, lastModifiedBy: processName };
+  for (const field of NULL_FIELDS) doc[field] ??= null;
+  try {
+    await jobs.insertOne(doc as never);
+  } catch (error) {
+    if (isDuplicateKey(error)) return;
+    throw error;
+  }
+  // Workers of this process start it at once, as after Agenda's own save.
+  (job.attrs as { _id?: unknown })._id = id;
+  const publish = (agenda as unknown as { publishJobNotification?(j: unknown): Promise<void> })
+    .publishJobNotification;
+  await publish?.call(agenda, job);
+}
+
 /** Agenda on the service's own MongoDB connection, created after mongoose has connected. */
 export async function createScheduler(options: SchedulerOptions): Promise<Scheduler> {
-  const backend = new GuardedMongoBackend({ mongo: options.db, collection: "jobs" });
+  const backend = new GuardedMongoBackend(options.db);
   await backend.connect();
   if (backend.connectError) throw backend.connectError;
   const agenda = new Agenda({
@@ -124,11 +195,14 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
         await agenda.now(kind.name, parsed);
         return;
       }
-      await agenda
-        .create(kind.name, parsed)
-        .unique(enqueueOptions.unique, { insertOnly: true })
-        .schedule(new Date())
-        .save();
+      await enqueueOnce(
+        agenda,
+        options.db.collection("jobs"),
+        options.name,
+        kind.name,
+        parsed,
+        enqueueOptions.unique,
+      );
     },
     async start() {
       await agenda.start();

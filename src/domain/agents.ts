@@ -1,6 +1,12 @@
+import type { TaskRecord } from "../db/models.js";
+import { errors } from "../errors.js";
+import { AGENT_CATALOG } from "./agent-catalog.js";
+import { createTask, type CreateTaskInput, type TaskDeps } from "./tasks.js";
+
 /*
- * Built-in agents: ready-made task templates (interface "Agents", SPEC §6). The catalogue of
- * twenty is added by the agents issue (#6); tasks already validate `agent_name` against it.
+ * Built-in agents: ready-made task templates (interface "Agents", SPEC §6). The catalogue is
+ * data (agent-catalog.ts); running an agent creates an ordinary task whose description is
+ * the agent's template, so it claims quota and runs the pipeline like any other task.
  */
 
 export const AGENT_CATEGORIES = [
@@ -21,9 +27,65 @@ export interface AgentDefinition {
   task_template: string;
 }
 
-export const BUILTIN_AGENTS: readonly AgentDefinition[] = [];
+/** The catalogue in listing order: by category (the order above), then as written. */
+export const BUILTIN_AGENTS: readonly AgentDefinition[] = [...AGENT_CATALOG].sort(
+  (a, b) => AGENT_CATEGORIES.indexOf(a.category) - AGENT_CATEGORIES.indexOf(b.category),
+);
+
+const BY_NAME = new Map(BUILTIN_AGENTS.map((a) => [a.name, a]));
 
 /** A built-in agent by name, or undefined. */
 export function findAgent(name: string): AgentDefinition | undefined {
-  return BUILTIN_AGENTS.find((a) => a.name === name);
+  return BY_NAME.get(name);
+}
+
+/** The agents of one category, or all of them. */
+export function listAgents(category?: AgentCategory): AgentDefinition[] {
+  return BUILTIN_AGENTS.filter((a) => !category || a.category === category);
+}
+
+/** An agent by name; an unknown name is `not_found`. */
+export function getAgent(name: string): AgentDefinition {
+  const agent = findAgent(name);
+  if (!agent) throw errors.notFound("agent");
+  return agent;
+}
+
+/** The agent as listings show it: without its template. */
+export function toAgentSummary(agent: AgentDefinition) {
+  return { name: agent.name, description: agent.description, category: agent.category };
+}
+
+/** The description of a task an agent run creates: the template, then the caller's words. */
+export function agentTaskDescription(agent: AgentDefinition, instructions?: string): string {
+  const extra = instructions?.trim();
+  return extra
+    ? `${agent.task_template}\n\nAdditional instructions from the requester:\n${extra}`
+    : agent.task_template;
+}
+
+export type RunAgentInput = Omit<CreateTaskInput, "description" | "agent_name"> & {
+  /** Extra instructions appended to the template (extension). */
+  instructions?: string | undefined;
+};
+
+/**
+ * Runs an agent: creates a task with the agent's template as its description and
+ * `agent_name` set, claiming one task of the monthly allowance (429 when none is left).
+ */
+export async function runAgentTask(
+  deps: TaskDeps,
+  accountId: string,
+  name: string,
+  input: RunAgentInput,
+): Promise<TaskRecord> {
+  const agent = getAgent(name);
+  const { instructions, ...rest } = input;
+  return createTask(deps, accountId, {
+    ...rest,
+    description: agentTaskDescription(agent, instructions),
+    agent_name: agent.name,
+    source: rest.source ?? "agent",
+    origin: rest.origin ?? { agent: agent.name },
+  });
 }

@@ -1,5 +1,5 @@
 import type { Models, TaskRecord } from "../db/models.js";
-import { endTask, type StageName, type TaskDeps } from "../domain/tasks.js";
+import { endTask, repairEnding, type StageName, type TaskDeps } from "../domain/tasks.js";
 import { bumpMarkerSoon, readMarker } from "../domain/marker-cache.js";
 import type { Logger } from "../util/logger.js";
 
@@ -9,11 +9,23 @@ import type { Logger } from "../util/logger.js";
  * every task it depends on is DONE. Starting is idempotent (a unique stage job), so several
  * workers polling at once start each task once. A worker in the creating process is kicked
  * at once; others see the queued-tasks marker change within TASK_POLL_MS and scan then.
+ *
+ * Dependencies (spec planner, SPEC §6): the intake remembers which unfinished tasks the
+ * waiting tasks depend on, and every poll asks (one `_id` lookup) whether one of them has
+ * ended; if so it scans. A dependent therefore starts, or fails, within TASK_POLL_MS of its
+ * dependency ending, in whichever process that ended, with nothing to signal. Failing a
+ * dependent makes the scan run again, so the failure reaches dependents of dependents
+ * (transitively) in the same pass.
  */
 
 const QUEUED_MARKER = "tasks-queued";
 const SAFETY_SCAN_MS = 30_000;
 const COALESCE_MS = 50;
+/** Unfinished dependencies watched between scans, at most (beyond: the safety scan). */
+const MAX_AWAITED = 1000;
+/** How much of a failed dependency's error a dependent quotes. */
+const MAX_CAUSE_CHARS = 1000;
+const ENDED_STATUSES = ["completed", "failed", "cancelled"];
 
 /**
  * Tells every worker that tasks were queued, by bumping a marker that workers read by `_id`
@@ -44,17 +56,34 @@ export function createIntake(deps: {
   let running = false;
   let marker: unknown;
   let lastScan = 0;
+  /** Unfinished tasks that queued tasks wait on, as of the last scan. */
+  let awaited = new Set<string>();
+  let nextAwaited = new Set<string>();
 
-  /** Scans only when the queued marker changed, or every SAFETY_SCAN_MS in any case. */
+  /**
+   * Scans when the queued marker changed, when a task that queued tasks wait on has ended,
+   * or every SAFETY_SCAN_MS in any case.
+   */
   async function poll(): Promise<void> {
     try {
       const value = await readMarker(deps.models, QUEUED_MARKER);
-      if (value === marker && Date.now() - lastScan < SAFETY_SCAN_MS) return;
+      if (value === marker && Date.now() - lastScan < SAFETY_SCAN_MS && !(await dependencyEnded()))
+        return;
       marker = value;
     } catch (error) {
       logger.warn({ err: error }, "reading the queued-tasks marker failed");
     }
     await scan();
+  }
+
+  /** True when one of the awaited dependencies has ended (one lookup by `_id`). */
+  async function dependencyEnded(): Promise<boolean> {
+    if (awaited.size === 0) return false;
+    const ended = await deps.models.Task.collection.findOne(
+      { _id: { $in: [...awaited] as never[] }, status: { $in: ENDED_STATUSES } },
+      { projection: { _id: 1 } },
+    );
+    return ended !== null;
   }
   let again = false;
   let stopped = true;
@@ -69,6 +98,7 @@ export function createIntake(deps: {
       do {
         again = false;
         lastScan = Date.now();
+        nextAwaited = new Set();
         const queued = (await deps.models.Task.collection
           .find({ status: "queued" }, { projection: { _id: 1, depends_on: 1 } })
           .sort({ created_at: 1 })
@@ -83,6 +113,7 @@ export function createIntake(deps: {
           started.set(task._id, now);
           await deps.enqueueStage(task._id, "clone");
         }
+        awaited = nextAwaited;
       } while (again && !stopped);
     } catch (error) {
       logger.warn({ err: error }, "scanning queued tasks failed");
@@ -91,25 +122,40 @@ export function createIntake(deps: {
     }
   }
 
-  /** True when every dependency is DONE; fails the task when one failed or was cancelled. */
+  /**
+   * True when every dependency is DONE. When one failed or was cancelled the task fails,
+   * with an error naming that dependency and quoting its error (so a chain names the root).
+   */
   async function dependenciesReady(task: Pick<TaskRecord, "_id" | "depends_on">) {
     const ids = task.depends_on ?? [];
     if (ids.length === 0) return true;
     const deps_ = await deps.models.Task.collection
-      .find({ _id: { $in: ids as never[] } }, { projection: { status: 1 } })
+      .find({ _id: { $in: ids as never[] } }, { projection: { status: 1, error: 1 } })
       .toArray();
-    const byId = new Map(deps_.map((d) => [String(d._id), d.status as string]));
+    const byId = new Map(
+      deps_.map((d) => [String(d._id), { status: d.status as string, error: d.error as unknown }]),
+    );
     for (const id of ids) {
-      const status = byId.get(id);
-      if (status === "failed" || status === "cancelled" || status === undefined) {
-        await endTask(deps.taskDeps, task._id, {
-          status: "failed",
-          error: `Dependency ${id} ${status === undefined ? "no longer exists" : `ended ${status}`}; this task was not started.`,
-        });
+      const dep = byId.get(id);
+      if (dep === undefined || dep.status === "failed" || dep.status === "cancelled") {
+        if (await endTask(deps.taskDeps, task._id, { status: "failed", error: blockedBy(id, dep) }))
+          again = true; // its own dependents may be in this scan's list already: look again
+        else await repairEnding(deps.taskDeps, task._id); // ended before; make it show
         return false;
       }
     }
-    return ids.every((id) => byId.get(id) === "completed");
+    const waiting = ids.filter((id) => byId.get(id)?.status !== "completed");
+    for (const id of waiting) if (nextAwaited.size < MAX_AWAITED) nextAwaited.add(id);
+    return waiting.length === 0;
+  }
+
+  function blockedBy(id: string, dep: { status: string; error: unknown } | undefined): string {
+    if (!dep) return `Not started because dependency ${id} no longer exists.`;
+    const what = dep.status === "cancelled" ? "was cancelled" : "failed";
+    const cause = typeof dep.error === "string" ? dep.error.trim() : "";
+    if (!cause) return `Not started because dependency ${id} ${what}.`;
+    const quoted = cause.length > MAX_CAUSE_CHARS ? `${cause.slice(0, MAX_CAUSE_CHARS)}…` : cause;
+    return `Not started because dependency ${id} ${what}: ${quoted}`;
   }
 
   return {

@@ -1,0 +1,189 @@
+/*
+ * The files of a cloned repository as the health metrics see them. Listing reuses the
+ * indexer's (git's list, .gitignore respected) and its rules for vendored, generated and
+ * lock files. Unlike the index, credential files (`.env`, private keys) are kept: the
+ * security metric must see them. Their text stays in this process; reports carry only
+ * paths, line numbers and masked previews.
+ */
+import path from "node:path";
+import { listRepoFiles } from "../indexer/file-list.js";
+import { forEachConcurrently, readBounded } from "../indexer/read-files.js";
+import { hasGeneratedHeader, looksBinary, mayHoldSecrets, skipByPath } from "../indexer/skip.js";
+
+export type Language = "javascript" | "typescript" | "python" | "go" | "other-code";
+
+/** The languages whose tests, docs and dependencies the scan understands. */
+export const MAIN_LANGUAGES = ["javascript", "typescript", "python", "go"] as const;
+
+export interface ScanFile {
+  /** Relative posix path. */
+  path: string;
+  text: string;
+  lines: string[];
+  /** Null for files that are not code (docs, config, data). */
+  language: Language | null;
+  /** A test file (by the language's naming conventions). */
+  test: boolean;
+  /** Marked generated in its first lines ("@generated", "Code generated … DO NOT EDIT"). */
+  generated: boolean;
+  /** A path that conventionally holds credentials (see indexer/skip.ts mayHoldSecrets). */
+  credentials: boolean;
+  /** Lines with something other than whitespace. */
+  codeLines: number;
+}
+
+export interface RepoFiles {
+  files: ScanFile[];
+  /** Files listed but not read, by reason. */
+  skipped: Record<string, number>;
+  /** True when the file or byte limit stopped the reading early. */
+  truncated: boolean;
+}
+
+export const MAX_FILES = 20_000;
+export const MAX_FILE_BYTES = 1024 * 1024;
+export const MAX_TOTAL_BYTES = 128 * 1024 * 1024;
+
+const EXTENSIONS: Record<string, Language> = {
+  ".js": "javascript",
+  ".jsx": "javascript",
+  ".mjs": "javascript",
+  ".cjs": "javascript",
+  ".ts": "typescript",
+  ".tsx": "typescript",
+  ".mts": "typescript",
+  ".cts": "typescript",
+  ".py": "python",
+  ".go": "go",
+};
+
+/** Code in languages the scan only counts (markers, long files, duplication). */
+const OTHER_CODE = new Set([
+  ".java",
+  ".kt",
+  ".kts",
+  ".scala",
+  ".rb",
+  ".rs",
+  ".c",
+  ".h",
+  ".cc",
+  ".cpp",
+  ".hpp",
+  ".cs",
+  ".php",
+  ".swift",
+  ".m",
+  ".sh",
+  ".bash",
+]);
+
+/** The language of a path by its extension; `.d.ts` declarations are not code here. */
+export function languageOf(rel: string): Language | null {
+  if (/\.d\.[cm]?ts$/.test(rel)) return null;
+  const ext = path.posix.extname(rel).toLowerCase();
+  return EXTENSIONS[ext] ?? (OTHER_CODE.has(ext) ? "other-code" : null);
+}
+
+const TEST_DIR = /(^|\/)(__tests__|__mocks__|tests?|spec|e2e)\//;
+
+/** True for a test file by the naming conventions of its language. */
+export function isTestPath(rel: string, language: Language | null): boolean {
+  const name = path.posix.basename(rel);
+  switch (language) {
+    case "javascript":
+    case "typescript":
+      return /\.(test|spec)\.[cm]?[jt]sx?$/.test(name) || TEST_DIR.test(rel);
+    case "python":
+      return (
+        /^test_.*\.py$/.test(name) ||
+        /_test\.py$/.test(name) ||
+        name === "conftest.py" ||
+        TEST_DIR.test(rel)
+      );
+    case "go":
+      return name.endsWith("_test.go");
+    case "other-code":
+      return TEST_DIR.test(rel) || /(Test|Spec|_test|_spec)\.[a-z]+$/.test(name);
+    default:
+      return false;
+  }
+}
+
+function countCodeLines(lines: string[]): number {
+  let n = 0;
+  for (const line of lines) if (line.trim() !== "") n++;
+  return n;
+}
+
+/** Splits text into lines without the final empty one a trailing newline leaves. */
+export function splitLines(text: string): string[] {
+  const lines = text.split(/\r?\n/);
+  if (lines.length > 0 && lines[lines.length - 1] === "") lines.pop();
+  return lines;
+}
+
+/**
+ * Lists and reads the repository's files: vendored, generated and lock files are left out,
+ * binary and oversized files counted as skipped; credential files are read.
+ */
+export async function readRepoFiles(root: string): Promise<RepoFiles> {
+  const listed = await listRepoFiles(root);
+  const skipped: Record<string, number> = {};
+  const bump = (reason: string) => (skipped[reason] = (skipped[reason] ?? 0) + 1);
+  const wanted: string[] = [];
+  for (const rel of listed.paths.sort()) {
+    const reason = skipByPath(rel);
+    // Credential files are skipped by the index only so search cannot show their values.
+    if (reason !== undefined && reason !== "credentials") {
+      bump(reason);
+      continue;
+    }
+    wanted.push(rel);
+  }
+  let truncated = false;
+  if (wanted.length > MAX_FILES) {
+    truncated = true;
+    skipped["over-file-limit"] = wanted.length - MAX_FILES;
+    wanted.length = MAX_FILES;
+  }
+  const files: ScanFile[] = [];
+  let totalBytes = 0;
+  await forEachConcurrently(wanted, 16, async (rel) => {
+    if (totalBytes > MAX_TOTAL_BYTES) {
+      truncated = true;
+      bump("over-byte-limit");
+      return;
+    }
+    const bytes = await readBounded(path.join(root, rel), MAX_FILE_BYTES);
+    if (typeof bytes === "string") {
+      bump(bytes);
+      return;
+    }
+    if (looksBinary(bytes)) {
+      bump("binary");
+      return;
+    }
+    totalBytes += bytes.length;
+    const text = bytes.toString("utf8");
+    const lines = splitLines(text);
+    const language = languageOf(rel);
+    files.push({
+      path: rel,
+      text,
+      lines,
+      language,
+      test: isTestPath(rel, language),
+      generated: hasGeneratedHeader(bytes),
+      credentials: mayHoldSecrets(rel),
+      codeLines: countCodeLines(lines),
+    });
+  });
+  files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  return { files, skipped, truncated };
+}
+
+/** Code files that count for code metrics: a known language, not generated. */
+export function codeFiles(repo: RepoFiles): ScanFile[] {
+  return repo.files.filter((f) => f.language !== null && !f.generated && !f.credentials);
+}

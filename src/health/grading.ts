@@ -1,0 +1,53 @@
+/*
+ * The overall score and grade of a health report (SPEC §8). The weights say how much each
+ * metric counts; metrics without a score (null) are left out and the weights of the others
+ * are renormalised to sum to 1, so an unavailable metric neither helps nor hurts.
+ */
+import { METRIC_NAMES, type MetricName, type Metrics } from "./types.js";
+
+/** Relative weight of each metric in the overall score (they sum to 100). */
+export const METRIC_WEIGHTS: Readonly<Record<MetricName, number>> = {
+  test_coverage: 25,
+  security: 25,
+  tech_debt: 15,
+  ci_pass_rate: 15,
+  documentation: 10,
+  dependency_freshness: 10,
+};
+
+/** SPEC §8's grade table: the lowest score of each grade, best first. */
+export const GRADE_TABLE: ReadonlyArray<readonly [grade: string, min: number]> = [
+  ["A+", 97],
+  ["A", 93],
+  ["A-", 90],
+  ["B+", 87],
+  ["B", 83],
+  ["B-", 80],
+  ["C+", 77],
+  ["C", 73],
+  ["C-", 70],
+  ["D", 60],
+];
+
+/** The grade of an overall score (0..100). */
+export function gradeFor(score: number): string {
+  for (const [grade, min] of GRADE_TABLE) if (score >= min) return grade;
+  return "F";
+}
+
+/**
+ * The weighted mean of the metrics that have a score, rounded to a whole number, or null
+ * when none has one.
+ */
+export function overallScore(metrics: Metrics): number | null {
+  let weighted = 0;
+  let weights = 0;
+  for (const name of METRIC_NAMES) {
+    const score = metrics[name].score;
+    if (score === null) continue;
+    weighted += score * METRIC_WEIGHTS[name];
+    weights += METRIC_WEIGHTS[name];
+  }
+  if (weights === 0) return null;
+  return Math.round(weighted / weights);
+}

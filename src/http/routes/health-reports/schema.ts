@@ -1,0 +1,77 @@
+import { z } from "zod";
+import { HEALTH_REPORT_STATUSES } from "../../../db/models.js";
+import { opaqueId, timestamp } from "../../schemas.js";
+
+/** A repository id, or its `owner/name` URL-encoded (`owner%2Fname`). */
+export const repoPathParams = z.strictObject({
+  repo_id: z
+    .string()
+    .trim()
+    .min(1)
+    .max(200)
+    .regex(/^[A-Za-z0-9_.:-]+(\/[A-Za-z0-9_.-]+)?$/, "must be a repository id or owner/name")
+    .describe("repo_id, or the repository's full name owner/name URL-encoded"),
+});
+
+export const reportPathParams = repoPathParams.extend({ report_id: opaqueId });
+
+const workspaceId = opaqueId
+  .optional()
+  .describe("the workspace, when the repository is in several of the account's workspaces");
+
+export const repoQuery = z.strictObject({ workspace_id: workspaceId });
+
+export const historyQuery = z.strictObject({
+  workspace_id: workspaceId,
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  before: opaqueId.optional().describe("a report id: the page continues after it"),
+});
+
+const metric = z
+  .object({
+    score: z
+      .number()
+      .min(0)
+      .max(100)
+      .nullable()
+      .describe("0..100; null when nothing could be scored"),
+    summary: z.string(),
+    details: z
+      .record(z.string(), z.unknown())
+      .describe("the figures behind the score; `reason` says why a metric is not measured"),
+    measured: z
+      .boolean()
+      .describe("false when the figure is only estimated or unavailable (see details.reason)"),
+  })
+  .meta({ id: "HealthMetric" });
+
+export const healthReport = z
+  .object({
+    id: z.string(),
+    repo_id: z.string(),
+    workspace_id: z.string().describe("extension: the workspace the repository was scanned in"),
+    commit_sha: z.string().nullable().describe("the commit scanned; null until cloned"),
+    created_at: timestamp,
+    started_at: timestamp.nullable().describe("extension"),
+    finished_at: timestamp.nullable().describe("extension"),
+    status: z.enum(HEALTH_REPORT_STATUSES),
+    score: z.number().int().min(0).max(100).nullable().describe("null until completed"),
+    grade: z.string().nullable().describe("A+ … F; null until completed"),
+    metrics: z
+      .object({
+        test_coverage: metric,
+        tech_debt: metric,
+        security: metric,
+        documentation: metric,
+        dependency_freshness: metric,
+        ci_pass_rate: metric,
+      })
+      .nullable()
+      .describe("null until completed"),
+    weights: z
+      .record(z.string(), z.number())
+      .nullable()
+      .describe("extension: the weight each scored metric had in `score`"),
+    error: z.string().nullable().describe("extension: why a failed scan failed"),
+  })
+  .meta({ id: "HealthReport" });

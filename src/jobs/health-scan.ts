@@ -1,0 +1,289 @@
+import { mkdir, rm } from "node:fs/promises";
+import path from "node:path";
+import { z } from "zod";
+import type { Config } from "../config/env.js";
+import { isDuplicateKey } from "../db/duplicate-key.js";
+import type { Models } from "../db/models.js";
+import {
+  finishReport,
+  sweepHealthReports,
+  type HealthReportRecord,
+} from "../domain/health-reports.js";
+import { resolveRepo } from "../domain/workspaces.js";
+import { AppError } from "../errors.js";
+import type { GithubClient } from "../github/client.js";
+import type { CiSource } from "../health/ci.js";
+import { scanRepository } from "../health/scanner.js";
+import { GitError, runGit, shallowClone } from "../util/git.js";
+import type { Logger } from "../util/logger.js";
+import { redactText } from "../util/redact.js";
+import type { JobKind, Scheduler } from "./scheduler.js";
+
+/*
+ * The health-scan job (SPEC §8): a fresh shallow clone under DATA_DIR/health, the metrics,
+ * the report, the clone removed. What keeps a report from staying `pending`/`running`:
+ * a lease per run (a unique insert, kept alive by a heartbeat that also touches Agenda's
+ * lock), so a run whose worker died is taken over after the lock lifetime, at most
+ * MAX_ATTEMPTS times; HEALTH_SCAN_TIMEOUT_S bounds a run; and the sweep job fails what
+ * no worker finishes (domain/health-reports.ts sweepHealthReports).
+ */
+
+const scanSchema = z.strictObject({ report_id: z.string().min(1).max(100) });
+export type HealthScanJob = z.infer<typeof scanSchema>;
+
+export const HEALTH_SCAN_JOB = { name: "health.scan", schema: scanSchema } as const;
+export const HEALTH_SWEEP_JOB = "health.sweep";
+/** Runs of one scan (a worker dying mid-scan counts) before the report fails. */
+export const MAX_ATTEMPTS = 2;
+
+/** A failure with the sentence the report's `error` should say. */
+export class ScanError extends Error {
+  override name = "ScanError";
+}
+
+/** Queues the scan of a report; queueing the same report twice is one job. */
+export async function enqueueHealthScan(scheduler: Scheduler, reportId: string): Promise<void> {
+  await scheduler.enqueue(
+    HEALTH_SCAN_JOB,
+    { report_id: reportId },
+    { unique: { "data.report_id": reportId } },
+  );
+}
+
+export interface HealthJobDeps {
+  config: Config;
+  models: Models;
+  logger: Logger;
+  github?: GithubClient | undefined;
+}
+
+/** The readable `error` of a failed scan. */
+export function describeScanFailure(error: unknown, timedOut: boolean, timeoutMs: number): string {
+  let message: string;
+  if (timedOut)
+    message = `The scan did not finish within ${Math.round(timeoutMs / 1000)} s (HEALTH_SCAN_TIMEOUT_S).`;
+  else if (error instanceof ScanError) message = error.message;
+  else if (error instanceof GitError)
+    message = `git failed while cloning the repository: ${error.stderr || error.message}`;
+  else message = "An internal error stopped the scan; the service log has the details.";
+  return redactText(message).slice(0, 2000);
+}
+
+type Lease = { id: string; attempt: number } | "busy" | "exhausted";
+
+async function acquireLease(models: Models, reportId: string, ttlMs: number): Promise<Lease> {
+  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    const id = `health-lease:${reportId}:${attempt}`;
+    try {
+      await models.Once.collection.insertOne({
+        _id: id as never,
+        scope: "health-lease",
+        heartbeat_at: new Date(),
+        created_at: new Date(),
+      });
+      return { id, attempt };
+    } catch (error) {
+      if (!isDuplicateKey(error)) throw error;
+      const lease = await models.Once.collection.findOne({ _id: id as never });
+      const beat = lease?.heartbeat_at instanceof Date ? lease.heartbeat_at.getTime() : 0;
+      if (lease?.released !== true && Date.now() - beat < ttlMs) return "busy";
+    }
+  }
+  return "exhausted";
+}
+
+/** The scan job kind, run by workers. */
+export function createHealthScanJob(deps: HealthJobDeps): JobKind<HealthScanJob> {
+  const { config, models } = deps;
+  const ttlMs = config.jobs.lockLifetimeMs;
+
+  async function cloneSource(report: HealthReportRecord) {
+    let found;
+    try {
+      found = await resolveRepo(models, report.account_id, report.workspace_id, report.repo_id);
+    } catch (error) {
+      if (error instanceof AppError && error.status === 404)
+        throw new ScanError(
+          `The repository ${report.repo_id} is no longer part of workspace ${report.workspace_id}.`,
+        );
+      throw error;
+    }
+    const { workspace, repo } = found;
+    // Unknown until a first clone (installation events do not carry it): the clone then
+    // takes the remote's default branch, and the CI metric asks about the branch it found.
+    const branch = repo.default_branch || null;
+    const installationId = workspace.github?.installation_id;
+    if (workspace.kind !== "github") {
+      const ci: CiSource = { kind: "none", reason: "not a GitHub repository" };
+      return { url: repo.clone_url, branch, ci };
+    }
+    const github = deps.github;
+    if (!github || installationId == null)
+      throw new ScanError(
+        "This repository belongs to a GitHub App installation, but the GitHub App is not configured on this worker (APP_ID, PRIVATE_KEY).",
+      );
+    const ci: CiSource = {
+      kind: "github",
+      octokit: () => github.octokit(installationId),
+      fullName: repo.full_name,
+      branch: branch ?? "",
+    };
+    return { url: await github.cloneUrl(installationId, repo.clone_url), branch, ci };
+  }
+
+  async function run(data: HealthScanJob, touch: () => Promise<void>): Promise<void> {
+    const logger = deps.logger.child({ component: "health-scan", report: data.report_id });
+    const report = (await models.HealthReport.collection.findOne({
+      _id: data.report_id as never,
+    })) as HealthReportRecord | null;
+    if (!report || report.status === "completed" || report.status === "failed") return;
+    const lease = await acquireLease(models, report._id, ttlMs);
+    if (lease === "busy") return;
+    if (lease === "exhausted") {
+      await finishReport(models, report._id, {
+        status: "failed",
+        error: `The worker running this scan stopped ${MAX_ATTEMPTS} times before finishing it; the workers' logs say why.`,
+      });
+      return;
+    }
+    const beat = async () => {
+      const now = new Date();
+      await models.Once.collection.updateOne(
+        { _id: lease.id as never },
+        { $set: { heartbeat_at: now } },
+      );
+      await models.HealthReport.collection.updateOne(
+        { _id: report._id as never, status: "running" },
+        { $set: { heartbeat_at: now } },
+      );
+      await touch();
+    };
+    const now = new Date();
+    await models.HealthReport.collection.updateOne(
+      { _id: report._id as never, status: { $in: ["pending", "running"] } },
+      {
+        $set: {
+          status: "running",
+          started_at: report.started_at ?? now,
+          heartbeat_at: now,
+          attempts: lease.attempt + 1,
+          updated_at: now,
+        },
+      },
+    );
+    const heartbeat = setInterval(
+      () => void beat().catch((error: unknown) => logger.warn({ err: error }, "heartbeat failed")),
+      Math.max(250, Math.floor(ttlMs / 4)),
+    );
+    heartbeat.unref();
+    const controller = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort(new Error("the scan timed out"));
+    }, config.health.scanTimeoutMs);
+    timer.unref();
+    const workdir = path.join(config.dataDir, "health", `${report._id}-${lease.attempt}`);
+    let commit: string | null = null;
+    const started = performance.now();
+    try {
+      const source = await cloneSource(report);
+      // A clone left by an earlier run whose worker died on this machine goes too.
+      for (let attempt = 0; attempt <= lease.attempt; attempt++)
+        await rm(path.join(config.dataDir, "health", `${report._id}-${attempt}`), {
+          recursive: true,
+          force: true,
+        });
+      await mkdir(path.dirname(workdir), { recursive: true });
+      await shallowClone(source.url, source.branch, workdir, {
+        timeoutMs: config.pipeline.commandTimeoutS * 1000,
+        signal: controller.signal,
+      });
+      commit = (await runGit(["rev-parse", "HEAD"], { cwd: workdir })).trim();
+      if (source.ci.kind === "github" && !source.ci.branch)
+        source.ci.branch = (
+          await runGit(["rev-parse", "--abbrev-ref", "HEAD"], { cwd: workdir })
+        ).trim();
+      await models.HealthReport.collection.updateOne(
+        { _id: report._id as never },
+        { $set: { commit_sha: commit } },
+      );
+      const result = await scanRepository({
+        root: workdir,
+        coverageTimeoutMs: config.health.coverageTimeoutMs,
+        registry: config.health.registry,
+        ci: source.ci,
+        signal: controller.signal,
+      });
+      await finishReport(models, report._id, {
+        status: "completed",
+        commit_sha: commit,
+        score: result.score,
+        grade: result.grade,
+        metrics: result.metrics,
+        weights: result.weights,
+      });
+      logger.info(
+        { score: result.score, ms: Math.round(performance.now() - started) },
+        "health scan finished",
+      );
+    } catch (error) {
+      const message = describeScanFailure(error, timedOut, config.health.scanTimeoutMs);
+      logger.warn({ err: error }, "health scan failed");
+      await finishReport(models, report._id, {
+        status: "failed",
+        error: message,
+        commit_sha: commit,
+      });
+    } finally {
+      clearInterval(heartbeat);
+      clearTimeout(timer);
+      await models.Once.collection
+        .updateOne({ _id: lease.id as never }, { $set: { released: true } })
+        .catch(() => undefined);
+      await rm(workdir, { recursive: true, force: true }).catch(() => undefined);
+    }
+  }
+
+  return {
+    name: HEALTH_SCAN_JOB.name,
+    schema: scanSchema,
+    concurrency: config.health.concurrency,
+    async run(data, job) {
+      await run(data, async () => {
+        await job.touch();
+      });
+    },
+  };
+}
+
+/** The sweep job: fails scans no worker finishes and re-queues pending ones (every minute). */
+export function createHealthSweepJob(
+  deps: HealthJobDeps & { scheduler: Scheduler },
+): JobKind<Record<string, never>> {
+  const { config } = deps;
+  return {
+    name: HEALTH_SWEEP_JOB,
+    schema: z.object({}).strict() as z.ZodType<Record<string, never>>,
+    concurrency: 1,
+    async run() {
+      const { failed } = await sweepHealthReports(deps.models, {
+        staleMs: healthStaleMs(config),
+        pendingMaxMs: healthPendingMaxMs(config),
+        requeue: (id) => enqueueHealthScan(deps.scheduler, id),
+      });
+      if (failed.length > 0)
+        deps.logger.warn({ reports: failed }, "health scans failed by the sweep");
+    },
+  };
+}
+
+/** A running scan without a heartbeat for this long has lost its worker for good. */
+export function healthStaleMs(config: Config): number {
+  return Math.max(3 * config.jobs.lockLifetimeMs, 60_000);
+}
+
+/** A scan still pending after this long is failed: no worker is taking it. */
+export function healthPendingMaxMs(config: Config): number {
+  return Math.max(3 * config.health.scanTimeoutMs, 60 * 60_000);
+}

@@ -34,7 +34,15 @@ export function createGithubReceiver(deps: {
         throw errors.invalidJson();
       }
       try {
-        await deps.models.Once.create({ _id: `delivery:${id}`, scope: "github-delivery" });
+        // The driver directly: no document hydration on the path GitHub waits on.
+        const now = new Date();
+        await deps.models.Once.collection.insertOne({
+          _id: `delivery:${id}` as never,
+          scope: "github-delivery",
+          expires_at: null,
+          created_at: now,
+          updated_at: now,
+        });
       } catch (error) {
         if (isDuplicateKey(error)) {
           deps.logger.info({ deliveryId: id, event: name }, "duplicate delivery ignored");

@@ -2,6 +2,7 @@ import { createReadTools } from "../indexer/read-tools.js";
 import { createWriteTools, type FileChange } from "../indexer/write-tools.js";
 import { runToolLoop } from "../llm/tool-loop.js";
 import { memoryPromptBlock } from "../domain/memory.js";
+import { skillForTask, type SkillDefinition } from "../domain/skills.js";
 import { createRememberTool, createRunCommandTool, finishTool } from "./agent-tools.js";
 import { agentSystemPrompt, readRepositoryInstructions } from "./prompts.js";
 import { describeCall, firstLine, progressLog } from "./progress.js";
@@ -32,14 +33,17 @@ export interface AgentOptions {
 /** The system prompt parts every agent of a task shares, read once per stage. */
 export async function agentContext(
   ctx: StageContext,
-): Promise<{ instructions: string; memory: string }> {
-  const instructions = await readRepositoryInstructions(ctx.workdir);
-  return { instructions, memory: memoryPromptBlock(ctx.task.memories_used ?? []) };
+): Promise<{ instructions: string; memory: string; skill?: SkillDefinition | undefined }> {
+  const [instructions, skill] = await Promise.all([
+    readRepositoryInstructions(ctx.workdir),
+    skillForTask(ctx.models, ctx.task),
+  ]);
+  return { instructions, memory: memoryPromptBlock(ctx.task.memories_used ?? []), skill };
 }
 
 export async function runAgent(
   ctx: StageContext,
-  shared: { instructions: string; memory: string },
+  shared: { instructions: string; memory: string; skill?: SkillDefinition | undefined },
   options: AgentOptions,
 ): Promise<AgentRun> {
   const index = await ctx.index();
@@ -63,7 +67,12 @@ export async function runAgent(
   ];
   const result = await runToolLoop({
     client: ctx.model(),
-    system: agentSystemPrompt(ctx.task, shared.instructions, shared.memory, options.role),
+    system: agentSystemPrompt(
+      { ...ctx.task, skill: shared.skill },
+      shared.instructions,
+      shared.memory,
+      options.role,
+    ),
     prompt: options.prompt,
     tools,
     finishTools: [finishTool],

@@ -169,6 +169,11 @@ export function createPipeline(deps: PipelineDeps) {
       );
       if (current?.phase !== outcome.wait.phase || current.status !== outcome.wait.status)
         await moveTo(taskDeps, task._id, outcome.wait.phase, outcome.wait.status);
+      if (task.thread && taskDeps.notifyThread)
+        await taskDeps.notifyThread(
+          task._id,
+          outcome.wait.status === "awaiting_diff_approval" ? "diff" : "plan",
+        );
     } else await endTask(taskDeps, task._id, outcome.end);
   }
 
@@ -302,7 +307,9 @@ export function createPipeline(deps: PipelineDeps) {
     try {
       found = await resolveRepo(models, task.account_id, task.workspace_id, task.repo_id);
     } catch (error) {
-      if (!(error instanceof AppError) || error.status !== 404) throw error;
+      if (!(error instanceof AppError)) throw error;
+      // A suspended installation (409) says so in its own words.
+      if (error.status !== 404) throw new StageError(error.message);
       throw new StageError(
         `The repository ${task.repo_id} is no longer part of workspace ${task.workspace_id}.`,
       );
@@ -312,7 +319,9 @@ export function createPipeline(deps: PipelineDeps) {
       kind: workspace.kind as "git" | "github",
       full_name: repo.full_name,
       clone_url: repo.clone_url,
-      default_branch: repo.default_branch ?? "main",
+      // Empty: not known yet (GitHub installation events do not carry it); CLONING clones
+      // the remote's HEAD and records the branch it finds.
+      default_branch: repo.default_branch ?? "",
       installation_id: workspace.github?.installation_id ?? null,
     };
     await models.Task.collection.updateOne(

@@ -61,15 +61,28 @@ export function runGit(
   });
 }
 
-/** A shallow clone of one branch into `dir` (which must not exist yet). */
+/**
+ * A shallow clone of one branch into `dir` (which must not exist yet); without a branch
+ * (null or empty), of the remote's HEAD, i.e. its default branch.
+ */
 export async function shallowClone(
   url: string,
-  branch: string,
+  branch: string | null,
   dir: string,
   options: { timeoutMs?: number; signal?: AbortSignal } = {},
 ): Promise<void> {
   await runGit(
-    ["clone", "--depth", "1", "--single-branch", "--branch", branch, "--no-tags", "--", url, dir],
+    [
+      "clone",
+      "--depth",
+      "1",
+      "--single-branch",
+      ...(branch ? ["--branch", branch] : []),
+      "--no-tags",
+      "--",
+      url,
+      dir,
+    ],
     { cwd: process.cwd(), ...options },
   );
 }

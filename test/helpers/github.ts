@@ -2,6 +2,7 @@ import nock from "nock";
 import { generateKeyPairSync } from "node:crypto";
 import examplesModule from "@octokit/webhooks-examples";
 import { sign } from "@octokit/webhooks-methods";
+import { watchGithub } from "./github-openapi.js";
 
 /** A throwaway RSA key for a test GitHub App (Probot needs a real PEM to sign JWTs). */
 export function testPrivateKey(): string {
@@ -19,9 +20,16 @@ const examples = ((examplesModule as unknown as { default?: unknown }).default ?
   examplesModule) as unknown as ExampleSet[];
 
 /** A real GitHub webhook payload from @octokit/webhooks-examples, by event and action. */
-export function examplePayload(event: string, action?: string): Record<string, unknown> {
+export function examplePayload(
+  event: string,
+  action?: string,
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  where: (example: any) => boolean = () => true,
+): Record<string, unknown> {
   const entry = examples.find((e) => e.name === event);
-  const payload = entry?.examples.find((p) => action === undefined || p.action === action);
+  const payload = entry?.examples.find(
+    (p) => (action === undefined || p.action === action) && where(p),
+  );
   if (!payload) throw new Error(`no example payload for ${event}.${action ?? "*"}`);
   return structuredClone(payload);
 }
@@ -46,7 +54,7 @@ export async function signedDelivery(
 
 /** GitHub answering installation-token requests with `token` for the rest of the test. */
 export function mockInstallationToken(installationId: number, token: string): nock.Scope {
-  return nock("https://api.github.com")
+  return watchGithub(nock("https://api.github.com"))
     .post(`/app/installations/${installationId}/access_tokens`)
     .reply(201, { token, expires_at: new Date(Date.now() + 3600_000).toISOString() })
     .persist();

@@ -26,6 +26,7 @@ describe("cloning a GitHub repository", () => {
         clientId: undefined,
         clientSecret: undefined,
         slug: undefined,
+        agentLabel: "agent",
       },
       createLogger({ level: "silent" }),
       { testing: true },

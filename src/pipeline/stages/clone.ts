@@ -1,5 +1,6 @@
 import { mkdir, rm } from "node:fs/promises";
 import path from "node:path";
+import { recordDefaultBranch } from "../../domain/linking.js";
 import { runGit, shallowClone } from "../../util/git.js";
 import type { Stage } from "../runner.js";
 
@@ -9,16 +10,32 @@ export const cloneStage: Stage = {
   phase: "CLONING",
   async run(ctx) {
     const { repo } = ctx.task;
+    const branch = ctx.task.base_branch ?? repo.default_branch;
     await rm(ctx.workdir, { recursive: true, force: true });
     await mkdir(path.dirname(ctx.workdir), { recursive: true });
-    await ctx.log(`Cloning ${repo.full_name} (branch ${repo.default_branch}, shallow).`);
+    await ctx.log(
+      `Cloning ${repo.full_name} (${branch ? `branch ${branch}` : "its default branch"}, shallow).`,
+    );
     const started = performance.now();
-    await shallowClone(await ctx.cloneUrl(), repo.default_branch, ctx.workdir, {
+    await shallowClone(await ctx.cloneUrl(), branch, ctx.workdir, {
       timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
       signal: ctx.signal,
     });
     const sha = (await runGit(["rev-parse", "HEAD"], { cwd: ctx.workdir })).trim();
     await ctx.update({ base_sha: sha });
+    if (!branch) {
+      // The default branch was not known: the clone followed the remote's HEAD; keep its
+      // name for the later stages (pull request base) and for the workspace.
+      const found = (
+        await runGit(["symbolic-ref", "--short", "HEAD"], { cwd: ctx.workdir })
+      ).trim();
+      await ctx.update({ "repo.default_branch": found });
+      ctx.task.repo.default_branch = found;
+      await recordDefaultBranch(ctx.models, ctx.task.workspace_id, ctx.task.repo_id, found).catch(
+        (error: unknown) => ctx.logger.warn({ err: error }, "could not record the default branch"),
+      );
+      await ctx.log(`The default branch of ${repo.full_name} is ${found}.`);
+    }
     await ctx.log(
       `Cloned ${repo.full_name} at ${sha.slice(0, 12)} in ${Math.round(performance.now() - started)} ms.`,
     );

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { createReadTools } from "../../indexer/read-tools.js";
 import { memoryPromptBlock, memoryScopeOf, recall } from "../../domain/memory.js";
+import { skillForTask } from "../../domain/skills.js";
 import { runToolLoop } from "../../llm/tool-loop.js";
 import type { ToolSpec } from "../../llm/types.js";
 import { redactText } from "../../util/redact.js";
@@ -63,11 +64,18 @@ export const planStage: Stage = {
         `Using ${memories.length} item${memories.length === 1 ? "" : "s"} of repository memory from earlier tasks.`,
       );
     }
+    const skill = await skillForTask(ctx.models, ctx.task);
+    if (ctx.task.skill_name && !skill)
+      await ctx.log(`The skill "${ctx.task.skill_name}" no longer exists; planning without it.`);
     await ctx.log(`Planning with ${client.provider} model ${client.modelId}.`);
     const progress = progressLog(ctx);
     const result = await runToolLoop({
       client,
-      system: planningSystemPrompt(ctx.task, instructions, memoryPromptBlock(memories)),
+      system: planningSystemPrompt(
+        { ...ctx.task, skill },
+        instructions,
+        memoryPromptBlock(memories),
+      ),
       prompt: planningUserPrompt(
         ctx.task,
         index.summary(150),

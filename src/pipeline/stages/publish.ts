@@ -29,14 +29,30 @@ function changeTitle(task: Pick<TaskRecord, "description" | "plan_summary">): st
   return title.length <= 72 ? title : `${title.slice(0, 71).trimEnd()}…`;
 }
 
+/**
+ * A plan as a Markdown list: the step, its title, its files, then its description, on an
+ * indented line of its own (`block`, as in the pull request) or after a dash.
+ */
+export function planMarkdown(
+  plan: PlanStep[] | null | undefined,
+  layout: "block" | "inline",
+): string {
+  return (plan ?? [])
+    .map((s) => {
+      const files = s.files.length ? ` (${s.files.map((f) => `\`${f}\``).join(", ")})` : "";
+      const description = !s.description
+        ? ""
+        : layout === "block"
+          ? `\n   ${s.description.replace(/\n/g, "\n   ")}`
+          : ` — ${s.description}`;
+      return `${s.step}. **${s.title}**${files}${description}`;
+    })
+    .join("\n");
+}
+
 /** The pull request's body: the plan, the review's summary and the checks that passed. */
 function pullRequestBody(task: TaskRecord): string {
-  const plan = ((task.plan ?? []) as PlanStep[])
-    .map(
-      (s) =>
-        `${s.step}. **${s.title}**${s.files.length ? ` (${s.files.map((f) => `\`${f}\``).join(", ")})` : ""}${s.description ? `\n   ${s.description.replace(/\n/g, "\n   ")}` : ""}`,
-    )
-    .join("\n");
+  const plan = planMarkdown(task.plan as PlanStep[] | null, "block");
   const review = task.review as ReviewResult | null;
   const passed = (task.checks?.results ?? []).filter((r) => r.ok);
   const parts = [
@@ -55,6 +71,7 @@ function pullRequestBody(task: TaskRecord): string {
         ? passed.map((r) => `- ✅ ${r.name}: \`${r.command}\``).join("\n")
         : "No checks were found in the repository."
     }`,
+    task.thread && !task.thread.is_pull_request ? `Closes #${task.thread.number}.` : "",
     `---\nOpened by foreman for task \`${task._id}\`.`,
   ];
   return redactText(parts.filter(Boolean).join("\n\n")).slice(0, 60_000);
@@ -74,7 +91,10 @@ async function commitChange(ctx: StageContext): Promise<string> {
   return branch;
 }
 
-async function openPullRequest(ctx: StageContext, branch: string): Promise<string> {
+async function openPullRequest(
+  ctx: StageContext,
+  branch: string,
+): Promise<{ url: string; number: number }> {
   const { repo } = ctx.task;
   if (!ctx.github || repo.installation_id == null)
     throw new StageError(
@@ -90,16 +110,16 @@ async function openPullRequest(ctx: StageContext, branch: string): Promise<strin
     state: "open",
     per_page: 1,
   });
-  if (open.data[0]) return open.data[0].html_url;
+  if (open.data[0]) return { url: open.data[0].html_url, number: open.data[0].number };
   const created = await octokit.rest.pulls.create({
     owner,
     repo: name,
     head: branch,
-    base: repo.default_branch,
+    base: ctx.task.base_branch ?? repo.default_branch,
     title: changeTitle(ctx.task),
     body: pullRequestBody(ctx.task),
   });
-  return created.data.html_url;
+  return { url: created.data.html_url, number: created.data.number };
 }
 
 /**
@@ -127,9 +147,9 @@ export const publishStage: Stage = {
       await ctx.log("A plain git remote: the pushed branch is the result (no pull request).");
       return { next: "cleanup" };
     }
-    let prUrl: string;
+    let pr: { url: string; number: number };
     try {
-      prUrl = await openPullRequest(ctx, branch);
+      pr = await openPullRequest(ctx, branch);
     } catch (error) {
       if (error instanceof StageError) throw error;
       const status = (error as { status?: number }).status;
@@ -138,8 +158,8 @@ export const publishStage: Stage = {
         `The branch ${branch} was pushed, but GitHub refused to open the pull request${status ? ` (HTTP ${status})` : ""}: ${message}`,
       );
     }
-    await ctx.update({ pr_url: prUrl });
-    await ctx.log(`Opened pull request ${prUrl}.`);
+    await ctx.update({ pr_url: pr.url, pr_number: pr.number, pr_state: "open" });
+    await ctx.log(`Opened pull request ${pr.url}.`);
     return { next: "cleanup" };
   },
 };

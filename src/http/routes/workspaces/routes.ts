@@ -6,9 +6,11 @@ import {
   toRepoView,
   toWorkspaceView,
 } from "../../../domain/workspaces.js";
+import { startLink } from "../../../domain/linking.js";
 import { route } from "../../route.js";
 import {
   createWorkspaceBody,
+  linkStart,
   repository,
   workspace,
   workspaceParams,
@@ -44,6 +46,23 @@ export const workspaceRoutes = [
     response: { description: "Workspaces", schema: z.array(workspace) },
     async handler(_ctx, { principal, deps }) {
       return (await listWorkspaces(deps.models, principal!.accountId)).map(toWorkspaceView);
+    },
+  }),
+  // Before /workspaces/:id, so that "link" is never read as a workspace id.
+  route({
+    method: "post",
+    path: "/workspaces/link",
+    operationId: "linkWorkspace",
+    tag: "workspaces",
+    summary: "Start linking a GitHub App installation to the caller's account",
+    description:
+      "Answers a single-use state (valid 15 minutes) and the App's installation URL carrying it. After installing (or choosing an existing installation), GitHub sends the user to GET /github/setup, which links the installation when the user can access it. 503 when the App, APP_SLUG or its OAuth credentials are not configured.",
+    auth: "key",
+    status: 201,
+    response: { description: "The state and where to send the user", schema: linkStart },
+    errors: [503],
+    async handler(_ctx, { principal, deps }) {
+      return startLink(deps.models, deps.config.github, principal!.accountId);
     },
   }),
   route({

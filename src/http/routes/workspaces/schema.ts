@@ -74,7 +74,12 @@ export const repository = z
     name: z.string(),
     full_name: z.string(),
     clone_url: z.string().describe("credentials in the URL are shown redacted"),
-    default_branch: z.string(),
+    default_branch: z
+      .string()
+      .nullable()
+      .describe(
+        "null for a GitHub repository whose default branch is not known yet (installation events do not carry it); tasks then clone the remote's HEAD",
+      ),
     private: z.boolean(),
   })
   .meta({ id: "Repository" });
@@ -84,3 +89,13 @@ export const workspaceWithRepos = workspace
   .meta({ id: "WorkspaceWithRepos" });
 
 export const workspaceParams = z.strictObject({ id: opaqueId });
+
+export const linkStart = z
+  .object({
+    state: z
+      .string()
+      .describe("single-use, valid 15 minutes; GitHub hands it back to /github/setup"),
+    install_url: z.string().describe("where the user installs the App (or picks an installation)"),
+    expires_at: timestamp,
+  })
+  .meta({ id: "LinkStart" });

@@ -1,0 +1,462 @@
+import picomatch from "picomatch";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+import { isDuplicateKey } from "../db/duplicate-key.js";
+import { fireCiFailureAutomations } from "../domain/automations.js";
+import { createTask } from "../domain/tasks.js";
+import { isAppError } from "../errors.js";
+import type { JobKind } from "../jobs/scheduler.js";
+import { DEFAULT_CONFIG_NAMES } from "../verify/checks.js";
+import { redactText } from "../util/redact.js";
+import type { InstallationOctokit } from "./client.js";
+import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
+import { sanitizeUntrusted } from "./sanitize.js";
+import {
+  ownerAndRepo,
+  reply,
+  usableWorkspace,
+  workspaceOfInstallation,
+  type Thread,
+} from "./threads.js";
+
+/*
+ * CI failures (issue #5, SPEC §7/§9): a failed check run, check suite or workflow run starts
+ * a fix task for the failing branch when the repository asks for it (`ci_failure:` in its
+ * config file on the default branch) or a `ci_failure` automation matches. Guards: one fix
+ * task per head commit; the service's own fix branches get one fix attempt at most; nothing
+ * when the default branch fails the same check (the thread is told instead).
+ */
+
+const FAILING = new Set(["failure", "timed_out", "startup_failure"]);
+const FIX_BRANCH_PREFIX = "foreman/";
+const LOG_EXCERPT_CHARS = 6000;
+
+const ciJobSchema = z.strictObject({
+  key: z.string(),
+  installation_id: z.number().int(),
+  repo_id: z.string(),
+  repo_full_name: z.string(),
+  default_branch: z.string(),
+  source: z.enum(["check_run", "check_suite", "workflow_run"]),
+  check: z.strictObject({
+    name: z.string(),
+    conclusion: z.string(),
+    head_branch: z.string(),
+    head_sha: z.string(),
+    details_url: z.string(),
+    summary: z.string(),
+    workflow: z.string().nullable(),
+  }),
+  check_run_id: z.number().int().nullable(),
+  check_suite_id: z.number().int().nullable(),
+  workflow_run_id: z.number().int().nullable(),
+  workflow_id: z.number().int().nullable(),
+  actions: z.boolean(),
+  pr_number: z.number().int().nullable(),
+});
+export type CiJob = z.infer<typeof ciJobSchema>;
+export const CI_JOB = { name: "github.ci-failure", schema: ciJobSchema };
+
+type Enqueue = (job: CiJob) => Promise<void>;
+
+/** The three failure events; each queues a job with what the fix task will need. */
+export const ciHandlers: HandlerGroup = (probot, deps) => {
+  const enqueue: Enqueue = (job) =>
+    deps.scheduler.enqueue(CI_JOB, job, { unique: { name: CI_JOB.name, "data.key": job.key } });
+
+  probot.on("check_run.completed", async ({ payload }) => {
+    const run = payload.check_run;
+    const branch = run.check_suite?.head_branch;
+    if (!payload.installation || !FAILING.has(run.conclusion ?? "") || !branch) return;
+    await enqueue({
+      key: `check_run:${run.id}`,
+      installation_id: payload.installation.id,
+      repo_id: String(payload.repository.id),
+      repo_full_name: payload.repository.full_name,
+      default_branch: payload.repository.default_branch,
+      source: "check_run",
+      check: {
+        name: run.name,
+        conclusion: run.conclusion ?? "failure",
+        head_branch: branch,
+        head_sha: run.head_sha,
+        details_url: run.details_url ?? run.html_url ?? "",
+        summary: clip(
+          [run.output?.title, run.output?.summary, run.output?.text].filter(Boolean).join("\n\n"),
+        ),
+        workflow: null,
+      },
+      check_run_id: run.id,
+      check_suite_id: run.check_suite?.id ?? null,
+      workflow_run_id: null,
+      workflow_id: null,
+      actions: run.app?.slug === "github-actions",
+      pr_number: run.pull_requests?.[0]?.number ?? null,
+    });
+  });
+
+  probot.on("check_suite.completed", async ({ payload }) => {
+    const suite = payload.check_suite;
+    if (!payload.installation || !FAILING.has(suite.conclusion ?? "") || !suite.head_branch) return;
+    await enqueue({
+      key: `check_suite:${suite.id}`,
+      installation_id: payload.installation.id,
+      repo_id: String(payload.repository.id),
+      repo_full_name: payload.repository.full_name,
+      default_branch: payload.repository.default_branch,
+      source: "check_suite",
+      check: {
+        name: suite.app?.name ?? "check suite",
+        conclusion: suite.conclusion ?? "failure",
+        head_branch: suite.head_branch,
+        head_sha: suite.head_sha,
+        details_url: suite.url ?? "",
+        summary: "",
+        workflow: null,
+      },
+      check_run_id: null,
+      check_suite_id: suite.id,
+      workflow_run_id: null,
+      workflow_id: null,
+      actions: suite.app?.slug === "github-actions",
+      pr_number: suite.pull_requests?.[0]?.number ?? null,
+    });
+  });
+
+  probot.on("workflow_run.completed", async ({ payload }) => {
+    const run = payload.workflow_run;
+    if (!payload.installation || !FAILING.has(run.conclusion ?? "") || !run.head_branch) return;
+    // A run of a fork's branch: the branch is not in this repository, there is nothing to fix here.
+    if (run.head_repository && run.head_repository.full_name !== payload.repository.full_name)
+      return;
+    await enqueue({
+      key: `workflow_run:${run.id}:${run.run_attempt ?? 1}`,
+      installation_id: payload.installation.id,
+      repo_id: String(payload.repository.id),
+      repo_full_name: payload.repository.full_name,
+      default_branch: payload.repository.default_branch,
+      source: "workflow_run",
+      check: {
+        name: run.name ?? payload.workflow?.name ?? "workflow",
+        conclusion: run.conclusion ?? "failure",
+        head_branch: run.head_branch,
+        head_sha: run.head_sha,
+        details_url: run.html_url,
+        summary: clip(run.display_title ?? ""),
+        workflow: payload.workflow?.name ?? run.name ?? null,
+      },
+      check_run_id: null,
+      check_suite_id: run.check_suite_id ?? null,
+      workflow_run_id: run.id,
+      workflow_id: run.workflow_id,
+      actions: true,
+      pr_number: run.pull_requests?.[0]?.number ?? null,
+    });
+  });
+};
+
+function clip(text: string, max = 4000): string {
+  return text.length <= max ? text : `${text.slice(0, max)}…`;
+}
+
+/** The repository's `ci_failure:` setting, read from its config file on the default branch. */
+export interface RepoCiConfig {
+  workflow?: string | undefined;
+  branch?: string | undefined;
+  auto_approve: boolean;
+}
+
+const repoCiSchema = z.union([
+  z.boolean(),
+  z.object({
+    enabled: z.boolean().default(true),
+    workflow: z.string().max(200).optional(),
+    branch: z.string().max(200).optional(),
+    auto_approve: z.boolean().default(false),
+  }),
+]);
+
+/** Reads `ci_failure` from `.github/<slug>.yml` (or the default names); null when absent or off. */
+async function repoCiConfig(
+  deps: GithubHandlerDeps,
+  octokit: InstallationOctokit,
+  job: CiJob,
+): Promise<RepoCiConfig | null> {
+  const names = [
+    ...(deps.github.slug
+      ? [`.github/${deps.github.slug}.yml`, `.github/${deps.github.slug}.yaml`]
+      : []),
+    ...DEFAULT_CONFIG_NAMES,
+  ];
+  for (const path of [...new Set(names)]) {
+    let text: string;
+    try {
+      const { data } = await octokit.rest.repos.getContent({
+        ...ownerAndRepo(job.repo_full_name),
+        path,
+        ref: job.default_branch,
+      });
+      if (Array.isArray(data) || data.type !== "file" || !("content" in data)) continue;
+      text = Buffer.from(data.content, "base64").toString("utf8");
+    } catch (error) {
+      if ((error as { status?: number }).status === 404) continue;
+      throw error;
+    }
+    let doc: unknown;
+    try {
+      doc = parseYaml(text);
+    } catch {
+      return null;
+    }
+    const parsed = repoCiSchema.safeParse((doc as { ci_failure?: unknown } | null)?.ci_failure);
+    if (!parsed.success || parsed.data === false) return null;
+    if (parsed.data === true) return { auto_approve: false };
+    if (!parsed.data.enabled) return null;
+    return {
+      workflow: parsed.data.workflow,
+      branch: parsed.data.branch,
+      auto_approve: parsed.data.auto_approve,
+    };
+  }
+  return null;
+}
+
+function globMatches(glob: string | undefined, value: string): boolean {
+  return !glob || picomatch.isMatch(value, glob, { dot: true });
+}
+
+/** The latest completed conclusion of the same check on the default branch, if any. */
+async function baseConclusion(octokit: InstallationOctokit, job: CiJob): Promise<string | null> {
+  const repo = ownerAndRepo(job.repo_full_name);
+  if (job.workflow_id !== null) {
+    const { data } = await octokit.rest.actions.listWorkflowRuns({
+      ...repo,
+      workflow_id: job.workflow_id,
+      branch: job.default_branch,
+      status: "completed",
+      per_page: 1,
+    });
+    return data.workflow_runs[0]?.conclusion ?? null;
+  }
+  if (job.source === "check_run") {
+    const { data } = await octokit.rest.checks.listForRef({
+      ...repo,
+      ref: job.default_branch,
+      check_name: job.check.name,
+      status: "completed",
+      per_page: 1,
+    });
+    return data.check_runs[0]?.conclusion ?? null;
+  }
+  const { data } = await octokit.rest.checks.listSuitesForRef({
+    ...repo,
+    ref: job.default_branch,
+    per_page: 20,
+  });
+  const same = data.check_suites.find(
+    (s) => s.app?.name === job.check.name && s.status === "completed",
+  );
+  return same?.conclusion ?? null;
+}
+
+/** The end of the failing job's log (GitHub Actions only), trimmed and redacted. */
+async function logExcerpt(octokit: InstallationOctokit, job: CiJob): Promise<string | null> {
+  if (!job.actions) return null;
+  const repo = ownerAndRepo(job.repo_full_name);
+  let jobId = job.check_run_id;
+  if (jobId === null && job.workflow_run_id !== null) {
+    const { data } = await octokit.rest.actions.listJobsForWorkflowRun({
+      ...repo,
+      run_id: job.workflow_run_id,
+      filter: "latest",
+      per_page: 50,
+    });
+    jobId = data.jobs.find((j) => FAILING.has(j.conclusion ?? ""))?.id ?? null;
+  }
+  if (jobId === null) return null;
+  const response = await octokit.rest.actions.downloadJobLogsForWorkflowRun({
+    ...repo,
+    job_id: jobId,
+  });
+  const text = typeof response.data === "string" ? response.data : String(response.data ?? "");
+  return excerpt(text);
+}
+
+/** The last lines of a log, timestamps removed, within LOG_EXCERPT_CHARS. */
+export function excerpt(log: string): string {
+  const lines = log
+    .replace(/\r\n?/g, "\n")
+    .split("\n")
+    .map((l) => l.replace(/^\d{4}-\d\d-\d\dT[\d:.]+Z\s?/, ""))
+    .filter((l) => l.trim() !== "");
+  const kept: string[] = [];
+  let size = 0;
+  for (let i = lines.length - 1; i >= 0 && kept.length < 120; i -= 1) {
+    size += lines[i]!.length + 1;
+    if (size > LOG_EXCERPT_CHARS) break;
+    kept.unshift(lines[i]!);
+  }
+  return redactText(kept.join("\n"));
+}
+
+function fixDescription(job: CiJob, log: string | null): string {
+  const { check } = job;
+  return [
+    `The CI check "${check.name}" failed (${check.conclusion}) on branch ${check.head_branch} at commit ${check.head_sha.slice(0, 12)}. Find the cause and fix the code so the check passes. Do not disable, skip or weaken the check or its tests.`,
+    check.details_url ? `Details: ${check.details_url}` : "",
+    check.summary ? `Summary reported by the check:\n${sanitizeUntrusted(check.summary)}` : "",
+    log
+      ? `End of the failing job's log:\n\`\`\`\n${log}\n\`\`\``
+      : "The job's log was not available.",
+  ]
+    .filter(Boolean)
+    .join("\n\n")
+    .slice(0, 20_000);
+}
+
+/** The job that decides whether a failure gets a fix task, and creates it. */
+export function ciJob(deps: GithubHandlerDeps): JobKind<CiJob> {
+  const logger = deps.logger.child({ component: "github-ci" });
+  return {
+    ...CI_JOB,
+    async run(job) {
+      const log = logger.child({
+        repo: job.repo_full_name,
+        sha: job.check.head_sha.slice(0, 12),
+        check: job.check.name,
+      });
+      const workspace = await workspaceOfInstallation(deps.models, job.installation_id);
+      if (!usableWorkspace(workspace)) {
+        log.info("CI failure ignored: the installation is not linked to an account");
+        return;
+      }
+      if (!workspace.repos.some((r) => r.repo_id === job.repo_id)) {
+        log.info("CI failure ignored: the repository is not part of the workspace");
+        return;
+      }
+      // Several events report one failure (check run, suite, workflow run): after the first
+      // started a fix, the others stop here without asking GitHub anything.
+      const headKey = `ci-fix:${job.repo_id}:${job.check.head_sha}`;
+      if (await deps.models.Once.exists({ _id: headKey })) return;
+      const octokit = await deps.client.octokit(job.installation_id);
+      const config = await repoCiConfig(deps, octokit, job);
+      const byConfig =
+        config !== null &&
+        globMatches(config.workflow, job.check.workflow ?? job.check.name) &&
+        globMatches(config.branch, job.check.head_branch);
+      const hasAutomations =
+        (await deps.models.Automation.collection.countDocuments({
+          account_id: workspace.account_id,
+          repo_id: job.repo_id,
+          trigger_type: "ci_failure",
+          enabled: true,
+        })) > 0;
+      if (!byConfig && !hasAutomations) {
+        log.debug("CI failure ignored: the repository does not ask for fix tasks");
+        return;
+      }
+      // One fix task per head commit, whichever of the failure events arrives first.
+      if (!(await once(deps, headKey))) return;
+      // The service's own fix branch gets one fix attempt, not a loop of them.
+      if (
+        job.check.head_branch.startsWith(FIX_BRANCH_PREFIX) &&
+        !(await once(deps, `ci-fix-branch:${job.repo_id}:${job.check.head_branch}`))
+      ) {
+        log.info("CI failure ignored: this fix branch already had its fix attempt");
+        return;
+      }
+      const thread: Thread | undefined =
+        job.pr_number !== null
+          ? {
+              installation_id: job.installation_id,
+              repo_full_name: job.repo_full_name,
+              number: job.pr_number,
+              is_pull_request: true,
+            }
+          : undefined;
+      if (job.check.head_branch !== job.default_branch) {
+        const base = await baseConclusion(octokit, job).catch(() => null);
+        if (base && FAILING.has(base)) {
+          log.info("CI failure ignored: the default branch fails the same check");
+          if (thread)
+            await reply(
+              octokit,
+              thread,
+              `The check "${job.check.name}" failed here, but it fails on \`${job.default_branch}\` too, so this branch did not cause it. No fix task was started; fix \`${job.default_branch}\` first.`,
+            );
+          return;
+        }
+      }
+      const logText = await logExcerpt(octokit, job).catch((error: unknown) => {
+        log.warn({ err: error }, "could not read the failing job's log");
+        return null;
+      });
+      const origin = { kind: "ci_failure", source: job.source, check: job.check };
+      const created: string[] = [];
+      try {
+        if (byConfig) {
+          const task = await createTask(deps.tasks, workspace.account_id, {
+            workspace_id: workspace._id,
+            repo_id: job.repo_id,
+            description: fixDescription(job, logText),
+            auto_approve: config.auto_approve,
+            base_branch: job.check.head_branch,
+            source: "ci_failure",
+            origin,
+            ...(thread ? { thread } : {}),
+          });
+          created.push(task._id);
+        } else {
+          const fired = await fireCiFailureAutomations(
+            deps.tasks,
+            {
+              account_id: workspace.account_id,
+              workspace_id: workspace._id,
+              repo_id: job.repo_id,
+              check: {
+                ...job.check,
+                summary: sanitizeUntrusted(
+                  `${job.check.summary}${logText ? `\n\nEnd of the failing job's log:\n${logText}` : ""}`,
+                ),
+              },
+            },
+            { base_branch: job.check.head_branch, ...(thread ? { thread } : {}) },
+          );
+          created.push(...fired.tasks_created);
+        }
+      } catch (error) {
+        if (!isAppError(error) || error.status >= 500) throw error;
+        log.info({ reason: error.message }, "CI fix task refused");
+        if (thread)
+          await reply(
+            octokit,
+            thread,
+            `The check "${job.check.name}" failed, but no fix task could be started: ${error.message}`,
+          );
+        return;
+      }
+      if (created.length === 0) return;
+      log.info({ tasks: created }, "CI fix task created");
+      if (thread)
+        await reply(
+          octokit,
+          thread,
+          `The check "${job.check.name}" failed on \`${job.check.head_branch}\`; started fix task ${created.map((id) => `\`${id}\``).join(", ")}. The plan will be posted here.`,
+        );
+    },
+  };
+}
+
+async function once(deps: GithubHandlerDeps, id: string): Promise<boolean> {
+  try {
+    await deps.models.Once.collection.insertOne({
+      _id: id as never,
+      scope: "github-ci",
+      created_at: new Date(),
+    });
+    return true;
+  } catch (error) {
+    if (isDuplicateKey(error)) return false;
+    throw error;
+  }
+}

@@ -1,0 +1,292 @@
+import { z } from "zod";
+import type { TaskRecord } from "../db/models.js";
+import { isDuplicateKey } from "../db/duplicate-key.js";
+import { agentTaskDescription, BUILTIN_AGENTS, findAgent } from "../domain/agents.js";
+import { reviewPullRequest } from "../domain/pr-review.js";
+import { createTask, decide, type Decision } from "../domain/tasks.js";
+import { isAppError } from "../errors.js";
+import type { JobKind } from "../jobs/scheduler.js";
+import type { InstallationOctokit } from "./client.js";
+import { helpText, parseCommand, type Command } from "./command-parser.js";
+import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
+import { sanitizeUntrusted } from "./sanitize.js";
+import {
+  hasWriteAccess,
+  howToLink,
+  ownerAndRepo,
+  reply,
+  usableWorkspace,
+  workspaceOfInstallation,
+  type Thread,
+} from "./threads.js";
+
+/*
+ * Comment commands (SPEC §9). The webhook handler only recognises a command and queues a
+ * job; the job checks the author's write access through the API, acknowledges with a
+ * reaction, and does the work through the same domain functions as the API.
+ */
+
+const MAX_BODY = 65_536;
+
+const commandJobSchema = z.strictObject({
+  installation_id: z.number().int(),
+  repo_id: z.string(),
+  repo_full_name: z.string(),
+  number: z.number().int(),
+  is_pull_request: z.boolean(),
+  comment_id: z.number().int(),
+  comment_url: z.string(),
+  author: z.string(),
+  body: z.string().max(MAX_BODY),
+  issue_title: z.string(),
+  issue_body: z.string().max(MAX_BODY),
+});
+export type CommandJob = z.infer<typeof commandJobSchema>;
+
+export const COMMAND_JOB = { name: "github.command", schema: commandJobSchema };
+
+/** Comments that come from bots (this App included) are never commands. */
+function fromBot(user: { type?: string; login?: string } | null | undefined): boolean {
+  return !user || user.type === "Bot" || Boolean(user.login?.endsWith("[bot]"));
+}
+
+/** `issue_comment.created`: a command is queued for the workers; anything else is ignored. */
+export const commandHandlers: HandlerGroup = (probot, deps) => {
+  probot.on("issue_comment.created", async (context) => {
+    const { comment, issue, repository, installation } = context.payload;
+    if (!installation || fromBot(comment.user)) return;
+    if (!parseCommand(comment.body ?? "", deps.github.slug)) return;
+    await deps.scheduler.enqueue(
+      COMMAND_JOB,
+      {
+        installation_id: installation.id,
+        repo_id: String(repository.id),
+        repo_full_name: repository.full_name,
+        number: issue.number,
+        is_pull_request: Boolean(issue.pull_request),
+        comment_id: comment.id,
+        comment_url: comment.html_url,
+        author: comment.user!.login,
+        body: (comment.body ?? "").slice(0, MAX_BODY),
+        issue_title: issue.title.slice(0, 1000),
+        issue_body: (issue.body ?? "").slice(0, MAX_BODY),
+      },
+      { unique: { name: COMMAND_JOB.name, "data.comment_id": comment.id } },
+    );
+  });
+};
+
+/** The thread's tasks of an account, newest first. */
+async function threadTasks(
+  deps: GithubHandlerDeps,
+  accountId: string,
+  job: Pick<CommandJob, "repo_id" | "number">,
+): Promise<TaskRecord[]> {
+  return (await deps.models.Task.collection
+    .find({ account_id: accountId, repo_id: job.repo_id, "thread.number": job.number })
+    .sort({ created_at: -1 })
+    .limit(20)
+    .toArray()) as unknown as TaskRecord[];
+}
+
+const DECISIONS: Record<string, { decision: Decision; waiting: string; done: string }> = {
+  approve: {
+    decision: "approve",
+    waiting: "awaiting_approval",
+    done: "Plan approved; implementing it now. The change will be posted here for approval.",
+  },
+  reject: {
+    decision: "reject",
+    waiting: "awaiting_approval",
+    done: "Plan rejected; the task is cancelled.",
+  },
+  "approve-diff": {
+    decision: "approve-diff",
+    waiting: "awaiting_diff_approval",
+    done: "Change approved; pushing the branch and opening the pull request.",
+  },
+  "reject-diff": {
+    decision: "reject-diff",
+    waiting: "awaiting_diff_approval",
+    done: "Change rejected; the task is cancelled and nothing was pushed.",
+  },
+};
+
+/** The job that carries out a comment command. */
+export function commandJob(deps: GithubHandlerDeps): JobKind<CommandJob> {
+  const logger = deps.logger.child({ component: "github-commands" });
+  return {
+    ...COMMAND_JOB,
+    async run(job) {
+      // Agenda's lock is not atomic on every backend: the comment is acted on once.
+      try {
+        await deps.models.Once.collection.insertOne({
+          _id: `gh-command:${job.comment_id}` as never,
+          scope: "github-command",
+          created_at: new Date(),
+        });
+      } catch (error) {
+        if (isDuplicateKey(error)) return;
+        throw error;
+      }
+      const command = parseCommand(job.body, deps.github.slug);
+      if (!command) return;
+      const log = logger.child({
+        command: command.name,
+        repo: job.repo_full_name,
+        number: job.number,
+      });
+      const octokit = await deps.client.octokit(job.installation_id);
+      if (!(await hasWriteAccess(octokit, job.repo_full_name, job.author))) {
+        log.info({ author: job.author }, "command ignored: the author has no write access");
+        return;
+      }
+      await octokit.rest.reactions.createForIssueComment({
+        ...ownerAndRepo(job.repo_full_name),
+        comment_id: job.comment_id,
+        content: "eyes",
+      });
+      const thread: Thread = {
+        installation_id: job.installation_id,
+        repo_full_name: job.repo_full_name,
+        number: job.number,
+        is_pull_request: job.is_pull_request,
+      };
+      try {
+        const answer = await carryOut(deps, octokit, job, thread, command);
+        if (answer) await reply(octokit, thread, answer);
+        log.info("command carried out");
+      } catch (error) {
+        if (isAppError(error) && error.status < 500) {
+          await reply(octokit, thread, `Could not ${command.name}: ${error.message}`);
+          return;
+        }
+        log.error({ err: error }, "command failed");
+        await reply(
+          octokit,
+          thread,
+          `Could not ${command.name}: the service hit an error (${isAppError(error) ? error.message : "see its logs"}). Try again later.`,
+        ).catch(() => undefined);
+      }
+    },
+  };
+}
+
+/** Carries out one command; returns the reply to post, if any. */
+async function carryOut(
+  deps: GithubHandlerDeps,
+  octokit: InstallationOctokit,
+  job: CommandJob,
+  thread: Thread,
+  command: Command,
+): Promise<string | null> {
+  if (command.name === "help") return helpText(deps.github.slug);
+  const workspace = await workspaceOfInstallation(deps.models, job.installation_id);
+  if (!usableWorkspace(workspace)) {
+    if (workspace?.account_id)
+      return "This GitHub App installation is suspended or was removed, so it cannot run tasks. Unsuspend it in the installation's settings.";
+    return howToLink(deps.github.slug);
+  }
+  const accountId = workspace.account_id;
+  const who = `@${job.author} on GitHub`;
+  const base = {
+    workspace_id: workspace._id,
+    repo_id: job.repo_id,
+    source: "github",
+    origin: { kind: "comment", author: job.author, comment_url: job.comment_url },
+    thread,
+  };
+
+  switch (command.name) {
+    case "task":
+    case "agent": {
+      let description: string;
+      let agentName: string | undefined;
+      const text = sanitizeUntrusted(command.text);
+      if (command.name === "agent") {
+        const [name = "", ...rest] = text.split(/\s+/);
+        const agent = findAgent(name);
+        if (!agent)
+          return `${name ? `There is no agent named \`${name}\`.` : "Name an agent: `/agent <name> [details]`."} Agents: ${BUILTIN_AGENTS.map((a) => `\`${a.name}\``).join(", ")}.`;
+        agentName = agent.name;
+        description = agentTaskDescription(agent, rest.join(" "));
+      } else {
+        if (!text) return "Say what to do: `/task <what to change>`.";
+        description = text;
+      }
+      description = `${description}\n\n${threadContext(job)}`.slice(0, 20_000);
+      let baseBranch: string | undefined;
+      if (job.is_pull_request) {
+        const { data: pr } = await octokit.rest.pulls.get({
+          ...ownerAndRepo(job.repo_full_name),
+          pull_number: job.number,
+        });
+        if (pr.head.repo?.full_name !== job.repo_full_name)
+          return "This pull request comes from a fork, and the service can only push branches to this repository. Run the task on an issue instead, or push the branch here.";
+        baseBranch = pr.head.ref;
+      }
+      const task = await createTask(deps.tasks, accountId, {
+        ...base,
+        description,
+        ...(agentName ? { agent_name: agentName } : {}),
+        ...(baseBranch ? { base_branch: baseBranch } : {}),
+      });
+      return `Task \`${task._id}\` created${agentName ? ` (agent \`${agentName}\`)` : ""}${baseBranch ? ` on branch \`${baseBranch}\`` : ""}. I will post the plan here for approval.`;
+    }
+    case "review": {
+      if (!job.is_pull_request) return "`/review` works on pull requests only.";
+      const webUrl = deps.client.webUrl.replace(/\/+$/, "");
+      const review = await reviewPullRequest(
+        {
+          config: deps.config,
+          models: deps.models,
+          logger: deps.logger,
+          githubClient: deps.client,
+          modelClient: deps.modelClient,
+        },
+        accountId,
+        { pr_url: `${webUrl}/${job.repo_full_name}/pull/${job.number}`, post: true },
+      );
+      return review.posted
+        ? null
+        : `Review: ${review.verdict.replace("_", " ")}. ${review.summary}`;
+    }
+    case "status": {
+      const [latest] = await threadTasks(deps, accountId, job);
+      if (!latest)
+        return "No task has been started from this thread yet. `/task <text>` starts one.";
+      return statusText(latest);
+    }
+    default: {
+      const entry = DECISIONS[command.name]!;
+      const tasks = await threadTasks(deps, accountId, job);
+      const waiting = tasks.find((t) => t.status === entry.waiting);
+      if (!waiting) {
+        const latest = tasks[0];
+        return latest
+          ? `No task of this thread is waiting for ${entry.waiting === "awaiting_approval" ? "plan" : "diff"} approval. Latest: ${statusText(latest)}`
+          : "No task has been started from this thread yet. `/task <text>` starts one.";
+      }
+      await decide(deps.tasks, accountId, waiting._id, entry.decision, who);
+      return `Task \`${waiting._id}\`: ${entry.done}`;
+    }
+  }
+}
+
+/** The issue or pull request the command came from, as context for the task (untrusted). */
+function threadContext(job: CommandJob): string {
+  const kind = job.is_pull_request ? "pull request" : "issue";
+  const body = sanitizeUntrusted(job.issue_body).slice(0, 8000);
+  return `Requested by @${job.author} in ${kind} #${job.number} of ${job.repo_full_name}: "${sanitizeUntrusted(job.issue_title)}"${body ? `\n\n${body}` : ""}`;
+}
+
+function statusText(task: TaskRecord): string {
+  const parts = [`task \`${task._id}\` is in phase ${task.phase} (status ${task.status})`];
+  if (task.pr_url) parts.push(`pull request: ${task.pr_url}`);
+  if (task.error) parts.push(`error: ${task.error}`);
+  if (task.status === "awaiting_approval") parts.push("reply `/approve` or `/reject`");
+  if (task.status === "awaiting_diff_approval")
+    parts.push("reply `/approve-diff` or `/reject-diff`");
+  const text = parts.join("; ");
+  return `${text.charAt(0).toUpperCase()}${text.slice(1)}.`;
+}

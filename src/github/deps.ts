@@ -1,0 +1,28 @@
+import type { Probot } from "probot";
+import type { Config, GithubAppConfig } from "../config/env.js";
+import type { Models } from "../db/models.js";
+import type { TaskDeps } from "../domain/tasks.js";
+import type { Scheduler } from "../jobs/scheduler.js";
+import type { ModelClient } from "../llm/provider.js";
+import type { Logger } from "../util/logger.js";
+import type { GithubClient } from "./client.js";
+
+/**
+ * What the GitHub App's event handlers need. Handlers are thin: they check who is asking,
+ * record what GitHub told them, and call the same domain functions as the API (SPEC §9).
+ */
+export interface GithubHandlerDeps {
+  config: Config;
+  github: GithubAppConfig;
+  models: Models;
+  tasks: TaskDeps;
+  client: GithubClient;
+  logger: Logger;
+  /** Handlers enqueue their work here; the workers run it (github/jobs.ts). */
+  scheduler: Scheduler;
+  /** The configured model, for `/review`. */
+  modelClient?: ModelClient | undefined;
+}
+
+/** Registers one group of handlers on the Probot instance. */
+export type HandlerGroup = (probot: Probot, deps: GithubHandlerDeps) => void;

@@ -1,0 +1,21 @@
+import type { Probot } from "probot";
+import { ciHandlers } from "./ci.js";
+import { commandHandlers } from "./commands.js";
+import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
+import { installationHandlers } from "./installations.js";
+import { labelHandlers } from "./issues.js";
+import { outcomeHandlers } from "./outcomes.js";
+
+/** Every handler group of the App; each registers the events it handles. */
+const GROUPS: HandlerGroup[] = [
+  installationHandlers,
+  commandHandlers,
+  labelHandlers,
+  ciHandlers,
+  outcomeHandlers,
+];
+
+/** Registers the App's event handlers (SPEC §9) on the Probot instance. */
+export function registerHandlers(probot: Probot, deps: GithubHandlerDeps): void {
+  for (const group of GROUPS) group(probot, deps);
+}

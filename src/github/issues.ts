@@ -1,0 +1,144 @@
+import { z } from "zod";
+import { isDuplicateKey } from "../db/duplicate-key.js";
+import { createTask } from "../domain/tasks.js";
+import { isAppError } from "../errors.js";
+import type { JobKind } from "../jobs/scheduler.js";
+import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
+import { sanitizeUntrusted } from "./sanitize.js";
+import {
+  hasWriteAccess,
+  howToLink,
+  reply,
+  usableWorkspace,
+  workspaceOfInstallation,
+  type Thread,
+} from "./threads.js";
+
+/*
+ * An issue labelled with AGENT_LABEL (default `agent`) becomes a task built from its title
+ * and body; the issue gets the plan for approval and later the pull request link.
+ */
+
+const labelJobSchema = z.strictObject({
+  delivery_key: z.string(),
+  installation_id: z.number().int(),
+  repo_id: z.string(),
+  repo_full_name: z.string(),
+  number: z.number().int(),
+  title: z.string(),
+  body: z.string(),
+  issue_url: z.string(),
+  sender: z.string(),
+});
+type LabelJob = z.infer<typeof labelJobSchema>;
+export const LABEL_JOB = { name: "github.label", schema: labelJobSchema };
+
+export const labelHandlers: HandlerGroup = (probot, deps) => {
+  probot.on("issues.labeled", async (context) => {
+    const { issue, label, repository, installation, sender } = context.payload;
+    if (
+      !installation ||
+      !label ||
+      label.name.toLowerCase() !== deps.github.agentLabel.toLowerCase()
+    )
+      return;
+    if (sender.type === "Bot") return;
+    await deps.scheduler.enqueue(
+      LABEL_JOB,
+      {
+        delivery_key: `${repository.id}:${issue.number}:${context.id}`,
+        installation_id: installation.id,
+        repo_id: String(repository.id),
+        repo_full_name: repository.full_name,
+        number: issue.number,
+        title: issue.title.slice(0, 1000),
+        body: (issue.body ?? "").slice(0, 65_536),
+        issue_url: issue.html_url,
+        sender: sender.login,
+      },
+      {
+        unique: {
+          name: LABEL_JOB.name,
+          "data.delivery_key": `${repository.id}:${issue.number}:${context.id}`,
+        },
+      },
+    );
+  });
+};
+
+/** The job that turns a labelled issue into a task. */
+export function labelJob(deps: GithubHandlerDeps): JobKind<LabelJob> {
+  const logger = deps.logger.child({ component: "github-labels" });
+  return {
+    ...LABEL_JOB,
+    async run(job) {
+      try {
+        await deps.models.Once.collection.insertOne({
+          _id: `gh-label:${job.delivery_key}` as never,
+          scope: "github-label",
+          created_at: new Date(),
+        });
+      } catch (error) {
+        if (isDuplicateKey(error)) return;
+        throw error;
+      }
+      const octokit = await deps.client.octokit(job.installation_id);
+      if (!(await hasWriteAccess(octokit, job.repo_full_name, job.sender))) {
+        logger.info({ sender: job.sender }, "label ignored: the sender has no write access");
+        return;
+      }
+      const thread: Thread = {
+        installation_id: job.installation_id,
+        repo_full_name: job.repo_full_name,
+        number: job.number,
+        is_pull_request: false,
+      };
+      const workspace = await workspaceOfInstallation(deps.models, job.installation_id);
+      if (!usableWorkspace(workspace)) {
+        await reply(octokit, thread, howToLink(deps.github.slug));
+        return;
+      }
+      const running = await deps.models.Task.collection.findOne(
+        {
+          account_id: workspace.account_id,
+          repo_id: job.repo_id,
+          "thread.number": job.number,
+          status: { $nin: ["completed", "failed", "cancelled"] },
+        },
+        { projection: { _id: 1 } },
+      );
+      if (running) {
+        await reply(
+          octokit,
+          thread,
+          `Task \`${String(running._id)}\` is already working on this issue; \`/status\` shows where it is.`,
+        );
+        return;
+      }
+      const body = sanitizeUntrusted(job.body);
+      const description =
+        `${sanitizeUntrusted(job.title)}${body ? `\n\n${body}` : ""}\n\n(From issue #${job.number} of ${job.repo_full_name}, labelled by @${job.sender}.)`.slice(
+          0,
+          20_000,
+        );
+      try {
+        const task = await createTask(deps.tasks, workspace.account_id, {
+          workspace_id: workspace._id,
+          repo_id: job.repo_id,
+          description,
+          source: "github",
+          origin: { kind: "label", sender: job.sender, issue_url: job.issue_url },
+          thread,
+        });
+        await reply(
+          octokit,
+          thread,
+          `Task \`${task._id}\` created from this issue. I will post the plan here for approval.`,
+        );
+      } catch (error) {
+        if (!isAppError(error) || error.status >= 500) throw error;
+        await reply(octokit, thread, `Could not start a task from this issue: ${error.message}`);
+      }
+    },
+  };
+}

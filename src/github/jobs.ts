@@ -1,0 +1,18 @@
+import type { JobKind } from "../jobs/scheduler.js";
+import { ciJob } from "./ci.js";
+import { commandJob } from "./commands.js";
+import type { GithubHandlerDeps } from "./deps.js";
+import { labelJob } from "./issues.js";
+import { noticeJob } from "./notices.js";
+import { outcomeJob } from "./outcomes.js";
+
+/** The jobs the App's handlers queue, run by the workers. */
+export function githubJobs(deps: GithubHandlerDeps): Array<JobKind<never>> {
+  return [
+    commandJob(deps),
+    labelJob(deps),
+    ciJob(deps),
+    outcomeJob(deps),
+    noticeJob(deps),
+  ] as Array<JobKind<never>>;
+}

@@ -1,0 +1,68 @@
+import { z } from "zod";
+import type { JobKind } from "../jobs/scheduler.js";
+import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
+
+/*
+ * `pull_request.closed` on a pull request the service opened records whether it was merged
+ * (velocity analytics count merges and the merge rate from it).
+ */
+
+const outcomeJobSchema = z.strictObject({
+  pr_url: z.string(),
+  merged: z.boolean(),
+  closed_at: z.string().nullable(),
+  merged_at: z.string().nullable(),
+});
+type OutcomeJob = z.infer<typeof outcomeJobSchema>;
+export const OUTCOME_JOB = { name: "github.pr-outcome", schema: outcomeJobSchema };
+
+/** Branches the service pushes (pipeline/stages/publish.ts `branchName`). */
+const SERVICE_BRANCH = /^foreman\//;
+
+export const outcomeHandlers: HandlerGroup = (probot, deps) => {
+  probot.on("pull_request.closed", async ({ payload }) => {
+    const pr = payload.pull_request;
+    if (!SERVICE_BRANCH.test(pr.head.ref)) return;
+    await deps.scheduler.enqueue(
+      OUTCOME_JOB,
+      {
+        pr_url: pr.html_url,
+        merged: Boolean(pr.merged),
+        closed_at: pr.closed_at ?? null,
+        merged_at: pr.merged_at ?? null,
+      },
+      {
+        unique: {
+          name: OUTCOME_JOB.name,
+          "data.pr_url": pr.html_url,
+          "data.closed_at": pr.closed_at,
+        },
+      },
+    );
+  });
+};
+
+/** Records the outcome on the task that opened the pull request. */
+export function outcomeJob(deps: GithubHandlerDeps): JobKind<OutcomeJob> {
+  return {
+    ...OUTCOME_JOB,
+    async run(job) {
+      const closedAt = job.closed_at ? new Date(job.closed_at) : new Date();
+      const result = await deps.models.Task.collection.updateMany(
+        { pr_url: job.pr_url },
+        {
+          $set: {
+            pr_state: job.merged ? "merged" : "closed",
+            pr_closed_at: closedAt,
+            pr_merged_at: job.merged ? (job.merged_at ? new Date(job.merged_at) : closedAt) : null,
+            updated_at: new Date(),
+          },
+        },
+      );
+      deps.logger.info(
+        { pr: job.pr_url, merged: job.merged, tasks: result.modifiedCount },
+        "pull request outcome recorded",
+      );
+    },
+  };
+}

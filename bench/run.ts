@@ -9,6 +9,7 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { githubWebhook } from "./github-webhook.js";
 import { indexThroughput } from "./index-throughput.js";
 import { keysMe } from "./keys-me.js";
 import { taskOverhead } from "./task-overhead.js";
@@ -22,7 +23,14 @@ import {
 } from "./lib/harness.js";
 
 /** Every benchmark, in run order. Add new ones (tasks, websockets, …) here. */
-const BENCHMARKS: Benchmark[] = [keysMe, indexThroughput, tasksCreate, wsFanout, taskOverhead];
+const BENCHMARKS: Benchmark[] = [
+  keysMe,
+  indexThroughput,
+  tasksCreate,
+  wsFanout,
+  taskOverhead,
+  githubWebhook,
+];
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const RESULTS = path.join(here, "results", "latest.json");

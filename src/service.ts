@@ -19,8 +19,18 @@ import { createIntake, type Intake } from "./pipeline/intake.js";
 import { createPipeline, type Pipeline } from "./pipeline/runner.js";
 import { StageError } from "./pipeline/errors.js";
 import { createGithubReceiver } from "./github/receiver.js";
+import { registerHandlers } from "./github/handlers.js";
+import { githubJobs } from "./github/jobs.js";
+import { createThreadNotifier } from "./github/notices.js";
 import { createRateLimiters } from "./http/rate-limit.js";
 import { startHttpServer, type RunningServer } from "./http/server.js";
+import { createCronJobs, cronJobKind, reconcileCronJobs } from "./jobs/cron.js";
+import {
+  createHealthScanJob,
+  createHealthSweepJob,
+  enqueueHealthScan,
+  HEALTH_SWEEP_JOB,
+} from "./jobs/health-scan.js";
 import { pruneOnceMarkers } from "./jobs/housekeeping.js";
 import { createScheduler, type Scheduler } from "./jobs/scheduler.js";
 import { createLogger, type Logger } from "./util/logger.js";
@@ -107,6 +117,26 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     },
   });
   scheduler.define(pipeline.stageJob);
+  const healthDeps = { config, models: db.models, logger, github: githubClient, scheduler };
+  scheduler.define(createHealthScanJob(healthDeps));
+  scheduler.define(createHealthSweepJob(healthDeps));
+  const cronJobs = createCronJobs(scheduler.agenda);
+  scheduler.define(cronJobKind({ tasks: pipeline.taskDeps, cron: cronJobs, logger }));
+  if (probot && githubClient && config.github) {
+    const githubDeps = {
+      config,
+      github: config.github,
+      models: db.models,
+      tasks: pipeline.taskDeps,
+      client: githubClient,
+      logger,
+      scheduler,
+      modelClient,
+    };
+    registerHandlers(probot, githubDeps);
+    for (const job of githubJobs(githubDeps)) scheduler.define(job);
+    pipeline.taskDeps.notifyThread = createThreadNotifier(db.models, scheduler);
+  }
   const tierCache = new MarkerCache<Tier>(
     db.models,
     TIERS_MARKER,
@@ -147,7 +177,13 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     pipeline.taskDeps.kick = () => intake?.kick();
     await scheduler.start();
     await scheduler.agenda.every("1 hour", housekeeping.name, {});
+    await scheduler.agenda.every("1 minute", HEALTH_SWEEP_JOB, {});
     intake.start();
+    try {
+      await reconcileCronJobs(db.models, db.connection.db!, cronJobs);
+    } catch (error) {
+      logger.error({ err: error }, "bringing cron automation jobs in step failed");
+    }
   }
 
   let http: RunningServer | undefined;
@@ -181,6 +217,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         limiters: createRateLimiters({
           signupMax: config.signupRateLimit.max,
           signupWindowMs: config.signupRateLimit.windowMs,
+          webhookMax: config.automationWebhookRateLimit.max,
+          webhookWindowMs: config.automationWebhookRateLimit.windowMs,
         }),
         github,
         accountViews,
@@ -188,6 +226,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         streams,
         githubClient,
         modelClient,
+        cron: cronJobs,
+        healthScans: { enqueue: (id) => enqueueHealthScan(scheduler, id) },
       });
     } catch (error) {
       accountViews.stop();

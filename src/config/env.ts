@@ -44,6 +44,8 @@ export const envSchema = z.object({
   OPEN_SIGNUP: flag(true),
   SIGNUP_RATE_LIMIT: positiveInt(10),
   SIGNUP_RATE_WINDOW_S: positiveInt(3600),
+  AUTOMATION_WEBHOOK_RATE_LIMIT: positiveInt(120),
+  AUTOMATION_WEBHOOK_RATE_WINDOW_S: positiveInt(60, 86_400),
   TRUST_PROXY: flag(false),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 
@@ -73,6 +75,7 @@ export const envSchema = z.object({
   GITHUB_CLIENT_ID: optionalString,
   GITHUB_CLIENT_SECRET: optionalString,
   APP_SLUG: optionalString,
+  AGENT_LABEL: z.string().trim().min(1).max(50).default("agent"),
 
   PARALLEL_THRESHOLD: positiveInt(6, 1000),
   MAX_PARALLEL_WORKERS: positiveInt(3, 64),
@@ -85,6 +88,16 @@ export const envSchema = z.object({
   EVENT_POLL_MS: positiveInt(200, 60_000),
   TASK_POLL_MS: positiveInt(1000, 60_000),
   STAGE_MAX_ATTEMPTS: positiveInt(3, 20),
+
+  HEALTH_SCAN_TIMEOUT_S: positiveInt(1800, 86_400),
+  HEALTH_COVERAGE_TIMEOUT_S: positiveInt(600, 86_400),
+  HEALTH_SCAN_CONCURRENCY: positiveInt(1, 64),
+  HEALTH_REGISTRY_TIMEOUT_S: positiveInt(10, 600),
+  HEALTH_REGISTRY_MAX_REQUESTS: positiveInt(300, 100_000),
+  NPM_REGISTRY_URL: url.default("https://registry.npmjs.org"),
+  PYPI_URL: url.default("https://pypi.org"),
+  GOPROXY_URL: url.default("https://proxy.golang.org"),
+  OSV_URL: url.default("https://api.osv.dev"),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -103,6 +116,8 @@ export interface GithubAppConfig {
   clientId: string | undefined;
   clientSecret: string | undefined;
   slug: string | undefined;
+  /** The issue label that turns an issue into a task. */
+  agentLabel: string;
 }
 
 export interface Config {
@@ -115,6 +130,8 @@ export interface Config {
   runWorkers: boolean;
   openSignup: boolean;
   signupRateLimit: { max: number; windowMs: number };
+  /** Deliveries to POST /automations/webhook per client address per window, per process. */
+  automationWebhookRateLimit: { max: number; windowMs: number };
   trustProxy: boolean;
   logLevel: Env["LOG_LEVEL"];
   llm: {
@@ -144,6 +161,21 @@ export interface Config {
     taskPollMs: number;
     /** Runs of one stage (a worker stopping mid-stage counts) before the task fails. */
     stageMaxAttempts: number;
+  };
+  /** Health scans (SPEC §8): time budgets and the registries asked. */
+  health: {
+    scanTimeoutMs: number;
+    coverageTimeoutMs: number;
+    concurrency: number;
+    registry: {
+      npmUrl: string;
+      pypiUrl: string;
+      goproxyUrl: string;
+      osvUrl: string;
+      timeoutMs: number;
+      maxRequests: number;
+      concurrency: number;
+    };
   };
   jobs: { lockLifetimeMs: number; shutdownGraceMs: number };
   /** How often each API process looks for task events written by other processes. */
@@ -237,6 +269,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       clientId: env.GITHUB_CLIENT_ID,
       clientSecret: env.GITHUB_CLIENT_SECRET,
       slug: env.APP_SLUG,
+      agentLabel: env.AGENT_LABEL,
     };
   }
 
@@ -252,6 +285,10 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     runWorkers: env.RUN_WORKERS,
     openSignup: env.OPEN_SIGNUP,
     signupRateLimit: { max: env.SIGNUP_RATE_LIMIT, windowMs: env.SIGNUP_RATE_WINDOW_S * 1000 },
+    automationWebhookRateLimit: {
+      max: env.AUTOMATION_WEBHOOK_RATE_LIMIT,
+      windowMs: env.AUTOMATION_WEBHOOK_RATE_WINDOW_S * 1000,
+    },
     trustProxy: env.TRUST_PROXY,
     logLevel: env.LOG_LEVEL,
     llm: {
@@ -283,6 +320,20 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       commandTimeoutS: env.COMMAND_TIMEOUT_S,
       taskPollMs: env.TASK_POLL_MS,
       stageMaxAttempts: env.STAGE_MAX_ATTEMPTS,
+    },
+    health: {
+      scanTimeoutMs: env.HEALTH_SCAN_TIMEOUT_S * 1000,
+      coverageTimeoutMs: env.HEALTH_COVERAGE_TIMEOUT_S * 1000,
+      concurrency: env.HEALTH_SCAN_CONCURRENCY,
+      registry: {
+        npmUrl: env.NPM_REGISTRY_URL ?? "https://registry.npmjs.org",
+        pypiUrl: env.PYPI_URL ?? "https://pypi.org",
+        goproxyUrl: env.GOPROXY_URL ?? "https://proxy.golang.org",
+        osvUrl: env.OSV_URL ?? "https://api.osv.dev",
+        timeoutMs: env.HEALTH_REGISTRY_TIMEOUT_S * 1000,
+        maxRequests: env.HEALTH_REGISTRY_MAX_REQUESTS,
+        concurrency: 8,
+      },
     },
     jobs: {
       lockLifetimeMs: env.JOB_LOCK_LIFETIME_S * 1000,

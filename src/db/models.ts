@@ -182,6 +182,31 @@ const taskSchema = new Schema(
     implement_summary: { type: String, default: null },
     started_at: { type: Date, default: null },
     finished_at: { type: Date, default: null },
+    /** The pull request the task opened: its number and what became of it (pull_request.closed). */
+    pr_number: { type: Number, default: null },
+    pr_state: { type: String, enum: ["open", "merged", "closed", null], default: null },
+    pr_merged_at: { type: Date, default: null },
+    pr_closed_at: { type: Date, default: null },
+    /**
+     * The GitHub issue or pull-request thread the task answers in (comment commands, labels,
+     * CI failures): plan, diff summary and pull request link are posted there.
+     */
+    thread: {
+      type: new Schema(
+        {
+          installation_id: { type: Number, required: true },
+          repo_full_name: { type: String, required: true },
+          number: { type: Number, required: true },
+          is_pull_request: { type: Boolean, default: false },
+        },
+        { _id: false },
+      ),
+      default: null,
+    },
+    /** The branch the task starts from and targets, when not the repository's default. */
+    base_branch: { type: String, default: null },
+    /** What created the task beyond `source` (automation id, agent, comment author, check). */
+    origin: { type: Schema.Types.Mixed, default: null },
   },
   { timestamps, versionKey: false },
 );
@@ -230,6 +255,94 @@ const repoMemorySchema = new Schema(
 );
 repoMemorySchema.index({ workspace_id: 1, repo_id: 1, created_at: -1 });
 
+/**
+ * A skill of one account (built-ins live in code, domain/skills.ts). `_id` is
+ * `${account_id}:${name}`, so a second skill of one name in one account is a duplicate-key
+ * error, atomic on FerretDB too; `id` is the opaque id the API shows. A published skill is
+ * a marketplace listing under that same `id`; an installed copy names it in `installed_from`.
+ */
+const skillSchema = new Schema(
+  {
+    _id: { type: String, required: true },
+    id: { type: String, required: true, unique: true },
+    account_id: { type: String, required: true },
+    name: { type: String, required: true },
+    description: { type: String, required: true },
+    system_prompt_addition: { type: String, required: true },
+    published: { type: Boolean, default: false },
+    published_at: { type: Date, default: null },
+    /** Installs of this skill from the marketplace (a statistic, not a constraint). */
+    install_count: { type: Number, default: 0 },
+    /** The marketplace listing (skill `id`) this skill was installed from, if any. */
+    installed_from: { type: String, default: null },
+  },
+  { timestamps, versionKey: false },
+);
+skillSchema.index({ account_id: 1, created_at: -1 });
+skillSchema.index({ published: 1, published_at: -1 });
+
+export const AUTOMATION_TRIGGERS = ["cron", "webhook", "ci_failure"] as const;
+export type AutomationTrigger = (typeof AUTOMATION_TRIGGERS)[number];
+
+/**
+ * A rule that creates tasks (SPEC §7, domain/automations.ts). `trigger_config` is stored in
+ * a storage-safe form: a webhook's `match` is a list of `{path, json}` pairs, because its
+ * keys are dot-paths and its values may hold any JSON (dots and `$` in keys included).
+ */
+const automationSchema = new Schema(
+  {
+    _id: { type: String, required: true },
+    account_id: { type: String, required: true, index: true },
+    workspace_id: { type: String, required: true },
+    repo_id: { type: String, required: true },
+    trigger_type: { type: String, enum: AUTOMATION_TRIGGERS, required: true },
+    trigger_config: { type: Schema.Types.Mixed, default: {} },
+    task_template: { type: String, required: true },
+    enabled: { type: Boolean, default: true },
+    auto_approve: { type: Boolean, default: false },
+    last_triggered_at: { type: Date, default: null },
+    last_task_id: { type: String, default: null },
+    /** The last firing that created no task: `{at, code, reason}`. */
+    last_refusal: { type: Schema.Types.Mixed, default: null },
+    /** Cron: slots at or before this instant never fire (set when the schedule is (re)armed). */
+    armed_at: { type: Date, default: null },
+  },
+  { timestamps, versionKey: false },
+);
+automationSchema.index({ trigger_type: 1, enabled: 1 });
+automationSchema.index({ workspace_id: 1, repo_id: 1, trigger_type: 1 });
+
+export const HEALTH_REPORT_STATUSES = ["pending", "running", "completed", "failed"] as const;
+export type HealthReportStatus = (typeof HEALTH_REPORT_STATUSES)[number];
+
+/**
+ * A health scan of one repository (SPEC §8, domain/health-reports.ts): queued `pending`,
+ * `running` while a worker measures it (with a heartbeat), then `completed` with score,
+ * grade and metrics or `failed` with an error. Only ids are stored, never the clone URL.
+ */
+const healthReportSchema = new Schema(
+  {
+    _id: { type: String, required: true },
+    account_id: { type: String, required: true },
+    workspace_id: { type: String, required: true },
+    repo_id: { type: String, required: true },
+    status: { type: String, enum: HEALTH_REPORT_STATUSES, required: true },
+    commit_sha: { type: String, default: null },
+    score: { type: Number, default: null },
+    grade: { type: String, default: null },
+    metrics: { type: Schema.Types.Mixed, default: null },
+    weights: { type: Schema.Types.Mixed, default: null },
+    error: { type: String, default: null },
+    attempts: { type: Number, default: 0 },
+    heartbeat_at: { type: Date, default: null },
+    started_at: { type: Date, default: null },
+    finished_at: { type: Date, default: null },
+  },
+  { timestamps, versionKey: false },
+);
+healthReportSchema.index({ account_id: 1, repo_id: 1, created_at: -1 });
+healthReportSchema.index({ status: 1, created_at: 1 });
+
 export function registerModels(connection: Connection) {
   return {
     Account: connection.model("Account", accountSchema, "accounts"),
@@ -240,6 +353,9 @@ export function registerModels(connection: Connection) {
     Task: connection.model("Task", taskSchema, "tasks"),
     TaskEvent: connection.model("TaskEvent", taskEventSchema, "task_events"),
     RepoMemory: connection.model("RepoMemory", repoMemorySchema, "repo_memories"),
+    Automation: connection.model("Automation", automationSchema, "automations"),
+    Skill: connection.model("Skill", skillSchema, "skills"),
+    HealthReport: connection.model("HealthReport", healthReportSchema, "health_reports"),
   };
 }
 
@@ -284,3 +400,4 @@ export type TaskRecord = Omit<TaskDoc, "repo" | "checks" | "memories_used"> & {
 };
 export type PlanStep = InferSchemaType<typeof planStepSchema>;
 export type RepoMemoryDoc = InferSchemaType<typeof repoMemorySchema>;
+export type SkillDoc = InferSchemaType<typeof skillSchema>;

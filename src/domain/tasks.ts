@@ -5,7 +5,7 @@ import { newId } from "../util/ids.js";
 import { findAgent } from "./agents.js";
 import { memoryScopeOf, remember, type MemoryView } from "./memory.js";
 import { claimQuota } from "./quota.js";
-import { findBuiltinSkill } from "./skills.js";
+import { findSkill } from "./skills.js";
 import { isTerminalEvent, type TaskEventLog } from "./task-events.js";
 import { resolveRepo, type WorkspaceRecord } from "./workspaces.js";
 import { isDuplicateKey } from "../db/duplicate-key.js";
@@ -34,6 +34,11 @@ export interface TaskDeps {
   };
   /** Removes a task's working copy, if this process can see it. */
   workdirOf?(taskId: string): string;
+  /**
+   * Tells the task's GitHub thread (if it has one) that the plan or the diff waits for
+   * approval, or that the task ended. Set when the GitHub App is configured.
+   */
+  notifyThread?(taskId: string, kind: "plan" | "diff" | "end"): Promise<void>;
 }
 
 export const STAGE_NAMES = [
@@ -126,20 +131,69 @@ export interface CreateTaskInput {
   skill_name?: string | null | undefined;
   agent_name?: string | null | undefined;
   depends_on?: string[] | undefined;
+  /** What created the task: api (default), agent, prism, automation, github. */
   source?: string | undefined;
+  /** Details of the creator (automation id, comment author, failing check), kept as given. */
+  origin?: Record<string, unknown> | undefined;
+  /** The GitHub thread the task reports to (comment commands, labels, CI failures). */
+  thread?:
+    | { installation_id: number; repo_full_name: string; number: number; is_pull_request: boolean }
+    | undefined;
+  /** Work on this branch instead of the repository's default branch. */
+  base_branch?: string | undefined;
 }
 
-/** Checks that a named skill and agent exist (400 naming the field otherwise). */
-function checkSkillAndAgent(input: {
-  skill_name?: string | null | undefined;
-  agent_name?: string | null | undefined;
-}): void {
+/** Checks that a named skill (built-in or the account's own) and agent exist (400 otherwise). */
+async function checkSkillAndAgent(
+  models: Models,
+  accountId: string,
+  input: {
+    skill_name?: string | null | undefined;
+    agent_name?: string | null | undefined;
+  },
+): Promise<void> {
   const problems = [];
-  if (input.skill_name && !findBuiltinSkill(input.skill_name))
+  if (input.skill_name && !(await findSkill(models, accountId, input.skill_name)))
     problems.push({ path: "skill_name", message: `No skill is named "${input.skill_name}".` });
   if (input.agent_name && !findAgent(input.agent_name))
     problems.push({ path: "agent_name", message: `No agent is named "${input.agent_name}".` });
   if (problems.length > 0) throw errors.validation(problems);
+}
+
+/**
+ * A new task's document. Fields that start empty (plan, diff, review, branch, pr_url, error,
+ * cost, …) are not stored until they get a value: toTaskView shows them as null or zero.
+ * Smaller documents are cheaper to write, and this is the hottest write of the service.
+ */
+function taskDocument(
+  id: string,
+  accountId: string,
+  workspaceId: string,
+  repoId: string,
+  input: CreateTaskInput,
+  quota: { month: string; slot: number | null; now: Date },
+): Record<string, unknown> {
+  const doc: Record<string, unknown> = {
+    _id: id,
+    account_id: accountId,
+    workspace_id: workspaceId,
+    repo_id: repoId,
+    description: input.description,
+    status: "queued",
+    phase: "QUEUED",
+    auto_approve: input.auto_approve ?? false,
+    quota: { month: quota.month, slot: quota.slot },
+    created_at: quota.now,
+    updated_at: quota.now,
+  };
+  if (input.skill_name) doc.skill_name = input.skill_name;
+  if (input.agent_name) doc.agent_name = input.agent_name;
+  if (input.source && input.source !== "api") doc.source = input.source;
+  if (input.depends_on?.length) doc.depends_on = input.depends_on;
+  if (input.origin) doc.origin = input.origin;
+  if (input.thread) doc.thread = input.thread;
+  if (input.base_branch) doc.base_branch = input.base_branch;
+  return doc;
 }
 
 /** Creates a task in QUEUED after claiming one task of the account's monthly allowance. */
@@ -148,7 +202,7 @@ export async function createTask(
   accountId: string,
   input: CreateTaskInput,
 ): Promise<TaskRecord> {
-  checkSkillAndAgent(input);
+  await checkSkillAndAgent(deps.models, accountId, input);
   const cache = deps.cache;
   const [{ workspace, repo }, cachedTier] = await Promise.all([
     resolveRepo(
@@ -164,27 +218,11 @@ export async function createTask(
     cachedTier: cachedTier ?? undefined,
   });
   try {
-    const now = new Date();
-    // Fields that start empty (plan, diff, review, branch, pr_url, error, cost, …) are not
-    // stored until they get a value: toTaskView shows them as null or zero. Smaller
-    // documents are cheaper to write, and this is the hottest write of the service.
-    const doc: Record<string, unknown> = {
-      _id: newId("task"),
-      account_id: accountId,
-      workspace_id: workspace._id,
-      repo_id: repo.repo_id,
-      description: input.description,
-      status: "queued",
-      phase: "QUEUED",
-      auto_approve: input.auto_approve ?? false,
-      quota: { month: claim.month, slot: claim.slots[0] ?? null },
-      created_at: now,
-      updated_at: now,
-    };
-    if (input.skill_name) doc.skill_name = input.skill_name;
-    if (input.agent_name) doc.agent_name = input.agent_name;
-    if (input.source && input.source !== "api") doc.source = input.source;
-    if (input.depends_on?.length) doc.depends_on = input.depends_on;
+    const doc = taskDocument(newId("task"), accountId, workspace._id, repo.repo_id, input, {
+      month: claim.month,
+      slot: claim.slots[0] ?? null,
+      now: new Date(),
+    });
     // The driver directly: one insert, no document hydration on the hot path.
     if (deps.insertTask) await deps.insertTask(doc);
     else await deps.models.Task.collection.insertOne(doc as never);
@@ -195,6 +233,69 @@ export async function createTask(
     await claim.release();
     throw error;
   }
+}
+
+/** One task of a batch (createTasks). */
+export interface BatchTaskInput extends CreateTaskInput {
+  /** Positions in the same batch of the tasks this one depends on (added to depends_on). */
+  depends_on_batch?: number[] | undefined;
+}
+
+/**
+ * Creates several tasks at once, all or nothing (SPEC §2, `POST /prism/queue`): repositories
+ * are resolved first, one quota claim covers every task, and when the insert fails the tasks
+ * it wrote are removed and the claim released. Skill and agent names are the caller's to check.
+ */
+export async function createTasks(
+  deps: TaskDeps,
+  accountId: string,
+  inputs: BatchTaskInput[],
+): Promise<TaskRecord[]> {
+  if (inputs.length === 0) return [];
+  const repos = new Map<string, Awaited<ReturnType<typeof resolveRepo>>>();
+  for (const input of inputs) {
+    const key = `${input.workspace_id}\n${input.repo_id}`;
+    if (!repos.has(key))
+      repos.set(key, await resolveRepo(deps.models, accountId, input.workspace_id, input.repo_id));
+  }
+  const ids = inputs.map(() => newId("task"));
+  const dependsOn = inputs.map((input) => [
+    ...new Set([
+      ...(input.depends_on ?? []),
+      ...(input.depends_on_batch ?? []).map((position) => {
+        const id = ids[position];
+        if (id === undefined) throw new Error(`depends_on_batch names position ${position}`);
+        return id;
+      }),
+    ]),
+  ]);
+  const claim = await claimQuota(deps.models, accountId, inputs.length, new Date());
+  const now = new Date();
+  const docs = inputs.map((input, i) => {
+    const { workspace, repo } = repos.get(`${input.workspace_id}\n${input.repo_id}`)!;
+    const doc = taskDocument(
+      ids[i]!,
+      accountId,
+      workspace._id,
+      repo.repo_id,
+      { ...input, depends_on: dependsOn[i] },
+      { month: claim.month, slot: claim.slots[i] ?? null, now },
+    );
+    return doc;
+  });
+  try {
+    await deps.models.Task.collection.insertMany(docs as never[], { ordered: true });
+  } catch (error) {
+    // The ids are fresh, so removing them removes only what this insert wrote.
+    await deps.models.Task.collection
+      .deleteMany({ _id: { $in: ids as never[] } })
+      .catch(() => undefined);
+    await claim.release().catch(() => undefined);
+    throw error;
+  }
+  deps.kick?.();
+  deps.signalQueued?.();
+  return docs as unknown as TaskRecord[];
 }
 
 /** One task of the account; an unknown id or another account's task is `not_found`. */
@@ -272,6 +373,7 @@ export async function endTask(deps: TaskDeps, taskId: string, ending: Ending): P
     throw error;
   }
   await applyEnding(deps, taskId, ending);
+  await deps.notifyThread?.(taskId, "end").catch(() => undefined);
   if (deps.workdirOf)
     await rm(deps.workdirOf(taskId), { recursive: true, force: true }).catch(() => undefined);
   return true;

@@ -14,7 +14,8 @@ export interface RepoView {
   name: string;
   full_name: string;
   clone_url: string;
-  default_branch: string;
+  /** Null for a GitHub repository until GitHub lists it or a clone finds the remote's HEAD. */
+  default_branch: string | null;
   private: boolean;
 }
 
@@ -59,7 +60,7 @@ export function toRepoView(repo: RepositoryDoc): RepoView {
     full_name: repo.full_name,
     // Remotes may carry credentials (https://user:token@host/...); never show them.
     clone_url: redactText(repo.clone_url),
-    default_branch: repo.default_branch ?? "main",
+    default_branch: repo.default_branch ?? null,
     private: repo.private ?? false,
   };
 }
@@ -140,5 +141,9 @@ export async function resolveRepo(
     (r) => r.repo_id === repoRef || r.full_name.toLowerCase() === ref,
   );
   if (!repo) throw errors.notFound("repository in this workspace");
+  if (workspace.github?.suspended_at)
+    throw errors.invalidState(
+      `The GitHub App installation of workspace ${workspace._id} (${workspace.github.account_login ?? "unknown account"}) is suspended on GitHub; nothing can run there until an owner unsuspends it.`,
+    );
   return { workspace, repo };
 }

@@ -6,7 +6,14 @@ import { jsonBody, readRawBody } from "./middleware/body.js";
 import { errorHandler } from "./middleware/errors.js";
 import { buildOpenApi } from "./openapi.js";
 import { mountRoutes, type AnyRoute } from "./route.js";
+import { agentRoutes } from "./routes/agents/routes.js";
+import { automationRoutes } from "./routes/automations/routes.js";
+import { analyticsRoutes } from "./routes/analytics/routes.js";
+import { healthReportRoutes } from "./routes/health-reports/routes.js";
+import { githubRoutes } from "./routes/github/routes.js";
 import { keyRoutes } from "./routes/keys/routes.js";
+import { prismRoutes } from "./routes/prism/routes.js";
+import { skillRoutes } from "./routes/skills/routes.js";
 import { systemRoutes } from "./routes/system/routes.js";
 import { taskRoutes } from "./routes/tasks/routes.js";
 import { workspaceRoutes } from "./routes/workspaces/routes.js";
@@ -16,7 +23,19 @@ export const VERSION = "1.3.0";
 
 /** Every documented route of the API, in one list: the router and the OpenAPI document use it. */
 export function allRoutes(): AnyRoute[] {
-  return [...systemRoutes, ...keyRoutes, ...workspaceRoutes, ...taskRoutes];
+  return [
+    ...systemRoutes,
+    ...keyRoutes,
+    ...workspaceRoutes,
+    ...taskRoutes,
+    ...agentRoutes,
+    ...skillRoutes,
+    ...prismRoutes,
+    ...automationRoutes,
+    ...healthReportRoutes,
+    ...analyticsRoutes,
+    ...githubRoutes,
+  ];
 }
 
 const GITHUB_BODY_LIMIT = 25 * 1024 * 1024; // GitHub caps deliveries at 25 MB

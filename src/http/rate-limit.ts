@@ -13,13 +13,18 @@ export interface RateLimiters {
 export function createRateLimiters(options: {
   signupMax: number;
   signupWindowMs: number;
+  webhookMax?: number | undefined;
+  webhookWindowMs?: number | undefined;
 }): RateLimiters {
   return {
     signup: new RateLimiterMemory({
       points: options.signupMax,
       duration: Math.ceil(options.signupWindowMs / 1000),
     }),
-    incomingWebhook: new RateLimiterMemory({ points: 120, duration: 60 }),
+    incomingWebhook: new RateLimiterMemory({
+      points: options.webhookMax ?? 120,
+      duration: Math.ceil((options.webhookWindowMs ?? 60_000) / 1000),
+    }),
   };
 }
 

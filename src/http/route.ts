@@ -3,6 +3,7 @@ import type { RouterMiddleware } from "@koa/router";
 import type { z } from "zod";
 import { type ZodType } from "zod";
 import type { Principal } from "../domain/keys.js";
+import type { TaskDeps } from "../domain/tasks.js";
 import { errors } from "../errors.js";
 import type { AppContext, HttpDeps } from "./types.js";
 import { requireKey, optionalKey } from "./middleware/auth.js";
@@ -102,4 +103,10 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: HttpDeps):
     const middleware = auth ? [auth, handle] : [handle];
     router[spec.method](spec.operationId, spec.path, ...(middleware as RouterMiddleware[]));
   }
+}
+
+/** The task operations of this server (absent only on a server built without them: 503). */
+export function tasksOf(deps: HttpDeps): TaskDeps {
+  if (!deps.tasks) throw errors.notReady("Tasks are not available on this server.");
+  return deps.tasks;
 }

@@ -5,6 +5,7 @@ import type { Config } from "../config/env.js";
 import type { Database } from "../db/connection.js";
 import type { Models } from "../db/models.js";
 import type { AccountViewCache } from "../domain/account-views.js";
+import type { CronJobs } from "../domain/automations.js";
 import type { Principal } from "../domain/keys.js";
 import type { TaskDeps } from "../domain/tasks.js";
 import type { Logger } from "../util/logger.js";
@@ -26,6 +27,10 @@ export interface HttpDeps {
   githubClient?: GithubClient | undefined;
   /** The configured model (possibly the "missing" client that explains what to set). */
   modelClient?: ModelClient | undefined;
+  /** Arms and disarms the Agenda jobs of cron automations (jobs/cron.ts). */
+  cron?: CronJobs | undefined;
+  /** Queues health scans (jobs/health-scan.ts). */
+  healthScans?: { enqueue(reportId: string): Promise<void> } | undefined;
 }
 
 export interface GithubReceiver {

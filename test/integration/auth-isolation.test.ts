@@ -14,6 +14,8 @@ let revoked: { id: string; key: string };
 let workspaceId: string;
 let ownerSecondKeyId: string;
 let taskId: string;
+let automationId: string;
+let reportId: string;
 
 interface Case {
   method: string;
@@ -53,6 +55,31 @@ beforeAll(async () => {
   });
   expect(task.status).toBe(201);
   taskId = task.body.id;
+  for (const name of ["owner-skill", "owner-shared"]) {
+    const skill = await server.api("POST", "/skills", {
+      key: owner.key,
+      body: { name, description: "Owner's.", system_prompt_addition: "Owner's instructions." },
+    });
+    expect(skill.status).toBe(201);
+  }
+  const shared = await server.api("POST", "/skills/owner-shared/publish", { key: owner.key });
+  expect(shared.status).toBe(200);
+  const listingId: string = shared.body.id;
+  const auto = await server.api("POST", "/automations", {
+    key: owner.key,
+    body: {
+      workspace_id: workspaceId,
+      repo_id: "acme/app",
+      trigger_type: "cron",
+      trigger_config: { schedule: "0 3 * * *" },
+      task_template: "owner's automation",
+    },
+  });
+  expect(auto.status).toBe(201);
+  automationId = auto.body.id;
+  const scan = await server.api("POST", "/health-reports/acme%2Fapp/scan", { key: owner.key });
+  expect(scan.status).toBe(202);
+  reportId = scan.body.id;
   const notFound = (res: { status: number }) => expect(res.status).toBe(404);
 
   cases = {
@@ -119,6 +146,156 @@ beforeAll(async () => {
       body: { pr_url: "https://github.com/acme/app/pull/1" },
       foreign: notFound,
     },
+    // Agents are the same for every account; running one needs a workspace of one's own.
+    listAgents: {
+      method: "GET",
+      path: "/agents",
+      foreign: (res) => expect(res.body).toHaveLength(20),
+    },
+    listAgentCategories: {
+      method: "GET",
+      path: "/agents/categories",
+      foreign: (res) => expect(res.status).toBe(200),
+    },
+    getAgent: {
+      method: "GET",
+      path: "/agents/secret-scanner",
+      foreign: (res) => expect(res.status).toBe(200),
+    },
+    runAgent: {
+      method: "POST",
+      path: "/agents/secret-scanner/run",
+      body: { workspace_id: workspaceId, repo_id: "acme/app", auto_approve: false },
+      foreign: notFound,
+    },
+    listSkills: {
+      method: "GET",
+      path: "/skills",
+      foreign: (res) => {
+        expect(res.status).toBe(200);
+        expect(res.body.map((s: { name: string }) => s.name)).not.toContain("owner-skill");
+      },
+    },
+    createSkill: {
+      method: "POST",
+      path: "/skills",
+      body: { name: "others-skill", description: "d", system_prompt_addition: "p" },
+      foreign: (res) => expect(res.status).toBe(201),
+    },
+    getSkill: { method: "GET", path: "/skills/owner-skill", foreign: notFound },
+    deleteSkill: { method: "DELETE", path: "/skills/owner-skill", foreign: notFound },
+    publishSkill: { method: "POST", path: "/skills/owner-skill/publish", foreign: notFound },
+    unpublishSkill: { method: "POST", path: "/skills/owner-shared/unpublish", foreign: notFound },
+    // Published skills are meant for every account, without saying whose they are.
+    listMarketplaceSkills: {
+      method: "GET",
+      path: "/marketplace/skills",
+      foreign: (res) => {
+        expect(res.status).toBe(200);
+        expect(res.body.map((l: { id: string }) => l.id)).toEqual([listingId]);
+        expect(res.body[0].owned).toBe(false);
+        expect(JSON.stringify(res.body)).not.toMatch(/acct_|key_/);
+      },
+    },
+    getMarketplaceSkill: {
+      method: "GET",
+      path: `/marketplace/skills/${listingId}`,
+      foreign: (res) => expect(res.body).toMatchObject({ id: listingId, owned: false }),
+    },
+    // No model on this server: the other account learns nothing but that.
+    parseSpec: {
+      method: "POST",
+      path: "/prism/parse",
+      body: { spec: "Build a blog." },
+      foreign: (res) => expect(res.body.error.code).toBe("upstream_unavailable"),
+    },
+    queueTasks: {
+      method: "POST",
+      path: "/prism/queue",
+      body: {
+        workspace_id: workspaceId,
+        repo_id: "acme/app",
+        tasks: [{ id: 1, description: "x", skill: null, depends_on: [], priority: 1 }],
+      },
+      foreign: notFound,
+    },
+    createAutomation: {
+      method: "POST",
+      path: "/automations",
+      body: {
+        workspace_id: workspaceId,
+        repo_id: "acme/app",
+        trigger_type: "cron",
+        trigger_config: { schedule: "0 3 * * *" },
+        task_template: "sneaky",
+      },
+      foreign: notFound,
+    },
+    listAutomations: {
+      method: "GET",
+      path: "/automations",
+      foreign: (res) => {
+        expect(res.status).toBe(200);
+        expect(res.body).toEqual([]);
+      },
+    },
+    getAutomation: { method: "GET", path: `/automations/${automationId}`, foreign: notFound },
+    updateAutomation: {
+      method: "PATCH",
+      path: `/automations/${automationId}`,
+      body: { enabled: false },
+      foreign: notFound,
+    },
+    deleteAutomation: {
+      method: "DELETE",
+      path: `/automations/${automationId}`,
+      foreign: notFound,
+    },
+    scanRepository: { method: "POST", path: "/health-reports/acme%2Fapp/scan", foreign: notFound },
+    getLatestHealthReport: { method: "GET", path: "/health-reports/acme%2Fapp", foreign: notFound },
+    listHealthReports: {
+      method: "GET",
+      path: "/health-reports/acme%2Fapp/history",
+      foreign: notFound,
+    },
+    getHealthReport: {
+      method: "GET",
+      path: `/health-reports/acme%2Fapp/scans/${reportId}`,
+      foreign: notFound,
+    },
+    // The other account's own figures: none of the owner's task counts.
+    getVelocity: {
+      method: "GET",
+      path: "/analytics/velocity",
+      foreign: (res) => {
+        expect(res.status).toBe(200);
+        expect(res.body.tasks.total).toBe(0);
+      },
+    },
+    getVelocityTimeline: {
+      method: "GET",
+      path: "/analytics/velocity/timeline?period=7",
+      foreign: (res) => {
+        expect(res.status).toBe(200);
+        expect(JSON.stringify(res.body)).not.toContain(taskId);
+      },
+    },
+    // No GitHub App on this server: linking is unavailable to everyone alike.
+    linkWorkspace: {
+      method: "POST",
+      path: "/workspaces/link",
+      foreign: (res) => expect(res.status).toBe(503),
+    },
+    installMarketplaceSkill: {
+      method: "POST",
+      path: `/marketplace/skills/${listingId}/install`,
+      body: {},
+      foreign: (res) => {
+        expect(res.status).toBe(201);
+        expect(res.body).toMatchObject({ name: "owner-shared", installed_from: listingId });
+        expect(res.body.id).not.toBe(listingId);
+      },
+    },
   };
 });
 
@@ -171,5 +348,8 @@ describe("protected routes", () => {
     expect(keys?.revoked_at).toBeNull();
     const task = await server.api("GET", `/tasks/${taskId}`, { key: owner.key });
     expect(task.body).toMatchObject({ status: "queued", phase: "QUEUED", error: null });
+    const skill = await server.api("GET", "/skills/owner-shared", { key: owner.key });
+    expect(skill.body).toMatchObject({ published: true });
+    expect((await server.api("GET", "/skills/owner-skill", { key: owner.key })).status).toBe(200);
   });
 });

@@ -10,9 +10,7 @@ import {
 } from "../../../domain/tasks.js";
 import type { Principal } from "../../../domain/keys.js";
 import { reviewPullRequest } from "../../../domain/pr-review.js";
-import { errors } from "../../../errors.js";
-import { route, type AnyRoute } from "../../route.js";
-import type { HttpDeps } from "../../types.js";
+import { route, tasksOf, type AnyRoute } from "../../route.js";
 import {
   createTaskBody,
   listTasksQuery,
@@ -21,11 +19,6 @@ import {
   task,
   taskParams,
 } from "./schema.js";
-
-function tasksOf(deps: HttpDeps) {
-  if (!deps.tasks) throw errors.notReady("Tasks are not available on this server.");
-  return deps.tasks;
-}
 
 function who(principal: Principal): string {
   return `API key "${principal.keyName}"`;

@@ -7,9 +7,10 @@
  *
  * One embedded database and the real service in-process, web only (no workers): the
  * handlers enqueue Agenda jobs that nobody runs during the benchmark. What is measured is
- * the webhook door: Koa, reading the raw body, the signature check, the delivery-dedupe
- * insert (`once_markers`), Probot's dispatch (a Context and an installation Octokit per
- * event), the handlers' filtering and, for commands, the job enqueue (an upsert into `jobs`).
+ * the webhook door: Koa, reading the raw body, the signature check, Probot's dispatch (a
+ * Context and an installation Octokit per event), the handlers' filtering and, for commands,
+ * the job enqueue (one insert into `jobs`, which also recognises a repeated delivery:
+ * src/github/delivery.ts). Deliveries that act on nothing write nothing.
  *   bare probot      `new Probot({appId, privateKey, secret, Octokit})` as src/github/app.ts
  *                    builds it (retries and throttling off), behind Probot's
  *                    `createNodeMiddleware(app => app.onAny(async () => {}))` on a node:http
@@ -34,19 +35,16 @@
  * error or no answer within 10 s fails the benchmark, once every round has run and printed.
  * Bounds: at most 20,000 deliveries per round; a round ends at most 15 s after its last send.
  *
- * The collections grow during the run, and on FerretDB that matters: every service delivery
- * inserts a `once_markers` row (an `_id` insert, ~2 ms whatever the size), every command
- * (2 in 10) a `jobs` row through Agenda's unique upsert on {name, data.comment_id}. FerretDB
- * (SQLite backend) answers that upsert by scanning the whole `jobs` collection, an index on
- * the fields does not help, and the scan holds up the other writes: measured alone, ~6 ms
- * on an empty collection, ~50 ms at 200 rows, ~240 ms at 1,000. At 100 deliveries/s the
- * service falls behind within the first rounds (no job is ever run or pruned here; in
- * production finished jobs stay an hour). The p99 of each round is printed and reported,
- * so the growth shows as a trend. At the defaults the run adds about 1,700 markers and 340
- * jobs.
+ * The jobs collection grows during the run: every command (2 in 10) inserts a `jobs` row,
+ * a single insert (~1 ms on FerretDB) with an `_id` derived from its unique fields
+ * (src/jobs/scheduler.ts; Agenda's own unique upsert scanned the whole collection on
+ * FerretDB and grew from ~6 ms to ~240 ms over 1,000 jobs). No job is run or pruned here.
+ * The p99 of each round is printed, so any growth shows as a trend. At the defaults the run
+ * adds about 340 jobs.
  *
  * BENCH_WEBHOOK_PROFILE=1 also times the service's phases by wrapping, from outside, the
- * dedupe insert (`models.Once.create`), Probot's `receive` and the scheduler's `enqueue`:
+ * delivery claims (`once_markers.insertOne`, installation events only, so none in this
+ * cycle), Probot's `receive` and the scheduler's `enqueue`:
  * the rest of a request is Koa, the raw body read, the signature check and JSON.parse.
  */
 import { randomUUID, createHmac, generateKeyPairSync } from "node:crypto";
@@ -386,7 +384,7 @@ function roundProblem(result: RoundResult): string | undefined {
 // Optional per-phase timing of the service (BENCH_WEBHOOK_PROFILE=1).
 
 interface PhaseTimes {
-  dedupe: number[];
+  claims: number[];
   dispatch: number[];
   enqueue: number[];
 }
@@ -449,10 +447,14 @@ export const githubWebhook: Benchmark = {
       const bare = await startBareProbot(privateKey, webhookPath);
       cleanup.defer("close bare probot server", () => bare.close());
 
-      const phases: PhaseTimes = { dedupe: [], dispatch: [], enqueue: [] };
+      const phases: PhaseTimes = { claims: [], dispatch: [], enqueue: [] };
       if (profile) {
-        const once = service.db.models.Once;
-        once.create = wrapTimed(once.create.bind(once), () => phases.dedupe) as typeof once.create;
+        // Web only: delivery claims are the only inserts into once_markers.
+        const markers = service.db.models.Once.collection;
+        markers.insertOne = wrapTimed(
+          markers.insertOne.bind(markers),
+          () => phases.claims,
+        ) as typeof markers.insertOne;
         const { scheduler } = service;
         scheduler.enqueue = wrapTimed(scheduler.enqueue.bind(scheduler), () => phases.enqueue);
         // Only the service calls Probot#receive: the bare middleware goes through
@@ -525,7 +527,7 @@ export const githubWebhook: Benchmark = {
               `sender late ≤ ${ms(result.maxSendLagMs)} ms`,
           );
           if (profile && subject.name === "service") {
-            console.log(`    dedupe insert   ${quantiles(phases.dedupe)}`);
+            console.log(`    claim insert    ${quantiles(phases.claims)}`);
             console.log(`    probot.receive  ${quantiles(phases.dispatch)}`);
             console.log(`    enqueue         ${quantiles(phases.enqueue)}`);
           }
@@ -542,14 +544,15 @@ export const githubWebhook: Benchmark = {
             `(pooled p99: service ${ms(svc.p99Ms)} ms, bare ${ms(bareSummary.p99Ms)} ms)`,
         );
 
-      // What the service stored proves the deliveries went the whole way through.
+      // What the service stored proves the deliveries went the whole way through: each
+      // command queued its job, and no delivery wrote a marker.
       const connection = service.db.models.Once.db;
       const markers = await service.db.models.Once.countDocuments({ scope: "github-delivery" });
       const jobs = await connection.collection("jobs").countDocuments({ name: "github.command" });
-      if (markers !== serviceSent.deliveries || jobs !== serviceSent.commands)
+      if (markers !== 0 || jobs !== serviceSent.commands)
         throw new BenchError(
           `the service stored ${markers} delivery markers and ${jobs} command jobs; ` +
-            `expected ${serviceSent.deliveries} and ${serviceSent.commands}`,
+            `expected 0 and ${serviceSent.commands}`,
         );
 
       const ratio = svc.p99Ms / bareSummary.p99Ms;

@@ -9,6 +9,7 @@ import type { JobKind } from "../jobs/scheduler.js";
 import { DEFAULT_CONFIG_NAMES } from "../verify/checks.js";
 import { redactText } from "../util/redact.js";
 import type { InstallationOctokit } from "./client.js";
+import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
 import { sanitizeUntrusted } from "./sanitize.js";
 import {
@@ -62,7 +63,7 @@ type Enqueue = (job: CiJob) => Promise<void>;
 /** The three failure events; each queues a job with what the fix task will need. */
 export const ciHandlers: HandlerGroup = (probot, deps) => {
   const enqueue: Enqueue = (job) =>
-    deps.scheduler.enqueue(CI_JOB, job, { unique: { name: CI_JOB.name, "data.key": job.key } });
+    queueForDelivery(deps.scheduler, CI_JOB, job, { name: CI_JOB.name, "data.key": job.key });
 
   probot.on("check_run.completed", async ({ payload }) => {
     const run = payload.check_run;

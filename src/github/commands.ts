@@ -8,6 +8,7 @@ import { isAppError } from "../errors.js";
 import type { JobKind } from "../jobs/scheduler.js";
 import type { InstallationOctokit } from "./client.js";
 import { helpText, parseCommand, type Command } from "./command-parser.js";
+import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
 import { sanitizeUntrusted } from "./sanitize.js";
 import {
@@ -56,7 +57,8 @@ export const commandHandlers: HandlerGroup = (probot, deps) => {
     const { comment, issue, repository, installation } = context.payload;
     if (!installation || fromBot(comment.user)) return;
     if (!parseCommand(comment.body ?? "", deps.github.slug)) return;
-    await deps.scheduler.enqueue(
+    await queueForDelivery(
+      deps.scheduler,
       COMMAND_JOB,
       {
         installation_id: installation.id,
@@ -71,7 +73,7 @@ export const commandHandlers: HandlerGroup = (probot, deps) => {
         issue_title: issue.title.slice(0, 1000),
         issue_body: (issue.body ?? "").slice(0, MAX_BODY),
       },
-      { unique: { name: COMMAND_JOB.name, "data.comment_id": comment.id } },
+      { name: COMMAND_JOB.name, "data.comment_id": comment.id },
     );
   });
 };

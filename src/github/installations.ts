@@ -7,11 +7,13 @@ import {
   setInstallationSuspended,
 } from "../domain/linking.js";
 import type { HandlerGroup } from "./deps.js";
+import { claimDelivery } from "./delivery.js";
 
 /*
  * installation.* and installation_repositories.*: keep the installation's workspace row in
  * step with GitHub. Each handler is one or two writes (no GitHub calls), so it finishes
- * inside the webhook request. Nothing here links an installation to an account: that is
+ * inside the webhook request, after claiming the delivery id so that a redelivery (possibly
+ * stale by then) is not applied again. Nothing here links an installation to an account: that is
  * the setup flow's job (domain/linking.ts), after GitHub vouched for the user.
  */
 export const installationHandlers: HandlerGroup = (probot, deps) => {
@@ -21,6 +23,7 @@ export const installationHandlers: HandlerGroup = (probot, deps) => {
     logger.child({ component: "github", deliveryId, installationId });
 
   probot.on(["installation.created", "installation.new_permissions_accepted"], async (context) => {
+    if (!(await claimDelivery(models, context.id))) return;
     const { installation, repositories } = context.payload;
     const info = installationInfo(installation);
     // `created` lists every repository the installation can access; the other action may
@@ -33,11 +36,13 @@ export const installationHandlers: HandlerGroup = (probot, deps) => {
   });
 
   probot.on("installation.deleted", async (context) => {
+    if (!(await claimDelivery(models, context.id))) return;
     await markInstallationDeleted(models, context.payload.installation.id);
     log(context.id, context.payload.installation.id).info("installation deleted");
   });
 
   probot.on("installation.suspend", async (context) => {
+    if (!(await claimDelivery(models, context.id))) return;
     const { installation } = context.payload;
     const info = installationInfo(installation);
     await setInstallationSuspended(models, webUrl, info, info.suspended_at ?? new Date());
@@ -45,12 +50,14 @@ export const installationHandlers: HandlerGroup = (probot, deps) => {
   });
 
   probot.on("installation.unsuspend", async (context) => {
+    if (!(await claimDelivery(models, context.id))) return;
     const { installation } = context.payload;
     await setInstallationSuspended(models, webUrl, installationInfo(installation), null);
     log(context.id, installation.id).info("installation unsuspended");
   });
 
   probot.on("installation_repositories.added", async (context) => {
+    if (!(await claimDelivery(models, context.id))) return;
     const { installation, repositories_added } = context.payload;
     const ws = await addInstallationRepos(
       models,
@@ -65,6 +72,7 @@ export const installationHandlers: HandlerGroup = (probot, deps) => {
   });
 
   probot.on("installation_repositories.removed", async (context) => {
+    if (!(await claimDelivery(models, context.id))) return;
     const { installation, repositories_removed } = context.payload;
     const ws = await removeInstallationRepos(
       models,

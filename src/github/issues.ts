@@ -3,6 +3,7 @@ import { isDuplicateKey } from "../db/duplicate-key.js";
 import { createTask } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../jobs/scheduler.js";
+import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
 import { sanitizeUntrusted } from "./sanitize.js";
 import {
@@ -43,7 +44,8 @@ export const labelHandlers: HandlerGroup = (probot, deps) => {
     )
       return;
     if (sender.type === "Bot") return;
-    await deps.scheduler.enqueue(
+    await queueForDelivery(
+      deps.scheduler,
       LABEL_JOB,
       {
         delivery_key: `${repository.id}:${issue.number}:${context.id}`,

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { JobKind } from "../jobs/scheduler.js";
+import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
 
 /*
@@ -23,7 +24,8 @@ export const outcomeHandlers: HandlerGroup = (probot, deps) => {
   probot.on("pull_request.closed", async ({ payload }) => {
     const pr = payload.pull_request;
     if (!SERVICE_BRANCH.test(pr.head.ref)) return;
-    await deps.scheduler.enqueue(
+    await queueForDelivery(
+      deps.scheduler,
       OUTCOME_JOB,
       {
         pr_url: pr.html_url,

@@ -4,12 +4,12 @@ import type { Models } from "../db/models.js";
 import { errors } from "../errors.js";
 import type { Logger } from "../util/logger.js";
 import type { GithubReceiver } from "../http/types.js";
-import { isDuplicateKey } from "../db/duplicate-key.js";
+import { inDelivery } from "./delivery.js";
 
 /**
- * The door for GitHub deliveries: verify the signature (401 on mismatch), acknowledge a
- * delivery id seen before without acting on it (a unique insert decides, across
- * processes), then hand the event to Probot, whose handlers only enqueue work.
+ * The door for GitHub deliveries: verify the signature (401 on mismatch), then hand the
+ * event to Probot, whose handlers only enqueue work. A delivery seen before acts on nothing
+ * and is answered `duplicate` (unique inserts decide, across processes: github/delivery.ts).
  */
 export function createGithubReceiver(deps: {
   probot: Probot;
@@ -33,30 +33,15 @@ export function createGithubReceiver(deps: {
       } catch {
         throw errors.invalidJson();
       }
-      try {
-        // The driver directly: no document hydration on the path GitHub waits on.
-        const now = new Date();
-        await deps.models.Once.collection.insertOne({
-          _id: `delivery:${id}` as never,
-          scope: "github-delivery",
-          expires_at: null,
-          created_at: now,
-          updated_at: now,
-        });
-      } catch (error) {
-        if (isDuplicateKey(error)) {
-          deps.logger.info({ deliveryId: id, event: name }, "duplicate delivery ignored");
-          return "duplicate";
-        }
-        throw error;
-      }
-      try {
+      // Duplicates are recognised where a delivery acts (github/delivery.ts), so a delivery
+      // that acts on nothing costs no database write.
+      const outcome = await inDelivery(deps.models, id, () =>
         // Probot's own types want a specific event name; the signature was checked above.
-        await deps.probot.receive({ id, name, payload } as Parameters<Probot["receive"]>[0]);
-      } catch (error) {
-        // Handling failed: forget the delivery so GitHub's redelivery is processed.
-        await deps.models.Once.deleteOne({ _id: `delivery:${id}` }).catch(() => undefined);
-        throw error;
+        deps.probot.receive({ id, name, payload } as Parameters<Probot["receive"]>[0]),
+      );
+      if (outcome.duplicate) {
+        deps.logger.info({ deliveryId: id, event: name }, "duplicate delivery ignored");
+        return "duplicate";
       }
       return "accepted";
     },

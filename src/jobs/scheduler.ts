@@ -26,12 +26,13 @@ export interface Scheduler {
   /**
    * Queues a job to run now. With `unique`, a job matching those fields (e.g.
    * `{"data.task_id": id}`) is created once and never re-queued, so enqueueing is idempotent.
+   * Resolves `false` when that job was already queued, `true` otherwise.
    */
   enqueue<T>(
     kind: Pick<JobKind<T>, "name" | "schema">,
     data: T,
     options?: { unique?: Record<string, unknown> },
-  ): Promise<void>;
+  ): Promise<boolean>;
   /** Starts processing (worker role only). */
   start(): Promise<void>;
   /**
@@ -106,7 +107,7 @@ async function enqueueOnce(
   name: string,
   data: unknown,
   unique: Record<string, unknown>,
-): Promise<void> {
+): Promise<boolean> {
   const key = JSON.stringify([name, Object.entries(unique).sort(([a], [b]) => a.localeCompare(b))]);
   const id = new mongoose.Types.ObjectId(
     createHash("sha256").update(key).digest("hex").slice(0, 24),
@@ -123,7 +124,7 @@ async function enqueueOnce(
   try {
     await jobs.insertOne(doc as never);
   } catch (error) {
-    if (isDuplicateKey(error)) return;
+    if (isDuplicateKey(error)) return false;
     throw error;
   }
   // Workers of this process start it at once, as after Agenda's own save.
@@ -131,6 +132,7 @@ async function enqueueOnce(
   const publish = (agenda as unknown as { publishJobNotification?(j: unknown): Promise<void> })
     .publishJobNotification;
   await publish?.call(agenda, job);
+  return true;
 }
 
 /** Agenda on the service's own MongoDB connection, created after mongoose has connected. */
@@ -193,9 +195,9 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
       const parsed = kind.schema.parse(data);
       if (!enqueueOptions?.unique) {
         await agenda.now(kind.name, parsed);
-        return;
+        return true;
       }
-      await enqueueOnce(
+      return enqueueOnce(
         agenda,
         options.db.collection("jobs"),
         options.name,

@@ -16,17 +16,58 @@ afterAll(async () => {
 });
 
 describe("GitHub webhook endpoint", () => {
-  it("accepts a signed delivery once and acknowledges a repeated delivery id without acting", async () => {
-    const payload = examplePayload("issue_comment", "created");
+  it("acts on a delivery once and answers a repeated one as a duplicate, wherever it acts", async () => {
+    const jobs = server.service.db.connection.db!.collection("jobs");
+    const send = async (event: string, payload: unknown, id: string) => {
+      const { headers, raw } = await signedDelivery(secret, event, payload, id);
+      const res = await server.api("POST", "/github/webhooks", { raw, headers });
+      expect(res.status).toBe(202);
+      return res.body;
+    };
+
+    // A command queues a job: the same delivery again, or the same comment under another
+    // delivery id, queues nothing.
+    const command = examplePayload("issue_comment", "created") as any; // eslint-disable-line @typescript-eslint/no-explicit-any
+    command.installation = { id: 77, node_id: "x" };
+    command.comment.body = "/status";
+    command.comment.user.type = "User";
     const id = randomUUID();
-    const { headers, raw } = await signedDelivery(secret, "issue_comment", payload, id);
-    const first = await server.api("POST", "/github/webhooks", { raw, headers });
-    expect(first.status).toBe(202);
-    expect(first.body).toEqual({ ok: true, duplicate: false });
-    const again = await server.api("POST", "/github/webhooks", { raw, headers });
-    expect(again.status).toBe(202);
-    expect(again.body).toEqual({ ok: true, duplicate: true });
-    expect(await server.service.db.models.Once.countDocuments({ _id: `delivery:${id}` })).toBe(1);
+    expect(await send("issue_comment", command, id)).toEqual({ ok: true, duplicate: false });
+    expect(await send("issue_comment", command, id)).toEqual({ ok: true, duplicate: true });
+    expect(await send("issue_comment", command, randomUUID())).toEqual({
+      ok: true,
+      duplicate: true,
+    });
+    expect(
+      await jobs.countDocuments({ name: "github.command", "data.comment_id": command.comment.id }),
+    ).toBe(1);
+
+    // An installation event writes directly: its delivery id is claimed once.
+    const installation = examplePayload("installation", "suspend");
+    const installId = randomUUID();
+    expect(await send("installation", installation, installId)).toEqual({
+      ok: true,
+      duplicate: false,
+    });
+    expect(await send("installation", installation, installId)).toEqual({
+      ok: true,
+      duplicate: true,
+    });
+    expect(
+      await server.service.db.models.Once.countDocuments({ _id: `delivery:${installId}` }),
+    ).toBe(1);
+
+    // A delivery no handler acts on writes nothing, and has nothing to repeat.
+    const quiet = examplePayload("issues", "labeled") as any; // eslint-disable-line @typescript-eslint/no-explicit-any
+    quiet.label.name = "bug";
+    const quietId = randomUUID();
+    const before = await jobs.countDocuments();
+    expect(await send("issues", quiet, quietId)).toEqual({ ok: true, duplicate: false });
+    expect(await send("issues", quiet, quietId)).toEqual({ ok: true, duplicate: false });
+    expect(await jobs.countDocuments()).toBe(before);
+    expect(await server.service.db.models.Once.countDocuments({ _id: `delivery:${quietId}` })).toBe(
+      0,
+    );
   });
 
   it("answers 401 for a bad or missing signature and records nothing", async () => {

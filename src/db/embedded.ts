@@ -22,20 +22,40 @@ const execFileAsync = promisify(execFile);
 export const FERRETDB_MODULE = "github.com/FerretDB/FerretDB";
 export const FERRETDB_VERSION = "v1.24.2";
 /** Bumped whenever the source patches below change, so cached binaries are rebuilt. */
-export const FERRETDB_PATCH_LEVEL = "p1";
+export const FERRETDB_PATCH_LEVEL = "p2";
 
 /*
  * FerretDB v1.24.2's SQLite backend creates its `_id` index on `_ferretdb_sjson->"_id"` but
  * filters by `_ferretdb_sjson->'$._id'`: same value, different expression, so SQLite never
  * uses the index and every `_id` lookup, update and delete scans the whole table (measured:
  * 1.3 ms at 100 documents, 38 ms at 10,000). The fix makes the filter the index's own
- * expression. Each patch must apply exactly, or the build fails.
+ * expression.
+ *
+ * The same backend uses the `_id` only when it is the filter's one field: `{_id, name}`
+ * scans the whole table (Agenda saves and locks every job that way: 4.4 ms instead of
+ * 1.3 ms at 300 jobs, measured). The handler filters every document it gets back by the
+ * whole filter anyway (find, findAndModify, update and delete all do), so the second patch
+ * narrows the query by `_id` whenever the filter has an `_id` equality, whatever else it has.
+ * (Explain is left as it is.) Each patch must apply exactly, or the build fails.
  */
 const FERRETDB_PATCHES = [
   {
     file: "internal/backends/sqlite/metadata/metadata.go",
     from: `IDColumn = DefaultColumn + "->'$._id'"`,
     to: `IDColumn = DefaultColumn + \`->"_id"\``,
+  },
+  {
+    file: "internal/backends/sqlite/collection.go",
+    from: `if params.Filter.Len() == 1 {
+		v, _ := params.Filter.Get("_id")
+		switch v.(type) {
+		case string, types.ObjectID:
+			whereClause`,
+    to: `if params.Filter.Len() >= 1 {
+		v, _ := params.Filter.Get("_id")
+		switch v.(type) {
+		case string, types.ObjectID:
+			whereClause`,
   },
 ];
 

@@ -1,9 +1,16 @@
 import { MongoJobRepository } from "@agendajs/mongo-backend";
 import type { JobParameters, JobRepositoryOptions } from "agenda";
+import type { ObjectId } from "mongodb";
 import { isDuplicateKey } from "../db/duplicate-key.js";
 
 /** How many jobs one lookup may try after losing races before it gives up until the next. */
 const MAX_LOST_RACES = 3;
+/** A lookup this soon after one served from a hint is Agenda's queue-filling follow-up. */
+const FOLLOW_UP_MS = 50;
+/** How long one read of the due jobs serves the polls of every job name. */
+const SNAPSHOT_MS = 100;
+/** Hints kept per job name (jobs past the limit are found by the regular scan). */
+const MAX_HINTS = 1000;
 
 /**
  * Agenda's job store with locks that hold on FerretDB.
@@ -12,7 +19,8 @@ const MAX_LOST_RACES = 3;
  * MongoDB applies that atomically; FerretDB does not, so two lookups at once (this process's
  * poll and its in-process notification, or two workers) can both lock the same job and run it
  * twice. Here a lock also takes a marker by unique `_id` insert, which is atomic on every
- * backend: the lookup that inserts it runs the job, the other one skips it.
+ * backend: the lookup that inserts it runs the job, the other one skips it. The lookup also
+ * finds its job with a read and locks it by `_id`, which FerretDB serves without scanning.
  *
  * The marker names the job's state as both lookups saw it: its id, `nextRunAt` and
  * `lastRunAt`. Agenda sets `lastRunAt` when a run starts, so when a worker dies and its
@@ -20,7 +28,53 @@ const MAX_LOST_RACES = 3;
  * works, while two lookups of one state give one run. Markers are pruned with the others
  * (`housekeeping.prune-once-markers`).
  */
+interface DueJob {
+  _id: ObjectId;
+  name: string;
+  nextRunAt: Date | null;
+  lockedAt: Date | null;
+}
+
 export class ExclusiveJobRepository extends MongoJobRepository {
+  /** Jobs this process just queued, by name: locked by `_id` without a scan. */
+  private readonly hints = new Map<string, Array<{ id: ObjectId; nextRunAt: Date }>>();
+  /** When a lookup of a name was last served from a hint. */
+  private readonly servedFromHint = new Map<string, number>();
+  /** The due jobs of every name, read once for a round of polls (see dueJobs). */
+  private snapshot: { at: number; jobs: Promise<DueJob[]> } | undefined;
+
+  /**
+   * Tells the store about a job this process has just inserted, due now. Agenda's in-process
+   * notification then asks for "the next job of this name"; the store locks this one by its
+   * `_id` instead of scanning the collection for it.
+   */
+  hint(name: string, id: ObjectId, nextRunAt: Date): void {
+    const list = this.hints.get(name) ?? [];
+    if (list.length >= MAX_HINTS) list.shift(); // the oldest is found by a scan instead
+    list.push({ id, nextRunAt });
+    this.hints.set(name, list);
+  }
+
+  private async fromHint(
+    jobName: string,
+    options: JobRepositoryOptions | undefined,
+  ): Promise<JobParameters | undefined> {
+    const list = this.hints.get(jobName);
+    while (list && list.length > 0) {
+      const { id, nextRunAt } = list.shift()!;
+      if (list.length === 0) this.hints.delete(jobName);
+      const job = await this.lockJob(
+        { _id: id.toHexString(), name: jobName, nextRunAt } as unknown as JobParameters,
+        options,
+      );
+      if (job && (await this.claim(job))) {
+        this.servedFromHint.set(jobName, Date.now());
+        return job;
+      }
+    }
+    return undefined;
+  }
+
   override async getNextJobToRun(
     jobName: string,
     nextScanAt: Date,
@@ -28,12 +82,74 @@ export class ExclusiveJobRepository extends MongoJobRepository {
     now: Date | undefined,
     options: JobRepositoryOptions | undefined,
   ): Promise<JobParameters | undefined> {
+    const hinted = await this.fromHint(jobName, options);
+    if (hinted) return hinted;
+    // Agenda asks again at once after each job it locks, to fill its queue. Right after a
+    // hinted job that lookup would scan for nothing this process knows of; jobs queued by
+    // other processes are found by the next regular poll instead.
+    const served = this.servedFromHint.get(jobName);
+    if (served !== undefined && Date.now() - served < FOLLOW_UP_MS) return undefined;
+    const due = await this.dueJobs(nextScanAt, lockDeadline);
     for (let lost = 0; lost < MAX_LOST_RACES; lost += 1) {
-      const job = await super.getNextJobToRun(jobName, nextScanAt, lockDeadline, now, options);
-      if (!job) return undefined;
-      if (await this.claim(job)) return job;
+      const index = due.findIndex((candidate) => candidate.name === jobName);
+      if (index < 0) return undefined;
+      const [candidate] = due.splice(index, 1);
+      const job = candidate!.lockedAt
+        ? // An expired lock (its worker died): rare, Agenda's own query takes it over.
+          await super.getNextJobToRun(jobName, nextScanAt, lockDeadline, now, options)
+        : await this.lockJob(
+            {
+              _id: candidate!._id.toHexString(),
+              name: jobName,
+              nextRunAt: candidate!.nextRunAt,
+            } as unknown as JobParameters,
+            options,
+          );
+      if (job && (await this.claim(job))) return job;
     }
     return undefined;
+  }
+
+  /**
+   * The jobs due by `nextScanAt` (or with a lock older than `lockDeadline`), of every name,
+   * read at most once per SNAPSHOT_MS. Agenda polls each job name on its own, each time with
+   * one findOneAndUpdate that FerretDB answers by scanning and sorting the collection inside
+   * a write (~6-15 ms each, holding up the other writes; a dozen names per second). One read
+   * for all names, then a lock by `_id` (which FerretDB serves without a scan), does the same
+   * work once. A job another worker took meanwhile fails its `_id` lock and is skipped.
+   */
+  private dueJobs(nextScanAt: Date, lockDeadline: Date): Promise<DueJob[]> {
+    const now = Date.now();
+    if (this.snapshot && now - this.snapshot.at < SNAPSHOT_MS) return this.snapshot.jobs;
+    const jobs = this.collection
+      .find(
+        {
+          disabled: { $ne: true },
+          $or: [
+            { lockedAt: { $eq: null }, nextRunAt: { $lte: nextScanAt } },
+            { lockedAt: { $lte: lockDeadline } },
+          ],
+        },
+        {
+          sort: { nextRunAt: 1, priority: -1 },
+          projection: { _id: 1, name: 1, nextRunAt: 1, lockedAt: 1 },
+        },
+      )
+      .toArray()
+      .then((rows) =>
+        rows.map((row) => ({
+          _id: row._id,
+          name: row.name,
+          nextRunAt: row.nextRunAt ?? null,
+          lockedAt: row.lockedAt ?? null,
+        })),
+      )
+      .catch((error: unknown) => {
+        this.snapshot = undefined;
+        throw error;
+      });
+    this.snapshot = { at: now, jobs };
+    return jobs;
   }
 
   private async claim(job: JobParameters): Promise<boolean> {

@@ -94,24 +94,28 @@ const NULL_FIELDS = [
 ] as const;
 
 /**
- * Queues a job once for its unique fields with one insert whose `_id` is derived from them.
+ * Queues a job to run now with one insert. With `unique`, it is queued once for those
+ * fields: its `_id` is derived from them.
  * Agenda's own `unique()` is a find-and-upsert on those fields: no database index serves it on
  * FerretDB, which scans the whole jobs collection for it (about 1 ms per 4 stored jobs,
  * holding up other writes meanwhile), and it is not atomic there. A duplicate `_id` is the
  * atomic "already queued" on every backend.
  */
-async function enqueueOnce(
+async function enqueueJob(
   agenda: Agenda,
+  /** The job store, when this process runs workers (otherwise no hint is ever taken). */
+  store: ExclusiveJobRepository | undefined,
   jobs: Collection,
   processName: string,
   name: string,
   data: unknown,
-  unique: Record<string, unknown>,
+  unique: Record<string, unknown> | undefined,
 ): Promise<boolean> {
-  const key = JSON.stringify([name, Object.entries(unique).sort(([a], [b]) => a.localeCompare(b))]);
-  const id = new mongoose.Types.ObjectId(
-    createHash("sha256").update(key).digest("hex").slice(0, 24),
-  );
+  const key =
+    unique && JSON.stringify([name, Object.entries(unique).sort(([a], [b]) => a.localeCompare(b))]);
+  const id = key
+    ? new mongoose.Types.ObjectId(createHash("sha256").update(key).digest("hex").slice(0, 24))
+    : new mongoose.Types.ObjectId();
   const job = agenda.create(name, data).schedule(new Date());
   const {
     _id: _ignored,
@@ -127,8 +131,11 @@ async function enqueueOnce(
     if (isDuplicateKey(error)) return false;
     throw error;
   }
-  // Workers of this process start it at once, as after Agenda's own save.
+  // Workers of this process start it at once, as after Agenda's own save, and lock it by
+  // its `_id` without scanning for it.
   (job.attrs as { _id?: unknown })._id = id;
+  const nextRunAt = (doc as { nextRunAt?: unknown }).nextRunAt;
+  if (nextRunAt instanceof Date) store?.hint(name, id, nextRunAt);
   const publish = (agenda as unknown as { publishJobNotification?(j: unknown): Promise<void> })
     .publishJobNotification;
   await publish?.call(agenda, job);
@@ -193,17 +200,14 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
       enqueueOptions?: { unique?: Record<string, unknown> },
     ) {
       const parsed = kind.schema.parse(data);
-      if (!enqueueOptions?.unique) {
-        await agenda.now(kind.name, parsed);
-        return true;
-      }
-      return enqueueOnce(
+      return enqueueJob(
         agenda,
+        started ? (backend.repository as ExclusiveJobRepository) : undefined,
         options.db.collection("jobs"),
         options.name,
         kind.name,
         parsed,
-        enqueueOptions.unique,
+        enqueueOptions?.unique,
       );
     },
     async start() {

@@ -533,8 +533,10 @@ export async function moveTo(
   phase: TaskPhase,
   status: TaskStatus,
   extra: Record<string, unknown> = {},
+  /** The caller looked up `hasEnded` itself just before: skip the first lookup. */
+  options: { endChecked?: boolean } = {},
 ): Promise<boolean> {
-  if (await hasEnded(deps.models, taskId)) return false;
+  if (!options.endChecked && (await hasEnded(deps.models, taskId))) return false;
   const now = new Date();
   await deps.models.Task.collection.updateOne(
     { _id: taskId as never },

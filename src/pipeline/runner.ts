@@ -187,16 +187,20 @@ export function createPipeline(deps: PipelineDeps) {
     const stage = STAGES[job.stage];
     const taskId = job.task_id;
     const logger = deps.logger.child({ task: taskId, stage: stage.name });
-    let task = (await models.Task.collection.findOne({
-      _id: taskId as never,
-    })) as TaskRecord | null;
+    const doneId = `stage-done:${taskId}:${stage.name}`;
+    // Three independent `_id` lookups, in parallel: the task, its end marker, the stage's
+    // stored outcome.
+    const [found, ended, done] = await Promise.all([
+      models.Task.collection.findOne({ _id: taskId as never }),
+      hasEnded(models, taskId),
+      models.Once.collection.findOne({ _id: doneId as never }),
+    ]);
+    let task = found as unknown as TaskRecord | null;
     if (!task) return;
-    if (await hasEnded(models, taskId)) {
+    if (ended) {
       if (!isTerminal(task.status)) await repairEnding(taskDeps, taskId);
       return forgetTask(taskId);
     }
-    const doneId = `stage-done:${taskId}:${stage.name}`;
-    const done = await models.Once.collection.findOne({ _id: doneId as never });
     if (done?.outcome) {
       await applyOutcome(task, done.outcome as StageOutcome);
       return;
@@ -247,10 +251,18 @@ export function createPipeline(deps: PipelineDeps) {
     }, ENDED_CHECK_MS);
     endedCheck.unref();
     const started = performance.now();
+    // Set once the stage's outcome is stored: the lease no longer matters (a repeated job
+    // finds the outcome first), and a task going on has not ended.
+    let finished: StageOutcome | undefined;
     try {
       if (task.phase !== stage.phase) {
         const extra = task.started_at ? {} : { started_at: new Date() };
-        if (!(await moveTo(taskDeps, taskId, stage.phase, "running", extra))) return;
+        // hasEnded was looked up above, before the lease.
+        const moved = await moveTo(taskDeps, taskId, stage.phase, "running", extra, {
+          endChecked: true,
+        });
+        if (!moved) return;
+        task = { ...task, phase: stage.phase, status: "running", ...extra };
       } else if (lease.attempt > 0) {
         await ensurePhaseEvent(taskId, stage.phase);
         await events.append(taskId, {
@@ -258,9 +270,7 @@ export function createPipeline(deps: PipelineDeps) {
           message: `Resuming ${stage.phase} (attempt ${lease.attempt + 1}): the worker running it stopped.`,
         });
       }
-      task = await withRepo(
-        (await models.Task.collection.findOne({ _id: taskId as never })) as unknown as TaskRecord,
-      );
+      task = await withRepo(task);
       const ctx = createContext(task, lease.attempt, controller.signal, logger);
       logger.info({ attempt: lease.attempt }, "stage started");
       const outcome = await stage.run(ctx);
@@ -271,6 +281,7 @@ export function createPipeline(deps: PipelineDeps) {
         outcome,
         created_at: new Date(),
       });
+      finished = outcome;
       logger.info({ ms: Math.round(performance.now() - started) }, "stage finished");
       await applyOutcome(task, outcome);
     } catch (error) {
@@ -290,10 +301,14 @@ export function createPipeline(deps: PipelineDeps) {
       clearInterval(heartbeat);
       clearInterval(endedCheck);
       stopLocal();
-      await models.Once.collection
-        .updateOne({ _id: lease.id as never }, { $set: { released: true } })
-        .catch(() => undefined);
-      if (await hasEnded(models, taskId).catch(() => false)) forgetTask(taskId);
+      if (!finished)
+        await models.Once.collection
+          .updateOne({ _id: lease.id as never }, { $set: { released: true } })
+          .catch(() => undefined);
+      if (finished && "end" in finished) forgetTask(taskId);
+      else if (!finished || "wait" in finished) {
+        if (await hasEnded(models, taskId).catch(() => false)) forgetTask(taskId);
+      }
     }
   }
 

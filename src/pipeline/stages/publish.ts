@@ -80,7 +80,7 @@ function pullRequestBody(task: TaskRecord): string {
 async function commitChange(ctx: StageContext): Promise<string> {
   const git = (args: string[]) => runGit(args, { cwd: ctx.workdir, signal: ctx.signal });
   const branch = ctx.task.branch ?? branchName(ctx.task);
-  await git(["checkout", "-q", "-B", branch]);
+  // The push names the branch (HEAD:refs/heads/<branch>); the working copy needs none.
   await git(["add", "--all"]);
   const head = (await git(["rev-parse", "HEAD"])).trim();
   // A resumed stage finds its commit already made (HEAD moved past the cloned commit).

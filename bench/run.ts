@@ -5,8 +5,15 @@
  * Settings (environment): BENCH_DURATION_S (5), BENCH_WARMUP_S (2), BENCH_CONNECTIONS (20),
  * BENCH_ROUNDS (3), BENCH_TIMEOUT_S (whole run, 300). A benchmark that misses its target is
  * reported, not failed: the exit code is non-zero only when something broke.
+ *
+ * With more than one benchmark, each runs in a process of its own (this script again, with
+ * BENCH_REPORT_FILE): one benchmark's leftovers must not weigh on the next. Measured: after
+ * index-throughput (a 20,000-file corpus through the indexer's worker pool) the same process
+ * spawned git markedly slower, and task-overhead's CLONING went from ~45 to ~120 ms.
  */
-import { mkdir, writeFile } from "node:fs/promises";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { githubWebhook } from "./github-webhook.js";
@@ -124,16 +131,25 @@ async function main(): Promise<void> {
   }, timeoutS * 1000);
   deadline.unref();
 
-  console.log(
-    `bench: ${selected.map((b) => b.name).join(", ")} — ${settings.connections} connections, ` +
-      `${settings.warmupS} s warm-up, ${settings.rounds} rounds × ${settings.durationS} s`,
-  );
+  const reportFile = process.env.BENCH_REPORT_FILE;
+  if (!reportFile)
+    console.log(
+      `bench: ${selected.map((b) => b.name).join(", ")} — ${settings.connections} connections, ` +
+        `${settings.warmupS} s warm-up, ${settings.rounds} rounds × ${settings.durationS} s`,
+    );
   const results: Array<{ name: string; report: BenchReport }> = [];
   for (const bench of selected) {
-    console.log(`\n[${bench.name}] ${bench.description}`);
-    results.push({ name: bench.name, report: await bench.run(settings) });
+    // A child prints its own heading.
+    if (selected.length === 1) console.log(`\n[${bench.name}] ${bench.description}`);
+    const report = selected.length > 1 ? await runInChild(bench.name) : await bench.run(settings);
+    results.push({ name: bench.name, report });
   }
   clearTimeout(deadline);
+  if (reportFile) {
+    // A child of a multi-benchmark run: the parent prints and stores the results.
+    await writeFile(reportFile, JSON.stringify(results[0]!.report));
+    return;
+  }
   printSummary(results);
 
   await mkdir(path.dirname(RESULTS), { recursive: true });
@@ -152,7 +168,36 @@ async function main(): Promise<void> {
   console.log(`\nresults: ${path.relative(process.cwd(), RESULTS)}`);
 }
 
+/** Runs one benchmark in a fresh process (this script, same loader flags) for its report. */
+async function runInChild(name: string): Promise<BenchReport> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), "bench-"));
+  const file = path.join(dir, "report.json");
+  try {
+    const child = spawn(
+      process.execPath,
+      [...process.execArgv, fileURLToPath(import.meta.url), name],
+      {
+        stdio: ["ignore", "inherit", "inherit"],
+        env: { ...process.env, BENCH_REPORT_FILE: file },
+      },
+    );
+    children.add(child);
+    const code = await new Promise<number | null>((resolve, reject) => {
+      child.once("error", reject);
+      child.once("exit", (exitCode) => resolve(exitCode));
+    });
+    children.delete(child);
+    if (code !== 0) throw new Error(`benchmark ${name} failed (exit code ${String(code)})`);
+    return JSON.parse(await readFile(file, "utf8")) as BenchReport;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+const children = new Set<ChildProcess>();
+
 async function shutdown(code: number): Promise<never> {
+  for (const child of children) child.kill("SIGTERM");
   await Promise.allSettled([...activeCleanups].map((c) => c.run()));
   process.exit(code);
 }

@@ -22,7 +22,7 @@ const execFileAsync = promisify(execFile);
 export const FERRETDB_MODULE = "github.com/FerretDB/FerretDB";
 export const FERRETDB_VERSION = "v1.24.2";
 /** Bumped whenever the source patches below change, so cached binaries are rebuilt. */
-export const FERRETDB_PATCH_LEVEL = "p2";
+export const FERRETDB_PATCH_LEVEL = "p3";
 
 /*
  * FerretDB v1.24.2's SQLite backend creates its `_id` index on `_ferretdb_sjson->"_id"` but
@@ -35,8 +35,10 @@ export const FERRETDB_PATCH_LEVEL = "p2";
  * scans the whole table (Agenda saves and locks every job that way: 4.4 ms instead of
  * 1.3 ms at 300 jobs, measured). The handler filters every document it gets back by the
  * whole filter anyway (find, findAndModify, update and delete all do), so the second patch
- * narrows the query by `_id` whenever the filter has an `_id` equality, whatever else it has.
- * (Explain is left as it is.) Each patch must apply exactly, or the build fails.
+ * narrows the query by `_id` whenever the filter has an `_id` equality, whatever else it has,
+ * and the third does the same for `_id: {$in: [...]}` of up to 500 strings or ObjectIds
+ * (the batched API-key lookups of db/lookup-batcher.ts; without it each batch would scan
+ * the keys). (Explain is left as it is.) Each patch must apply exactly, or the build fails.
  */
 const FERRETDB_PATCHES = [
   {
@@ -53,9 +55,48 @@ const FERRETDB_PATCHES = [
 			whereClause`,
     to: `if params.Filter.Len() >= 1 {
 		v, _ := params.Filter.Get("_id")
+		if w, a, ok := foremanIDIn(v); ok {
+			whereClause, args = w, a
+		}
 		switch v.(type) {
 		case string, types.ObjectID:
 			whereClause`,
+  },
+  {
+    // The helper of the patch above: `_id: {$in: [...]}` of strings and ObjectIds only.
+    file: "internal/backends/sqlite/collection.go",
+    from: `// Query implements backends.Collection interface.`,
+    to: `// foremanIDIn narrows a query by the _id index for a filter {_id: {$in: [...]}} whose
+// values are all strings or ObjectIds (added by foreman's build).
+func foremanIDIn(v any) (string, []any, bool) {
+	d, ok := v.(*types.Document)
+	if !ok || d.Len() != 1 {
+		return "", nil, false
+	}
+	in, err := d.Get("$in")
+	if err != nil {
+		return "", nil, false
+	}
+	arr, ok := in.(*types.Array)
+	if !ok || arr.Len() == 0 || arr.Len() > 500 {
+		return "", nil, false
+	}
+	placeholders := make([]string, arr.Len())
+	args := make([]any, arr.Len())
+	for i := 0; i < arr.Len(); i++ {
+		e, _ := arr.Get(i)
+		switch e.(type) {
+		case string, types.ObjectID:
+		default:
+			return "", nil, false
+		}
+		placeholders[i] = "?"
+		args[i] = string(must.NotFail(sjson.MarshalSingleValue(e)))
+	}
+	return fmt.Sprintf(\` WHERE %s IN (%s)\`, metadata.IDColumn, strings.Join(placeholders, ", ")), args, true
+}
+
+// Query implements backends.Collection interface.`,
   },
 ];
 

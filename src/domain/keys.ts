@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { createLookupBatcher, type BatchedLookup } from "../db/lookup-batcher.js";
 import type { ApiKeyDoc, Models, Tier } from "../db/models.js";
 import { errors } from "../errors.js";
 import { newId, sha256 } from "../util/ids.js";
@@ -51,13 +52,26 @@ export async function createAccountWithKey(
 }
 
 /** Resolves a presented key value to its principal; unknown or revoked keys give null. */
+type KeyRow = ApiKeyDoc & { _id: string; created_at: Date };
+const keyLookups = new WeakMap<Models, BatchedLookup<KeyRow>>();
+
 export async function authenticateKey(models: Models, value: string): Promise<Principal | null> {
   if (!value.startsWith(KEY_PREFIX) || value.length > 200) return null;
-  // The driver directly: this runs on every authenticated request.
-  const doc = await models.ApiKey.collection.findOne<ApiKeyDoc & { created_at: Date }>(
-    { _id: sha256(value) as unknown as never },
-    { projection: { key_id: 1, account_id: 1, name: 1, revoked_at: 1, created_at: 1 } },
-  );
+  // This runs on every authenticated request: the lookups of concurrent requests go to the
+  // database together (db/lookup-batcher.ts), and each still reads the key's current state,
+  // so a revoked key answers 401 at once in every process.
+  let lookup = keyLookups.get(models);
+  if (!lookup) {
+    lookup = createLookupBatcher<KeyRow>(models.ApiKey.collection, {
+      key_id: 1,
+      account_id: 1,
+      name: 1,
+      revoked_at: 1,
+      created_at: 1,
+    });
+    keyLookups.set(models, lookup);
+  }
+  const doc = await lookup(sha256(value));
   if (!doc || doc.revoked_at) return null;
   return {
     accountId: doc.account_id,

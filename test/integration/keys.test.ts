@@ -68,6 +68,28 @@ describe("key lifecycle", () => {
     expect(stored!._id).toBe(sha256(key));
   });
 
+  it("answers each of many concurrent requests for its own key, revoked ones with 401", async () => {
+    // Concurrent lookups share one database read (db/lookup-batcher.ts): each request must
+    // still get its own key's answer, and a revoked key none.
+    const keys = await Promise.all(Array.from({ length: 6 }, (_, i) => server.signup(`c${i}`)));
+    const revoked = keys[5]!;
+    expect((await server.api("DELETE", `/keys/${revoked.id}`, { key: revoked.key })).status).toBe(
+      204,
+    );
+    const calls = Array.from({ length: 60 }, (_, i) => keys[i % keys.length]!);
+    const answers = await Promise.all(
+      calls.map((k) => server.api("GET", "/keys/me", { key: k.key })),
+    );
+    answers.forEach((answer, i) => {
+      const k = calls[i]!;
+      if (k === revoked) expect(answer.status).toBe(401);
+      else expect(answer.body).toMatchObject({ id: k.id });
+    });
+    expect((await server.api("GET", "/keys/me", { key: "fmn_" + "x".repeat(43) })).status).toBe(
+      401,
+    );
+  });
+
   it("gives every key a distinct random value", async () => {
     const keys = await Promise.all(Array.from({ length: 20 }, () => server.signup("many")));
     expect(new Set(keys.map((k) => k.key)).size).toBe(20);

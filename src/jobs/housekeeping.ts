@@ -4,6 +4,8 @@ import type { JobKind } from "./scheduler.js";
 
 /** Markers older than this are dropped; GitHub does not redeliver after a few days. */
 export const ONCE_MARKER_RETENTION_DAYS = 14;
+/** Job-lock markers are kept this long. */
+const JOB_LOCK_RETENTION_MS = 86_400_000;
 /** Finished one-off jobs are kept this long (for inspection), then removed. */
 const FINISHED_JOB_RETENTION_MS = 60 * 60_000;
 
@@ -14,6 +16,12 @@ export const pruneOnceMarkers = (models: Models): JobKind<Record<string, never>>
   async run() {
     const cutoff = new Date(Date.now() - ONCE_MARKER_RETENTION_DAYS * 86_400_000);
     await models.Once.deleteMany({ created_at: { $lt: cutoff } });
+    // Job-lock markers (jobs/exclusive-locks.ts) matter only while a lookup could still see
+    // the job state they name, minutes at most; one per run of every job, so they go sooner.
+    await models.Once.deleteMany({
+      scope: "job-lock",
+      created_at: { $lt: new Date(Date.now() - JOB_LOCK_RETENTION_MS) },
+    });
     // Agenda finds due jobs with a query FerretDB answers by scanning the collection, so
     // finished one-off jobs do not stay. (Agenda's removeOnComplete would do it, but then
     // its drain never hears the last job complete and shutdown waits out the grace time.)

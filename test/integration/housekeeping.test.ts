@@ -19,6 +19,12 @@ describe("housekeeping", () => {
     await models.Once.collection.insertMany([
       { _id: "hk:old" as never, scope: "test", created_at: old },
       { _id: "hk:new" as never, scope: "test", created_at: recent },
+      {
+        _id: "hk:lock-old" as never,
+        scope: "job-lock",
+        created_at: new Date(Date.now() - 2 * 86_400_000),
+      },
+      { _id: "hk:lock-new" as never, scope: "job-lock", created_at: recent },
     ]);
     await jobs.insertMany([
       { name: "hk-finished-old", nextRunAt: null, lastFinishedAt: old, data: {} },
@@ -28,6 +34,8 @@ describe("housekeeping", () => {
     await pruneOnceMarkers(models).run({}, undefined as never);
     const markers = await models.Once.collection.find({ scope: "test" }).toArray();
     expect(markers.map((m) => m._id)).toEqual(["hk:new"]);
+    const locks = await models.Once.collection.find({ _id: /^hk:lock/ as never }).toArray();
+    expect(locks.map((m) => m._id)).toEqual(["hk:lock-new"]);
     const left = await jobs.find({ name: /^hk-/ }).toArray();
     expect(left.map((j) => j.name).sort()).toEqual(["hk-finished-recent", "hk-pending"]);
   });

@@ -12,6 +12,14 @@ const SNAPSHOT_MS = 100;
 /** Hints kept per job name (jobs past the limit are found by the regular scan). */
 const MAX_HINTS = 1000;
 
+/** A due job as the shared read of all names sees it. */
+interface DueJob {
+  _id: ObjectId;
+  name: string;
+  nextRunAt: Date | null;
+  lockedAt: Date | null;
+}
+
 /**
  * Agenda's job store with locks that hold on FerretDB.
  *
@@ -25,16 +33,9 @@ const MAX_HINTS = 1000;
  * The marker names the job's state as both lookups saw it: its id, `nextRunAt` and
  * `lastRunAt`. Agenda sets `lastRunAt` when a run starts, so when a worker dies and its
  * expired lock is taken again, that is a new state and a new marker: crash recovery still
- * works, while two lookups of one state give one run. Markers are pruned with the others
+ * works, while two lookups of one state give one run. Markers are pruned after a day
  * (`housekeeping.prune-once-markers`).
  */
-interface DueJob {
-  _id: ObjectId;
-  name: string;
-  nextRunAt: Date | null;
-  lockedAt: Date | null;
-}
-
 export class ExclusiveJobRepository extends MongoJobRepository {
   /** Jobs this process just queued, by name: locked by `_id` without a scan. */
   private readonly hints = new Map<string, Array<{ id: ObjectId; nextRunAt: Date }>>();

@@ -39,7 +39,7 @@ interface DueJob {
 export class ExclusiveJobRepository extends MongoJobRepository {
   /** Jobs this process just queued, by name: locked by `_id` without a scan. */
   private readonly hints = new Map<string, Array<{ id: ObjectId; nextRunAt: Date }>>();
-  /** When a lookup of a name was last served from a hint. */
+  /** When a lookup of a name was last served from a hint, until the next lookup of it. */
   private readonly servedFromHint = new Map<string, number>();
   /** The due jobs of every name, read once for a round of polls (see dueJobs). */
   private snapshot: { at: number; jobs: Promise<DueJob[]> } | undefined;
@@ -88,7 +88,9 @@ export class ExclusiveJobRepository extends MongoJobRepository {
     // Agenda asks again at once after each job it locks, to fill its queue. Right after a
     // hinted job that lookup would scan for nothing this process knows of; jobs queued by
     // other processes are found by the next regular poll instead.
+    // Once per hinted job, so a steady stream of them cannot hold off the regular scan.
     const served = this.servedFromHint.get(jobName);
+    this.servedFromHint.delete(jobName);
     if (served !== undefined && Date.now() - served < FOLLOW_UP_MS) return undefined;
     const due = await this.dueJobs(nextScanAt, lockDeadline);
     for (let lost = 0; lost < MAX_LOST_RACES; lost += 1) {

@@ -49,7 +49,6 @@
  */
 import { randomUUID, createHmac, generateKeyPairSync } from "node:crypto";
 import http from "node:http";
-import type { AddressInfo } from "node:net";
 import os from "node:os";
 import { performance } from "node:perf_hooks";
 import examplesModule from "@octokit/webhooks-examples";
@@ -66,6 +65,7 @@ import {
   type Check,
   type LatencySummary,
 } from "./lib/harness.js";
+import { serveBare } from "./lib/bare-server.js";
 import { startBenchStack } from "./lib/stack.js";
 
 /** The service's p99 may be at most this many times the bare Probot handler's (report only). */
@@ -229,27 +229,13 @@ async function startBareProbot(privateKey: string, webhooksPath: string) {
     },
     { probot, webhooksPath },
   );
-  const server = http.createServer((req, res) => {
-    void middleware(req, res, () => {
-      res.writeHead(404).end();
-    });
-  });
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}${webhooksPath}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeIdleConnections();
-        setTimeout(() => server.closeAllConnections(), 2_000).unref();
+  return serveBare(
+    (req, res) =>
+      void middleware(req, res, () => {
+        res.writeHead(404).end();
       }),
-  };
+    webhooksPath,
+  );
 }
 
 // ---------------------------------------------------------------------------------------

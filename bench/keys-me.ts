@@ -14,8 +14,6 @@
 import Koa from "koa";
 import type mongoose from "mongoose";
 import { Schema } from "mongoose";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import os from "node:os";
 import { sha256 } from "../src/util/ids.js";
 import {
@@ -29,18 +27,13 @@ import {
   type BenchSettings,
   type LoadSubject,
 } from "./lib/harness.js";
+import { serveBare, type BareServer } from "./lib/bare-server.js";
 import { openBareConnection, startBenchStack } from "./lib/stack.js";
 
 /** The service must reach at least this share of the bare handler's throughput. */
 export const TARGET_RATIO = 0.7;
 
 const DATABASE = "bench_service";
-
-interface BareServer {
-  url: string;
-  idle(): Promise<void>;
-  close(): Promise<void>;
-}
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -52,23 +45,8 @@ export async function startBareServer(
   const ApiKey = connection.models.BareApiKey!;
   const Account = connection.models.BareAccount!;
   const QuotaSlot = connection.models.BareQuotaSlot!;
-  // Requests the load generator abandoned at the end of a run still finish here; they are
-  // counted so the next run (and the database's shutdown) starts only when they are done.
-  let inFlight = 0;
-  let waiters: Array<() => void> = [];
   const app = new Koa();
-  app.use(async (ctx) => {
-    inFlight += 1;
-    try {
-      await handle(ctx);
-    } finally {
-      inFlight -= 1;
-      if (inFlight === 0) {
-        for (const wake of waiters) wake();
-        waiters = [];
-      }
-    }
-  });
+  app.use((ctx) => handle(ctx));
   async function handle(ctx: Koa.Context): Promise<void> {
     const value = ctx.get("x-api-key");
     const key = await ApiKey.findById(sha256(value), { key_id: 1, account_id: 1, name: 1 })
@@ -92,27 +70,7 @@ export async function startBareServer(
     }
     ctx.body = { id: key.key_id, name: key.name, ...(tier ? { tier } : {}) };
   }
-  const idle = () =>
-    inFlight === 0 ? Promise.resolve() : new Promise<void>((resolve) => waiters.push(resolve));
-  const server = http.createServer(app.callback());
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}/keys/me`,
-    idle,
-    // Like the service's close: requests still in flight finish before the database goes away.
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => void idle().then(resolve));
-        server.closeIdleConnections();
-        setTimeout(() => server.closeAllConnections(), 5_000).unref();
-      }),
-  };
+  return serveBare(app.callback(), "/keys/me");
 }
 
 export function registerBareModels(connection: mongoose.Connection): void {

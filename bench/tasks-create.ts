@@ -18,8 +18,6 @@
  * and counts the quota-slot inserts each created task cost (claims racing for one slot).
  */
 import Koa from "koa";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import os from "node:os";
 import getRawBody from "raw-body";
 import { registerModels, type Models } from "../src/db/models.js";
@@ -41,18 +39,13 @@ import {
   type LoadSample,
   type LoadSubject,
 } from "./lib/harness.js";
+import { serveBare, type BareServer } from "./lib/bare-server.js";
 import { openBareConnection, startBenchStack } from "./lib/stack.js";
 
 /** The service must reach at least this share of the bare handler's throughput. */
 export const TARGET_RATIO = 0.6;
 
 const DATABASE = "bench_tasks";
-
-interface BareServer {
-  url: string;
-  idle(): Promise<void>;
-  close(): Promise<void>;
-}
 
 interface TaskBody {
   workspace_id: string;
@@ -65,51 +58,18 @@ type BareWork = (body: TaskBody, key: string) => Promise<Record<string, unknown>
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** A bare Koa app answering 201 with what `work` returns for the parsed JSON body. */
-async function startBareServer(work: BareWork): Promise<BareServer> {
-  // Requests the load generator abandoned at the end of a run still finish here; they are
-  // counted so the next run (and the database's shutdown) starts only when they are done.
-  let inFlight = 0;
-  let waiters: Array<() => void> = [];
+function startBareServer(work: BareWork): Promise<BareServer> {
   const app = new Koa();
   app.use(async (ctx) => {
-    inFlight += 1;
-    try {
-      const raw = await getRawBody(ctx.req, {
-        limit: 1024 * 1024,
-        length: ctx.request.length,
-        encoding: "utf8",
-      });
-      ctx.body = await work(JSON.parse(raw) as TaskBody, ctx.get("x-api-key"));
-      ctx.status = 201;
-    } finally {
-      inFlight -= 1;
-      if (inFlight === 0) {
-        for (const wake of waiters) wake();
-        waiters = [];
-      }
-    }
+    const raw = await getRawBody(ctx.req, {
+      limit: 1024 * 1024,
+      length: ctx.request.length,
+      encoding: "utf8",
+    });
+    ctx.body = await work(JSON.parse(raw) as TaskBody, ctx.get("x-api-key"));
+    ctx.status = 201;
   });
-  const idle = () =>
-    inFlight === 0 ? Promise.resolve() : new Promise<void>((resolve) => waiters.push(resolve));
-  const server = http.createServer(app.callback());
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}/tasks`,
-    idle,
-    // Like the service's close: requests still in flight finish before the database goes away.
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => void idle().then(resolve));
-        server.closeIdleConnections();
-        setTimeout(() => server.closeAllConnections(), 5_000).unref();
-      }),
-  };
+  return serveBare(app.callback(), "/tasks");
 }
 
 /** The baseline: one small document per request, no lookup. */

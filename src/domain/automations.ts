@@ -1,5 +1,5 @@
+import { claimOnce } from "../db/once.js";
 import type { AutomationTrigger, Models } from "../db/models.js";
-import { isDuplicateKey } from "../db/duplicate-key.js";
 import { errors, isAppError } from "../errors.js";
 import { newId } from "../util/ids.js";
 import type { Logger } from "../util/logger.js";
@@ -674,19 +674,8 @@ export async function fireCronSlot(
   if (a.armed_at && slot.getTime() <= new Date(a.armed_at).getTime())
     return { outcome: "skipped", reason: "before_armed" };
   const markerId = `cron:${a._id}:${slot.toISOString()}`;
-  try {
-    const at = new Date();
-    await deps.models.Once.collection.insertOne({
-      _id: markerId as never,
-      scope: "automation-cron",
-      expires_at: null,
-      created_at: at,
-      updated_at: at,
-    });
-  } catch (error) {
-    if (isDuplicateKey(error)) return { outcome: "skipped", reason: "duplicate" };
-    throw error;
-  }
+  if (!(await claimOnce(deps.models.Once.collection, markerId, "automation-cron")))
+    return { outcome: "skipped", reason: "duplicate" };
   try {
     return await fire(deps, {
       automation: a,

@@ -1,5 +1,5 @@
+import { claimOnce } from "../db/once.js";
 import type { HealthReportStatus, Models, RepositoryDoc } from "../db/models.js";
-import { isDuplicateKey } from "../db/duplicate-key.js";
 import { errors } from "../errors.js";
 import type { Metrics } from "../health/types.js";
 import { newId } from "../util/ids.js";
@@ -269,17 +269,10 @@ export async function finishReport(
   reportId: string,
   outcome: ReportOutcome,
 ): Promise<boolean> {
-  try {
-    await models.Once.collection.insertOne({
-      _id: `health-end:${reportId}` as never,
-      scope: "health-end",
-      status: outcome.status,
-      created_at: new Date(),
-    });
-  } catch (error) {
-    if (isDuplicateKey(error)) return false;
-    throw error;
-  }
+  const ended = await claimOnce(models.Once.collection, `health-end:${reportId}`, "health-end", {
+    status: outcome.status,
+  });
+  if (!ended) return false;
   const now = new Date();
   const set: Record<string, unknown> =
     outcome.status === "completed"

@@ -1,3 +1,4 @@
+import { claimOnce } from "../db/once.js";
 import { rm } from "node:fs/promises";
 import type { Models, TaskPhase, TaskRecord, TaskStatus, Tier } from "../db/models.js";
 import { errors } from "../errors.js";
@@ -361,17 +362,10 @@ export interface Ending {
  * the task had already ended (the caller lost the race).
  */
 export async function endTask(deps: TaskDeps, taskId: string, ending: Ending): Promise<boolean> {
-  try {
-    await deps.models.Once.collection.insertOne({
-      _id: `task-end:${taskId}` as never,
-      scope: "task-end",
-      ending: { status: ending.status, error: ending.error ?? null, pr_url: ending.pr_url },
-      created_at: new Date(),
-    });
-  } catch (error) {
-    if (isDuplicateKey(error)) return false;
-    throw error;
-  }
+  const won = await claimOnce(deps.models.Once.collection, `task-end:${taskId}`, "task-end", {
+    ending: { status: ending.status, error: ending.error ?? null, pr_url: ending.pr_url },
+  });
+  if (!won) return false;
   await applyEnding(deps, taskId, ending);
   await deps.notifyThread?.(taskId, "end").catch(() => undefined);
   if (deps.workdirOf)

@@ -1,7 +1,7 @@
+import { claimOnce } from "../db/once.js";
 import picomatch from "picomatch";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { isDuplicateKey } from "../db/duplicate-key.js";
 import { fireCiFailureAutomations } from "../domain/automations.js";
 import { createTask } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
@@ -63,7 +63,7 @@ type Enqueue = (job: CiJob) => Promise<void>;
 /** The three failure events; each queues a job with what the fix task will need. */
 export const ciHandlers: HandlerGroup = (probot, deps) => {
   const enqueue: Enqueue = (job) =>
-    queueForDelivery(deps.scheduler, CI_JOB, job, { name: CI_JOB.name, "data.key": job.key });
+    queueForDelivery(deps.scheduler, CI_JOB, job, { "data.key": job.key });
 
   probot.on("check_run.completed", async ({ payload }) => {
     const run = payload.check_run;
@@ -346,6 +346,7 @@ export function ciJob(deps: GithubHandlerDeps): JobKind<CiJob> {
         globMatches(config.workflow, job.check.workflow ?? job.check.name) &&
         globMatches(config.branch, job.check.head_branch);
       const hasAutomations =
+        !byConfig &&
         (await deps.models.Automation.collection.countDocuments({
           account_id: workspace.account_id,
           repo_id: job.repo_id,
@@ -448,16 +449,6 @@ export function ciJob(deps: GithubHandlerDeps): JobKind<CiJob> {
   };
 }
 
-async function once(deps: GithubHandlerDeps, id: string): Promise<boolean> {
-  try {
-    await deps.models.Once.collection.insertOne({
-      _id: id as never,
-      scope: "github-ci",
-      created_at: new Date(),
-    });
-    return true;
-  } catch (error) {
-    if (isDuplicateKey(error)) return false;
-    throw error;
-  }
+function once(deps: GithubHandlerDeps, id: string): Promise<boolean> {
+  return claimOnce(deps.models.Once.collection, id, "github-ci");
 }

@@ -1,6 +1,6 @@
+import { claimOnce } from "../db/once.js";
 import { z } from "zod";
 import type { TaskRecord } from "../db/models.js";
-import { isDuplicateKey } from "../db/duplicate-key.js";
 import { agentTaskDescription, BUILTIN_AGENTS, findAgent } from "../domain/agents.js";
 import { reviewPullRequest } from "../domain/pr-review.js";
 import { createTask, decide, type Decision } from "../domain/tasks.js";
@@ -73,7 +73,7 @@ export const commandHandlers: HandlerGroup = (probot, deps) => {
         issue_title: issue.title.slice(0, 1000),
         issue_body: (issue.body ?? "").slice(0, MAX_BODY),
       },
-      { name: COMMAND_JOB.name, "data.comment_id": comment.id },
+      { "data.comment_id": comment.id },
     );
   });
 };
@@ -121,16 +121,8 @@ export function commandJob(deps: GithubHandlerDeps): JobKind<CommandJob> {
     ...COMMAND_JOB,
     async run(job) {
       // Agenda's lock is not atomic on every backend: the comment is acted on once.
-      try {
-        await deps.models.Once.collection.insertOne({
-          _id: `gh-command:${job.comment_id}` as never,
-          scope: "github-command",
-          created_at: new Date(),
-        });
-      } catch (error) {
-        if (isDuplicateKey(error)) return;
-        throw error;
-      }
+      const markers = deps.models.Once.collection;
+      if (!(await claimOnce(markers, `gh-command:${job.comment_id}`, "github-command"))) return;
       const command = parseCommand(job.body, deps.github.slug);
       if (!command) return;
       const log = logger.child({

@@ -1,6 +1,6 @@
+import { claimOnce } from "../db/once.js";
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { Models } from "../db/models.js";
-import { isDuplicateKey } from "../db/duplicate-key.js";
 import type { JobKind, Scheduler } from "../jobs/scheduler.js";
 
 /*
@@ -24,7 +24,6 @@ import type { JobKind, Scheduler } from "../jobs/scheduler.js";
  */
 
 interface DeliveryState {
-  id: string;
   acted: number;
   repeated: number;
   claims: string[];
@@ -37,13 +36,12 @@ export interface DeliveryOutcome {
   duplicate: boolean;
 }
 
-/** Runs `dispatch` as the handling of delivery `id`; on failure its claims are released. */
+/** Runs `dispatch` as the handling of one delivery; on failure its claims are released. */
 export async function inDelivery(
   models: Models,
-  id: string,
   dispatch: () => Promise<void>,
 ): Promise<DeliveryOutcome> {
-  const state: DeliveryState = { id, acted: 0, repeated: 0, claims: [] };
+  const state: DeliveryState = { acted: 0, repeated: 0, claims: [] };
   try {
     await current.run(state, dispatch);
   } catch (error) {
@@ -77,21 +75,8 @@ export async function queueForDelivery<T>(
  */
 export async function claimDelivery(models: Models, deliveryId: string): Promise<boolean> {
   const id = `delivery:${deliveryId}`;
-  const now = new Date();
-  let fresh = true;
-  try {
-    await models.Once.collection.insertOne({
-      _id: id as never,
-      scope: "github-delivery",
-      expires_at: null,
-      created_at: now,
-      updated_at: now,
-    });
-    current.getStore()?.claims.push(id);
-  } catch (error) {
-    if (!isDuplicateKey(error)) throw error;
-    fresh = false;
-  }
+  const fresh = await claimOnce(models.Once.collection, id, "github-delivery");
+  if (fresh) current.getStore()?.claims.push(id);
   record(fresh);
   return fresh;
 }

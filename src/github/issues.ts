@@ -1,5 +1,5 @@
+import { claimOnce } from "../db/once.js";
 import { z } from "zod";
-import { isDuplicateKey } from "../db/duplicate-key.js";
 import { createTask } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../jobs/scheduler.js";
@@ -44,11 +44,12 @@ export const labelHandlers: HandlerGroup = (probot, deps) => {
     )
       return;
     if (sender.type === "Bot") return;
+    const key = `${repository.id}:${issue.number}:${context.id}`;
     await queueForDelivery(
       deps.scheduler,
       LABEL_JOB,
       {
-        delivery_key: `${repository.id}:${issue.number}:${context.id}`,
+        delivery_key: key,
         installation_id: installation.id,
         repo_id: String(repository.id),
         repo_full_name: repository.full_name,
@@ -58,12 +59,7 @@ export const labelHandlers: HandlerGroup = (probot, deps) => {
         issue_url: issue.html_url,
         sender: sender.login,
       },
-      {
-        unique: {
-          name: LABEL_JOB.name,
-          "data.delivery_key": `${repository.id}:${issue.number}:${context.id}`,
-        },
-      },
+      { "data.delivery_key": key },
     );
   });
 };
@@ -74,16 +70,14 @@ export function labelJob(deps: GithubHandlerDeps): JobKind<LabelJob> {
   return {
     ...LABEL_JOB,
     async run(job) {
-      try {
-        await deps.models.Once.collection.insertOne({
-          _id: `gh-label:${job.delivery_key}` as never,
-          scope: "github-label",
-          created_at: new Date(),
-        });
-      } catch (error) {
-        if (isDuplicateKey(error)) return;
-        throw error;
-      }
+      if (
+        !(await claimOnce(
+          deps.models.Once.collection,
+          `gh-label:${job.delivery_key}`,
+          "github-label",
+        ))
+      )
+        return;
       const octokit = await deps.client.octokit(job.installation_id);
       if (!(await hasWriteAccess(octokit, job.repo_full_name, job.sender))) {
         logger.info({ sender: job.sender }, "label ignored: the sender has no write access");

@@ -1,6 +1,6 @@
+import { claimOnce } from "../db/once.js";
 import { z } from "zod";
 import type { PlanStep, TaskRecord } from "../db/models.js";
-import { isDuplicateKey } from "../db/duplicate-key.js";
 import type { JobKind, Scheduler } from "../jobs/scheduler.js";
 import type { Models } from "../db/models.js";
 import type { ReviewResult } from "../pipeline/review-tool.js";
@@ -34,7 +34,7 @@ export function createThreadNotifier(models: Models, scheduler: Scheduler) {
     await scheduler.enqueue(
       NOTICE_JOB,
       { task_id: taskId, kind },
-      { unique: { name: NOTICE_JOB.name, "data.task_id": taskId, "data.kind": kind } },
+      { unique: { "data.task_id": taskId, "data.kind": kind } },
     );
   };
 }
@@ -103,16 +103,8 @@ export function noticeJob(deps: GithubHandlerDeps): JobKind<z.infer<typeof notic
   return {
     ...NOTICE_JOB,
     async run({ task_id, kind }) {
-      try {
-        await deps.models.Once.collection.insertOne({
-          _id: `gh-notice:${task_id}:${kind}` as never,
-          scope: "github-notice",
-          created_at: new Date(),
-        });
-      } catch (error) {
-        if (isDuplicateKey(error)) return;
-        throw error;
-      }
+      const markers = deps.models.Once.collection;
+      if (!(await claimOnce(markers, `gh-notice:${task_id}:${kind}`, "github-notice"))) return;
       const task = (await deps.models.Task.collection.findOne({
         _id: task_id as never,
       })) as unknown as TaskRecord | null;

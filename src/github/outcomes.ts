@@ -33,13 +33,7 @@ export const outcomeHandlers: HandlerGroup = (probot, deps) => {
         closed_at: pr.closed_at ?? null,
         merged_at: pr.merged_at ?? null,
       },
-      {
-        unique: {
-          name: OUTCOME_JOB.name,
-          "data.pr_url": pr.html_url,
-          "data.closed_at": pr.closed_at,
-        },
-      },
+      { "data.pr_url": pr.html_url, "data.closed_at": pr.closed_at },
     );
   });
 };

@@ -35,7 +35,7 @@ export function createGithubReceiver(deps: {
       }
       // Duplicates are recognised where a delivery acts (github/delivery.ts), so a delivery
       // that acts on nothing costs no database write.
-      const outcome = await inDelivery(deps.models, id, () =>
+      const outcome = await inDelivery(deps.models, () =>
         // Probot's own types want a specific event name; the signature was checked above.
         deps.probot.receive({ id, name, payload } as Parameters<Probot["receive"]>[0]),
       );

@@ -1,7 +1,7 @@
+import { claimOnce } from "../db/once.js";
 import { MongoJobRepository } from "@agendajs/mongo-backend";
 import type { JobParameters, JobRepositoryOptions } from "agenda";
-import type { ObjectId } from "mongodb";
-import { isDuplicateKey } from "../db/duplicate-key.js";
+import { ObjectId } from "mongodb";
 
 /** How many jobs one lookup may try after losing races before it gives up until the next. */
 const MAX_LOST_RACES = 3;
@@ -30,17 +30,17 @@ interface DueJob {
  * backend: the lookup that inserts it runs the job, the other one skips it. The lookup also
  * finds its job with a read and locks it by `_id`, which FerretDB serves without scanning.
  *
- * The marker names the job's state as both lookups saw it: its id, `nextRunAt` and
- * `lastRunAt`. Agenda sets `lastRunAt` when a run starts, so when a worker dies and its
- * expired lock is taken again, that is a new state and a new marker: crash recovery still
- * works, while two lookups of one state give one run. Markers are pruned after a day
- * (`housekeeping.prune-once-markers`).
+ * The marker names the job's state as both lookups saw it (see claim), so two lookups of
+ * one state give one run while a dead worker's job, started or still queued, is taken over
+ * once its lock expires. Markers are pruned after a day (`housekeeping.prune-once-markers`).
  */
 export class ExclusiveJobRepository extends MongoJobRepository {
   /** Jobs this process just queued, by name: locked by `_id` without a scan. */
   private readonly hints = new Map<string, Array<{ id: ObjectId; nextRunAt: Date }>>();
   /** When a lookup of a name was last served from a hint, until the next lookup of it. */
   private readonly servedFromHint = new Map<string, number>();
+  /** The marker of each job this process holds the lock of (see claim), for unlocks. */
+  private readonly claims = new Map<string, string>();
   /** The due jobs of every name, read once for a round of polls (see dueJobs). */
   private snapshot: { at: number; jobs: Promise<DueJob[]> } | undefined;
 
@@ -68,7 +68,7 @@ export class ExclusiveJobRepository extends MongoJobRepository {
         { _id: id.toHexString(), name: jobName, nextRunAt } as unknown as JobParameters,
         options,
       );
-      if (job && (await this.claim(job))) {
+      if (job && (await this.claim(job, null))) {
         this.servedFromHint.set(jobName, Date.now());
         return job;
       }
@@ -97,18 +97,14 @@ export class ExclusiveJobRepository extends MongoJobRepository {
       const index = due.findIndex((candidate) => candidate.name === jobName);
       if (index < 0) return undefined;
       const [candidate] = due.splice(index, 1);
-      const job = candidate!.lockedAt
-        ? // An expired lock (its worker died): rare, Agenda's own query takes it over.
-          await super.getNextJobToRun(jobName, nextScanAt, lockDeadline, now, options)
+      const { _id: id, nextRunAt, lockedAt } = candidate!;
+      const job = lockedAt
+        ? await this.takeExpired(id, lockedAt, now ?? new Date(), options)
         : await this.lockJob(
-            {
-              _id: candidate!._id.toHexString(),
-              name: jobName,
-              nextRunAt: candidate!.nextRunAt,
-            } as unknown as JobParameters,
+            { _id: id.toHexString(), name: jobName, nextRunAt } as unknown as JobParameters,
             options,
           );
-      if (job && (await this.claim(job))) return job;
+      if (job && (await this.claim(job, lockedAt))) return job;
     }
     return undefined;
   }
@@ -155,17 +151,79 @@ export class ExclusiveJobRepository extends MongoJobRepository {
     return jobs;
   }
 
-  private async claim(job: JobParameters): Promise<boolean> {
+  /**
+   * Takes over a lock that expired (its worker died, or stopped with the job still queued),
+   * by `_id` and the expired `lockedAt` the lookup saw.
+   */
+  private async takeExpired(
+    id: ObjectId,
+    expired: Date,
+    now: Date,
+    options: JobRepositoryOptions | undefined,
+  ): Promise<JobParameters | undefined> {
+    const taken = await this.collection.findOneAndUpdate(
+      { _id: id, lockedAt: expired, disabled: { $ne: true } },
+      { $set: { lockedAt: now, lastModifiedBy: options?.lastModifiedBy ?? null } },
+    );
+    if (!taken) return undefined;
+    return (await this.getJobById(id.toHexString())) ?? undefined;
+  }
+
+  /**
+   * The marker of one lock. It names the job's state as the lookup saw it before locking:
+   * `nextRunAt`, `lastRunAt` and the expired lock it took over, if any. Two lookups of one
+   * state share a marker; a later lock of the same job is a new state: a run changed
+   * `lastRunAt`, a takeover names the lock it replaced, and an unlock by this process
+   * removes the marker (unlockJob).
+   */
+  private async claim(job: JobParameters, seenLockedAt: Date | null): Promise<boolean> {
     const time = (date: Date | null | undefined) => (date ? new Date(date).getTime() : "-");
-    const id = `job-lock:${String(job._id)}:${time(job.nextRunAt)}:${time(job.lastRunAt)}`;
-    try {
-      await this.getDb()
-        .collection<{ _id: string; scope: string; created_at: Date }>("once_markers")
-        .insertOne({ _id: id, scope: "job-lock", created_at: new Date() });
-      return true;
-    } catch (error) {
-      if (isDuplicateKey(error)) return false;
-      throw error;
-    }
+    const id = `job-lock:${String(job._id)}:${time(job.nextRunAt)}:${time(job.lastRunAt)}:${time(seenLockedAt)}`;
+    if (!(await claimOnce(this.markers(), id, "job-lock"))) return false;
+    if (this.claims.size >= MAX_HINTS) this.claims.delete(this.claims.keys().next().value!);
+    this.claims.set(String(job._id), id);
+    return true;
+  }
+
+  private markers() {
+    return this.getDb().collection("once_markers");
+  }
+
+  /** Agenda unlocks a job it locked but will not run now: its marker goes too. */
+  override async unlockJob(job: JobParameters): Promise<void> {
+    await super.unlockJob(job);
+    await this.forget([String(job._id)]);
+  }
+
+  override async unlockJobs(
+    jobIds: Parameters<MongoJobRepository["unlockJobs"]>[0],
+  ): Promise<void> {
+    await super.unlockJobs(jobIds);
+    await this.forget(jobIds.map(String));
+  }
+
+  /**
+   * For a stop: releases the jobs this process locked but did not start. Agenda's `drain`
+   * leaves them locked (its `stop` afterwards finds nothing to do), so another worker would
+   * wait out the lock lifetime first. A started one-off job has `nextRunAt` null and keeps
+   * its lock: only its expiry makes it due again, as after a crash.
+   */
+  async releaseHeld(): Promise<void> {
+    const held = [...this.claims.keys()];
+    if (held.length === 0) return;
+    await this.collection.updateMany(
+      { _id: { $in: held.map((id) => new ObjectId(id)) }, nextRunAt: { $ne: null } },
+      { $unset: { lockedAt: true } },
+    );
+    await this.forget(held);
+  }
+
+  private async forget(jobIds: string[]): Promise<void> {
+    const ids = jobIds.flatMap((jobId) => {
+      const marker = this.claims.get(jobId);
+      this.claims.delete(jobId);
+      return marker ? [marker] : [];
+    });
+    if (ids.length > 0) await this.markers().deleteMany({ _id: { $in: ids as never[] } });
   }
 }

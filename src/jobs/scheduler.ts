@@ -36,8 +36,9 @@ export interface Scheduler {
   /** Starts processing (worker role only). */
   start(): Promise<void>;
   /**
-   * Graceful stop: waits up to `graceMs` for running jobs, then releases the locks of the
-   * rest so another worker picks them up at once instead of after the lock lifetime.
+   * Graceful stop: waits up to `graceMs` for running jobs, then releases the locks of jobs
+   * locked here but not started, so another worker picks them up at once. Jobs still running
+   * keep their locks until the lock lifetime, as after a crash.
    */
   stop(graceMs: number): Promise<void>;
 }
@@ -222,9 +223,10 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
       if (result.timedOut)
         logger.warn(
           { running: result.running },
-          "jobs still running at shutdown; releasing their locks",
+          "jobs still running at shutdown; other workers take them over when their locks expire",
         );
       await agenda.stop(false);
+      await (backend.repository as ExclusiveJobRepository).releaseHeld();
     },
   };
 }

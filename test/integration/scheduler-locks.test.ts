@@ -68,4 +68,71 @@ describe("job locks", () => {
     });
     expect(markers).toBe(jobs);
   }, 60_000);
+
+  it("takes over a job a dead worker had locked but not started, once its lock expired", async () => {
+    const ran: number[] = [];
+    const kind = {
+      name: "test.orphan",
+      schema: z.object({ n: z.number().int() }),
+      async run({ n }: { n: number }) {
+        ran.push(n);
+      },
+    };
+    const producer = await scheduler("orphan-producer", 60_000);
+    await producer.enqueue(kind, { n: 1 }, undefined);
+    // What a worker that died right after locking leaves: an expired lock and its marker.
+    const jobs = connection.db!.collection("jobs");
+    const job = (await jobs.findOne({ name: kind.name }))!;
+    await jobs.updateOne({ _id: job._id }, { $set: { lockedAt: new Date(Date.now() - 600_000) } });
+    await connection.db!.collection("once_markers").insertOne({
+      _id: `job-lock:${String(job._id)}:${(job.nextRunAt as Date).getTime()}:-:-` as never,
+      scope: "job-lock",
+      created_at: new Date(),
+    });
+    const worker = await scheduler("orphan-worker", 60_000, 50);
+    worker.define(kind);
+    await worker.start();
+    await until("the orphaned job run", async () => ran.length > 0, 10_000);
+    expect(ran).toEqual([1]);
+  }, 30_000);
+
+  it("releases at stop the jobs it locked but had not started", async () => {
+    const runs: Array<{ n: number; by: string }> = [];
+    const kind = (by: string) => ({
+      name: "test.slow",
+      schema: z.object({ n: z.number().int() }),
+      concurrency: 1,
+      async run({ n }: { n: number }) {
+        runs.push({ n, by });
+        await new Promise((r) => setTimeout(r, 300));
+      },
+    });
+    const producer = await scheduler("slow-producer", 60_000);
+    for (let n = 0; n < 3; n += 1) await producer.enqueue(kind("producer"), { n }, undefined);
+    const first = await scheduler("slow-a", 60_000, 50);
+    first.define(kind("a"));
+    await first.start();
+    await until("a job started", async () => runs.length > 0, 10_000);
+    await first.stop(5_000);
+    // Locks of 60 s: what A did not start must be free at once, not after they expire.
+    const second = await scheduler("slow-b", 60_000, 50);
+    second.define(kind("b"));
+    await second.start();
+    await until("every job run", async () => runs.length === 3, 10_000);
+    expect(runs.map((r) => r.n).sort()).toEqual([0, 1, 2]);
+    expect(runs.filter((r) => r.by === "b").length).toBeGreaterThan(0);
+  }, 30_000);
 });
+
+async function scheduler(name: string, lockLifetimeMs: number, processEveryMs?: number) {
+  const created = await createScheduler({
+    db: connection.db!,
+    logger: createLogger({ level: "silent" }),
+    name,
+    concurrency: 4,
+    lockLifetimeMs,
+    ...(processEveryMs ? { processEveryMs } : {}),
+  });
+  schedulers.push(created);
+  return created;
+}

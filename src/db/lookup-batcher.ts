@@ -10,34 +10,39 @@ import type { Collection, Document } from "mongodb";
 
 export type BatchedLookup<T> = (id: string) => Promise<T | null>;
 
+interface Waiter<T> {
+  resolve(doc: T | null): void;
+  reject(error: unknown): void;
+}
+
 export function createLookupBatcher<T extends Document>(
   collection: Collection,
   projection: Document,
   maxBatch = 100,
 ): BatchedLookup<T> {
-  let pending = new Map<
-    string,
-    Array<{ resolve(doc: T | null): void; reject(e: unknown): void }>
-  >();
+  let pending = new Map<string, Waiter<T>[]>();
   let scheduled = false;
 
-  async function flush(): Promise<void> {
-    scheduled = false;
-    const batch = pending;
-    pending = new Map();
-    const ids = [...batch.keys()];
-    for (let start = 0; start < ids.length; start += maxBatch) {
-      const slice = ids.slice(start, start + maxBatch);
-      try {
-        const docs = await collection
-          .find<T>({ _id: { $in: slice as never[] } }, { projection })
-          .toArray();
-        const byId = new Map(docs.map((doc) => [String(doc._id), doc]));
-        for (const id of slice) for (const w of batch.get(id)!) w.resolve(byId.get(id) ?? null);
-      } catch (error) {
-        for (const id of slice) for (const w of batch.get(id)!) w.reject(error);
-      }
+  async function lookUp(slice: string[], waiting: Map<string, Waiter<T>[]>): Promise<void> {
+    try {
+      const docs = await collection
+        .find<T>({ _id: { $in: slice as never[] } }, { projection })
+        .toArray();
+      const byId = new Map(docs.map((doc) => [String(doc._id), doc]));
+      for (const id of slice) for (const w of waiting.get(id)!) w.resolve(byId.get(id) ?? null);
+    } catch (error) {
+      for (const id of slice) for (const w of waiting.get(id)!) w.reject(error);
     }
+  }
+
+  function flush(): void {
+    scheduled = false;
+    const waiting = pending;
+    pending = new Map();
+    const ids = [...waiting.keys()];
+    // Slices go out together, not one round trip after another.
+    for (let start = 0; start < ids.length; start += maxBatch)
+      void lookUp(ids.slice(start, start + maxBatch), waiting);
   }
 
   return (id) =>
@@ -47,7 +52,7 @@ export function createLookupBatcher<T extends Document>(
       else pending.set(id, [{ resolve, reject }]);
       if (!scheduled) {
         scheduled = true;
-        setImmediate(() => void flush());
+        setImmediate(flush);
       }
     });
 }

@@ -20,7 +20,8 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { promisify } from "node:util";
 import { buildIndex } from "../src/indexer/index.js";
-import { forEachConcurrently, READ_CONCURRENCY } from "../src/indexer/read-files.js";
+import { READ_CONCURRENCY } from "../src/indexer/read-files.js";
+import { forEachConcurrently } from "../src/util/concurrency.js";
 import {
   activeCleanups,
   BenchError,

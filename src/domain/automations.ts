@@ -1,4 +1,5 @@
 import { claimOnce } from "../db/once.js";
+import { mapConcurrently } from "../util/concurrency.js";
 import type { AutomationTrigger, Models } from "../db/models.js";
 import { errors, isAppError } from "../errors.js";
 import { newId } from "../util/ids.js";
@@ -501,20 +502,6 @@ async function fire(deps: TaskDeps, firing: Firing): Promise<FireResult> {
   }
 }
 
-/** Runs `fn` over `items`, at most `limit` at a time, keeping the order of results. */
-async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>) {
-  const results: R[] = new Array(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      results[i] = await fn(items[i]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return results;
-}
-
 /* ---------------------------------------------------------------- webhooks */
 
 /**
@@ -538,7 +525,7 @@ export async function evaluateWebhook(
     if (secret && !verifySignature(secret, delivery.rawBody, delivery.signature)) return false;
     return matchesPayload(matchEntries(a.trigger_config ?? {}), delivery.payload);
   });
-  const results = await mapLimit(matched, FIRE_CONCURRENCY, async (automation) => {
+  const results = await mapConcurrently(matched, FIRE_CONCURRENCY, async (automation) => {
     try {
       return await fire(deps, {
         automation,
@@ -667,6 +654,11 @@ export async function fireCronSlot(
     _id: automationId as never,
   })) as unknown as AutomationRecord | null;
   if (!a) return { outcome: "skipped", reason: "gone" };
+  return fireSlot(deps, a, slot);
+}
+
+/** fireCronSlot for an automation already read. */
+async function fireSlot(deps: TaskDeps, a: AutomationRecord, slot: Date): Promise<CronFiring> {
   if (!isArmed(a)) return { outcome: "skipped", reason: "disabled" };
   const schedule = a.trigger_config.schedule!;
   const timezone = a.trigger_config.timezone ?? DEFAULT_TIMEZONE;
@@ -719,5 +711,5 @@ export async function runCronJob(
   const slot = latestSlot(schedule, timezone, new Date(now.getTime() + CRON_CLOCK_SKEW_MS));
   if (now.getTime() - slot.getTime() > CRON_MAX_LATENESS_MS)
     return { outcome: "skipped", reason: "too_late" };
-  return fireCronSlot(deps, automationId, slot);
+  return fireSlot(deps, a, slot);
 }

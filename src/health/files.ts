@@ -7,7 +7,8 @@
  */
 import path from "node:path";
 import { listRepoFiles } from "../indexer/file-list.js";
-import { forEachConcurrently, readBounded } from "../indexer/read-files.js";
+import { readBounded } from "../indexer/read-files.js";
+import { forEachConcurrently } from "../util/concurrency.js";
 import { hasGeneratedHeader, looksBinary, mayHoldSecrets, skipByPath } from "../indexer/skip.js";
 
 export type Language = "javascript" | "typescript" | "python" | "go" | "other-code";

@@ -2,6 +2,7 @@
  * Dependency freshness (declared versions against each registry's latest) and known
  * vulnerabilities of the declared or locked versions (npm's advisories, OSV).
  */
+import { mapConcurrently } from "../util/concurrency.js";
 import semver from "semver";
 import type { Dependency, Ecosystem, Manifests } from "./manifests.js";
 import { pep440ToSemver } from "./manifests.js";
@@ -85,24 +86,6 @@ export function compareWithLatest(dep: Dependency, latestRaw: string): Dependenc
   };
 }
 
-/** Runs `fn` over `items`, at most `limit` at a time, keeping the order of the results. */
-async function mapLimited<T, R>(
-  items: T[],
-  limit: number,
-  fn: (item: T) => Promise<R>,
-): Promise<R[]> {
-  const results = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      results[i] = await fn(items[i]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
-  return results;
-}
-
 /** The dependency-freshness metric: every declared dependency against its registry. */
 export async function measureFreshness(
   client: RegistryClient,
@@ -117,7 +100,7 @@ export async function measureFreshness(
       details: { dependencies: [], skipped, reason: "nothing to compare" },
       measured: true,
     };
-  const results = await mapLimited(deps, client.config.concurrency, async (dep) => {
+  const results = await mapConcurrently(deps, client.config.concurrency, async (dep) => {
     const answer = await client.latest(dep.ecosystem, dep.name);
     if (!answer.ok)
       return {

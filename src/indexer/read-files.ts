@@ -46,19 +46,6 @@ export function readBounded(file: string, maxBytes: number): Promise<Buffer | Sk
   });
 }
 
-/** Runs `fn` over `items` with at most `limit` calls in flight. */
-export async function forEachConcurrently<T>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) await fn(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
-}
-
 /**
  * readBounded for a worker thread, where blocking reads are cheapest. The bytes are read into
  * `scratch.buffer` (replaced by a larger one when a file does not fit), so the result is only

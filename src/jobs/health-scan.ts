@@ -1,8 +1,8 @@
 import { mkdir, rm } from "node:fs/promises";
+import { acquireLease, beatLease, releaseLease } from "./lease.js";
 import path from "node:path";
 import { z } from "zod";
 import type { Config } from "../config/env.js";
-import { isDuplicateKey } from "../db/duplicate-key.js";
 import type { Models } from "../db/models.js";
 import {
   finishReport,
@@ -69,29 +69,6 @@ export function describeScanFailure(error: unknown, timedOut: boolean, timeoutMs
   return redactText(message).slice(0, 2000);
 }
 
-type Lease = { id: string; attempt: number } | "busy" | "exhausted";
-
-async function acquireLease(models: Models, reportId: string, ttlMs: number): Promise<Lease> {
-  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    const id = `health-lease:${reportId}:${attempt}`;
-    try {
-      await models.Once.collection.insertOne({
-        _id: id as never,
-        scope: "health-lease",
-        heartbeat_at: new Date(),
-        created_at: new Date(),
-      });
-      return { id, attempt };
-    } catch (error) {
-      if (!isDuplicateKey(error)) throw error;
-      const lease = await models.Once.collection.findOne({ _id: id as never });
-      const beat = lease?.heartbeat_at instanceof Date ? lease.heartbeat_at.getTime() : 0;
-      if (lease?.released !== true && Date.now() - beat < ttlMs) return "busy";
-    }
-  }
-  return "exhausted";
-}
-
 /** The scan job kind, run by workers. */
 export function createHealthScanJob(deps: HealthJobDeps): JobKind<HealthScanJob> {
   const { config, models } = deps;
@@ -137,7 +114,12 @@ export function createHealthScanJob(deps: HealthJobDeps): JobKind<HealthScanJob>
       _id: data.report_id as never,
     })) as HealthReportRecord | null;
     if (!report || report.status === "completed" || report.status === "failed") return;
-    const lease = await acquireLease(models, report._id, ttlMs);
+    const lease = await acquireLease(models, {
+      prefix: `health-lease:${report._id}`,
+      scope: "health-lease",
+      ttlMs,
+      maxAttempts: MAX_ATTEMPTS,
+    });
     if (lease === "busy") return;
     if (lease === "exhausted") {
       await finishReport(models, report._id, {
@@ -148,10 +130,7 @@ export function createHealthScanJob(deps: HealthJobDeps): JobKind<HealthScanJob>
     }
     const beat = async () => {
       const now = new Date();
-      await models.Once.collection.updateOne(
-        { _id: lease.id as never },
-        { $set: { heartbeat_at: now } },
-      );
+      await beatLease(models, lease.id);
       await models.HealthReport.collection.updateOne(
         { _id: report._id as never, status: "running" },
         { $set: { heartbeat_at: now } },
@@ -238,9 +217,7 @@ export function createHealthScanJob(deps: HealthJobDeps): JobKind<HealthScanJob>
     } finally {
       clearInterval(heartbeat);
       clearTimeout(timer);
-      await models.Once.collection
-        .updateOne({ _id: lease.id as never }, { $set: { released: true } })
-        .catch(() => undefined);
+      await releaseLease(models, lease.id).catch(() => undefined);
       await rm(workdir, { recursive: true, force: true }).catch(() => undefined);
     }
   }

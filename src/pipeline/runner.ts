@@ -1,4 +1,5 @@
 import path from "node:path";
+import { acquireLease, beatLease, releaseLease } from "../jobs/lease.js";
 import { z } from "zod";
 import type { Config } from "../config/env.js";
 import type { Models, TaskPhase, TaskRecord, TaskStatus } from "../db/models.js";
@@ -27,7 +28,6 @@ import type { GithubClient } from "../github/client.js";
 import { BudgetExceededError, describeFailure, StageError } from "./errors.js";
 import { signalQueued } from "./intake.js";
 import { STAGES } from "./stages/index.js";
-import { isDuplicateKey } from "../db/duplicate-key.js";
 import { resolveRepo } from "../domain/workspaces.js";
 import { AppError } from "../errors.js";
 
@@ -107,37 +107,6 @@ function workdirFor(config: Config, taskId: string): string {
   return path.join(config.dataDir, "work", taskId);
 }
 
-type Lease = { id: string; attempt: number } | "busy" | "exhausted";
-
-async function acquireLease(
-  models: Models,
-  taskId: string,
-  stage: StageName,
-  ttlMs: number,
-  maxAttempts: number,
-  holder: string,
-): Promise<Lease> {
-  for (let attempt = 0; attempt < maxAttempts; attempt += 1) {
-    const id = `lease:${taskId}:${stage}:${attempt}`;
-    try {
-      await models.Once.collection.insertOne({
-        _id: id as never,
-        scope: "lease",
-        holder,
-        heartbeat_at: new Date(),
-        created_at: new Date(),
-      });
-      return { id, attempt };
-    } catch (error) {
-      if (!isDuplicateKey(error)) throw error;
-      const lease = await models.Once.collection.findOne({ _id: id as never });
-      const beat = lease?.heartbeat_at instanceof Date ? lease.heartbeat_at.getTime() : 0;
-      if (lease?.released !== true && Date.now() - beat < ttlMs) return "busy";
-    }
-  }
-  return "exhausted";
-}
-
 /** Builds the pipeline: the job kind workers run and the task operations the API uses. */
 export function createPipeline(deps: PipelineDeps) {
   const { config, models, events, scheduler } = deps;
@@ -205,14 +174,13 @@ export function createPipeline(deps: PipelineDeps) {
       await applyOutcome(task, done.outcome as StageOutcome);
       return;
     }
-    const lease = await acquireLease(
-      models,
-      taskId,
-      stage.name,
-      config.jobs.lockLifetimeMs,
-      config.pipeline.stageMaxAttempts,
+    const lease = await acquireLease(models, {
+      prefix: `lease:${taskId}:${stage.name}`,
+      scope: "lease",
+      ttlMs: config.jobs.lockLifetimeMs,
+      maxAttempts: config.pipeline.stageMaxAttempts,
       holder,
-    );
+    });
     if (lease === "busy") {
       logger.debug("stage is held by a live worker; leaving it");
       return;
@@ -229,10 +197,7 @@ export function createPipeline(deps: PipelineDeps) {
     const heartbeat = setInterval(
       () =>
         void (async () => {
-          await models.Once.collection.updateOne(
-            { _id: lease.id as never },
-            { $set: { heartbeat_at: new Date() } },
-          );
+          await beatLease(models, lease.id);
           await touch();
         })().catch((error: unknown) => logger.warn({ err: error }, "stage heartbeat failed")),
       Math.max(250, Math.floor(config.jobs.lockLifetimeMs / 4)),
@@ -301,10 +266,7 @@ export function createPipeline(deps: PipelineDeps) {
       clearInterval(heartbeat);
       clearInterval(endedCheck);
       stopLocal();
-      if (!finished)
-        await models.Once.collection
-          .updateOne({ _id: lease.id as never }, { $set: { released: true } })
-          .catch(() => undefined);
+      if (!finished) await releaseLease(models, lease.id).catch(() => undefined);
       if (finished && "end" in finished) forgetTask(taskId);
       else if (!finished || "wait" in finished) {
         if (await hasEnded(models, taskId).catch(() => false)) forgetTask(taskId);

@@ -1,0 +1,44 @@
+import type { Models } from "../db/models.js";
+import { claimOnce } from "../db/once.js";
+
+/*
+ * Leases of long-running work (a pipeline stage, a health scan) that must run once at a time
+ * and be taken over when its worker dies: attempt n is the once-marker `<prefix>:<n>`, whose
+ * holder beats `heartbeat_at` while it works and sets `released` when it stops.
+ */
+
+export type Lease = { id: string; attempt: number } | "busy" | "exhausted";
+
+/**
+ * Takes the first attempt not taken yet; a taken attempt whose holder still beats (within
+ * `ttlMs`) and has not released it means the work is running elsewhere ("busy"), and
+ * `maxAttempts` taken attempts mean it was given up on ("exhausted").
+ */
+export async function acquireLease(
+  models: Models,
+  options: { prefix: string; scope: string; ttlMs: number; maxAttempts: number; holder?: string },
+): Promise<Lease> {
+  const { prefix, scope, ttlMs, maxAttempts, holder } = options;
+  for (let attempt = 0; attempt < maxAttempts; attempt += 1) {
+    const id = `${prefix}:${attempt}`;
+    const fields = { heartbeat_at: new Date(), ...(holder ? { holder } : {}) };
+    if (await claimOnce(models.Once.collection, id, scope, fields)) return { id, attempt };
+    const lease = await models.Once.collection.findOne({ _id: id as never });
+    const beat = lease?.heartbeat_at instanceof Date ? lease.heartbeat_at.getTime() : 0;
+    if (lease?.released !== true && Date.now() - beat < ttlMs) return "busy";
+  }
+  return "exhausted";
+}
+
+/** The holder's heartbeat. */
+export async function beatLease(models: Models, leaseId: string): Promise<void> {
+  await models.Once.collection.updateOne(
+    { _id: leaseId as never },
+    { $set: { heartbeat_at: new Date() } },
+  );
+}
+
+/** The holder stopped: the next run may take the next attempt at once. */
+export async function releaseLease(models: Models, leaseId: string): Promise<void> {
+  await models.Once.collection.updateOne({ _id: leaseId as never }, { $set: { released: true } });
+}

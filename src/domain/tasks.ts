@@ -54,7 +54,7 @@ export const STAGE_NAMES = [
 ] as const;
 export type StageName = (typeof STAGE_NAMES)[number];
 
-const TERMINAL_STATUSES: readonly TaskStatus[] = ["completed", "failed", "cancelled"];
+export const TERMINAL_STATUSES: readonly TaskStatus[] = ["completed", "failed", "cancelled"];
 
 export function isTerminal(status: TaskStatus): boolean {
   return TERMINAL_STATUSES.includes(status);

@@ -15,12 +15,14 @@ export const pruneOnceMarkers = (models: Models): JobKind<Record<string, never>>
   concurrency: 1,
   async run() {
     const cutoff = new Date(Date.now() - ONCE_MARKER_RETENTION_DAYS * 86_400_000);
-    await models.Once.deleteMany({ created_at: { $lt: cutoff } });
     // Job-lock markers (jobs/exclusive-locks.ts) matter only while a lookup could still see
     // the job state they name, minutes at most; one per run of every job, so they go sooner.
+    // One delete for both: each is a scan of the collection on FerretDB.
     await models.Once.deleteMany({
-      scope: "job-lock",
-      created_at: { $lt: new Date(Date.now() - JOB_LOCK_RETENTION_MS) },
+      $or: [
+        { created_at: { $lt: cutoff } },
+        { scope: "job-lock", created_at: { $lt: new Date(Date.now() - JOB_LOCK_RETENTION_MS) } },
+      ],
     });
     // Agenda finds due jobs with a query FerretDB answers by scanning the collection, so
     // finished one-off jobs do not stay. (Agenda's removeOnComplete would do it, but then

@@ -16,7 +16,6 @@ export interface JobKind<T> {
   name: string;
   schema: ZodType<T>;
   concurrency?: number;
-  lockLifetimeMs?: number;
   run(data: T, job: Job<T>): Promise<void>;
 }
 
@@ -191,7 +190,8 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
         },
         {
           concurrency: kind.concurrency ?? options.concurrency,
-          lockLifetime: kind.lockLifetimeMs ?? options.lockLifetimeMs,
+          // One lifetime for every job: the job store reads due jobs of all names at once.
+          lockLifetime: options.lockLifetimeMs,
         },
       );
     },

@@ -1,5 +1,11 @@
 import type { Models, TaskRecord } from "../db/models.js";
-import { endTask, repairEnding, type StageName, type TaskDeps } from "../domain/tasks.js";
+import {
+  endTask,
+  repairEnding,
+  TERMINAL_STATUSES,
+  type StageName,
+  type TaskDeps,
+} from "../domain/tasks.js";
 import { bumpMarkerSoon, readMarker } from "../domain/marker-cache.js";
 import type { Logger } from "../util/logger.js";
 
@@ -25,7 +31,6 @@ const COALESCE_MS = 50;
 const MAX_AWAITED = 1000;
 /** How much of a failed dependency's error a dependent quotes. */
 const MAX_CAUSE_CHARS = 1000;
-const ENDED_STATUSES = ["completed", "failed", "cancelled"];
 
 /**
  * Tells every worker that tasks were queued, by bumping a marker that workers read by `_id`
@@ -80,7 +85,7 @@ export function createIntake(deps: {
   async function dependencyEnded(): Promise<boolean> {
     if (awaited.size === 0) return false;
     const ended = await deps.models.Task.collection.findOne(
-      { _id: { $in: [...awaited] as never[] }, status: { $in: ENDED_STATUSES } },
+      { _id: { $in: [...awaited] as never[] }, status: { $in: [...TERMINAL_STATUSES] } },
       { projection: { _id: 1 } },
     );
     return ended !== null;

@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { findAgent } from "../domain/agents.js";
-import { findBuiltinSkill, type SkillDefinition } from "../domain/skills.js";
+import type { SkillDefinition } from "../domain/skills.js";
 
 /*
  * Prompt assembly. What goes in, in order: the stage's rules, the repository's own
@@ -39,7 +39,7 @@ export async function readRepositoryInstructions(workdir: string): Promise<strin
 export interface PromptTask {
   description: string;
   skill_name?: string | null | undefined;
-  /** The skill resolved for the task's account (skillForTask); else `skill_name` as a built-in. */
+  /** The skill resolved for the task's account (skillForTask), built-in or the account's own. */
   skill?: SkillDefinition | null | undefined;
   agent_name?: string | null | undefined;
   repo: { full_name: string; default_branch: string };
@@ -62,7 +62,7 @@ function extras(task: PromptTask, instructions: string, memory = ""): string {
         : `You are acting as the "${agent.name}" agent.\n${agent.task_template}`,
     );
   }
-  const skill = task.skill ?? (task.skill_name ? findBuiltinSkill(task.skill_name) : undefined);
+  const skill = task.skill;
   if (skill) blocks.push(`Skill "${skill.name}":\n${skill.system_prompt_addition}`);
   return blocks.join("\n\n");
 }

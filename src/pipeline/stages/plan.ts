@@ -1,15 +1,11 @@
 import { z } from "zod";
 import { createReadTools } from "../../indexer/read-tools.js";
-import { memoryPromptBlock, memoryScopeOf, recall } from "../../domain/memory.js";
-import { skillForTask } from "../../domain/skills.js";
+import { memoryScopeOf, recall } from "../../domain/memory.js";
 import { runToolLoop } from "../../llm/tool-loop.js";
 import type { ToolSpec } from "../../llm/types.js";
 import { redactText } from "../../util/redact.js";
-import {
-  planningSystemPrompt,
-  planningUserPrompt,
-  readRepositoryInstructions,
-} from "../prompts.js";
+import { agentContext } from "../agent.js";
+import { planningSystemPrompt, planningUserPrompt } from "../prompts.js";
 import type { Stage } from "../runner.js";
 import { describeCall, firstLine, progressLog } from "../progress.js";
 import { ensureWorkingCopy } from "./working-copy.js";
@@ -54,8 +50,6 @@ export const planStage: Stage = {
     const client = ctx.model();
     await ensureWorkingCopy(ctx);
     const index = await ctx.index();
-    const instructions = await readRepositoryInstructions(ctx.workdir);
-    if (instructions) await ctx.log("Using the repository's instructions for coding agents.");
     const memories = await recall(ctx.models, memoryScopeOf(ctx.task));
     if (memories.length > 0) {
       await ctx.update({ memories_used: memories });
@@ -64,18 +58,16 @@ export const planStage: Stage = {
         `Using ${memories.length} item${memories.length === 1 ? "" : "s"} of repository memory from earlier tasks.`,
       );
     }
-    const skill = await skillForTask(ctx.models, ctx.task);
+    // Read after recall: the memory block comes from `memories_used`.
+    const { instructions, memory, skill } = await agentContext(ctx);
+    if (instructions) await ctx.log("Using the repository's instructions for coding agents.");
     if (ctx.task.skill_name && !skill)
       await ctx.log(`The skill "${ctx.task.skill_name}" no longer exists; planning without it.`);
     await ctx.log(`Planning with ${client.provider} model ${client.modelId}.`);
     const progress = progressLog(ctx);
     const result = await runToolLoop({
       client,
-      system: planningSystemPrompt(
-        { ...ctx.task, skill },
-        instructions,
-        memoryPromptBlock(memories),
-      ),
+      system: planningSystemPrompt({ ...ctx.task, skill }, instructions, memory),
       prompt: planningUserPrompt(
         ctx.task,
         index.summary(150),

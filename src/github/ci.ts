@@ -6,7 +6,7 @@ import { fireCiFailureAutomations } from "../domain/automations.js";
 import { createTask } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../jobs/scheduler.js";
-import { DEFAULT_CONFIG_NAMES } from "../verify/checks.js";
+import { configNames } from "../verify/checks.js";
 import { redactText } from "../util/redact.js";
 import type { InstallationOctokit } from "./client.js";
 import { queueForDelivery } from "./delivery.js";
@@ -183,13 +183,7 @@ async function repoCiConfig(
   octokit: InstallationOctokit,
   job: CiJob,
 ): Promise<RepoCiConfig | null> {
-  const names = [
-    ...(deps.github.slug
-      ? [`.github/${deps.github.slug}.yml`, `.github/${deps.github.slug}.yaml`]
-      : []),
-    ...DEFAULT_CONFIG_NAMES,
-  ];
-  for (const path of [...new Set(names)]) {
+  for (const path of configNames(deps.github.slug)) {
     let text: string;
     try {
       const { data } = await octokit.rest.repos.getContent({

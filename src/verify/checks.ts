@@ -31,6 +31,12 @@ export interface DetectOptions {
 
 export const DEFAULT_CONFIG_NAMES = [".github/foreman.yml", ".github/foreman.yaml"];
 
+/** Repository config files the service reads, most specific first (`.github/<slug>.yml`). */
+export function configNames(slug?: string): string[] {
+  const named = slug ? [`.github/${slug}.yml`, `.github/${slug}.yaml`] : [];
+  return [...new Set([...named, ...DEFAULT_CONFIG_NAMES])];
+}
+
 export const NOTHING_FOUND_NOTE =
   "No checks found: no .github/foreman.yml verify list, package.json test/lint/typecheck script, Makefile test target, pytest, go.mod or Cargo.toml.";
 

@@ -1,4 +1,10 @@
-export { DEFAULT_CONFIG_NAMES, detectChecks, type Check, type VerifyPlan } from "./checks.js";
+export {
+  configNames,
+  DEFAULT_CONFIG_NAMES,
+  detectChecks,
+  type Check,
+  type VerifyPlan,
+} from "./checks.js";
 export {
   failureReport,
   runChecks,

@@ -1,6 +1,6 @@
 import type { CheckRecord } from "../../db/models.js";
 import {
-  DEFAULT_CONFIG_NAMES,
+  configNames,
   detectChecks,
   failureReport,
   runChecks,
@@ -10,18 +10,11 @@ import { describeResult } from "../../util/sandbox.js";
 import { agentContext, runAgent } from "../agent.js";
 import { diffForPrompt, excludeBuildOutput, workingCopyDiff } from "../diff.js";
 import { fixUserPrompt } from "../prompts.js";
-import type { Stage, StageContext } from "../runner.js";
+import type { Stage } from "../runner.js";
 import { ensureWorkingCopy } from "./working-copy.js";
 
 /** Lines of a failing check's output copied into the task log (the model gets more). */
 const LOGGED_OUTPUT_LINES = 30;
-
-/** Repository config files that may list the checks, most specific first. */
-function configNames(ctx: StageContext): string[] {
-  const slug = ctx.config.github?.slug;
-  const names = slug ? [`.github/${slug}.yml`, `.github/${slug}.yaml`] : [];
-  return [...names, ...DEFAULT_CONFIG_NAMES];
-}
 
 function tail(text: string, lines: number): string {
   const all = text.trimEnd().split("\n");
@@ -39,7 +32,9 @@ export const verifyStage: Stage = {
   async run(ctx) {
     await ensureWorkingCopy(ctx);
     await excludeBuildOutput(ctx.workdir);
-    const plan = await detectChecks(ctx.workdir, { configNames: configNames(ctx) });
+    const plan = await detectChecks(ctx.workdir, {
+      configNames: configNames(ctx.config.github?.slug),
+    });
     for (const note of plan.notes) await ctx.log(note);
     if (plan.checks.length === 0) {
       await ctx.update({ checks: { source: plan.source, results: [], fix_attempts: 0 } });

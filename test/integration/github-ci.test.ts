@@ -170,6 +170,15 @@ function logBlob(jobId: number) {
     );
 }
 
+/** The CI job of `key` once it has finished. */
+function finishedJob(key: string) {
+  return server.service.db.connection.db!.collection("jobs").findOne({
+    name: "github.ci-failure",
+    "data.key": key,
+    lastFinishedAt: { $ne: null },
+  });
+}
+
 async function fixTasks() {
   return server.service.db.models.Task.find({ account_id: accountId, source: "ci_failure" })
     .sort({ created_at: 1 })
@@ -225,12 +234,8 @@ describe("CI failures", () => {
     suite.check_suite.conclusion = "failure";
     suite.check_suite.head_sha = run.check_run.head_sha;
     await deliver("check_suite", suite);
-    await until("the suite's job", async () =>
-      (await server.service.db.models.Once.countDocuments({ scope: "github-ci" })) >= 1
-        ? true
-        : null,
-    );
-    await new Promise((r) => setTimeout(r, 500));
+    // The suite's job ran to its end without a request (afterEach fails on any) or a task.
+    await until("the suite's job", () => finishedJob(`check_suite:${suite.check_suite.id}`));
     expect(await fixTasks()).toHaveLength(1);
   }, 60_000);
 
@@ -277,7 +282,7 @@ describe("CI failures", () => {
         await until("the first fix task", async () => (await fixTasks()).length > before);
         expect(base.isDone() && log.isDone()).toBe(true);
       } else {
-        await new Promise((r) => setTimeout(r, 500));
+        await until("the second job", () => finishedJob(`check_run:${run.check_run.id}`));
         expect(base.isDone()).toBe(false); // stopped before asking about the base branch
         nock.cleanAll();
       }
@@ -346,9 +351,9 @@ describe("CI failures", () => {
     const run = failedCheckRun();
     const config = repoConfig(HELLO.full, null);
     await deliver("check_run", run);
-    await until("the config reads", async () => config.isDone());
-    // Going on would ask about the base branch (a stray request, failing afterEach) and create a task.
-    await new Promise((r) => setTimeout(r, 500));
+    await until("the job", () => finishedJob(`check_run:${run.check_run.id}`));
+    expect(config.isDone()).toBe(true);
+    // Going on would have asked about the base branch (a stray request, failing afterEach).
     expect(await server.service.db.models.Task.countDocuments()).toBe(before);
     expect(
       await server.service.db.models.Once.exists({
@@ -362,7 +367,7 @@ describe("CI failures", () => {
     const run = failedCheckRun();
     run.repository.id = 999; // a repository of the installation the workspace does not list
     await deliver("check_run", run);
-    await new Promise((r) => setTimeout(r, 500));
+    await until("the job", () => finishedJob(`check_run:${run.check_run.id}`));
     expect(await server.service.db.models.Task.countDocuments()).toBe(before);
   });
 });

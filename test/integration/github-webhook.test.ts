@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { claimDelivery, inDelivery } from "../../src/github/delivery.js";
 import { examplePayload, signedDelivery, testPrivateKey } from "../helpers/github.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
@@ -43,16 +44,22 @@ describe("GitHub webhook endpoint", () => {
     ).toBe(1);
 
     // An installation event writes directly: its delivery id is claimed once.
-    const installation = examplePayload("installation", "suspend");
+    const installation = examplePayload("installation", "suspend") as any; // eslint-disable-line @typescript-eslint/no-explicit-any
     const installId = randomUUID();
+    const workspace = () =>
+      server.service.db.models.Workspace.findById(`gh-${installation.installation.id}`).lean();
     expect(await send("installation", installation, installId)).toEqual({
       ok: true,
       duplicate: false,
     });
+    const applied = await workspace();
+    expect(applied?.github?.suspended_at).toBeTruthy();
     expect(await send("installation", installation, installId)).toEqual({
       ok: true,
       duplicate: true,
     });
+    // Not applied again: every write of the row moves updated_at.
+    expect((await workspace())?.updated_at).toEqual(applied?.updated_at);
     expect(
       await server.service.db.models.Once.countDocuments({ _id: `delivery:${installId}` }),
     ).toBe(1);
@@ -101,5 +108,22 @@ describe("GitHub webhook endpoint", () => {
     } finally {
       await plain.service.stop();
     }
+  });
+
+  it("releases a delivery's claims when a handler fails, so GitHub's redelivery is processed", async () => {
+    const models = server.service.db.models;
+    const id = randomUUID();
+    await expect(
+      inDelivery(models, async () => {
+        expect(await claimDelivery(models, id)).toBe(true);
+        throw new Error("the handler failed");
+      }),
+    ).rejects.toThrow("the handler failed");
+    expect(await models.Once.countDocuments({ _id: `delivery:${id}` })).toBe(0);
+    // The redelivery claims it again and acts.
+    expect(await inDelivery(models, async () => void (await claimDelivery(models, id)))).toEqual({
+      duplicate: false,
+    });
+    expect(await models.Once.countDocuments({ _id: `delivery:${id}` })).toBe(1);
   });
 });

@@ -274,11 +274,17 @@ describe("the skill marketplace (extension)", () => {
     });
     expect(published.status).toBe(200);
     expect(published.body).toMatchObject({ name: "reversible-migrations", published: true });
-    // Publishing again changes nothing.
+    const listedAt = async () =>
+      (await server.api("GET", "/marketplace/skills?q=reversible", { key: bob.key })).body[0]
+        ?.published_at;
+    const firstPublishedAt = await listedAt();
+    expect(firstPublishedAt).toEqual(expect.any(String));
+    // Publishing again changes nothing, not even the listing's date (its order).
     const republished = await server.api("POST", "/skills/reversible-migrations/publish", {
       key: alice.key,
     });
     expect(republished.status).toBe(200);
+    expect(await listedAt()).toBe(firstPublishedAt);
 
     const browse = await server.api("GET", "/marketplace/skills/?q=REVERSIBLE", { key: bob.key });
     expect(browse.status).toBe(200);

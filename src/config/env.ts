@@ -170,6 +170,7 @@ export interface Config {
     registry: {
       npmUrl: string;
       pypiUrl: string;
+      /** The Go module proxy; the first entry of a GOPROXY-style list. */
       goproxyUrl: string;
       osvUrl: string;
       timeoutMs: number;

@@ -97,11 +97,6 @@ export function renderTemplate(template: string, vars: Record<string, unknown>):
   });
 }
 
-/** The dot-paths a template refers to, in order of appearance (for documentation and checks). */
-export function templatePaths(template: string): string[] {
-  return [...template.matchAll(PLACEHOLDER)].map((m) => m[1] ?? "");
-}
-
 /** `sha256=<hex>` of the HMAC-SHA256 of `rawBody` with `secret`, as GitHub signs deliveries. */
 export function signBody(secret: string, rawBody: string): string {
   return `sha256=${createHmac("sha256", secret).update(rawBody, "utf8").digest("hex")}`;

@@ -13,9 +13,6 @@ import { hasGeneratedHeader, looksBinary, mayHoldSecrets, skipByPath } from "../
 
 export type Language = "javascript" | "typescript" | "python" | "go" | "other-code";
 
-/** The languages whose tests, docs and dependencies the scan understands. */
-export const MAIN_LANGUAGES = ["javascript", "typescript", "python", "go"] as const;
-
 export interface ScanFile {
   /** Relative posix path. */
   path: string;

@@ -6,18 +6,11 @@
  * known vulnerabilities. A failure is a value (`{ error }`), never an exception: the
  * metrics say what could not be checked.
  */
+import type { Config } from "../config/env.js";
 import type { Ecosystem } from "./manifests.js";
 
-export interface RegistryConfig {
-  npmUrl: string;
-  pypiUrl: string;
-  /** The Go module proxy; the first entry of a GOPROXY-style list. */
-  goproxyUrl: string;
-  osvUrl: string;
-  timeoutMs: number;
-  maxRequests: number;
-  concurrency: number;
-}
+/** The registries asked and the limits (HEALTH_* configuration). */
+export type RegistryConfig = Config["health"]["registry"];
 
 export type Fetched<T> = { ok: true; value: T } | { ok: false; error: string };
 

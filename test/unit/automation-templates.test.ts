@@ -7,7 +7,6 @@ import {
   matchesPayload,
   readPath,
   renderTemplate,
-  templatePaths,
   toText,
   verifySignature,
 } from "../../src/domain/automation-templates.js";
@@ -128,7 +127,6 @@ describe("renderTemplate", () => {
   it("leaves text without placeholders alone and drops malformed paths", () => {
     expect(renderTemplate("no {placeholders} here {{", vars)).toBe("no {placeholders} here {{");
     expect(renderTemplate("[{{payload..action}}]", vars)).toBe("[]");
-    expect(templatePaths("{{a.b}} and {{ c }}")).toEqual(["a.b", "c"]);
   });
 
   it("renders values as text the same way toText does", () => {

@@ -1,4 +1,6 @@
 import { execFile } from "node:child_process";
+import { readFile } from "node:fs/promises";
+import path from "node:path";
 import { redactText } from "./redact.js";
 
 /*
@@ -59,6 +61,35 @@ export function runGit(
       },
     );
   });
+}
+
+const SHA = /^[0-9a-f]{40}$/;
+
+/**
+ * The commit HEAD points at, read from `.git` directly (HEAD, then the loose ref, then
+ * packed-refs): on the pipeline's path it saves a git process per call, which costs more than
+ * the read on a loaded machine. Anything unusual (another object format, a missing ref) asks
+ * `git rev-parse HEAD` instead.
+ */
+export async function headCommit(cwd: string): Promise<string> {
+  const gitDir = path.join(cwd, ".git");
+  const read = (file: string) =>
+    readFile(path.join(gitDir, file), "utf8").then(
+      (text) => text,
+      () => "",
+    );
+  const head = (await read("HEAD")).trim();
+  if (SHA.test(head)) return head;
+  const ref = /^ref: (refs\/[^\s]+)$/.exec(head)?.[1];
+  if (ref && !ref.split("/").includes("..")) {
+    const loose = (await read(ref)).trim();
+    if (SHA.test(loose)) return loose;
+    for (const line of (await read("packed-refs")).split("\n")) {
+      const [sha, name] = line.trim().split(" ");
+      if (name === ref && sha && SHA.test(sha)) return sha;
+    }
+  }
+  return (await runGit(["rev-parse", "HEAD"], { cwd })).trim();
 }
 
 /**

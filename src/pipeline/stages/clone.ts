@@ -1,7 +1,7 @@
 import { mkdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { recordDefaultBranch } from "../../domain/linking.js";
-import { runGit, shallowClone } from "../../util/git.js";
+import { headCommit, runGit, shallowClone } from "../../util/git.js";
 import type { Stage } from "../runner.js";
 
 /** CLONING: a shallow clone of the default branch into the task's working copy. */
@@ -21,7 +21,7 @@ export const cloneStage: Stage = {
       timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
       signal: ctx.signal,
     });
-    const sha = (await runGit(["rev-parse", "HEAD"], { cwd: ctx.workdir })).trim();
+    const sha = await headCommit(ctx.workdir);
     await ctx.update({ base_sha: sha });
     if (!branch) {
       // The default branch was not known: the clone followed the remote's HEAD; keep its

@@ -1,5 +1,5 @@
 import type { PlanStep, TaskRecord } from "../../db/models.js";
-import { runGit } from "../../util/git.js";
+import { headCommit, runGit } from "../../util/git.js";
 import type { ReviewResult } from "../review-tool.js";
 import { redactText } from "../../util/redact.js";
 import { StageError } from "../errors.js";
@@ -82,7 +82,7 @@ async function commitChange(ctx: StageContext): Promise<string> {
   const branch = ctx.task.branch ?? branchName(ctx.task);
   // The push names the branch (HEAD:refs/heads/<branch>); the working copy needs none.
   await git(["add", "--all"]);
-  const head = (await git(["rev-parse", "HEAD"])).trim();
+  const head = await headCommit(ctx.workdir);
   // A resumed stage finds its commit already made (HEAD moved past the cloned commit).
   if (!ctx.task.base_sha || head === ctx.task.base_sha) {
     const message = `${changeTitle(ctx.task)}\n\n${redactText(ctx.task.plan_summary ?? ctx.task.description)}\n\nTask: ${ctx.task._id}\n`;

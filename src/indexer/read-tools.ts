@@ -3,14 +3,14 @@
  * search_code. Mistakes the model can fix (a bad path, a line past the end) come back as text
  * starting with "Error: " so it can correct itself; only unexpected failures throw.
  */
-import { readFile, stat } from "node:fs/promises";
+import { stat } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
 import type { ExecutableTool } from "../llm/types.js";
-import { PathError, resolveInside } from "../util/paths.js";
+import { openInside, PathError, resolveInside } from "../util/paths.js";
 
 import type { RepoIndex } from "./index.js";
-import { looksBinary, mayHoldSecrets } from "./skip.js";
+import { holdsSecrets, looksBinary, mayHoldSecrets } from "./skip.js";
 
 /** Caps on one tool result, so a single call cannot flood the model's context. */
 const MAX_LIST_LINES = 500;
@@ -46,6 +46,13 @@ const searchCodeInput = z.strictObject({
 
 function errorText(error: unknown): string {
   if (error instanceof PathError) return `Error: ${error.message}.`;
+  // The path changed under the tool (a directory swapped, a file removed or replaced by a
+  // link): a refusal for the model, not a crash of the stage.
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  if (code === "ELOOP")
+    return "Error: the path ends in a symbolic link; use the file it points to.";
+  if (code === "ENOENT" || code === "ENOTDIR" || code === "EEXIST" || code === "EISDIR")
+    return `Error: the path changed or does not exist (${code}); check it and try again.`;
   throw error;
 }
 
@@ -121,7 +128,17 @@ export function createReadTools(root: string, getIndex: () => RepoIndex): Execut
       if (info.size > MAX_FILE_BYTES) {
         return `Error: '${rel}' is ${(info.size / 1024 / 1024).toFixed(1)} MB, too large to read.`;
       }
-      const bytes = await readFile(abs);
+      // Opened without following a final link and checked after opening (a directory of the
+      // path may have been swapped for a link since resolveInside looked).
+      let bytes: Buffer;
+      try {
+        const handle = await openInside(root, abs);
+        bytes = await handle.readFile().finally(() => handle.close());
+      } catch (error) {
+        return errorText(error);
+      }
+      if (holdsSecrets(bytes))
+        return `Error: ${rel} holds credentials (a private key or a token), so it is not shown.`;
       if (looksBinary(bytes)) {
         return `Error: '${rel}' is a binary file (${bytes.length} bytes); it cannot be shown as text.`;
       }

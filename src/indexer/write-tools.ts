@@ -6,22 +6,12 @@
  * fix come back as text starting with "Error: "; only unexpected failures throw.
  */
 import { randomBytes } from "node:crypto";
-import {
-  chmod,
-  lstat,
-  mkdir,
-  open,
-  readFile,
-  realpath,
-  rename,
-  unlink,
-  writeFile,
-} from "node:fs/promises";
+import { chmod, lstat, mkdir, realpath, rename, unlink, writeFile } from "node:fs/promises";
 import type { Stats } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import type { ExecutableTool } from "../llm/types.js";
-import { PathError, resolveInside } from "../util/paths.js";
+import { inCheckedDir, openInside, PathError, resolveInside } from "../util/paths.js";
 import { looksBinary, mayHoldSecrets } from "./skip.js";
 
 /** Default cap on the size of a file the model writes. */
@@ -78,6 +68,13 @@ function refuse(message: string): never {
 function errorText(error: unknown): string {
   if (error instanceof PathError) return `Error: ${error.message}.`;
   if (error instanceof ToolRefusal) return `Error: ${error.message}`;
+  // The path changed under the tool (a directory swapped, a file removed or replaced by a
+  // link): a refusal for the model, not a crash of the stage.
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  if (code === "ELOOP")
+    return "Error: the path ends in a symbolic link; use the file it points to.";
+  if (code === "ENOENT" || code === "ENOTDIR" || code === "EEXIST" || code === "EISDIR")
+    return `Error: the path changed or does not exist (${code}); check it and try again.`;
   throw error;
 }
 
@@ -98,8 +95,8 @@ async function lstatOrUndefined(abs: string): Promise<Stats | undefined> {
 }
 
 /** The first `limit` bytes of a file as text: enough to tell its line endings. */
-async function readStart(abs: string, limit: number): Promise<string> {
-  const handle = await open(abs, "r");
+async function readStart(root: string, abs: string, limit: number): Promise<string> {
+  const handle = await openInside(root, abs);
   try {
     const buffer = Buffer.alloc(limit);
     const { bytesRead } = await handle.read(buffer, 0, limit, 0);
@@ -205,21 +202,30 @@ function closestLineHint(text: string, oldText: string): string {
 /**
  * Replaces a file's content without following a link at its final component and without
  * reaching another inode through a hard link: a new file next to it is renamed over it.
+ * Both live in the directory opened and checked by inCheckedDir, so swapping a directory
+ * of the path for a link meanwhile cannot carry the write outside the working copy.
  */
-async function replaceFile(abs: string, data: string, previous: Stats | undefined): Promise<void> {
-  const temp = path.join(
-    path.dirname(abs),
-    `.${path.basename(abs)}.foreman-${randomBytes(6).toString("hex")}.tmp`,
-  );
-  try {
-    // "wx" fails rather than follows if something appears at the temporary name meanwhile.
-    await writeFile(temp, data, { flag: "wx" });
-    if (previous !== undefined) await chmod(temp, previous.mode & 0o7777);
-    await rename(temp, abs);
-  } catch (error) {
-    await unlink(temp).catch(() => undefined);
-    throw error;
-  }
+async function replaceFile(
+  root: string,
+  abs: string,
+  data: string,
+  previous: Stats | undefined,
+): Promise<void> {
+  await inCheckedDir(root, path.dirname(abs), async (dir) => {
+    const temp = path.join(
+      dir,
+      `.${path.basename(abs)}.foreman-${randomBytes(6).toString("hex")}.tmp`,
+    );
+    try {
+      // "wx" fails rather than follows if something appears at the temporary name meanwhile.
+      await writeFile(temp, data, { flag: "wx" });
+      if (previous !== undefined) await chmod(temp, previous.mode & 0o7777);
+      await rename(temp, path.join(dir, path.basename(abs)));
+    } catch (error) {
+      await unlink(temp).catch(() => undefined);
+      throw error;
+    }
+  });
 }
 
 /** The write tools over the working copy at `root`, confined to `options.allowedFiles` if given. */
@@ -316,7 +322,7 @@ export function createWriteTools(root: string, options: WriteToolOptions = {}): 
         // line endings rather than turn every line into a diff.
         let kept = "";
         if (previous !== undefined && !content.includes("\r")) {
-          if (usesCrlf(await readStart(abs, 64 * 1024))) {
+          if (usesCrlf(await readStart(root, abs, 64 * 1024))) {
             data = toCrlf(content);
             kept = ", CRLF line endings kept";
           }
@@ -334,7 +340,7 @@ export function createWriteTools(root: string, options: WriteToolOptions = {}): 
         // mkdir created only directories resolveInside saw missing; check the result anyway
         // so a link that appeared meanwhile cannot carry the write outside.
         await resolveInside(root, file);
-        await replaceFile(abs, data, previous);
+        await replaceFile(root, abs, data, previous);
         options.onChange?.({ path: rel, kind: "write" });
         const verb = previous === undefined ? "Created" : "Wrote";
         return `${verb} ${rel} (${plural(countLines(data), "line")}, ${plural(bytes, "byte")}${kept}).`;
@@ -367,7 +373,8 @@ export function createWriteTools(root: string, options: WriteToolOptions = {}): 
             `${rel} is ${info.size} bytes, more than the limit of ${maxBytes} bytes for editing.`,
           );
         }
-        const bytes = await readFile(abs);
+        const handle = await openInside(root, abs);
+        const bytes = await handle.readFile().finally(() => handle.close());
         if (looksBinary(bytes)) refuse(`${rel} is a binary file; it cannot be edited as text.`);
         const text = bytes.toString("utf8");
         // Writing back text that was not valid UTF-8 would replace its other bytes with U+FFFD.
@@ -410,7 +417,7 @@ export function createWriteTools(root: string, options: WriteToolOptions = {}): 
         const updated = text.slice(0, at) + chosen.replace + text.slice(at + chosen.find.length);
         const size = Buffer.byteLength(updated, "utf8");
         if (size > maxBytes) refuse(tooLarge(rel, size));
-        await replaceFile(abs, updated, info);
+        await replaceFile(root, abs, updated, info);
         options.onChange?.({ path: rel, kind: "edit" });
         const line = lineAt(text, at);
         const removed = countLines(chosen.find) || 1;
@@ -430,8 +437,10 @@ export function createWriteTools(root: string, options: WriteToolOptions = {}): 
       try {
         const { abs, rel } = await target(file);
         const info = await existingFile(abs, rel, "delete");
-        // unlink removes a link itself, never what it points to.
-        await unlink(abs);
+        // unlink removes a link itself, never what it points to; in the checked directory.
+        await inCheckedDir(root, path.dirname(abs), (dir) =>
+          unlink(path.join(dir, path.basename(abs))),
+        );
         options.onChange?.({ path: rel, kind: "delete" });
         return info.isSymbolicLink() ? `Deleted the symbolic link ${rel}.` : `Deleted ${rel}.`;
       } catch (error) {

@@ -3,7 +3,8 @@
  * tools will later, so a path is refused as soon as any part of it could reach outside the
  * repository or into its git metadata, whether the file exists yet or not.
  */
-import { lstat, realpath } from "node:fs/promises";
+import { constants } from "node:fs";
+import { lstat, open, readlink, realpath, type FileHandle } from "node:fs/promises";
 import path from "node:path";
 
 /** A path that may not be used; the message says why, for the model to correct itself. */
@@ -69,5 +70,78 @@ export async function resolveInside(root: string, relative: string): Promise<str
     if (existing === absRoot) return target;
     existing = path.dirname(existing);
     if (!isInside(absRoot, existing)) return target;
+  }
+}
+
+/*
+ * Checks that survive a concurrent swap of a directory for a link: resolveInside looks at
+ * the path before the file is opened, and a sandboxed command or a parallel worker could
+ * replace a directory by a link to somewhere else right after. So the tools open first and
+ * check what they opened: the kernel's name for an open descriptor (/proc/self/fd/<fd>)
+ * is where it really is. A file is then created, renamed and deleted through the opened
+ * directory's descriptor path, so no path component is looked up again. Where /proc is
+ * missing (not Linux), only resolveInside's check applies.
+ */
+const PROC_FD = "/proc/self/fd";
+let procUsable: boolean | undefined;
+
+async function hasProcFd(): Promise<boolean> {
+  procUsable ??= await realpath(PROC_FD).then(
+    () => true,
+    () => false,
+  );
+  return procUsable;
+}
+
+/** Where the descriptor `fd` really is, or undefined without /proc. */
+async function fdTarget(fd: number): Promise<string | undefined> {
+  if (!(await hasProcFd())) return undefined;
+  return readlink(`${PROC_FD}/${fd}`);
+}
+
+/** Refuses an opened path outside the real root or inside its .git directory. */
+async function checkOpened(root: string, real: string): Promise<void> {
+  const realRoot = await realpath(path.resolve(root));
+  if (!isInside(realRoot, real))
+    throw new PathError("the path leads outside the repository (it changed while in use)");
+  if (touchesGit(path.relative(realRoot, real)))
+    throw new PathError("the path leads into the .git directory (it changed while in use)");
+}
+
+/** An opened file, checked to be inside the working copy after opening. */
+export async function openInside(
+  root: string,
+  abs: string,
+  flags: number = constants.O_RDONLY,
+): Promise<FileHandle> {
+  const handle = await open(abs, flags | constants.O_NOFOLLOW);
+  try {
+    const real = await fdTarget(handle.fd);
+    if (real !== undefined) await checkOpened(root, real);
+    return handle;
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
+}
+
+/**
+ * Runs `work` with a path prefix for the directory `dir` that is bound to the directory
+ * opened and checked here (`/proc/self/fd/<fd>` on Linux), so names joined to it cannot be
+ * redirected by swapping a path component for a link meanwhile.
+ */
+export async function inCheckedDir<T>(
+  root: string,
+  dir: string,
+  work: (dirPath: string) => Promise<T>,
+): Promise<T> {
+  const handle = await open(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    const real = await fdTarget(handle.fd);
+    if (real === undefined) return await work(dir);
+    await checkOpened(root, real);
+    return await work(`${PROC_FD}/${handle.fd}`);
+  } finally {
+    await handle.close();
   }
 }

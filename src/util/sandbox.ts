@@ -1,18 +1,43 @@
 /*
  * The one way the service runs a repository's own commands (verification checks, install
- * steps, the model's `run_command` tool). The repository is untrusted code, so the child
- * gets an environment built from scratch (never the service's secrets), its own process
- * group (so a timeout or cancel kills everything it started), a bounded and redacted
- * output, and a fresh HOME. This is containment of accidents and leaks, not a security
- * boundary against hostile code: the child still runs as the service's user.
+ * steps, the model's `run_command` tool, health-scan test and coverage runs). The repository
+ * is untrusted code, and with open sign-up so is its author, so this is a security boundary:
+ *
+ * - engine `bwrap` (the default): bubblewrap puts the command in its own user, PID, mount,
+ *   network, IPC and UTS namespaces with every capability dropped. It sees the working copy
+ *   read-write, its `.git` read-only (so nothing it does can plant hooks or config for the
+ *   service's own git), the toolchains read-only, a private /tmp and HOME, the shared package
+ *   caches, and nothing else of the host: not DATA_DIR, not other working copies, not the
+ *   service's checkout, not the service's processes (own /proc), not the host's loopback (own
+ *   network namespace with only its own `lo`). When the command ends or is killed, the PID
+ *   namespace goes with it, so nothing it started survives. Memory, processes and file size
+ *   are bounded with rlimits (prlimit).
+ * - engine `none`: a plain child process (scrubbed environment, own process group). Only for
+ *   operators who trust every repository; refused while OPEN_SIGNUP is on (config/env.ts).
+ *
+ * In both, the environment is built from scratch (never the service's secrets), the output
+ * is bounded and redacted, and a timeout or cancel kills everything the command started.
  */
 import { execFile, spawn } from "node:child_process";
-import { closeSync, constants as fsConstants, openSync } from "node:fs";
+import { closeSync, constants as fsConstants, openSync, readFileSync } from "node:fs";
 import { Socket } from "node:net";
 import { promisify } from "node:util";
-import { mkdir, mkdtemp, rm, stat } from "node:fs/promises";
+import {
+  access,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readlink,
+  realpath,
+  rm,
+  rmdir,
+  stat,
+  writeFile,
+} from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { recordSandboxRun } from "../metrics/index.js";
 import { redactText } from "./redact.js";
 
 export type SandboxOptions = {
@@ -36,6 +61,8 @@ export type SandboxResult = {
   /** stdout and stderr interleaved in write order, trimmed and redacted. */
   output: string;
   ok: boolean;
+  /** Which sandbox limit most likely ended the command, in words; absent when none did. */
+  limit?: string;
 };
 
 const DEFAULT_MAX_OUTPUT = 64 * 1024;
@@ -80,6 +107,358 @@ function sharedCacheRoot(): Promise<string> {
   return cacheRoot;
 }
 
+export type SandboxEngine = "bwrap" | "none";
+
+export interface SandboxSettings {
+  engine: SandboxEngine;
+  /** Only `none` today: no network at all (see README, "Sandbox"). */
+  network: "none";
+  /** RLIMIT_DATA of every process of the command, in MiB. */
+  memoryMb: number;
+  /** RLIMIT_NPROC inside the sandbox's own user namespace. */
+  maxProcs: number;
+  /** RLIMIT_FSIZE: the largest file the command may write, in MiB. */
+  maxFileMb: number;
+  /** Host paths never visible inside, even below a mounted toolchain folder (DATA_DIR). */
+  hiddenPaths: string[];
+}
+
+/** The service's own checkout (this file is src/util/ or dist/util/ of it): never mounted. */
+const SERVICE_ROOT = path.resolve(fileURLToPath(new URL("../..", import.meta.url)));
+
+const DEFAULT_SETTINGS: SandboxSettings = {
+  engine: "bwrap",
+  network: "none",
+  memoryMb: 4096,
+  maxProcs: 1024,
+  maxFileMb: 1024,
+  hiddenPaths: [],
+};
+
+let settings: SandboxSettings = DEFAULT_SETTINGS;
+let layout: Promise<string[]> | undefined;
+
+/** Sets the engine and limits for every later run (service start; tests and benchmarks). */
+export function configureSandbox(next: Partial<SandboxSettings>): void {
+  settings = { ...DEFAULT_SETTINGS, ...next };
+  layout = undefined;
+}
+
+export function sandboxSettings(): Readonly<SandboxSettings> {
+  return settings;
+}
+
+/** Tool names whose folders (outside /usr and /opt) are mounted read-only. */
+const TOOLCHAIN_COMMANDS = [
+  "node",
+  "npm",
+  "npx",
+  "corepack",
+  "go",
+  "gofmt",
+  "python3",
+  "python",
+  "pip3",
+  "pip",
+  "cargo",
+  "rustc",
+];
+
+/** rustup's proxies (~/.cargo/bin/cargo) need its toolchains folder. */
+function rustupHome(): string {
+  return process.env.RUSTUP_HOME || path.join(os.homedir(), ".rustup");
+}
+
+/** Credential files a mounted toolchain folder may hold: covered by an empty file. */
+const TOOLCHAIN_CREDENTIALS = ["credentials", "credentials.toml", ".credentials.toml"];
+
+/*
+ * What of /etc a toolchain needs: name resolution files (harmless without a network), TLS
+ * roots, users and groups (no password hashes: those are in shadow), the dynamic linker's
+ * cache, and Debian's alternatives symlinks (cc, python, editor …).
+ */
+const ETC_ENTRIES = [
+  "alternatives",
+  "ca-certificates",
+  "ca-certificates.conf",
+  "ssl",
+  "pki",
+  "passwd",
+  "group",
+  "nsswitch.conf",
+  "hosts",
+  "resolv.conf",
+  "localtime",
+  "timezone",
+  "ld.so.cache",
+  "ld.so.conf",
+  "ld.so.conf.d",
+  "os-release",
+  "protocols",
+  "services",
+  "mime.types",
+];
+
+function isInside(child: string, parent: string): boolean {
+  const relative = path.relative(parent, child);
+  return relative === "" || (!relative.startsWith("..") && !path.isAbsolute(relative));
+}
+
+async function findOnPath(name: string): Promise<string | undefined> {
+  for (const dir of (process.env.PATH ?? "").split(":")) {
+    if (!path.isAbsolute(dir)) continue;
+    const candidate = path.join(dir, name);
+    try {
+      await access(candidate, fsConstants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+/** The install folder of a tool: the parent of its bin/ (or pyenv's shims/), else its folder. */
+function toolRoot(file: string): string {
+  const dir = path.dirname(file);
+  return ["bin", "sbin", "shims"].includes(path.basename(dir)) ? path.dirname(dir) : dir;
+}
+
+/*
+ * The read-only part of the sandbox, the same for every run: /usr (with /usr/local: Go,
+ * Node), the merged-/usr symlinks, /opt, a few /etc files, and the install folders of the
+ * toolchains on the service's PATH (e.g. ~/.pyenv), found from where they really are rather
+ * than from a list of this machine's paths. A folder that would expose DATA_DIR, the
+ * service's checkout or the service user's whole home is not mounted; a hidden path below a
+ * mounted folder is covered by an empty tmpfs.
+ */
+async function hostLayout(hidden: string[]): Promise<string[]> {
+  const args: string[] = ["--ro-bind", "/usr", "/usr"];
+  const mounted = ["/usr"];
+  for (const top of ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]) {
+    const info = await lstat(top).catch(() => undefined);
+    if (!info) continue;
+    if (info.isSymbolicLink()) args.push("--symlink", await readlink(top), top);
+    else if (info.isDirectory()) {
+      args.push("--ro-bind", top, top);
+      mounted.push(top);
+    }
+  }
+  for (const entry of ETC_ENTRIES) {
+    const file = path.join("/etc", entry);
+    if (await lstat(file).catch(() => undefined)) args.push("--ro-bind-try", file, file);
+  }
+  if (await stat("/opt").catch(() => undefined)) {
+    args.push("--ro-bind", "/opt", "/opt");
+    mounted.push("/opt");
+  }
+  const home = path.resolve(os.homedir());
+  const roots = new Set<string>();
+  for (const name of TOOLCHAIN_COMMANDS) {
+    const found = await findOnPath(name);
+    if (!found) continue;
+    const real = await realpath(found).catch(() => found);
+    for (const root of [toolRoot(found), toolRoot(real)]) {
+      if (mounted.some((m) => isInside(root, m))) continue;
+      const exposes = root === "/" || root === home || hidden.some((h) => isInside(h, root));
+      if (!exposes) roots.add(root);
+    }
+  }
+  if (roots.size > 0 && (await stat(rustupHome()).catch(() => undefined))) {
+    const rustup = path.resolve(rustupHome());
+    if (rustup !== home && !hidden.some((h) => isInside(h, rustup))) roots.add(rustup);
+  }
+  for (const root of [...roots].sort()) {
+    if (mounted.some((m) => isInside(root, m))) continue;
+    args.push("--ro-bind", root, root);
+    mounted.push(root);
+    for (const name of TOOLCHAIN_CREDENTIALS) {
+      const file = path.join(root, name);
+      if (await lstat(file).catch(() => undefined)) args.push("--ro-bind", "/dev/null", file);
+    }
+  }
+  for (const h of hidden) {
+    if (mounted.some((m) => isInside(h, m))) args.push("--tmpfs", h);
+  }
+  return args;
+}
+
+function hiddenPaths(): string[] {
+  return [SERVICE_ROOT, ...settings.hiddenPaths.map((p) => path.resolve(p))];
+}
+
+function layoutArgs(): Promise<string[]> {
+  layout ??= hostLayout(hiddenPaths());
+  return layout;
+}
+
+/*
+ * The sandbox's user: the service's own uid, or 1000 when the service runs as root (a
+ * non-root uid inside keeps the kernel from handing capabilities back on exec). Files the
+ * command writes still belong to the service's user on the host.
+ */
+function sandboxIds(): { uid: number; gid: number } {
+  const uid = process.getuid?.() ?? 1000;
+  const gid = process.getgid?.() ?? 1000;
+  return uid === 0 ? { uid: 1000, gid: 1000 } : { uid, gid };
+}
+
+const MIB = 1024 * 1024;
+
+/** prlimit in front of the command: the memory, process and file-size limits. */
+function limitArgs(): string[] {
+  return [
+    "prlimit",
+    `--data=${settings.memoryMb * MIB}`,
+    `--nproc=${settings.maxProcs}`,
+    `--fsize=${settings.maxFileMb * MIB}`,
+    "--",
+  ];
+}
+
+/** bwrap and its arguments, up to the `--` before the command. */
+async function bwrapArgs(cwd: string, tmp: string, cache: string | undefined): Promise<string[]> {
+  const { uid, gid } = sandboxIds();
+  const args = [
+    "bwrap",
+    "--unshare-all",
+    "--unshare-user",
+    "--uid",
+    String(uid),
+    "--gid",
+    String(gid),
+    "--disable-userns",
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+    "--hostname",
+    "sandbox",
+    ...(await layoutArgs()),
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--bind",
+    tmp,
+    "/tmp",
+  ];
+  if (cache) args.push("--bind", cache, cache);
+  args.push("--bind", cwd, cwd);
+  // The service's own node_modules, read-only at the same path: a health scan runs the
+  // service's c8 around a repository's tests (src/health/coverage.ts). Third-party packages
+  // only; the rest of the checkout (configuration, .env, data) stays out of sight. Mounted
+  // after /tmp, so a checkout that lives under /tmp is still found.
+  const modules = path.join(SERVICE_ROOT, "node_modules");
+  if (await stat(modules).catch(() => undefined)) args.push("--ro-bind", modules, modules);
+  // Read-only over itself: hooks, config (fsmonitor, filters, aliases), info/attributes the
+  // service's own git reads later can't be written from inside. A `.git` file (a worktree
+  // pointer) is pinned the same way; the folder it points to is not mounted at all.
+  const git = path.join(cwd, ".git");
+  if (await lstat(git).catch(() => undefined)) args.push("--ro-bind", git, git);
+  // bwrap's root is a tmpfs holding the mount points; read-only, so a write "outside" fails
+  // loudly instead of landing somewhere that vanishes with the run.
+  args.push("--remount-ro", "/", "--chdir", cwd, "--");
+  return args;
+}
+
+/*
+ * RLIMIT_NPROC binds nobody when the service runs as root (the kernel exempts root's
+ * processes, user namespace or not). Where the service may create cgroups (root with the
+ * cgroup v1 `pids` controller mounted, as on this project's CI machines), each run also
+ * gets a pids cgroup of its own, which counts every process and thread whoever owns it.
+ */
+const PIDS_CGROUP_ROOT = "/sys/fs/cgroup/pids";
+
+async function createPidsCgroup(max: number): Promise<string | undefined> {
+  if (process.getuid?.() !== 0) return undefined;
+  const dir = path.join(PIDS_CGROUP_ROOT, `foreman-${process.pid}-${randomSuffix()}`);
+  try {
+    await mkdir(dir);
+  } catch {
+    return undefined; // no v1 pids hierarchy here, or not ours to change
+  }
+  try {
+    await writeFile(path.join(dir, "pids.max"), String(max));
+    return dir;
+  } catch {
+    await rmdir(dir).catch(() => undefined);
+    return undefined;
+  }
+}
+
+function randomSuffix(): string {
+  return Math.random().toString(36).slice(2, 10);
+}
+
+/** True when the cgroup refused a fork (pids.events counts each refusal). */
+function pidsLimitHit(dir: string | undefined): boolean {
+  if (!dir) return false;
+  try {
+    return /^max [1-9]/m.test(readFileSync(path.join(dir, "pids.events"), "utf8"));
+  } catch {
+    return false;
+  }
+}
+
+/** Removes a run's cgroup once its processes are gone (the PID namespace dies async). */
+async function removeCgroup(dir: string | undefined): Promise<void> {
+  if (!dir) return;
+  for (let i = 0; i < 50; i++) {
+    try {
+      await rmdir(dir);
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EBUSY") return;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+}
+
+/** The fix an operator needs, for the start-up check's error. */
+const BWRAP_FIX =
+  "install bubblewrap (`apt-get install bubblewrap`) and allow unprivileged user namespaces " +
+  "(`sysctl -w kernel.unprivileged_userns_clone=1` on Debian, " +
+  "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` on Ubuntu 24.04+, " +
+  "`sysctl -w user.max_user_namespaces=15000` where it is 0), " +
+  "or set SANDBOX=none with OPEN_SIGNUP=false if every repository is trusted";
+
+/**
+ * Start-up check that the configured engine works here: runs `true` in the same sandbox as
+ * a real command (same mounts and limits). Throws an error naming the fix.
+ */
+export async function checkSandbox(): Promise<void> {
+  if (settings.engine === "none") return;
+  if (!(await findOnPath("bwrap"))) {
+    throw new Error(`SANDBOX=bwrap but bwrap is not on the PATH: ${BWRAP_FIX}.`);
+  }
+  if (!(await findOnPath("prlimit"))) {
+    throw new Error(
+      "SANDBOX=bwrap needs prlimit for its limits: install util-linux (`apt-get install util-linux`).",
+    );
+  }
+  const probe = await mkdtemp(path.join(os.tmpdir(), "foreman-probe-"));
+  try {
+    const args = [
+      ...(await bwrapArgs(probe, probe, undefined)),
+      ...limitArgs(),
+      "/bin/sh",
+      "-c",
+      "true",
+    ];
+    await execFileAsync(args[0]!, args.slice(1), {
+      timeout: 15_000,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+    });
+  } catch (error) {
+    const failure = error as NodeJS.ErrnoException & { stderr?: string };
+    const detail = (failure.stderr ?? "").trim().split("\n")[0] || failure.message;
+    throw new Error(`SANDBOX=bwrap does not work on this machine (${detail}): ${BWRAP_FIX}.`);
+  } finally {
+    await rm(probe, { recursive: true, force: true }).catch(() => undefined);
+  }
+}
+
 function buildEnv(
   home: string,
   cache: string,
@@ -98,6 +477,13 @@ function buildEnv(
     GOPATH: path.join(cache, "go"),
     XDG_CACHE_HOME: path.join(cache, "xdg"), // pip, yarn and most others follow XDG
   };
+  // Where a toolchain's shims look for it (pyenv's shims need PYENV_ROOT once HOME moved).
+  for (const name of ["PYENV_ROOT", "GOROOT", "RUSTUP_HOME"]) {
+    const value = process.env[name];
+    if (value) env[name] = value;
+  }
+  env.RUSTUP_HOME ??= rustupHome();
+  env.CARGO_HOME = path.join(cache, "cargo"); // registry downloads; ~/.cargo stays read-only
   // Callers may override the defaults above (a different PATH, CI=false) but never pass a
   // secret-looking name: those are dropped silently, because the service's own credentials
   // must not cross into repository code whatever a caller or configuration asks.
@@ -252,15 +638,34 @@ export async function runSandboxed(
     };
   }
 
-  // A fresh HOME per run rather than the cwd's parent: that parent is the workspace area
-  // other checkouts live in, and tools write dotfiles (~/.npmrc, ~/.gitconfig, shell
-  // history, config dirs) that would leak between runs and tasks. What is worth keeping
-  // across runs, the package caches, is pointed at shared directories explicitly.
-  const home = await mkdtemp(path.join(os.tmpdir(), "foreman-home-"));
+  // A fresh HOME (and, sandboxed, /tmp) per run rather than the cwd's parent: that parent
+  // is the workspace area other checkouts live in, and tools write dotfiles (~/.npmrc,
+  // ~/.gitconfig, shell history, config dirs) that would leak between runs and tasks. What
+  // is worth keeping across runs, the package caches, is pointed at shared directories
+  // explicitly. The run folder is in the OS temp dir, never under DATA_DIR; inside bwrap its
+  // tmp/ is /tmp and /tmp/home is HOME, and the output FIFO beside them is not mounted.
+  const run = await mkdtemp(path.join(os.tmpdir(), "foreman-run-"));
   let output: OutputFifo | undefined;
+  let cgroup: string | undefined;
   try {
-    const env = buildEnv(home, await sharedCacheRoot(), options.env);
-    const fifo = (output = await openOutputFifo(path.join(home, ".output")));
+    const cache = await sharedCacheRoot();
+    const boxed = settings.engine === "bwrap";
+    const cwd = await realpath(options.cwd);
+    let home = path.join(run, "home");
+    let argv = ["/bin/sh", "-c", command];
+    if (boxed) {
+      const tmp = path.join(run, "tmp");
+      await mkdir(path.join(tmp, "home"), { recursive: true });
+      home = "/tmp/home";
+      const exposes = hiddenPaths().some((h) => isInside(cache, h));
+      argv = [...(await bwrapArgs(cwd, tmp, exposes ? undefined : cache)), ...limitArgs(), ...argv];
+      cgroup = await createPidsCgroup(settings.maxProcs);
+    } else {
+      await mkdir(home);
+    }
+    const env = buildEnv(home, cache, options.env);
+    if (boxed) env.TMPDIR = "/tmp";
+    const fifo = (output = await openOutputFifo(path.join(run, ".output")));
     return await new Promise<SandboxResult>((resolve, reject) => {
       const collector = createCollector(options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT);
       let outputClosed = false;
@@ -269,12 +674,21 @@ export async function runSandboxed(
       // order of writes to both). Not Node's "pipe" stdio: that is a socket, and a Node
       // program that prints a lot and then calls process.exit() (tsc, many test runners)
       // loses whatever is still queued for a socket, while pipe writes are synchronous. The
-      // shell execs the real one: same pid, so the same process group.
+      // shell execs the real one (bwrap, or the command's shell): same pid, so the same
+      // process group. bwrap dies with its group on a kill, and its PID namespace with it.
       const child = spawn(
         "/bin/sh",
-        ["-c", 'exec >"$2" 2>&1; exec /bin/sh -c "$1"', "sh", command, fifo.path],
+        [
+          "-c",
+          // Joins the run's cgroup (when there is one) before anything of the command starts.
+          'out=$1; cg=$2; shift 2; if [ -n "$cg" ]; then echo $$ > "$cg/cgroup.procs" || exit 125; fi; exec >"$out" 2>&1; exec "$@"',
+          "sh",
+          fifo.path,
+          cgroup ?? "",
+          ...argv,
+        ],
         {
-          cwd: options.cwd,
+          cwd,
           env,
           detached: true,
           stdio: "ignore",
@@ -324,6 +738,18 @@ export async function runSandboxed(
         if (settled) return;
         settled = true;
         cleanup();
+        const text = collector.text();
+        const ok = exitCode === 0 && !timedOut && !aborted;
+        const limit =
+          boxed && !ok && !timedOut && !aborted
+            ? pidsLimitHit(cgroup)
+              ? processLimitText()
+              : limitHit(exitCode, text)
+            : undefined;
+        recordSandboxRun(
+          timedOut ? "timeout" : aborted ? "aborted" : exitCode === 0 ? "ok" : "failed",
+          performance.now() - started,
+        );
         resolve({
           command: shown,
           exitCode,
@@ -331,8 +757,9 @@ export async function runSandboxed(
           timedOut,
           aborted,
           durationMs: Math.round(performance.now() - started),
-          output: collector.text(),
-          ok: exitCode === 0 && !timedOut && !aborted,
+          output: text,
+          ok,
+          ...(limit ? { limit } : {}),
         });
       }
 
@@ -372,7 +799,9 @@ export async function runSandboxed(
     });
   } finally {
     output?.close();
-    await rm(home, { recursive: true, force: true }).catch(() => undefined);
+    await rm(run, { recursive: true, force: true }).catch(() => undefined);
+    // In the background: the PID namespace dies asynchronously, and the result need not wait.
+    void removeCgroup(cgroup);
   }
 }
 
@@ -412,6 +841,30 @@ async function openOutputFifo(fifoPath: string): Promise<OutputFifo> {
   };
 }
 
+/*
+ * rlimits do not kill with a signal of their own (but RLIMIT_FSIZE's SIGXFSZ): an allocation
+ * or a fork fails, and the tool prints why. These are the messages of the runtimes the
+ * service runs (V8, Go, CPython, glibc, sh).
+ */
+const OUT_OF_MEMORY =
+  /out of memory|Failed to reserve (virtual )?memory|Array buffer allocation failed|Cannot allocate memory|fatal error: (runtime: )?out of memory|MemoryError|std::bad_alloc|ENOMEM/;
+const OUT_OF_PROCESSES =
+  /Cannot fork|fork: (retry: )?Resource temporarily unavailable|pthread_create failed: Resource temporarily unavailable|spawn \S+ EAGAIN|failed to create new OS thread/;
+const SIGXFSZ_EXIT = 128 + (os.constants.signals.SIGXFSZ ?? 25);
+
+function processLimitText(): string {
+  return `too many processes: the command exceeded SANDBOX_MAX_PROCS=${settings.maxProcs}`;
+}
+
+function limitHit(exitCode: number | null, output: string): string | undefined {
+  if (exitCode === SIGXFSZ_EXIT || /File size limit exceeded/.test(output))
+    return `file too large: the command wrote a file over SANDBOX_MAX_FILE_MB=${settings.maxFileMb}`;
+  if (OUT_OF_MEMORY.test(output))
+    return `out of memory: the command exceeded SANDBOX_MEMORY_MB=${settings.memoryMb}`;
+  if (OUT_OF_PROCESSES.test(output)) return processLimitText();
+  return undefined;
+}
+
 function formatDuration(ms: number): string {
   if (ms < 1000) return `${ms} ms`;
   if (ms < 10_000) return `${(ms / 1000).toFixed(1)} s`;
@@ -426,7 +879,8 @@ export function describeResult(result: SandboxResult): string {
   if (result.timedOut) return `${name} timed out after ${after}`;
   if (result.aborted) return `${name} was cancelled after ${after}`;
   if (result.ok) return `${name} succeeded after ${after}`;
+  const limit = result.limit ? ` (${result.limit})` : "";
   if (result.exitCode !== null)
-    return `${name} failed with exit code ${result.exitCode} after ${after}`;
-  return `${name} was killed by ${result.signal ?? "a signal"} after ${after}`;
+    return `${name} failed with exit code ${result.exitCode} after ${after}${limit}`;
+  return `${name} was killed by ${result.signal ?? "a signal"} after ${after}${limit}`;
 }

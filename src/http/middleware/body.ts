@@ -13,6 +13,14 @@ export async function readRawBody(ctx: AppContext, limit = BODY_LIMIT): Promise<
   return getRawBody(ctx.req, { limit, length, encoding: "utf8" });
 }
 
+/** Bodies are read as UTF-8 text: a compressed body or another charset is refused (415). */
+function plainUtf8(ctx: AppContext): boolean {
+  const encoding = ctx.get("content-encoding").trim().toLowerCase();
+  if (encoding !== "" && encoding !== "identity") return false;
+  const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(ctx.get("content-type"))?.[1];
+  return charset === undefined || ["utf-8", "utf8", "us-ascii"].includes(charset.toLowerCase());
+}
+
 function hasBody(ctx: AppContext): boolean {
   const length = ctx.request.length;
   return (length !== undefined && length > 0) || ctx.get("transfer-encoding") !== "";
@@ -23,18 +31,24 @@ function hasBody(ctx: AppContext): boolean {
  * malformed JSON, 400 for `$`-prefixed keys. The raw text stays on `ctx.state.rawBody` for
  * signature checks. Paths in `skip` read their own bodies (the GitHub webhook).
  */
-export function jsonBody(options: { skip: string[]; allowDollarKeys: string[] }) {
+export function jsonBody(options: {
+  skip: string[];
+  /** Paths that read their own bodies too, by shape (vendors' signed webhooks). */
+  skipWhen?: (path: string) => boolean;
+  allowDollarKeys: string[];
+}) {
   return async function parseJsonBody(ctx: AppContext, next: Next): Promise<void> {
     if (
       ctx.method === "GET" ||
       ctx.method === "HEAD" ||
       ctx.method === "OPTIONS" ||
       options.skip.includes(ctx.path) ||
+      options.skipWhen?.(ctx.path) ||
       !hasBody(ctx)
     ) {
       return next();
     }
-    if (!ctx.is("application/json", "+json")) {
+    if (!ctx.is("application/json", "+json") || !plainUtf8(ctx)) {
       // Drain what the client sent before answering, so the connection stays usable.
       await readRawBody(ctx).catch(() => undefined);
       throw errors.unsupportedMediaType();

@@ -2,7 +2,27 @@ import { mkdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { recordDefaultBranch } from "../../domain/linking.js";
 import { headCommit, runGit, shallowClone } from "../../util/git.js";
-import type { Stage } from "../runner.js";
+import { remoteGitArgs, RemoteUrlError } from "../../util/remote-url.js";
+import { StageError } from "../errors.js";
+import type { Stage, StageContext } from "../runner.js";
+
+/**
+ * The clone-URL policy (src/util/remote-url.ts) checked again right before git reaches a
+ * plain-git remote: the name may resolve elsewhere than at creation. Answers the git
+ * arguments pinning the checked addresses. GitHub remotes are the operator's configured host.
+ */
+export async function remoteArgs(ctx: StageContext, url: string): Promise<string[]> {
+  if (ctx.task.repo.kind === "github") return [];
+  try {
+    return await remoteGitArgs(url, ctx.config.allowLocalRepos);
+  } catch (error) {
+    if (error instanceof RemoteUrlError)
+      throw new StageError(
+        `The clone URL of ${ctx.task.repo.full_name} is not allowed (${error.message}). Only https://, ssh:// and user@host:path remotes on public hosts can be used.`,
+      );
+    throw error;
+  }
+}
 
 /** CLONING: a shallow clone of the default branch into the task's working copy. */
 export const cloneStage: Stage = {
@@ -17,7 +37,10 @@ export const cloneStage: Stage = {
       `Cloning ${repo.full_name} (${branch ? `branch ${branch}` : "its default branch"}, shallow).`,
     );
     const started = performance.now();
-    await shallowClone(await ctx.cloneUrl(), branch, ctx.workdir, {
+    const url = await ctx.cloneUrl();
+    const config = await remoteArgs(ctx, url);
+    await shallowClone(url, branch, ctx.workdir, {
+      config,
       timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
       signal: ctx.signal,
     });

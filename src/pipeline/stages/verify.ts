@@ -23,8 +23,10 @@ function tail(text: string, lines: number): string {
 
 /**
  * VERIFYING ⇄ FIXING: the repository's own checks run in the sandbox; failures go back to
- * an agent with the same tools, at most MAX_FIX_ATTEMPTS times. The round count is kept
- * on the task, so a resumed stage does not get extra rounds.
+ * an agent with the same tools, at most MAX_FIX_ATTEMPTS times. The count of finished
+ * rounds is kept on the task, so a resumed stage does not get extra rounds; a round cut
+ * short by a crash (the worker died in FIXING) is not counted, and the resumed stage runs
+ * it again (STAGE_MAX_ATTEMPTS still bounds how often a stage is resumed).
  */
 export const verifyStage: Stage = {
   name: "verify",
@@ -98,7 +100,7 @@ export const verifyStage: Stage = {
         };
       }
       attempt += 1;
-      await ctx.update({ checks: record, fix_attempts: attempt });
+      await ctx.update({ checks: record });
       await ctx.setPhase("FIXING");
       await ctx.log(
         `Fix attempt ${attempt} of ${maxAttempts}: ${outcome.failed.map((c) => c.name).join(", ")} failed.`,
@@ -115,10 +117,9 @@ export const verifyStage: Stage = {
         }),
         label: `Fix ${attempt}`,
       });
-      if (run.notes.length) {
-        learned.push(...run.notes);
-        await ctx.update({ learned });
-      }
+      if (run.notes.length) learned.push(...run.notes);
+      // The round counts as used once it finished, not when it started.
+      await ctx.update({ fix_attempts: attempt, ...(run.notes.length ? { learned } : {}) });
       await ctx.log(`Fix attempt ${attempt} done: ${run.summary}`);
       await ctx.setPhase("VERIFYING");
     }

@@ -1,0 +1,155 @@
+/*
+ * `npm run bench -- sandbox`: what the bubblewrap boundary (src/util/sandbox.ts) costs. The
+ * same runner runs the same command with SANDBOX=bwrap and SANDBOX=none, alternating run by
+ * run so a change in the machine's load weighs on both alike:
+ *
+ * - `true`: the fixed cost per command (namespaces, mounts, rlimits). Target: < 50 ms more.
+ * - `npm test` of a small repository (the calc fixture, fixed: node --test, passing): the
+ *   cost on a real test run. Target: < 10% more.
+ *
+ * BENCH_SANDBOX_RUNS (default 20) runs of `true` per engine, a quarter of that (at least 5)
+ * of `npm test`. Figures are medians.
+ */
+import { execFile } from "node:child_process";
+import { mkdtemp, mkdir, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import { CALC_BUGGY, CALC_FIX, calcRepoFiles } from "../test/helpers/calc-repo.js";
+import {
+  checkSandbox,
+  configureSandbox,
+  runSandboxed,
+  type SandboxEngine,
+} from "../src/util/sandbox.js";
+import { BenchError, summariseLatencies, type Benchmark, type BenchReport } from "./lib/harness.js";
+
+const TARGET_PER_COMMAND_MS = 50;
+const TARGET_TEST_RATIO = 0.1;
+
+function runs(): number {
+  const raw = process.env.BENCH_SANDBOX_RUNS;
+  const value = raw === undefined || raw.trim() === "" ? 20 : Number(raw);
+  if (!Number.isInteger(value) || value < 3 || value > 1000)
+    throw new Error(`BENCH_SANDBOX_RUNS must be an integer from 3 to 1000, got "${raw}"`);
+  return value;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** Wall time of one run as the service sees it (setup, FIFO, teardown included). */
+async function timed(engine: SandboxEngine, command: string, cwd: string): Promise<number> {
+  configureSandbox({ engine });
+  const started = performance.now();
+  const result = await runSandboxed(command, { cwd, timeoutMs: 120_000 });
+  const ms = performance.now() - started;
+  if (!result.ok)
+    throw new BenchError(
+      `\`${command}\` failed with SANDBOX=${engine} (exit ${result.exitCode}):\n${result.output.slice(-2000)}`,
+    );
+  return ms;
+}
+
+async function compare(
+  command: string,
+  cwd: string,
+  count: number,
+): Promise<{ none: number[]; bwrap: number[] }> {
+  const none: number[] = [];
+  const bwrap: number[] = [];
+  // One unmeasured run each: the first pays for cold caches (and the sandbox's mount list).
+  await timed("none", command, cwd);
+  await timed("bwrap", command, cwd);
+  for (let i = 0; i < count; i++) {
+    // Alternate which goes first, so neither always follows the other.
+    if (i % 2 === 0) {
+      none.push(await timed("none", command, cwd));
+      bwrap.push(await timed("bwrap", command, cwd));
+    } else {
+      bwrap.push(await timed("bwrap", command, cwd));
+      none.push(await timed("none", command, cwd));
+    }
+  }
+  return { none, bwrap };
+}
+
+const ms = (n: number) => `${n.toFixed(1)} ms`;
+
+export const sandboxBench: Benchmark = {
+  name: "sandbox",
+  description: "the bubblewrap boundary's cost: `true` and a small `npm test`, bwrap vs none",
+  async run(): Promise<BenchReport> {
+    const n = runs();
+    const dir = await mkdtemp(path.join(os.tmpdir(), "foreman-bench-sandbox-"));
+    try {
+      const files = calcRepoFiles();
+      files["src/math.ts"] = CALC_BUGGY.replace("return value;", CALC_FIX);
+      for (const [name, content] of Object.entries(files)) {
+        await mkdir(path.dirname(path.join(dir, name)), { recursive: true });
+        await writeFile(path.join(dir, name), content);
+      }
+      // A real .git, so the read-only bind over it is part of what is measured.
+      await promisify(execFile)("git", ["init", "-q"], { cwd: dir });
+      configureSandbox({});
+      await checkSandbox();
+
+      const trivial = await compare("true", dir, n);
+      const testRuns = Math.max(5, Math.floor(n / 4));
+      const tests = await compare("npm test", dir, testRuns);
+      configureSandbox({});
+
+      const perCommand = median(trivial.bwrap) - median(trivial.none);
+      const testRatio = median(tests.bwrap) / median(tests.none) - 1;
+      console.log(
+        `  true:     none ${ms(median(trivial.none))}, bwrap ${ms(median(trivial.bwrap))} ` +
+          `(+${ms(perCommand)}, medians of ${n})`,
+      );
+      console.log(
+        `  npm test: none ${ms(median(tests.none))}, bwrap ${ms(median(tests.bwrap))} ` +
+          `(+${(testRatio * 100).toFixed(1)}%, medians of ${testRuns})`,
+      );
+      return {
+        subjects: [],
+        latencies: [
+          summariseLatencies("true, SANDBOX=none", [Float64Array.from(trivial.none)]),
+          summariseLatencies("true, SANDBOX=bwrap", [Float64Array.from(trivial.bwrap)]),
+          summariseLatencies("npm test, SANDBOX=none", [Float64Array.from(tests.none)]),
+          summariseLatencies("npm test, SANDBOX=bwrap", [Float64Array.from(tests.bwrap)]),
+        ],
+        checks: [
+          {
+            name: "sandbox cost per command",
+            value: perCommand,
+            target: TARGET_PER_COMMAND_MS,
+            atMost: true,
+            pass: perCommand <= TARGET_PER_COMMAND_MS,
+            detail: `median \`true\` ${ms(median(trivial.bwrap))} in bwrap vs ${ms(median(trivial.none))} without`,
+          },
+          {
+            name: "sandbox cost on npm test",
+            value: testRatio,
+            target: TARGET_TEST_RATIO,
+            atMost: true,
+            pass: testRatio <= TARGET_TEST_RATIO,
+            detail: `median \`npm test\` ${ms(median(tests.bwrap))} in bwrap vs ${ms(median(tests.none))} without`,
+          },
+        ],
+        info: {
+          runs: n,
+          testRuns,
+          trueMs: trivial,
+          npmTestMs: tests,
+          cpus: os.availableParallelism(),
+          load: os.loadavg(),
+        },
+      };
+    } finally {
+      configureSandbox({});
+      await rm(dir, { recursive: true, force: true });
+    }
+  },
+};

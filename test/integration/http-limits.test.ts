@@ -1,0 +1,159 @@
+import http from "node:http";
+import net from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+
+/*
+ * The HTTP server's own edges: a request whose body never fully arrives is answered 408 and
+ * closed after HTTP_REQUEST_TIMEOUT_S (not Node's 300 s), and every refused WebSocket
+ * upgrade, ws's own handshake checks included, answers with the JSON error body.
+ */
+
+let server: TestServer;
+let key: string;
+let port: number;
+
+beforeAll(async () => {
+  server = await startTestServer({ env: { HTTP_REQUEST_TIMEOUT_S: "1" } });
+  key = (await server.signup()).key;
+  port = Number(new URL(server.url).port);
+}, 60_000);
+
+afterAll(async () => {
+  await server?.stop();
+});
+
+/** Sends `raw` on a new connection; resolves everything received until the server closes. */
+function rawExchange(raw: string): Promise<{ text: string; ms: number }> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const socket = net.connect(port, "127.0.0.1", () => socket.write(raw));
+    let text = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => (text += chunk));
+    socket.on("error", reject);
+    socket.on("close", () => resolve({ text, ms: performance.now() - started }));
+  });
+}
+
+describe("request timeouts", () => {
+  it("answers 408 and closes a request whose body is shorter than its Content-Length", async () => {
+    const { text, ms } = await rawExchange(
+      `POST /keys/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: ${key}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":`,
+    );
+    expect(text).toMatch(/^HTTP\/1\.1 408 /);
+    // Node's default would hold it for 300 s; the configured limit is 1 s (checked every 250 ms).
+    expect(ms).toBeLessThan(10_000);
+  }, 20_000);
+
+  it("answers 408 when the headers never finish", async () => {
+    const { text } = await rawExchange(`GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: a`);
+    expect(text).toMatch(/^HTTP\/1\.1 408 /);
+  }, 20_000);
+
+  it("still serves a complete request", async () => {
+    const res = await server.api("GET", "/keys/me", { key });
+    expect(res.status).toBe(200);
+  });
+});
+
+interface Refusal {
+  error: { code: string; message: string };
+}
+
+/** An upgrade request; resolves the refusal's status, headers and parsed body. */
+function upgrade(
+  path: string,
+  headers: Record<string, string>,
+  method = "GET",
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Refusal }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: "127.0.0.1", port, path, method, headers });
+    req.on("upgrade", () => reject(new Error("the upgrade was accepted")));
+    req.on("response", (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => (text += chunk));
+      res.on("end", () => {
+        try {
+          resolve({
+            status: res.statusCode!,
+            headers: res.headers,
+            body: JSON.parse(text) as Refusal,
+          });
+        } catch (error) {
+          reject(new Error(`not JSON: ${text} (${String(error)})`));
+        }
+      });
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+const HANDSHAKE = {
+  Connection: "Upgrade",
+  Upgrade: "websocket",
+  "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+  "Sec-WebSocket-Version": "13",
+};
+
+describe("refused WebSocket upgrades", () => {
+  it("answers a bad since with 400 and the JSON error body", async () => {
+    for (const since of ["abc", "-1", "1e3", "9".repeat(20)]) {
+      const res = await upgrade(`/tasks/task_x/ws?since=${since}`, {
+        ...HANDSHAKE,
+        "X-API-Key": key,
+      });
+      expect(res.status, since).toBe(400);
+      expect(res.headers["content-type"]).toBe("application/json");
+      expect(res.body.error.code).toBe("validation_failed");
+      expect(res.body.error.message).toMatch(/since/);
+    }
+  });
+
+  it("answers ws's own handshake refusals with the JSON error body", async () => {
+    const cases: Array<[Record<string, string>, RegExp]> = [
+      [{ ...HANDSHAKE, "Sec-WebSocket-Key": "short" }, /Sec-WebSocket-Key/],
+      [{ ...HANDSHAKE, "Sec-WebSocket-Version": "7" }, /Sec-WebSocket-Version/],
+      [{ ...HANDSHAKE, "Sec-WebSocket-Protocol": "a,,b" }, /Sec-WebSocket-Protocol/],
+    ];
+    // The task must be watchable for ws to see the handshake: a task of this account.
+    const task = await firstWatchableTask();
+    for (const [headers, message] of cases) {
+      const res = await upgrade(`/tasks/${task}/ws`, { ...headers, "X-API-Key": key });
+      expect(res.status).toBe(400);
+      expect(res.headers["content-type"]).toBe("application/json");
+      expect(res.body.error).toEqual({ code: "validation_failed", message: expect.any(String) });
+      expect(res.body.error.message).toMatch(message);
+    }
+  });
+
+  it("keeps 401 and 404 as JSON too", async () => {
+    expect((await upgrade("/tasks/task_x/ws", HANDSHAKE)).status).toBe(401);
+    const missing = await upgrade("/tasks/task_x/ws", { ...HANDSHAKE, "X-API-Key": key });
+    expect(missing.status).toBe(404);
+    expect(missing.body.error.code).toBe("not_found");
+  });
+});
+
+/** A task id the caller may watch, created through the API on a local repository. */
+async function firstWatchableTask(): Promise<string> {
+  const { createGitRepo } = await import("../helpers/git-repo.js");
+  const repo = await createGitRepo({ "a.txt": "a\n" });
+  try {
+    const ws = await server.api("POST", "/workspaces", {
+      key,
+      body: { name: "ws", repos: [{ name: "acme/app", clone_url: repo.dir }] },
+    });
+    expect(ws.status).toBe(201);
+    const task = await server.api("POST", "/tasks", {
+      key,
+      body: { workspace_id: ws.body.id, repo_id: "acme/app", description: "Add a line to a.txt" },
+    });
+    expect(task.status).toBe(201);
+    return task.body.id as string;
+  } finally {
+    await repo.remove();
+  }
+}

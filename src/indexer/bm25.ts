@@ -13,6 +13,12 @@ import { compoundHash, STOP_WORDS, stem } from "./tokenize.js";
 
 /** Field weight (path boosted most, then symbols) and length normalisation; k1 as usual. */
 const WEIGHT = [5, 3, 1];
+/**
+ * A term found in the file's own path also adds this share of its idf outside the BM25F
+ * saturation: a word of the file name is strong evidence however often the content repeats
+ * other query words.
+ */
+const PATH_BONUS = 1;
 const B = [0.3, 0.5, 0.75];
 const K1 = 1.2;
 
@@ -24,6 +30,13 @@ const MIN_PREFIX = 4;
 export interface WeightedTerm {
   key: string;
   weight: number;
+  /**
+   * Terms with the same group (a query word's prefix expansions) are scored as one term:
+   * their frequencies summed and saturated once, under the idf of the group as a whole.
+   * Scored apart, thirty rare expansions ("valid0" … "validate10") would each add a full
+   * rare-term score and lift generated files and fixtures above the source.
+   */
+  group?: string;
 }
 
 export interface ScoredDoc {
@@ -141,43 +154,62 @@ export class Bm25Index {
     // With many candidates the most widespread are kept: rare ones are usually noise.
     candidates.sort((a, b) => b.df - a.df);
     for (const { key } of candidates.slice(0, MAX_EXPANSIONS)) {
-      matches.push({ key, weight: weight * EXPANSION_WEIGHT });
+      matches.push({ key, weight: weight * EXPANSION_WEIGHT, group: `${word}*` });
     }
     return matches;
   }
 
-  /** BM25F scores of every document matching any of the weighted terms. */
+  /** BM25F scores of every document matching any of the weighted terms (see WeightedTerm). */
   score(terms: readonly WeightedTerm[]): ScoredDoc[] {
     const n = this.docCount;
     if (n === 0) return [];
     const scores = new Float64Array(n);
     const pseudo = new Float64Array(n);
+    const inPath = new Uint8Array(n);
     const hit = new Uint8Array(n);
     const matched: number[] = [];
     const docs: number[] = [];
-    for (const { key, weight } of terms) {
-      for (const segment of this.segments) {
-        const id = this.localId(segment, key);
-        if (id === undefined) continue;
-        for (let f = 0; f < FIELD_COUNT; f++) {
-          const { offsets, docs: local, tfs } = segment.postings[f]!;
-          const lengths = segment.lengths[f]!;
-          const w = WEIGHT[f]!;
-          const b = B[f]!;
-          const a = this.average[f]!;
-          for (let p = offsets[id]!, end = offsets[id + 1]!; p < end; p++) {
-            const doc = segment.base + local[p]!;
-            if (pseudo[doc] === 0) docs.push(doc);
-            pseudo[doc]! += (w * tfs[p]!) / (1 - b + (b * lengths[local[p]!]!) / a);
+    const groups = new Map<string, WeightedTerm[]>();
+    for (const term of terms) {
+      const key = term.group ?? `=${term.key}`;
+      const members = groups.get(key);
+      if (members === undefined) groups.set(key, [term]);
+      else members.push(term);
+    }
+    for (const members of groups.values()) {
+      // The group's weight is its strongest member's; members count by their share of it.
+      const weight = Math.max(...members.map((m) => m.weight));
+      let df = 0;
+      for (const { key, weight: w } of members) {
+        const share = w / weight;
+        df += this.df(key);
+        for (const segment of this.segments) {
+          const id = this.localId(segment, key);
+          if (id === undefined) continue;
+          for (let f = 0; f < FIELD_COUNT; f++) {
+            const { offsets, docs: local, tfs } = segment.postings[f]!;
+            const lengths = segment.lengths[f]!;
+            const fw = WEIGHT[f]! * share;
+            const b = B[f]!;
+            const a = this.average[f]!;
+            for (let p = offsets[id]!, end = offsets[id + 1]!; p < end; p++) {
+              const doc = segment.base + local[p]!;
+              if (pseudo[doc] === 0) docs.push(doc);
+              pseudo[doc]! += (fw * tfs[p]!) / (1 - b + (b * lengths[local[p]!]!) / a);
+              if (f === 0) inPath[doc] = 1;
+            }
           }
         }
       }
       // BM25F: field-weighted frequencies are summed first, then saturated once per term.
-      const idf = this.idf(key);
+      df = Math.min(df, n);
+      const idf = Math.log(1 + (n - df + 0.5) / (df + 0.5));
       for (const doc of docs) {
         const t = pseudo[doc]!;
         scores[doc]! += (weight * idf * (t * (K1 + 1))) / (K1 + t);
+        if (inPath[doc] === 1) scores[doc]! += weight * idf * PATH_BONUS;
         pseudo[doc] = 0;
+        inPath[doc] = 0;
         if (hit[doc] === 0) {
           hit[doc] = 1;
           matched.push(doc);

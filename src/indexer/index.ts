@@ -13,6 +13,7 @@ import { listRepoFiles } from "./file-list.js";
 import { forEachConcurrently } from "../util/concurrency.js";
 import { READ_CONCURRENCY, readBounded } from "./read-files.js";
 import { ShardBuilder, type Shard } from "./shard.js";
+import { fileKind, kindFactors } from "./ranking.js";
 import { skipByPath } from "./skip.js";
 import { summarizeTree } from "./summary.js";
 import { compoundKey, queryTerms, scanWords, TokenBuffer, wordParts } from "./tokenize.js";
@@ -60,8 +61,11 @@ export interface RepoIndex {
   /** Indexed files under a relative directory, or all of them. */
   listFiles(dir?: string): string[];
   has(path: string): boolean;
-  /** A compact tree of the repository for a prompt: directory counts and the first files. */
-  summary(maxEntries?: number): string;
+  /**
+   * A compact tree of the repository for a prompt: directory counts and the first files;
+   * the directories of `focus` files are opened first and those files listed.
+   */
+  summary(maxEntries?: number, focus?: readonly string[]): string;
 }
 
 const SNIPPET_CONTEXT = 2;
@@ -84,8 +88,9 @@ export async function buildIndex(
   };
   for (const [reason, n] of Object.entries(listing.prunedDirs)) skip(reason, n);
   const candidates: string[] = [];
+  const tracked = listing.source === "git";
   for (const rel of listing.paths) {
-    const reason = skipByPath(rel);
+    const reason = skipByPath(rel, tracked);
     if (reason === undefined) candidates.push(rel);
     else skip(reason, 1);
   }
@@ -117,7 +122,8 @@ export async function buildIndex(
     search: (query, limit = 10) => search(index, absRoot, query, limit),
     listFiles: (dir) => listUnder(files, dir),
     has: (p) => indexed.has(normalizeRel(p)),
-    summary: (maxEntries = 200) => summarizeTree(files, maxEntries, summaryHeader(stats)),
+    summary: (maxEntries = 200, focus = []) =>
+      summarizeTree(files, maxEntries, summaryHeader(stats), focus),
   };
 }
 
@@ -162,16 +168,22 @@ function listUnder(files: string[], dir: string | undefined): string[] {
 }
 
 function search(index: Bm25Index, root: string, query: string, limit: number): SearchHit[] {
-  const weights = new Map<string, number>();
-  const use = ({ key, weight }: WeightedTerm) =>
-    weights.set(key, Math.max(weights.get(key) ?? 0, weight));
+  const terms = new Map<string, WeightedTerm>();
+  const use = (term: WeightedTerm) => {
+    const known = terms.get(term.key);
+    // A word asked for itself scores as itself, not as another word's expansion.
+    if (known === undefined || known.weight < term.weight) terms.set(term.key, term);
+  };
   for (const { term, weight, compound } of queryTerms(query)) {
     if (compound) use({ key: Bm25Index.compoundKey(term), weight });
     else index.expand(term, weight).forEach(use);
   }
-  if (weights.size === 0 || limit <= 0) return [];
-  const scored = index.score([...weights].map(([key, weight]) => ({ key, weight })));
+  if (terms.size === 0 || limit <= 0) return [];
+  const weights = new Map([...terms.values()].map((t) => [t.key, t.weight]));
+  const scored = index.score([...terms.values()]);
   const paths = index.paths;
+  const factors = kindFactors(query);
+  for (const s of scored) s.score *= factors[fileKind(paths[s.doc]!)];
   scored.sort((a, b) => b.score - a.score || compare(paths[a.doc]!, paths[b.doc]!));
   return scored.slice(0, limit).map(({ doc, score }) => ({
     path: paths[doc]!,

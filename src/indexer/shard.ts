@@ -24,7 +24,13 @@ import {
   STOP_WORDS,
   TokenBuffer,
 } from "./tokenize.js";
-import { hasGeneratedHeader, looksBinary, type SkipReason } from "./skip.js";
+import {
+  hasGeneratedHeader,
+  looksBinary,
+  looksBuilt,
+  underAmbiguousDir,
+  type SkipReason,
+} from "./skip.js";
 import { IntMap } from "./int-map.js";
 import { extractSymbols } from "./symbols.js";
 
@@ -108,6 +114,7 @@ export class ShardBuilder {
   addFile(rel: string, content: Buffer): void {
     if (looksBinary(content)) return this.skip("binary");
     if (hasGeneratedHeader(content)) return this.skip("generated");
+    if (underAmbiguousDir(rel) && looksBuilt(content)) return this.skip("generated");
     const doc = this.paths.length;
     this.paths.push(rel);
     this.bytes += content.length;

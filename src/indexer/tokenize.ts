@@ -188,6 +188,17 @@ export function compoundHash(key: string): number {
   return hashString(key) || 1;
 }
 
+/**
+ * Words of a request that say what kind of change it is, not where: "Fix the bug in …",
+ * "closes #12". Left out of queries only (a file may well define `fix` or `Issue`); they
+ * matched changelog tooling and issue templates first (bench/localisation.ts).
+ */
+const QUERY_FILLER: ReadonlySet<string> = new Set(
+  "fix fixes fixed fixing bug bugs bugfix issue issues close closes closed resolve resolves".split(
+    " ",
+  ),
+);
+
 /** A term of a query with its weight; a compound is looked up as a whole word. */
 export interface QueryTerm {
   term: string;
@@ -209,6 +220,10 @@ export function queryTerms(query: string): QueryTerm[] {
   };
   let previous: string[] = [];
   for (const word of query.split(/[^A-Za-z0-9_]+/)) {
+    if (QUERY_FILLER.has(word.toLowerCase())) {
+      previous = [];
+      continue;
+    }
     const parts = wordParts(word);
     const terms = parts.map(termOf).filter((t) => t !== undefined);
     if (terms.length === 0) {

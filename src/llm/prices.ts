@@ -3,16 +3,47 @@ import type { ModelProvider, PricedUsage, Usage } from "./types.js";
 /*
  * List prices in USD per million tokens, as published by the providers (checked November
  * 2026). Where a provider runs a temporary promotion the list price is kept, so budgets err
- * on the safe side. Cached-input discounts are ignored for the same reason. Models that are
- * not listed are reported as unpriced; operators can set a price in the model settings.
+ * on the safe side. Models that are not listed are reported as unpriced; operators can set a
+ * price in the model settings.
+ *
+ * Prompt-cache prices (src/llm/cache.ts), as multiples of the input price:
+ * - Anthropic: reads 0.1×, writes 1.25× (5-minute cache), for every model
+ *   (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching#pricing).
+ * - OpenAI: reads at the "cached input" price of https://platform.openai.com/docs/pricing,
+ *   which varies by family (gpt-5: 0.1×, gpt-4.1 and o3/o4-mini: 0.25×, gpt-4o and o1:
+ *   0.5×, the -pro models: no discount); writing costs nothing extra.
+ * - An operator's override: Anthropic's ratios for Anthropic, else the input price.
  */
 
 /** Price of one model, USD per million tokens; `priced` is false when nothing is known. */
 export interface ModelPrice {
   inputPerMTok: number;
   outputPerMTok: number;
+  /** Input tokens read from the prompt cache. */
+  cacheReadPerMTok: number;
+  /** Input tokens written to the prompt cache. */
+  cacheWritePerMTok: number;
   priced: boolean;
 }
+
+const ANTHROPIC_CACHE_READ = 0.1;
+const ANTHROPIC_CACHE_WRITE = 1.25;
+/** OpenAI's cached-input ratio by model id prefix (see the header); first match wins. */
+const OPENAI_CACHE_READ: ReadonlyArray<readonly [prefix: string, ratio: number]> = [
+  ["gpt-5-pro", 1],
+  ["gpt-5.2-pro", 1],
+  ["gpt-5.4-pro", 1],
+  ["gpt-5.5-pro", 1],
+  ["gpt-5", 0.1],
+  ["gpt-4.1", 0.25],
+  ["gpt-4o", 0.5],
+  ["o3-pro", 1],
+  ["o1-pro", 1],
+  ["o3-mini", 0.5],
+  ["o3", 0.25],
+  ["o4-mini", 0.25],
+  ["o1", 0.5],
+];
 
 /** An operator-configured price; it wins over the table. */
 export interface PriceOverride {
@@ -103,25 +134,60 @@ export function priceFor(
   override?: PriceOverride,
 ): ModelPrice {
   if (override) {
+    const anthropic = provider === "anthropic";
     return {
       inputPerMTok: override.inputPerMTok,
       outputPerMTok: override.outputPerMTok,
+      cacheReadPerMTok: override.inputPerMTok * (anthropic ? ANTHROPIC_CACHE_READ : 1),
+      cacheWritePerMTok: override.inputPerMTok * (anthropic ? ANTHROPIC_CACHE_WRITE : 1),
       priced: true,
     };
   }
   const id = model.trim().toLowerCase();
   const row = TABLES[provider].find(([entry]) => matches(id, entry));
-  if (!row) return { inputPerMTok: 0, outputPerMTok: 0, priced: false };
-  return { inputPerMTok: row[1], outputPerMTok: row[2], priced: true };
+  if (!row) {
+    return {
+      inputPerMTok: 0,
+      outputPerMTok: 0,
+      cacheReadPerMTok: 0,
+      cacheWritePerMTok: 0,
+      priced: false,
+    };
+  }
+  const input = row[1];
+  const read =
+    provider === "anthropic"
+      ? ANTHROPIC_CACHE_READ
+      : (OPENAI_CACHE_READ.find(([prefix]) => id.startsWith(prefix))?.[1] ?? 1);
+  const write = provider === "anthropic" ? ANTHROPIC_CACHE_WRITE : 1;
+  return {
+    inputPerMTok: input,
+    outputPerMTok: row[2],
+    cacheReadPerMTok: input * read,
+    cacheWritePerMTok: input * write,
+    priced: true,
+  };
 }
 
-/** The cost of one model call's tokens at a price. */
+/**
+ * The cost of one model call's tokens at a price: uncached input at the input price, cache
+ * reads and writes at theirs (inputTokens includes both), output at the output price.
+ */
 export function costOf(usage: Usage, price: ModelPrice): PricedUsage {
+  const cached = usage.cachedInputTokens ?? 0;
+  const written = usage.cacheWriteTokens ?? 0;
+  const uncached = Math.max(0, usage.inputTokens - cached - written);
   const usd =
-    (usage.inputTokens * price.inputPerMTok + usage.outputTokens * price.outputPerMTok) / 1_000_000;
+    (uncached * price.inputPerMTok +
+      cached * price.cacheReadPerMTok +
+      written * price.cacheWritePerMTok +
+      usage.outputTokens * price.outputPerMTok) /
+    1_000_000;
   return {
     inputTokens: usage.inputTokens,
     outputTokens: usage.outputTokens,
+    cachedInputTokens: cached,
+    cacheWriteTokens: written,
     usd,
     priced: price.priced,
   };

@@ -26,6 +26,8 @@ export interface ModelSettings {
   prices?: PriceOverride;
   /** Cap on tokens one answer may generate; unset leaves the provider's default. */
   maxOutputTokens?: number;
+  /** The model's context window (LLM_CONTEXT_TOKENS); unset: src/llm/context-budget.ts. */
+  contextTokens?: number;
 }
 
 /*

@@ -12,7 +12,16 @@ import {
   type ToolSet,
 } from "ai";
 import type { ZodError } from "zod";
+import { recordModelUsage } from "../metrics/index.js";
 import { redactText } from "../util/redact.js";
+import { usageOf, withCacheBreakpoints, type SdkUsage } from "./cache.js";
+import {
+  contextWindowOf,
+  estimateTokens,
+  fitToBudget,
+  inputBudget,
+  maxResultChars,
+} from "./context-budget.js";
 import { LlmError, LlmProtocolError, LlmUpstreamError } from "./errors.js";
 import { costOf } from "./prices.js";
 import { requireModel, type ModelClient, type ReadyModelClient } from "./provider.js";
@@ -40,6 +49,11 @@ export interface ToolLoopOptions<F = unknown> {
   maxNudges?: number;
   /** Tool results longer than this are cut in the middle (default 40,000 characters). */
   maxToolResultChars?: number;
+  /**
+   * The model's context window in tokens; default: the client's setting (LLM_CONTEXT_TOKENS),
+   * else the table in context-budget.ts. Every call is kept within it.
+   */
+  contextTokens?: number;
   /** After every model call; may throw (e.g. budget reached) to stop the loop. */
   onUsage(usage: PricedUsage): Promise<void>;
   /** For progress logs. */
@@ -102,20 +116,46 @@ export async function runToolLoop<F>(options: ToolLoopOptions<F>): Promise<ToolL
   const toolSet = toSdkTools([...options.tools, ...options.finishTools]);
   const finishNames = [...finishing.keys()].join(" or ");
   const maxNudges = options.maxNudges ?? DEFAULT_MAX_NUDGES;
-  const maxResult = options.maxToolResultChars ?? DEFAULT_MAX_TOOL_RESULT_CHARS;
+  const window = contextWindowOf(
+    client.provider,
+    client.modelId,
+    options.contextTokens ?? client.settings.contextTokens,
+  );
+  const budget = inputBudget(window, client.settings.maxOutputTokens);
+  const maxResult = Math.min(
+    options.maxToolResultChars ?? DEFAULT_MAX_TOOL_RESULT_CHARS,
+    maxResultChars(budget),
+  );
 
   const system = redactText(options.system);
+  const fixedTokens = estimateTokens(system) + estimateTokens(toolSchemas(toolSet));
   const messages: ModelMessage[] = [{ role: "user", content: redactText(options.prompt) }];
-  const total: PricedUsage = { inputTokens: 0, outputTokens: 0, usd: 0, priced: true };
+  const total: PricedUsage = {
+    inputTokens: 0,
+    outputTokens: 0,
+    cachedInputTokens: 0,
+    cacheWriteTokens: 0,
+    usd: 0,
+    priced: true,
+  };
   let nudges = 0;
+  let previousLength = 0;
 
   for (let step = 1; step <= options.maxSteps; step++) {
     options.signal?.throwIfAborted();
-    const outcome = await callModel(client, system, messages, toolSet, options.signal);
+    // Old tool results give way first (in chunks: see context-budget.ts); when that changed
+    // the history, the previous call's cached prefix ends earlier than its length.
+    if (fitToBudget(messages, fixedTokens, budget).elided > 0) previousLength = 0;
+    const request = withCacheBreakpoints(client.provider, system, messages, previousLength);
+    previousLength = messages.length;
+    const outcome = await callModel(client, request, toolSet, options.signal);
 
     const priced = costOf(outcome.usage, client.price);
+    recordModelUsage(client.provider, client.modelId, priced);
     total.inputTokens += priced.inputTokens;
     total.outputTokens += priced.outputTokens;
+    total.cachedInputTokens! += priced.cachedInputTokens ?? 0;
+    total.cacheWriteTokens! += priced.cacheWriteTokens ?? 0;
     total.usd += priced.usd;
     total.priced &&= priced.priced;
     // Errors from the budget check propagate unchanged: they are the caller's to interpret.
@@ -213,10 +253,17 @@ function toSdkTools(specs: ToolSpec[]): ToolSet {
   return set;
 }
 
+/** The tools' JSON schemas, as sent: for the size estimate of the request. */
+function toolSchemas(tools: ToolSet): unknown[] {
+  return Object.entries(tools).map(([name, t]) => {
+    const schema = t.inputSchema as { jsonSchema?: unknown } | undefined;
+    return { name, description: t.description, schema: schema?.jsonSchema };
+  });
+}
+
 async function callModel(
   client: ReadyModelClient,
-  system: string,
-  messages: ModelMessage[],
+  { system, messages }: { system: string | undefined; messages: ModelMessage[] },
   tools: ToolSet,
   signal: AbortSignal | undefined,
 ): Promise<StepOutcome> {
@@ -248,7 +295,7 @@ async function callModel(
 }
 
 interface CallRequest {
-  system: string;
+  system: string | undefined;
   messages: ModelMessage[];
   tools: ToolSet;
   toolChoice: ToolChoice;
@@ -258,7 +305,11 @@ interface CallRequest {
 async function modelCall(client: ReadyModelClient, request: CallRequest): Promise<StepOutcome> {
   const common = {
     model: client.model,
-    system: request.system,
+    // Without `system`, the system prompt is the first message (cache.ts puts it there to
+    // mark it as a cache breakpoint); the history itself never holds a system message.
+    ...(request.system === undefined
+      ? { allowSystemInMessages: true }
+      : { system: request.system }),
     messages: request.messages,
     tools: request.tools,
     toolChoice: request.toolChoice,
@@ -272,7 +323,7 @@ async function modelCall(client: ReadyModelClient, request: CallRequest): Promis
       text: result.text,
       toolCalls: result.toolCalls.map(toModelToolCall),
       assistant: assistantMessages(result.response.messages),
-      usage: toUsage(result.usage),
+      usage: usageOf(client.provider, result.usage as SdkUsage, result.providerMetadata),
     };
   }
 
@@ -286,17 +337,18 @@ async function modelCall(client: ReadyModelClient, request: CallRequest): Promis
     if (part.type === "error") throw part.error;
     if (part.type === "abort") throw request.signal.reason ?? new Error("aborted");
   }
-  const [text, toolCalls, response, usage] = await Promise.all([
+  const [text, toolCalls, response, usage, providerMetadata] = await Promise.all([
     result.text,
     result.toolCalls,
     result.response,
     result.usage,
+    result.providerMetadata,
   ]);
   return {
     text,
     toolCalls: toolCalls.map(toModelToolCall),
     assistant: assistantMessages(response.messages),
-    usage: toUsage(usage),
+    usage: usageOf(client.provider, usage as SdkUsage, providerMetadata),
   };
 }
 
@@ -312,10 +364,6 @@ function toModelToolCall(call: {
     input: call.input,
     invalid: call.invalid === true,
   };
-}
-
-function toUsage(usage: { inputTokens?: number; outputTokens?: number }): Usage {
-  return { inputTokens: usage.inputTokens ?? 0, outputTokens: usage.outputTokens ?? 0 };
 }
 
 /*

@@ -20,8 +20,13 @@ export interface ExecutableTool<T = unknown> extends ToolSpec<T> {
 
 /** Tokens one model call used. */
 export interface Usage {
+  /** The whole prompt, cached or not. */
   inputTokens: number;
   outputTokens: number;
+  /** Part of inputTokens read from the provider's prompt cache (billed at a discount). */
+  cachedInputTokens?: number;
+  /** Part of inputTokens written to the prompt cache (Anthropic bills these at a premium). */
+  cacheWriteTokens?: number;
 }
 
 /** Tokens and price of one model call, as reported to the budget. */

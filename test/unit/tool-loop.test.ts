@@ -364,7 +364,13 @@ describe("runToolLoop", () => {
     const base = { apiKey: API_KEY, stream: true, timeoutMs: 1000, maxRetries: 0 };
     const anthropic = requireModel(createModelClient({ provider: "anthropic", ...base }));
     expect(anthropic.modelId).toBe("claude-opus-5-5");
-    expect(anthropic.price).toEqual({ inputPerMTok: 4, outputPerMTok: 20, priced: true });
+    expect(anthropic.price).toEqual({
+      inputPerMTok: 4,
+      outputPerMTok: 20,
+      cacheReadPerMTok: expect.closeTo(0.4, 12),
+      cacheWritePerMTok: 5,
+      priced: true,
+    });
     const openai = requireModel(createModelClient({ provider: "openai", ...base }));
     expect(openai.modelId).toBe("gpt-5.6");
     expect(openai.price.priced).toBe(true);
@@ -376,7 +382,7 @@ describe("runToolLoop", () => {
       }),
     );
     expect(local.modelId).toBe("local-model");
-    expect(local.price).toEqual({ inputPerMTok: 0, outputPerMTok: 0, priced: false });
+    expect(local.price).toMatchObject({ inputPerMTok: 0, outputPerMTok: 0, priced: false });
   });
 
   it("talks to OpenAI through Chat Completions", async () => {

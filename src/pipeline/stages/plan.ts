@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { planningContext } from "../../indexer/planning-context.js";
 import { createReadTools } from "../../indexer/read-tools.js";
 import { memoryScopeOf, recall } from "../../domain/memory.js";
 import { runToolLoop } from "../../llm/tool-loop.js";
@@ -68,11 +69,7 @@ export const planStage: Stage = {
     const result = await runToolLoop({
       client,
       system: planningSystemPrompt({ ...ctx.task, skill }, instructions, memory),
-      prompt: planningUserPrompt(
-        ctx.task,
-        index.summary(150),
-        index.search(ctx.task.description, 8),
-      ),
+      prompt: planningUserPrompt(ctx.task, planningContext(index, ctx.task.description)),
       tools: createReadTools(ctx.workdir, () => index),
       finishTools: [submitPlanTool],
       maxSteps: ctx.config.llm.planMaxSteps,

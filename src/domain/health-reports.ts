@@ -1,3 +1,4 @@
+import { afterFilter, type SortKey } from "./paging.js";
 import { claimOnce } from "../db/once.js";
 import type { HealthReportStatus, Models, RepositoryDoc } from "../db/models.js";
 import { errors } from "../errors.js";
@@ -202,7 +203,12 @@ export async function reportHistory(
   models: Models,
   accountId: string,
   repoRef: string,
-  options: { workspace_id?: string | undefined; limit: number; before?: string | undefined },
+  options: {
+    workspace_id?: string | undefined;
+    limit: number;
+    before?: string | undefined;
+    after?: SortKey | undefined;
+  },
 ): Promise<HealthReportRecord[]> {
   const where = await reportsOf(models, accountId, repoRef, options.workspace_id);
   const query: Record<string, unknown> = {
@@ -210,7 +216,9 @@ export async function reportHistory(
     ...where,
     status: { $in: FINISHED },
   };
-  if (options.before) {
+  if (options.after) {
+    Object.assign(query, afterFilter(options.after));
+  } else if (options.before) {
     const cursor = await models.HealthReport.collection.findOne(
       { _id: options.before as never },
       { projection: { account_id: 1, created_at: 1 } },

@@ -1,22 +1,29 @@
 /*
  * Test coverage. For each language with source files the repository's own tests are run
- * with coverage, through the sandbox, within one time budget (HEALTH_COVERAGE_TIMEOUT_S):
+ * under a coverage tool, through the sandbox, within one time budget
+ * (HEALTH_COVERAGE_TIMEOUT_S). Figures are always read from the tool's machine-readable
+ * report (istanbul's json-summary, coverage.py's JSON, Go's cover profile), never from a
+ * text table, whose layout changes between versions (Node 20, 22 and 24 print different
+ * tables):
  *
- * - JavaScript/TypeScript: the `test` script of package.json, after installing dependencies
- *   when they are declared and missing (the lockfile's package manager). `node --test`
- *   scripts get `--experimental-test-coverage`; jest gets `--coverage`; vitest gets
- *   `--coverage` when a coverage provider is installed; scripts already under c8/nyc print
- *   their own summary; other runners run under the repository's c8 when it has one.
- * - Python: `pytest --cov` when pytest and pytest-cov are importable on the worker.
- * - Go: `go test -coverprofile ./...`.
+ * - JavaScript/TypeScript, after installing dependencies when declared and missing:
+ *   the repository's own coverage script when it runs nyc or c8 (a json-summary reporter
+ *   is added to it); jest's `--coverage`; vitest's `--coverage` when the repository has a
+ *   coverage provider; otherwise c8 (a dependency of this service, never downloaded at scan
+ *   time) around `npm test`, which covers mocha, ava, tap, node --test and plain node.
+ * - Python: coverage.py around pytest (when the repository uses it) or unittest.
+ * - Go: `go test -coverprofile ./...`, totals computed from the profile as
+ *   `go tool cover -func` does.
  *
- * When a language cannot be measured, its coverage is estimated from the ratio of test to
- * source lines and marked so (`measured: false` with the reason).
+ * Test files are left out of the figure where the report lists files. When a language
+ * cannot be measured, its coverage is estimated from the ratio of test to source lines
+ * and marked so (`measured: false` with the reason).
  */
-import { readFile, stat } from "node:fs/promises";
+import { readFile, rm, stat } from "node:fs/promises";
+import { createRequire } from "node:module";
 import path from "node:path";
 import { describeResult, runSandboxed, type SandboxResult } from "../util/sandbox.js";
-import type { RepoFiles, ScanFile } from "./files.js";
+import { isTestPath, languageOf, type RepoFiles, type ScanFile } from "./files.js";
 import { clampScore, type MetricResult } from "./types.js";
 
 export type CoverageLanguage = "javascript" | "python" | "go";
@@ -59,82 +66,95 @@ export function estimateCoverage(testLines: number, sourceLines: number): number
   return clampScore(Math.min(ESTIMATE_CAP, (100 * testLines) / sourceLines));
 }
 
-// --- output parsers ----------------------------------------------------------------------
+// --- report parsers ----------------------------------------------------------------------
 
-export interface NodeCoverageRow {
-  file: string;
-  linePercent: number;
-  uncovered: string;
+export interface CoverageFigures {
+  covered: number;
+  total: number;
+  /** Files counted, and test files left out. */
+  files: number;
+  excluded_test_files: number;
 }
 
-/** Rows and the "all files" line percentage of Node's test-runner coverage table. */
-export function parseNodeCoverage(output: string): { rows: NodeCoverageRow[]; all: number | null } {
-  const rows: NodeCoverageRow[] = [];
-  let all: number | null = null;
-  const start = output.lastIndexOf("start of coverage report");
-  if (start < 0) return { rows, all };
-  for (const raw of output.slice(start).split(/\r?\n/)) {
-    const line = raw.replace(/^[#ℹ]\s?/, "");
-    const cells = line.split("|").map((c) => c.trim());
-    if (cells.length < 4) continue;
-    const pct = Number(cells[1]);
-    if (cells[1] === "" || !Number.isFinite(pct)) continue;
-    if (/^all files$/i.test(cells[0]!)) all = pct;
-    else rows.push({ file: cells[0]!, linePercent: pct, uncovered: cells[4] ?? "" });
+/** Relative posix path of a report entry, or null when it lies outside the repository. */
+function relativeTo(root: string, file: string): string | null {
+  const rel = path.isAbsolute(file) ? path.relative(root, file) : file;
+  const posix = rel.split(path.sep).join("/").replace(/^\.\//, "");
+  if (posix.startsWith("../") || posix === ".." || posix.startsWith("node_modules/")) return null;
+  return posix;
+}
+
+function isTestFile(rel: string): boolean {
+  return isTestPath(rel, languageOf(rel));
+}
+
+/**
+ * Line coverage from istanbul's json-summary (`coverage-summary.json`, written by c8, nyc,
+ * jest and vitest): the per-file entries without test files, or the total when the report
+ * has no file entries.
+ */
+export function parseIstanbulSummary(json: unknown, root: string): CoverageFigures | null {
+  if (typeof json !== "object" || json === null) return null;
+  const entries = Object.entries(
+    json as Record<string, { lines?: { total?: unknown; covered?: unknown } }>,
+  );
+  let covered = 0;
+  let total = 0;
+  let files = 0;
+  let excluded = 0;
+  for (const [key, value] of entries) {
+    if (key === "total") continue;
+    const rel = relativeTo(root, key);
+    if (rel === null) continue;
+    if (isTestFile(rel)) {
+      excluded++;
+      continue;
+    }
+    const t = Number(value?.lines?.total);
+    const c = Number(value?.lines?.covered);
+    if (!Number.isFinite(t) || !Number.isFinite(c)) continue;
+    files++;
+    total += t;
+    covered += c;
   }
-  return { rows, all };
-}
-
-/** Lines listed in Node's "uncovered lines" column ("3-7 12 15-16"). */
-export function countUncovered(list: string): number {
-  let n = 0;
-  for (const part of list.split(/[\s,]+/)) {
-    const match = /^(\d+)(?:-(\d+))?$/.exec(part);
-    if (!match) continue;
-    n += match[2] ? Number(match[2]) - Number(match[1]) + 1 : 1;
+  if (files === 0 && excluded === 0) {
+    const all = (json as Record<string, { lines?: { total?: unknown; covered?: unknown } }>).total;
+    const t = Number(all?.lines?.total);
+    const c = Number(all?.lines?.covered);
+    if (!Number.isFinite(t) || !Number.isFinite(c) || t === 0) return null;
+    return { covered: c, total: t, files: 0, excluded_test_files: 0 };
   }
-  return n;
+  return total > 0 ? { covered, total, files, excluded_test_files: excluded } : null;
 }
 
-/** Istanbul's text-summary ("Lines : 85.71% ( 6/7 )") or text table ("All files | … |"). */
-export function parseIstanbul(
-  output: string,
-): { covered: number | null; total: number | null; percent: number } | null {
-  const summary = /^\s*Lines\s*:\s*([\d.]+)%\s*\(\s*(\d+)\s*\/\s*(\d+)\s*\)/m.exec(output);
-  if (summary)
-    return { percent: Number(summary[1]), covered: Number(summary[2]), total: Number(summary[3]) };
-  const statements = /^\s*Statements\s*:\s*([\d.]+)%\s*\(\s*(\d+)\s*\/\s*(\d+)\s*\)/m.exec(output);
-  if (statements)
-    return {
-      percent: Number(statements[1]),
-      covered: Number(statements[2]),
-      total: Number(statements[3]),
-    };
-  // The text table: File | % Stmts | % Branch | % Funcs | % Lines | Uncovered
-  const table =
-    /^\s*All files\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)\s*\|\s*([\d.]+)/m.exec(output);
-  if (table) return { percent: Number(table[4]), covered: null, total: null };
-  return null;
-}
-
-export interface PytestRow {
-  name: string;
-  statements: number;
-  missed: number;
-}
-
-/** The per-file rows of pytest-cov's terminal report (TOTAL excluded). */
-export function parsePytestCov(output: string): PytestRow[] {
-  const rows: PytestRow[] = [];
-  const start = output.search(/^Name\s+Stmts\s+Miss/m);
-  if (start < 0) return rows;
-  for (const line of output.slice(start).split(/\r?\n/).slice(1)) {
-    const match = /^(\S.*?)\s+(\d+)\s+(\d+)(?:\s+\d+\s+\d+)?\s+(\d+(?:\.\d+)?)%/.exec(line);
-    if (!match) continue;
-    if (match[1] === "TOTAL") break;
-    rows.push({ name: match[1]!, statements: Number(match[2]), missed: Number(match[3]) });
+/** Statement coverage from coverage.py's JSON report (`coverage json`), test files left out. */
+export function parseCoveragePyJson(json: unknown, root: string): CoverageFigures | null {
+  const filesField = (json as { files?: unknown } | null)?.files;
+  if (typeof filesField !== "object" || filesField === null) return null;
+  let covered = 0;
+  let total = 0;
+  let files = 0;
+  let excluded = 0;
+  for (const [key, value] of Object.entries(
+    filesField as Record<
+      string,
+      { summary?: { covered_lines?: unknown; num_statements?: unknown } }
+    >,
+  )) {
+    const rel = relativeTo(root, key);
+    if (rel === null) continue;
+    if (isTestFile(rel)) {
+      excluded++;
+      continue;
+    }
+    const t = Number(value?.summary?.num_statements);
+    const c = Number(value?.summary?.covered_lines);
+    if (!Number.isFinite(t) || !Number.isFinite(c)) continue;
+    files++;
+    total += t;
+    covered += c;
   }
-  return rows;
+  return total > 0 ? { covered, total, files, excluded_test_files: excluded } : null;
 }
 
 /** Covered and total statements of a Go cover profile (blocks deduplicated). */
@@ -172,12 +192,28 @@ interface Budget {
 }
 
 const OUTPUT_BYTES = 512 * 1024;
+/** Scratch folder for the coverage tools' reports, inside the working copy. */
+const REPORT_DIR = ".foreman-coverage";
 
 async function exists(file: string): Promise<boolean> {
   return stat(file).then(
     () => true,
     () => false,
   );
+}
+
+/** Single-quotes a word for sh. */
+function shellQuote(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * c8's entry point in this service's own dependencies: scans have no network, so the tool
+ * is installed with the service, never fetched at scan time.
+ */
+export function serviceC8(): string {
+  const require = createRequire(import.meta.url);
+  return path.join(path.dirname(require.resolve("c8/package.json")), "bin", "c8.js");
 }
 
 async function run(
@@ -201,12 +237,18 @@ function outOfTime(budget: Budget): string {
   return `the coverage time budget (HEALTH_COVERAGE_TIMEOUT_S) was used up${budget.remaining() <= 0 ? "" : " before the tests could start"}`;
 }
 
+async function readJson(file: string): Promise<unknown> {
+  try {
+    return JSON.parse(await readFile(file, "utf8")) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
 type Attempt =
   | {
       ok: true;
-      covered: number | null;
-      total: number | null;
-      percent: number;
+      figures: CoverageFigures;
       unit: "lines" | "statements";
       command: string;
       method: string;
@@ -214,6 +256,15 @@ type Attempt =
       notes: string[];
     }
   | { ok: false; reason: string; command: string | null; notes: string[] };
+
+function timedOutAttempt(result: SandboxResult, command: string, notes: string[]): Attempt {
+  return {
+    ok: false,
+    reason: `the tests did not finish within the coverage time budget (HEALTH_COVERAGE_TIMEOUT_S): ${describeResult(result)}`,
+    command,
+    notes,
+  };
+}
 
 const LOCKFILES: ReadonlyArray<readonly [string, string]> = [
   ["pnpm-lock.yaml", "pnpm install --frozen-lockfile"],
@@ -228,25 +279,35 @@ function nonEmpty(value: unknown): boolean {
   return typeof value === "object" && value !== null && Object.keys(value).length > 0;
 }
 
-/** Source-only coverage from Node's table: test files left out, totals from line counts. */
-function nodeSourceCoverage(
-  rows: NodeCoverageRow[],
-  byPath: Map<string, ScanFile>,
-): { covered: number; total: number } | null {
-  let covered = 0;
-  let total = 0;
-  let matched = 0;
-  for (const row of rows) {
-    const file = byPath.get(row.file.replace(/\\/g, "/").replace(/^\.\//, ""));
-    if (!file) return null; // a tree-shaped table or an unknown path: use the total line
-    matched++;
-    if (file.test || file.language === null) continue;
-    const lines = file.lines.length;
-    const uncovered = countUncovered(row.uncovered);
-    total += lines;
-    covered += Math.max(0, lines - uncovered);
+/** A package.json script that runs the tests under nyc or c8 (`test-cov`, `coverage`, …). */
+export function findCoverageScript(
+  scripts: Record<string, unknown>,
+): { name: string; script: string; tool: "nyc" | "c8" } | null {
+  const candidates = Object.entries(scripts)
+    .filter((e): e is [string, string] => typeof e[1] === "string")
+    .filter(([name]) => /cov/i.test(name) || /^test[:-]ci$/i.test(name))
+    // Names that say coverage first, then CI scripts.
+    .sort(([a], [b]) => Number(!/cov/i.test(a)) - Number(!/cov/i.test(b)));
+  for (const [name, script] of candidates) {
+    const match = /(?:^|[\s;&|(])(nyc|c8)(?=\s)/.exec(script);
+    // `nyc report`/`c8 report` alone only prints an earlier run.
+    if (match && !/^\s*(nyc|c8)\s+report\b/.test(script))
+      return { name, script, tool: match[1] as "nyc" | "c8" };
   }
-  return matched > 0 && total > 0 ? { covered, total } : null;
+  return null;
+}
+
+/** The script with a json-summary reporter added to its nyc/c8 call, and where it writes. */
+export function withJsonSummary(
+  script: string,
+  tool: "nyc" | "c8",
+): { command: string; reportDir: string } {
+  const command = script.replace(
+    new RegExp(`(^|[\\s;&|(])${tool}(?=\\s)`),
+    `$1${tool} --reporter=json-summary`,
+  );
+  const dir = /--report-dir[= ](\S+)|(?:^|\s)-o[= ]?(\S+)/.exec(script);
+  return { command, reportDir: dir?.[1] ?? dir?.[2] ?? "coverage" };
 }
 
 async function javascriptAttempt(
@@ -295,78 +356,79 @@ async function javascriptAttempt(
 
   const bin = path.join(root, "node_modules", ".bin");
   const pathEnv = { PATH: `${bin}:${process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin"}` };
+  const own = findCoverageScript(scripts);
   let command: string;
   let method: string;
-  let parse: (
-    output: string,
-  ) => { covered: number | null; total: number | null; percent: number } | null;
-
-  if (/(^|[\s;&|(])node\s+(?:[^;&|]*\s)?--test(?=\s|$)/.test(script)) {
-    command = script.replace(
-      /(^|[\s;&|(])(node\s+(?:[^;&|]*\s)?--test)(?=\s|$)/,
-      "$1$2 --experimental-test-coverage",
-    );
-    method = "node --test --experimental-test-coverage";
-    parse = (output) => {
-      const table = parseNodeCoverage(output);
-      const source = nodeSourceCoverage(table.rows, byPath);
-      if (source) return { ...source, percent: (100 * source.covered) / source.total };
-      if (table.all !== null) {
-        notes.push(
-          "Node's coverage table could not be mapped to files: its all-files line (test files included) is used.",
-        );
-        return { covered: null, total: null, percent: table.all };
-      }
-      return null;
-    };
-  } else if (/\b(c8|nyc)\b/.test(script)) {
-    command = "npm test";
-    method = "the test script's own c8/nyc";
-    parse = parseIstanbul;
-  } else if (/\bjest\b/.test(script)) {
-    command = "npm test -- --coverage --coverageReporters=text-summary";
+  let summaryFile: string;
+  let fallback: string | null = null;
+  if (own && (await exists(path.join(bin, own.tool)))) {
+    const added = withJsonSummary(own.script, own.tool);
+    command = added.command;
+    method = `the repository's coverage script \`${own.name}\` (${own.tool})`;
+    summaryFile = path.join(root, added.reportDir, "coverage-summary.json");
+    // When a config file moves the report elsewhere, the tool reports its last run again.
+    fallback = `${own.tool} report --reporter=json-summary --report-dir=${REPORT_DIR}`;
+  } else if (/(^|[\s;&|(/])jest(?=\s|$)/.test(script)) {
+    command = `npm test -- --coverage --coverageReporters=json-summary --coverageDirectory=${REPORT_DIR}`;
     method = "jest --coverage";
-    parse = parseIstanbul;
+    summaryFile = path.join(root, REPORT_DIR, "coverage-summary.json");
   } else if (
-    /\bvitest\b/.test(script) &&
+    /(^|[\s;&|(/])vitest(?=\s|$)/.test(script) &&
     ((await exists(path.join(root, "node_modules/@vitest/coverage-v8"))) ||
       (await exists(path.join(root, "node_modules/@vitest/coverage-istanbul"))))
   ) {
-    command = "npm test -- --coverage.enabled=true --coverage.reporter=text-summary";
+    command = `npm test -- --coverage.enabled=true --coverage.reporter=json-summary --coverage.reportsDirectory=${REPORT_DIR}`;
     method = "vitest --coverage";
-    parse = parseIstanbul;
-  } else if (await exists(path.join(bin, "c8"))) {
-    command = "c8 --reporter=text-summary npm test";
-    method = "c8 (the repository's own)";
-    parse = parseIstanbul;
+    summaryFile = path.join(root, REPORT_DIR, "coverage-summary.json");
   } else {
-    return {
-      ok: false,
-      reason: `no coverage tool fits the test script \`${script.slice(0, 80)}\` (node --test, jest, vitest with a coverage provider, c8 or nyc)`,
-      command: null,
-      notes,
-    };
+    command = `node ${shellQuote(serviceC8())} --reporter=json-summary --report-dir=${REPORT_DIR} --temp-directory=${REPORT_DIR}/tmp npm test`;
+    method = "c8 around npm test";
+    summaryFile = path.join(root, REPORT_DIR, "coverage-summary.json");
   }
+  await rm(summaryFile, { force: true });
   const result = await run(command, options, budget, pathEnv);
   if (!result) return { ok: false, reason: outOfTime(budget), command, notes };
-  if (result.timedOut)
-    return {
-      ok: false,
-      reason: `the tests did not finish within the coverage time budget (HEALTH_COVERAGE_TIMEOUT_S): ${describeResult(result)}`,
-      command,
-      notes,
-    };
-  const figures = parse(result.output);
+  if (result.timedOut) return timedOutAttempt(result, command, notes);
+  let figures = parseIstanbulSummary(await readJson(summaryFile), root);
+  if (!figures && fallback) {
+    const report = await run(fallback, options, budget, pathEnv);
+    if (report?.ok)
+      figures = parseIstanbulSummary(
+        await readJson(path.join(root, REPORT_DIR, "coverage-summary.json")),
+        root,
+      );
+  }
   if (!figures)
     return {
       ok: false,
-      reason: `the test run printed no coverage summary (${describeResult(result)})`,
+      reason: `the test run wrote no coverage report (${describeResult(result)})`,
       command,
       notes,
     };
   if (!result.ok)
     notes.push(`The tests failed (${describeResult(result)}); coverage is from that run.`);
-  return { ok: true, ...figures, unit: "lines", command, method, testsPassed: result.ok, notes };
+  return { ok: true, figures, unit: "lines", command, method, testsPassed: result.ok, notes };
+}
+
+/** Python interpreters tried for coverage.py: the worker's `python3`, then the system's. */
+export const PYTHON_CANDIDATES = ["python3", "/usr/bin/python3"];
+
+/** True when the repository runs its tests with pytest (config, imports or test functions). */
+export function usesPytest(byPath: Map<string, ScanFile>): boolean {
+  for (const [rel, file] of byPath) {
+    const name = path.posix.basename(rel);
+    if (name === "conftest.py" || name === "pytest.ini") return true;
+    if (!rel.includes("/") && /^(pyproject\.toml|setup\.cfg|tox\.ini)$/.test(name))
+      if (/^\[(tool\.pytest|tool:pytest|pytest)\b/m.test(file.text)) return true;
+    if (
+      file.test &&
+      file.language === "python" &&
+      // pytest's imports, or bare `def test_…` functions, which only pytest collects.
+      /^(\s*(import pytest|from pytest\b)|(async )?def test_)/m.test(file.text)
+    )
+      return true;
+  }
+  return false;
 }
 
 async function pythonAttempt(
@@ -375,52 +437,66 @@ async function pythonAttempt(
   byPath: Map<string, ScanFile>,
 ): Promise<Attempt> {
   const notes: string[] = [];
-  const probe = "python3 -c 'import pytest, pytest_cov'";
-  const available = await run(probe, options, budget);
-  if (!available) return { ok: false, reason: outOfTime(budget), command: probe, notes };
-  if (available.exitCode === 127)
-    return { ok: false, reason: "python3 is not installed on this worker", command: probe, notes };
-  if (!available.ok)
+  const pytest = usesPytest(byPath);
+  let python: string | null = null;
+  let probe = "";
+  for (const candidate of PYTHON_CANDIDATES) {
+    probe = `${candidate} -c 'import coverage${pytest ? ", pytest" : ""}'`;
+    const available = await run(probe, options, budget);
+    if (!available) return { ok: false, reason: outOfTime(budget), command: probe, notes };
+    if (available.ok) {
+      python = candidate;
+      break;
+    }
+  }
+  if (!python)
     return {
       ok: false,
-      reason: "pytest and pytest-cov are not installed on this worker",
+      reason: `coverage.py${pytest ? " and pytest are" : " is"} not installed on this worker (tried ${PYTHON_CANDIDATES.join(", ")})`,
       command: probe,
       notes,
     };
-  const command = "python3 -m pytest -q -p no:cacheprovider --cov=. --cov-report=term";
-  const result = await run(command, options, budget, { PYTHONDONTWRITEBYTECODE: "1" });
+  const root = options.root;
+  let runner: string;
+  if (pytest) runner = "-m pytest -q -p no:cacheprovider";
+  else {
+    // unittest discovers only packages below its start folder: a tests folder without
+    // __init__.py is started from directly.
+    const dir = ["tests", "test"].find((d) =>
+      [...byPath.keys()].some((p) => p.startsWith(`${d}/`) && p.endsWith(".py")),
+    );
+    runner =
+      dir && !byPath.has(`${dir}/__init__.py`)
+        ? `-m unittest discover -s ${dir}`
+        : "-m unittest discover";
+  }
+  const data = `${REPORT_DIR}/python.coverage`;
+  const json = `${REPORT_DIR}/python-coverage.json`;
+  const command = `mkdir -p ${REPORT_DIR} && ${python} -m coverage run ${runner}`;
+  const env = { PYTHONDONTWRITEBYTECODE: "1", COVERAGE_FILE: data };
+  const result = await run(command, options, budget, env);
   if (!result) return { ok: false, reason: outOfTime(budget), command, notes };
-  if (result.timedOut)
+  if (result.timedOut) return timedOutAttempt(result, command, notes);
+  const report = await run(`${python} -m coverage json -q -o ${json}`, options, budget, env);
+  const figures = report?.ok
+    ? parseCoveragePyJson(await readJson(path.join(root, json)), root)
+    : null;
+  if (!figures)
     return {
       ok: false,
-      reason: `the tests did not finish within the coverage time budget: ${describeResult(result)}`,
+      reason: `coverage.py wrote no report (${describeResult(result)})`,
       command,
       notes,
     };
-  const rows = parsePytestCov(result.output).filter((r) => {
-    const file = byPath.get(r.name.replace(/\\/g, "/"));
-    return !(file?.test ?? /(^|\/)(test_[^/]*|[^/]*_test|conftest)\.py$/.test(r.name));
-  });
-  const total = rows.reduce((sum, r) => sum + r.statements, 0);
-  if (rows.length === 0 || total === 0)
-    return {
-      ok: false,
-      reason: `pytest printed no coverage report (${describeResult(result)})`,
-      command,
-      notes,
-    };
-  const covered = total - rows.reduce((sum, r) => sum + r.missed, 0);
   if (!result.ok)
     notes.push(`The tests failed (${describeResult(result)}); coverage is from that run.`);
   notes.push("Python dependencies are not installed by the scan; tests needing them fail.");
   return {
     ok: true,
-    covered,
-    total,
-    percent: (100 * covered) / total,
+    figures,
     unit: "statements",
     command,
-    method: "pytest --cov",
+    method: `coverage.py around ${pytest ? "pytest" : "unittest"}`,
     testsPassed: result.ok,
     notes,
   };
@@ -436,13 +512,7 @@ async function goAttempt(options: CoverageOptions, budget: Budget): Promise<Atte
     ...(options.goproxy ? { GOPROXY: options.goproxy } : {}),
   });
   if (!result) return { ok: false, reason: outOfTime(budget), command, notes };
-  if (result.timedOut)
-    return {
-      ok: false,
-      reason: `the tests did not finish within the coverage time budget: ${describeResult(result)}`,
-      command,
-      notes,
-    };
+  if (result.timedOut) return timedOutAttempt(result, command, notes);
   if (result.exitCode === 127 || /go: (command )?not found/.test(result.output))
     return { ok: false, reason: "go is not installed on this worker", command, notes };
   const text = await readFile(path.join(options.root, profile), "utf8").catch(() => "");
@@ -464,9 +534,7 @@ async function goAttempt(options: CoverageOptions, budget: Budget): Promise<Atte
     notes.push(`Some tests failed (${describeResult(result)}); coverage is from that run.`);
   return {
     ok: true,
-    covered,
-    total,
-    percent: (100 * covered) / total,
+    figures: { covered, total, files: files.size, excluded_test_files: 0 },
     unit: "statements",
     command,
     method: "go test -coverprofile",
@@ -544,14 +612,20 @@ export async function measureCoverage(
       results.push({
         ...base,
         measured: true,
-        covered: attempt.covered,
-        total: attempt.total,
+        covered: attempt.figures.covered,
+        total: attempt.figures.total,
         unit: attempt.unit,
-        percent: clampScore(attempt.percent),
+        percent: clampScore((100 * attempt.figures.covered) / attempt.figures.total),
         command: attempt.command,
         method: attempt.method,
         tests_passed: attempt.testsPassed,
-        notes: attempt.notes,
+        notes:
+          attempt.figures.excluded_test_files > 0
+            ? [
+                ...attempt.notes,
+                `${attempt.figures.excluded_test_files} test file(s) in the report left out.`,
+              ]
+            : attempt.notes,
       });
     } else {
       results.push({

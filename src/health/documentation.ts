@@ -1,9 +1,14 @@
 /*
- * Documentation: a README with substance, and doc comments on exported symbols
- * (JavaScript/TypeScript `/** … *\/` before an export, Python docstrings on public
- * module-level functions and classes, Go comments before exported declarations).
+ * Documentation: a README with substance, and doc comments on the public API, read by
+ * real parsers: JavaScript/TypeScript JSDoc through the TypeScript compiler API
+ * (doc-js.ts), Python docstrings through `ast`, Go doc comments through go/ast (the
+ * readers in tools/health). Examples, tests, fixtures, benchmarks, scripts and docs are
+ * not public API.
  */
+import { execFile } from "node:child_process";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { jsDocSymbols } from "./doc-js.js";
 import type { RepoFiles, ScanFile } from "./files.js";
 import { clampScore, type MetricResult } from "./types.js";
 
@@ -62,91 +67,131 @@ export function assessReadme(repo: RepoFiles): ReadmeAssessment {
   };
 }
 
-const JS_EXPORT =
-  /^\s*export\s+(?:declare\s+)?(?:default\s+)?(?:async\s+)?(?:abstract\s+)?(?:function\s*\*?|class|const|let|var|interface|type|enum)\s+([A-Za-z_$][\w$]*)/;
-const CJS_EXPORT = /^\s*(?:module\.)?exports\.([A-Za-z_$][\w$]*)\s*=/;
+/** Folders whose code is not a package's public API (examples, tests, tooling, docs). */
+const NOT_API_DIR =
+  /(^|\/)(examples?|demos?|samples?|tests?|testing|testdata|__tests__|__mocks__|spec|e2e|fixtures?|bench(marks?)?|perf|scripts?|tools?|docs?|website|site|\.github|coverage|node_modules|vendor)\//i;
+/** Root-level tooling files (`vite.config.ts`, `.eslintrc.js`, `Gruntfile.js`, `setup.py`). */
+const NOT_API_FILE =
+  /^([^/]*\.config\.[cm]?[jt]s|\.[^/]*rc\.[cm]?js|(gulp|grunt|jake)file\.[cm]?js|setup\.py|noxfile\.py|conftest\.py|fabfile\.py)$/i;
 
-/** True when a `/** … *\/` block ends right above `line` (decorators may sit between). */
-function jsDocAbove(lines: string[], line: number): boolean {
-  let i = line - 1;
-  while (i >= 0 && /^\s*@/.test(lines[i]!)) i--;
-  if (i < 0 || !/\*\/\s*$/.test(lines[i]!)) return false;
-  for (let j = i; j >= 0 && j >= i - 200; j--) {
-    const text = lines[j]!;
-    if (text.includes("/**")) return true;
-    if (text.includes("/*")) return false;
+/** True for a file whose exported symbols are public API. */
+export function isApiFile(file: ScanFile): boolean {
+  if (file.test || file.generated || file.credentials || file.language === null) return false;
+  if (NOT_API_DIR.test(file.path) || NOT_API_FILE.test(file.path)) return false;
+  if (file.language === "python") {
+    // Modules and packages named _private are not public API (`__init__.py` is).
+    const parts = file.path.split("/");
+    const base = parts.pop()!;
+    return (
+      !parts.some((p) => p.startsWith("_")) && (base === "__init__.py" || !base.startsWith("_"))
+    );
   }
-  return false;
+  if (file.language === "go") return !/(^|\/)(internal|cmd)\//.test(file.path);
+  return file.language === "javascript" || file.language === "typescript";
 }
 
-function jsExports(file: ScanFile): ExportedSymbol[] {
-  const out: ExportedSymbol[] = [];
-  file.lines.forEach((text, i) => {
-    const match = JS_EXPORT.exec(text) ?? CJS_EXPORT.exec(text);
-    if (!match) return;
-    out.push({
-      path: file.path,
-      line: i + 1,
-      name: match[1]!,
-      documented: jsDocAbove(file.lines, i),
-    });
+/** The folder of the doc-comment readers shipped with the service (tools/health). */
+export function toolsDir(): string {
+  return path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "tools", "health");
+}
+
+const EXTRACT_TIMEOUT_MS = 120_000;
+
+/** Runs one of the tools/health readers with the file list on stdin; its JSON answer. */
+function runReader(
+  command: string,
+  args: string[],
+  cwd: string,
+  files: ScanFile[],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<{ symbols: ExportedSymbol[]; errors: Array<{ path: string; error: string }> }> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(
+      command,
+      args,
+      { cwd, env, timeout: EXTRACT_TIMEOUT_MS, maxBuffer: 64 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        if (error) {
+          reject(new Error(`${command} failed: ${(stderr || error.message).slice(0, 300)}`));
+          return;
+        }
+        try {
+          resolve(
+            JSON.parse(stdout) as {
+              symbols: ExportedSymbol[];
+              errors: Array<{ path: string; error: string }>;
+            },
+          );
+        } catch {
+          reject(new Error(`${command} printed no JSON`));
+        }
+      },
+    );
+    child.stdin?.end(JSON.stringify(files.map((f) => ({ path: f.path, text: f.text }))));
   });
-  return out;
 }
 
-const PY_DEF = /^(?:async\s+)?(def|class)\s+([A-Za-z_]\w*)/;
+export interface ExportScan {
+  symbols: ExportedSymbol[];
+  /** Per language: the reader used, or why the language was not read. */
+  readers: Record<string, string>;
+  unreadable: Array<{ path: string; error: string }>;
+}
 
-function pythonExports(file: ScanFile): ExportedSymbol[] {
-  const out: ExportedSymbol[] = [];
-  const { lines } = file;
-  for (let i = 0; i < lines.length; i++) {
-    const match = PY_DEF.exec(lines[i]!);
-    if (!match || match[2]!.startsWith("_")) continue;
-    // The signature may span lines; the body starts after the line ending in ":".
-    let j = i;
-    while (j < lines.length && !/:\s*(#.*)?$/.test(lines[j]!)) j++;
-    let k = j + 1;
-    while (k < lines.length && lines[k]!.trim() === "") k++;
-    const first = lines[k]?.trim() ?? "";
-    const documented = /^[rRbBuUfF]{0,2}("""|'''|"|')/.test(first);
-    out.push({ path: file.path, line: i + 1, name: match[2]!, documented });
+/**
+ * Public symbols of the repository's API files: JavaScript/TypeScript with the TypeScript
+ * parser, Python with its `ast` module (tools/health/pydoc_symbols.py), Go with go/ast
+ * (tools/health/godoc_symbols.go). Python and Go are read when their toolchains exist.
+ */
+export async function findExports(repo: RepoFiles): Promise<ExportScan> {
+  const scan: ExportScan = { symbols: [], readers: {}, unreadable: [] };
+  const api = repo.files.filter(isApiFile);
+  const js = api.filter((f) => f.language === "javascript" || f.language === "typescript");
+  if (js.length > 0) {
+    scan.readers.javascript = "TypeScript compiler API (JSDoc)";
+    for (const file of js)
+      for (const s of jsDocSymbols(file.path, file.text))
+        scan.symbols.push({ path: file.path, ...s });
   }
-  return out;
-}
-
-const GO_DECL = /^(?:func\s+(?:\([^)]*\)\s*)?|type\s+|var\s+|const\s+)([A-Z]\w*)/;
-
-function goExports(file: ScanFile): ExportedSymbol[] {
-  const out: ExportedSymbol[] = [];
-  file.lines.forEach((text, i) => {
-    const match = GO_DECL.exec(text);
-    if (!match) return;
-    const above = i > 0 ? file.lines[i - 1]!.trim() : "";
-    out.push({ path: file.path, line: i + 1, name: match[1]!, documented: above.startsWith("//") });
-  });
-  return out;
-}
-
-/** Exported symbols of the repository's non-test source files. */
-export function findExports(repo: RepoFiles): ExportedSymbol[] {
-  const out: ExportedSymbol[] = [];
-  for (const file of repo.files) {
-    if (file.test || file.generated || file.credentials) continue;
-    if (file.language === "javascript" || file.language === "typescript")
-      out.push(...jsExports(file));
-    else if (file.language === "python") {
-      // Modules named _private are not public API.
-      if (!path.posix.basename(file.path).startsWith("_") || file.path.endsWith("__init__.py"))
-        out.push(...pythonExports(file));
-    } else if (file.language === "go") out.push(...goExports(file));
+  const dir = toolsDir();
+  const readers = [
+    {
+      language: "python",
+      name: "Python ast (docstrings)",
+      command: "python3",
+      args: [path.join(dir, "pydoc_symbols.py")],
+      env: { ...process.env, PYTHONDONTWRITEBYTECODE: "1" },
+    },
+    {
+      language: "go",
+      name: "go/ast (doc comments)",
+      command: "go",
+      args: ["run", path.join(dir, "godoc_symbols.go")],
+      // A standalone file of the standard library only: no module, no download.
+      env: { ...process.env, GOTOOLCHAIN: "local", GOFLAGS: "", GO111MODULE: "off" },
+    },
+  ] as const;
+  for (const reader of readers) {
+    const files = api.filter((f) => f.language === reader.language);
+    if (files.length === 0) continue;
+    try {
+      const answer = await runReader(reader.command, [...reader.args], dir, files, reader.env);
+      scan.symbols.push(...answer.symbols);
+      scan.unreadable.push(...answer.errors);
+      scan.readers[reader.language] = reader.name;
+    } catch (error) {
+      scan.readers[reader.language] = `not read: ${(error as Error).message}`;
+    }
   }
-  return out;
+  scan.symbols.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : a.line - b.line));
+  return scan;
 }
 
 /** The documentation metric: 30% README, 70% documented exports (README alone without exports). */
-export function measureDocumentation(repo: RepoFiles): MetricResult {
+export async function measureDocumentation(repo: RepoFiles): Promise<MetricResult> {
   const readme = assessReadme(repo);
-  const exports = findExports(repo);
+  const scan = await findExports(repo);
+  const exports = scan.symbols;
   const documented = exports.filter((e) => e.documented).length;
   const percent = exports.length > 0 ? (100 * documented) / exports.length : null;
   const score = clampScore(percent === null ? readme.score : 0.3 * readme.score + 0.7 * percent);
@@ -171,6 +216,8 @@ export function measureDocumentation(repo: RepoFiles): MetricResult {
           .slice(0, 30)
           .map(({ path: p, line, name }) => ({ path: p, line, name })),
       },
+      readers: scan.readers,
+      unreadable: scan.unreadable.slice(0, 20),
       weights: percent === null ? { readme: 1 } : { readme: 0.3, exports: 0.7 },
     },
     measured: true,

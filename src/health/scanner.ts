@@ -103,8 +103,8 @@ export async function scanRepository(options: ScanOptions): Promise<ScanResult> 
   const manifests = await readManifests(options.root, repo);
   const client = new RegistryClient(options.registry, options.signal);
 
-  const techDebt = measureTechDebt(repo);
-  const documentation = measureDocumentation(repo);
+  const techDebt = await measureTechDebt(repo);
+  const documentation = await measureDocumentation(repo);
   // Network checks run while the tests do.
   const network = (async () => {
     const [freshness, advisories] = await Promise.all([

@@ -4,7 +4,7 @@
  * excluded), so the metric is always measured; the thresholds are documented in
  * docs/api.md ("Health reports and analytics").
  */
-import { createHash } from "node:crypto";
+import { findDuplication } from "./duplication.js";
 import { codeFiles, type RepoFiles, type ScanFile } from "./files.js";
 import { clampScore, type MetricResult } from "./types.js";
 
@@ -13,8 +13,6 @@ export const MARKER_KINDS = ["TODO", "FIXME", "HACK", "XXX"] as const;
 export const LONG_FILE_LINES = 500;
 /** A function longer than this many lines is "very long". */
 export const LONG_FUNCTION_LINES = 80;
-/** Consecutive significant lines that make a duplicated block. */
-export const DUPLICATE_WINDOW = 6;
 const LIST_LIMIT = 20;
 
 const MARKER = /\b(TODO|FIXME|HACK|XXX)\b/g;
@@ -155,84 +153,8 @@ export function findFunctions(file: Pick<ScanFile, "language" | "lines">): Funct
   return found;
 }
 
-/** A line worth comparing for duplication: not blank, not punctuation, not an import. */
-function significant(line: string): string | null {
-  const normal = line.trim().replace(/\s+/g, " ");
-  if (normal.length < 4 || !/[A-Za-z0-9]/.test(normal)) return null;
-  if (/^(import|from|package|using|#include|require\(|\} from|export \* from)\b/.test(normal))
-    return null;
-  return normal;
-}
-
-export interface Duplication {
-  significantLines: number;
-  duplicatedLines: number;
-  blocks: Array<{ path: string; line: number; duplicate_of: { path: string; line: number } }>;
-  blockCount: number;
-}
-
-/** Blocks of DUPLICATE_WINDOW significant lines found more than once (exact, normalised). */
-export function findDuplication(files: ScanFile[]): Duplication {
-  const seen = new Map<string, { file: number; index: number }>();
-  const marked = new Set<string>();
-  const blocks: Duplication["blocks"] = [];
-  let blockCount = 0;
-  let significantLines = 0;
-  const sigs = files.map((file) => {
-    const out: Array<{ text: string; line: number }> = [];
-    file.lines.forEach((line, i) => {
-      const text = significant(line);
-      if (text !== null) out.push({ text, line: i + 1 });
-    });
-    significantLines += out.length;
-    return out;
-  });
-  let lastReported: { file: number; index: number } | undefined;
-  sigs.forEach((sig, fileIndex) => {
-    for (let i = 0; i + DUPLICATE_WINDOW <= sig.length; i++) {
-      const key = createHash("sha1")
-        .update(
-          sig
-            .slice(i, i + DUPLICATE_WINDOW)
-            .map((s) => s.text)
-            .join("\n"),
-        )
-        .digest("base64");
-      const first = seen.get(key);
-      if (!first) {
-        seen.set(key, { file: fileIndex, index: i });
-        continue;
-      }
-      // A window overlapping its own first sighting is a repeated line, not a copied block.
-      if (first.file === fileIndex && i - first.index < DUPLICATE_WINDOW) continue;
-      for (let k = 0; k < DUPLICATE_WINDOW; k++) {
-        marked.add(`${fileIndex}:${i + k}`);
-        marked.add(`${first.file}:${first.index + k}`);
-      }
-      // Consecutive windows of one copied region are one block.
-      const continues =
-        lastReported !== undefined &&
-        lastReported.file === fileIndex &&
-        lastReported.index === i - 1;
-      lastReported = { file: fileIndex, index: i };
-      if (continues) continue;
-      blockCount++;
-      if (blocks.length < LIST_LIMIT)
-        blocks.push({
-          path: files[fileIndex]!.path,
-          line: sig[i]!.line,
-          duplicate_of: {
-            path: files[first.file]!.path,
-            line: sigs[first.file]![first.index]!.line,
-          },
-        });
-    }
-  });
-  return { significantLines, duplicatedLines: marked.size, blocks, blockCount };
-}
-
 /** The tech-debt metric of a repository's files. */
-export function measureTechDebt(repo: RepoFiles): MetricResult {
+export async function measureTechDebt(repo: RepoFiles): Promise<MetricResult> {
   const code = codeFiles(repo);
   if (code.length === 0)
     return {
@@ -271,11 +193,8 @@ export function measureTechDebt(repo: RepoFiles): MetricResult {
       if (fn.lines > LONG_FUNCTION_LINES) longFunctions.push({ path: file.path, ...fn });
     }
   }
-  const duplication = findDuplication(sources);
-  const duplicationPercent =
-    duplication.significantLines > 0
-      ? (100 * duplication.duplicatedLines) / duplication.significantLines
-      : 0;
+  const duplication = await findDuplication(sources);
+  const duplicationPercent = duplication.percent;
 
   const penalties = {
     markers: Math.min(30, 2 * perKloc),
@@ -317,8 +236,9 @@ export function measureTechDebt(repo: RepoFiles): MetricResult {
         functions: longFunctions.slice(0, LIST_LIMIT),
       },
       duplication: {
-        window_lines: DUPLICATE_WINDOW,
-        significant_lines: duplication.significantLines,
+        tool: "jscpd (default options: 5 lines, 50 tokens)",
+        lines: duplication.lines,
+        files: duplication.sources,
         duplicated_lines: duplication.duplicatedLines,
         percent: round(duplicationPercent),
         blocks: duplication.blockCount,

@@ -9,12 +9,14 @@ import {
   sweepHealthReports,
   type HealthReportRecord,
 } from "../domain/health-reports.js";
+import { recordDefaultBranch } from "../domain/linking.js";
 import { resolveRepo } from "../domain/workspaces.js";
 import { AppError } from "../errors.js";
 import type { GithubClient } from "../github/client.js";
 import type { CiSource } from "../health/ci.js";
 import { scanRepository } from "../health/scanner.js";
 import { GitError, runGit, shallowClone } from "../util/git.js";
+import { remoteGitArgs, RemoteUrlError } from "../util/remote-url.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
 import type { JobKind, Scheduler } from "./scheduler.js";
@@ -92,7 +94,18 @@ export function createHealthScanJob(deps: HealthJobDeps): JobKind<HealthScanJob>
     const installationId = workspace.github?.installation_id;
     if (workspace.kind !== "github") {
       const ci: CiSource = { kind: "none", reason: "not a GitHub repository" };
-      return { url: repo.clone_url, branch, ci };
+      // The clone-URL policy again at clone time (the name may resolve elsewhere now).
+      let gitConfig: string[];
+      try {
+        gitConfig = await remoteGitArgs(repo.clone_url, config.allowLocalRepos);
+      } catch (error) {
+        if (error instanceof RemoteUrlError)
+          throw new ScanError(
+            `The clone URL of ${repo.full_name} is not allowed (${error.message}). Only https://, ssh:// and user@host:path remotes on public hosts can be used.`,
+          );
+        throw error;
+      }
+      return { url: repo.clone_url, branch, ci, gitConfig };
     }
     const github = deps.github;
     if (!github || installationId == null)
@@ -105,7 +118,12 @@ export function createHealthScanJob(deps: HealthJobDeps): JobKind<HealthScanJob>
       fullName: repo.full_name,
       branch: branch ?? "",
     };
-    return { url: await github.cloneUrl(installationId, repo.clone_url), branch, ci };
+    return {
+      url: await github.cloneUrl(installationId, repo.clone_url),
+      branch,
+      ci,
+      gitConfig: [] as string[],
+    };
   }
 
   async function run(data: HealthScanJob, touch: () => Promise<void>): Promise<void> {
@@ -175,14 +193,19 @@ export function createHealthScanJob(deps: HealthJobDeps): JobKind<HealthScanJob>
         });
       await mkdir(path.dirname(workdir), { recursive: true });
       await shallowClone(source.url, source.branch, workdir, {
+        config: source.gitConfig,
         timeoutMs: config.pipeline.commandTimeoutS * 1000,
         signal: controller.signal,
       });
       commit = (await runGit(["rev-parse", "HEAD"], { cwd: workdir })).trim();
-      if (source.ci.kind === "github" && !source.ci.branch)
-        source.ci.branch = (
-          await runGit(["rev-parse", "--abbrev-ref", "HEAD"], { cwd: workdir })
-        ).trim();
+      if (!source.branch) {
+        // No branch known: the clone followed the remote's HEAD; remember what it found.
+        const found = (await runGit(["symbolic-ref", "--short", "HEAD"], { cwd: workdir })).trim();
+        if (source.ci.kind === "github") source.ci.branch = found;
+        await recordDefaultBranch(models, report.workspace_id, report.repo_id, found).catch(
+          (error: unknown) => logger.warn({ err: error }, "could not record the default branch"),
+        );
+      }
       await models.HealthReport.collection.updateOne(
         { _id: report._id as never },
         { $set: { commit_sha: commit } },

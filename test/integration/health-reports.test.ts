@@ -106,6 +106,12 @@ const PY_FILES: Record<string, string> = {
   "requirements.txt": "requests==2.0.0\n",
 };
 
+// A repository whose only branch is `master`, added without a default branch.
+const MASTER_FILES: Record<string, string> = {
+  "README.md": "# Old\n",
+  "lib/index.js": "/** Hello. */\nexports.hello = function hello() {};\n",
+};
+
 const FLAKY_FILES: Record<string, string> = {
   "package.json": JSON.stringify({ name: "flaky", dependencies: { "flaky-advisories": "^1.0.0" } }),
   "src/index.js": "export const x = 1;\n",
@@ -195,10 +201,19 @@ async function finished(repoId: string, reportId: string, ms = 120_000): Promise
   }
 }
 
-const pytestCov = await promisify(execFile)("python3", ["-c", "import pytest, pytest_cov"]).then(
-  () => true,
-  () => false,
-);
+/** True when some Python the scan tries has coverage.py and pytest (Debian's packages). */
+async function pythonCoverage(): Promise<boolean> {
+  for (const python of ["python3", "/usr/bin/python3"])
+    if (
+      await promisify(execFile)(python, ["-c", "import coverage, pytest"]).then(
+        () => true,
+        () => false,
+      )
+    )
+      return true;
+  return false;
+}
+const coveragePy = await pythonCoverage();
 
 beforeAll(async () => {
   registry = await startRegistry();
@@ -225,6 +240,8 @@ beforeAll(async () => {
   const go = await fixture(GO_FILES);
   const py = await fixture(PY_FILES);
   const flaky = await fixture(FLAKY_FILES);
+  const master = await createGitRepo(MASTER_FILES, "master");
+  fixtures.push(master);
   const ws = await server.api("POST", "/workspaces", {
     key,
     body: {
@@ -234,11 +251,26 @@ beforeAll(async () => {
         { name: "acme/go", clone_url: go.dir },
         { name: "acme/py", clone_url: py.dir },
         { name: "acme/flaky", clone_url: flaky.dir },
+        { name: "acme/master", clone_url: master.dir },
         { name: "acme/gone", clone_url: `${js.dir}-missing` },
       ],
     },
   });
   expect(ws.status).toBe(201);
+  // Branches were not given: each is the remote's HEAD (null when the remote is unreachable).
+  expect(
+    (ws.body.repos as Array<{ full_name: string; default_branch: string | null }>).map((r) => [
+      r.full_name,
+      r.default_branch,
+    ]),
+  ).toEqual([
+    ["acme/js", "main"],
+    ["acme/go", "main"],
+    ["acme/py", "main"],
+    ["acme/flaky", "main"],
+    ["acme/master", "master"],
+    ["acme/gone", null],
+  ]);
   for (const repo of ws.body.repos as Array<{ id: string; full_name: string }>)
     repos[repo.full_name] = { workspace: ws.body.id, id: repo.id };
   // A linked GitHub installation whose repository clones from the local JS fixture.
@@ -298,13 +330,13 @@ describe("a JavaScript repository", () => {
   it("measures coverage by running the tests", () => {
     const coverage = report.metrics.test_coverage;
     expect(coverage.measured).toBe(true);
-    // src/math.js: 14 of 23 lines; the test file itself does not count.
+    // src/math.js under c8 (V8): 14 of 23 lines; the test file itself does not count.
     expect(coverage.score).toBe(60.9);
     expect(coverage.details.languages[0]).toMatchObject({
       language: "javascript",
       covered: 14,
       total: 23,
-      method: "node --test --experimental-test-coverage",
+      method: "c8 around npm test",
       tests_passed: true,
     });
   });
@@ -334,11 +366,13 @@ describe("a JavaScript repository", () => {
     expect(JSON.stringify(report)).not.toContain(PLANTED_KEY);
   });
 
-  it("sees half the exports documented and the README", () => {
+  it("sees two of five public symbols documented, and the README", () => {
     const docs = report.metrics.documentation;
-    expect(docs.details.exports).toMatchObject({ total: 4, documented: 2, percent: 50 });
+    // add, multiply (documented), divide, negate, and config.js's default export.
+    expect(docs.details.exports).toMatchObject({ total: 5, documented: 2, percent: 40 });
+    expect(docs.details.readers).toEqual({ javascript: "TypeScript compiler API (JSDoc)" });
     expect(docs.details.readme).toMatchObject({ path: "README.md", words: 60, score: 60 });
-    expect(docs.score).toBe(53); // 0.3 · 60 + 0.7 · 50
+    expect(docs.score).toBe(46); // 0.3 · 60 + 0.7 · 40
   });
 
   it("finds the outdated dependency against the registry", () => {
@@ -379,8 +413,8 @@ describe("a JavaScript repository", () => {
       details: { reason: "not a GitHub repository" },
       measured: false,
     });
-    // (60.9·25 + 70·15 + 75·25 + 53·10 + 62.5·10) / 85 = 65.9
-    expect(report.score).toBe(66);
+    // (60.9·25 + 70·15 + 75·25 + 46·10 + 62.5·10) / 85 = 65.1
+    expect(report.score).toBe(65);
     expect(report.grade).toBe("D");
   });
 
@@ -449,12 +483,27 @@ describe("a GitHub repository", () => {
         runs_considered: 12,
       },
     });
-    // (65.9 · 85 + 90 · 15) / 100 = 69.5
-    expect(report.score).toBe(70);
-    expect(report.grade).toBe("C-");
+    // (65.1 · 85 + 90 · 15) / 100 = 68.8
+    expect(report.score).toBe(69);
+    expect(report.grade).toBe("D");
     expect(github.isDone()).toBe(true);
     expect(token.isDone()).toBe(true);
     expect(JSON.stringify(report)).not.toContain(INSTALLATION_TOKEN);
+  }, 150_000);
+});
+
+describe("a repository whose default branch is master", () => {
+  it("scans the remote's HEAD branch, never an assumed main", async () => {
+    const id = repos["acme/master"]!.id;
+    const res = await scan(id);
+    expect(res.status).toBe(202);
+    const report = await finished(id, res.body.id);
+    expect(report.error).toBeNull();
+    expect(report.status).toBe("completed");
+    expect(report.metrics.documentation.details.exports).toMatchObject({
+      total: 1,
+      documented: 1,
+    });
   }, 150_000);
 });
 
@@ -482,19 +531,26 @@ describe("a Go repository", () => {
 });
 
 describe("a Python repository", () => {
-  it("estimates coverage when it cannot run pytest-cov, and says so", async () => {
+  it("measures coverage with coverage.py around pytest (estimates, and says so, without it)", async () => {
     const res = await scan(repos["acme/py"]!.id);
     const report = await finished(repos["acme/py"]!.id, res.body.id);
     expect(report.status).toBe("completed");
     const coverage = report.metrics.test_coverage;
-    if (pytestCov) {
-      expect(coverage.measured).toBe(true);
-      expect(coverage.details.languages[0].method).toBe("pytest --cov");
+    if (coveragePy) {
+      // pkg/calc.py: 4 statements (the docstring is not one); the test runs add: 3.
+      expect(coverage).toMatchObject({ measured: true, score: 75 });
+      expect(coverage.details.languages[0]).toMatchObject({
+        method: "coverage.py around pytest",
+        covered: 3,
+        total: 4,
+        unit: "statements",
+        tests_passed: true,
+      });
     } else {
       expect(coverage.measured).toBe(false);
       expect(coverage.score).toBe(60); // 3 test lines for 5 source lines
       expect(coverage.details.reason).toBe(
-        "python: pytest and pytest-cov are not installed on this worker",
+        "python: coverage.py and pytest are not installed on this worker (tried python3, /usr/bin/python3)",
       );
     }
     expect(report.metrics.dependency_freshness).toMatchObject({ score: 80, measured: true });

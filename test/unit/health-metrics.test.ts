@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { hasGeneratedHeader, mayHoldSecrets } from "../../src/indexer/skip.js";
 import {
-  countUncovered,
   estimateCoverage,
+  findCoverageScript,
+  parseCoveragePyJson,
   parseGoProfile,
-  parseIstanbul,
-  parseNodeCoverage,
-  parsePytestCov,
+  parseIstanbulSummary,
+  withJsonSummary,
 } from "../../src/health/coverage.js";
 import { assessReadme, findExports, measureDocumentation } from "../../src/health/documentation.js";
 import {
@@ -22,7 +22,8 @@ import { gradeFor, overallScore } from "../../src/health/grading.js";
 import { pep440Range, readManifests } from "../../src/health/manifests.js";
 import { securityMetric } from "../../src/health/scanner.js";
 import { findDangerousCalls, findSecrets, maskSecret } from "../../src/health/security.js";
-import { findDuplication, findFunctions, measureTechDebt } from "../../src/health/tech-debt.js";
+import { findDuplication } from "../../src/health/duplication.js";
+import { findFunctions, measureTechDebt } from "../../src/health/tech-debt.js";
 import type { MetricResult, Metrics } from "../../src/health/types.js";
 import { createGitRepo } from "../helpers/git-repo.js";
 
@@ -106,64 +107,78 @@ describe("grading", () => {
 });
 
 describe("coverage output parsers", () => {
-  it("reads Node's test-runner table and its uncovered line ranges", () => {
-    const output = [
-      "# start of coverage report",
-      "# ------------------------------------------------------------------",
-      "# file              | line % | branch % | funcs % | uncovered lines",
-      "# ------------------------------------------------------------------",
-      "# src/math.js       |  60.87 |   100.00 |   50.00 | 13-18 21-23",
-      "# test/math.test.js | 100.00 |   100.00 |  100.00 | ",
-      "# ------------------------------------------------------------------",
-      "# all files         |  73.53 |   100.00 |   66.67 |",
-      "# end of coverage report",
-    ].join("\n");
-    const parsed = parseNodeCoverage(output);
-    expect(parsed.all).toBe(73.53);
-    expect(parsed.rows.map((r) => [r.file, r.linePercent])).toEqual([
-      ["src/math.js", 60.87],
-      ["test/math.test.js", 100],
-    ]);
-    expect(countUncovered(parsed.rows[0]!.uncovered)).toBe(9);
-    expect(parseNodeCoverage("no report here")).toEqual({ rows: [], all: null });
+  it("reads istanbul's json-summary per file, leaving test files out", () => {
+    const root = "/work/repo";
+    const entry = (covered: number, total: number) => ({
+      lines: { total, covered, skipped: 0, pct: (100 * covered) / total },
+    });
+    const summary = {
+      total: entry(22, 30),
+      "/work/repo/src/a.js": entry(9, 10),
+      "/work/repo/lib/b.js": entry(3, 10),
+      "/work/repo/test/a.test.js": entry(10, 10),
+      "/elsewhere/c.js": entry(0, 10),
+    };
+    expect(parseIstanbulSummary(summary, root)).toEqual({
+      covered: 12,
+      total: 20,
+      files: 2,
+      excluded_test_files: 1,
+    });
+    // A report with only the total (no file entries) gives the total.
+    expect(parseIstanbulSummary({ total: entry(3, 4) }, root)).toEqual({
+      covered: 3,
+      total: 4,
+      files: 0,
+      excluded_test_files: 0,
+    });
+    expect(parseIstanbulSummary(undefined, root)).toBeNull();
+    expect(parseIstanbulSummary({ total: entry(0, 0) }, root)).toBeNull();
   });
 
-  it("reads istanbul's text summary (c8, jest, vitest) and its table", () => {
-    const summary = [
-      "=============================== Coverage summary ===============================",
-      "Statements   : 81.25% ( 13/16 )",
-      "Branches     : 50% ( 1/2 )",
-      "Functions    : 66.66% ( 2/3 )",
-      "Lines        : 85.71% ( 12/14 )",
-    ].join("\n");
-    expect(parseIstanbul(summary)).toEqual({ percent: 85.71, covered: 12, total: 14 });
-    const table = [
-      "----------|---------|----------|---------|---------|-------------------",
-      "File      | % Stmts | % Branch | % Funcs | % Lines | Uncovered Line #s ",
-      "----------|---------|----------|---------|---------|-------------------",
-      "All files |   81.25 |       50 |   66.66 |   78.57 |                   ",
-    ].join("\n");
-    expect(parseIstanbul(table)).toEqual({ percent: 78.57, covered: null, total: null });
-    expect(parseIstanbul("Tests: 3 passed")).toBeNull();
+  it("reads coverage.py's JSON report, leaving test files out", () => {
+    const report = {
+      meta: { version: "6.5.0" },
+      files: {
+        "pkg/calc.py": { summary: { covered_lines: 5, num_statements: 6 } },
+        "pkg/__init__.py": { summary: { covered_lines: 0, num_statements: 0 } },
+        "tests/test_calc.py": { summary: { covered_lines: 7, num_statements: 7 } },
+      },
+      totals: { covered_lines: 12, num_statements: 13 },
+    };
+    expect(parseCoveragePyJson(report, "/r")).toEqual({
+      covered: 5,
+      total: 6,
+      files: 2,
+      excluded_test_files: 1,
+    });
+    expect(parseCoveragePyJson({}, "/r")).toBeNull();
   });
 
-  it("reads pytest-cov's terminal report without its TOTAL line", () => {
-    const output = [
-      "..                                                        [100%]",
-      "---------- coverage: platform linux, python 3.11.7-final-0 ----------",
-      "Name                 Stmts   Miss  Cover",
-      "----------------------------------------",
-      "pkg/__init__.py          0      0   100%",
-      "pkg/calc.py             10      4    60%",
-      "tests/test_calc.py       6      0   100%",
-      "----------------------------------------",
-      "TOTAL                   16      4    75%",
-    ].join("\n");
-    expect(parsePytestCov(output)).toEqual([
-      { name: "pkg/__init__.py", statements: 0, missed: 0 },
-      { name: "pkg/calc.py", statements: 10, missed: 4 },
-      { name: "tests/test_calc.py", statements: 6, missed: 0 },
-    ]);
+  it("finds a coverage script and adds a JSON reporter to its nyc or c8", () => {
+    expect(
+      findCoverageScript({
+        test: "mocha",
+        "test-ci": "nyc --reporter=lcovonly npm test",
+        "test-cov": "nyc --exclude examples --reporter=html npm test",
+        lint: "eslint .",
+      }),
+    ).toEqual({
+      name: "test-cov",
+      script: "nyc --exclude examples --reporter=html npm test",
+      tool: "nyc",
+    });
+    expect(findCoverageScript({ "test:ci": "c8 -r lcov node --test" })?.tool).toBe("c8");
+    expect(findCoverageScript({ coverage: "nyc report --reporter=lcov" })).toBeNull();
+    expect(findCoverageScript({ test: "mocha", coverage: "open coverage/index.html" })).toBeNull();
+    expect(withJsonSummary("nyc --reporter=html npm test", "nyc")).toEqual({
+      command: "nyc --reporter=json-summary --reporter=html npm test",
+      reportDir: "coverage",
+    });
+    expect(withJsonSummary("cross-env X=1 c8 --report-dir=out/cov mocha", "c8")).toEqual({
+      command: "cross-env X=1 c8 --reporter=json-summary --report-dir=out/cov mocha",
+      reportDir: "out/cov",
+    });
   });
 
   it("counts Go cover-profile statements once per block", () => {
@@ -190,7 +205,7 @@ describe("coverage output parsers", () => {
 });
 
 describe("tech debt", () => {
-  it("counts debt markers in comments only", () => {
+  it("counts debt markers in comments only", async () => {
     const repo = repoOf({
       "src/a.js": [
         "// TODO: one",
@@ -202,7 +217,7 @@ describe("tech debt", () => {
       ].join("\n"),
       "src/b.py": "# TODO five\nvalue = 'TODO not me'\n",
     });
-    const result = measureTechDebt(repo);
+    const result = await measureTechDebt(repo);
     const markers = result.details.markers as { total: number; by_kind: Record<string, number> };
     expect(markers.total).toBe(5);
     expect(markers.by_kind).toEqual({ TODO: 2, FIXME: 1, HACK: 1, XXX: 1 });
@@ -256,7 +271,7 @@ describe("tech debt", () => {
     expect(findFunctions(go).map((f) => [f.name, f.lines])).toEqual([["Run", 5]]);
   });
 
-  it("finds duplicated blocks across files and scores the penalties", () => {
+  it("finds duplicated blocks with jscpd and scores the penalties", async () => {
     const block = Array.from(
       { length: 8 },
       (_, i) => `total = total + values[${i}] * weight${i};`,
@@ -266,21 +281,23 @@ describe("tech debt", () => {
       "src/b.js": `export const b = 2;\n${block}\n`,
       "src/c.js": "export const c = 3;\nexport const d = 4;\n",
     });
-    const dup = findDuplication(repo.files);
-    expect(dup.duplicatedLines).toBe(16);
-    expect(dup.significantLines).toBe(20);
+    const dup = await findDuplication(repo.files);
+    // c.js is under jscpd's 5-line minimum; a.js and b.js share the 8-line block, which
+    // jscpd counts once: 7 of the 18 lines of the files it compared (its line span).
+    expect(dup).toMatchObject({ lines: 18, duplicatedLines: 7, percent: 38.89, sources: 2 });
     expect(dup.blockCount).toBe(1);
     expect(dup.blocks[0]).toEqual({
-      path: "src/b.js",
-      line: 2,
-      duplicate_of: { path: "src/a.js", line: 1 },
+      path: "src/a.js",
+      line: 1,
+      lines: 8,
+      duplicate_of: { path: "src/b.js", line: 2 },
     });
-    const result = measureTechDebt(repo);
-    // 16 of 20 lines duplicated = 80% → penalty capped at 30; no other penalty.
+    const result = await measureTechDebt(repo);
+    // 38.89% duplicated → penalty capped at 30; no other penalty.
     expect(result.score).toBe(70);
   });
 
-  it("leaves test files out of duplication and long-file counts", () => {
+  it("leaves test files out of duplication and long-file counts", async () => {
     const block = Array.from(
       { length: 8 },
       (_, i) => `expect(parse(input${i})).toEqual(output${i});`,
@@ -290,7 +307,7 @@ describe("tech debt", () => {
       "test/b.test.js": block,
       "src/x.js": "export const x = 1;\n",
     });
-    expect(measureTechDebt(repo).score).toBe(100);
+    expect((await measureTechDebt(repo)).score).toBe(100);
   });
 });
 
@@ -420,7 +437,7 @@ describe("documentation", () => {
     expect(readme.score).toBe(Math.round((20 + (50 * 155) / 300 + 15 + 15) * 10) / 10);
   });
 
-  it("counts documented exports in JavaScript, Python and Go", () => {
+  it("counts documented public symbols in TypeScript, Python and Go with real parsers", async () => {
     const repo = repoOf({
       "src/a.ts": [
         "/** Documented. */",
@@ -430,31 +447,192 @@ describe("documentation", () => {
         " * Documented class.",
         " */",
         "@decorator()",
-        "export class Three {}",
+        "export class Three {",
+        "  /** Documented method. */",
+        "  run() {}",
+        "  stop() {}",
+        "  private hidden() {}",
+        "}",
         "/* not a doc comment */",
         "export interface Four {}",
+        "/** @internal */",
+        "export function internalOnly() {}",
+        "function local() {}",
+        "/** Re-exported local. */",
+        "function five() {}",
+        "export { five, local as six };",
+        'export * from "./other.js";',
       ].join("\n"),
-      "pkg/mod.py":
-        "def public():\n    \"\"\"Doc.\"\"\"\n\ndef other(\n    a,\n):\n    return a\n\ndef _private():\n    pass\n\nclass Thing:\n    '''Doc.'''\n",
-      "lib.go":
-        "// Exported does things.\nfunc Exported() {}\n\nfunc Bare() {}\nfunc lower() {}\ntype T struct{}\n",
+      "pkg/mod.py": [
+        "def public():",
+        '    """Doc."""',
+        "",
+        "def other(",
+        "    a,",
+        "):",
+        "    return a",
+        "",
+        "def _private():",
+        "    pass",
+        "",
+        "class Thing:",
+        "    '''Doc.'''",
+        "    def method(self):",
+        "        pass",
+        "    def _helper(self):",
+        "        pass",
+        "",
+      ].join("\n"),
+      "pkg/_internal.py": "def hidden():\n    pass\n",
+      "lib.go": [
+        "package lib",
+        "",
+        "// Exported does things.",
+        "func Exported() {}",
+        "",
+        "func Bare() {}",
+        "func lower() {}",
+        "",
+        "type T struct{}",
+        "",
+        "// Limits of the thing.",
+        "const (",
+        "\tMax = 10",
+        "\tMin = 1",
+        ")",
+        "",
+        "// Run runs.",
+        "func (t *T) Run() {}",
+        "func (t *T) Stop() {}",
+        "",
+      ].join("\n"),
+      "internal/x/x.go": "package x\n\nfunc Hidden() {}\n",
       "src/a.test.ts": "export function helper() {}\n",
+      "examples/demo.js": "exports.demo = function demo() {};\n",
+      "test/fixtures/f.js": "exports.f = function f() {};\n",
+      "bench/b.ts": "export function b() {}\n",
     });
-    const found = findExports(repo).map((e) => [e.path, e.name, e.documented]);
+    const scan = await findExports(repo);
+    expect(scan.readers).toEqual({
+      javascript: "TypeScript compiler API (JSDoc)",
+      python: "Python ast (docstrings)",
+      go: "go/ast (doc comments)",
+    });
+    const found = scan.symbols.map((e) => [e.path, e.name, e.documented]);
     expect(found).toEqual([
-      ["src/a.ts", "one", true],
-      ["src/a.ts", "two", false],
-      ["src/a.ts", "Three", true],
-      ["src/a.ts", "Four", false],
-      ["pkg/mod.py", "public", true],
-      ["pkg/mod.py", "other", false],
-      ["pkg/mod.py", "Thing", true],
       ["lib.go", "Exported", true],
       ["lib.go", "Bare", false],
       ["lib.go", "T", false],
+      ["lib.go", "Max", true],
+      ["lib.go", "Min", true],
+      ["lib.go", "T.Run", true],
+      ["lib.go", "T.Stop", false],
+      ["pkg/mod.py", "public", true],
+      ["pkg/mod.py", "other", false],
+      ["pkg/mod.py", "Thing", true],
+      ["pkg/mod.py", "Thing.method", false],
+      ["src/a.ts", "one", true],
+      ["src/a.ts", "two", false],
+      ["src/a.ts", "Three", true],
+      ["src/a.ts", "Three.run", true],
+      ["src/a.ts", "Three.stop", false],
+      ["src/a.ts", "Four", false],
+      ["src/a.ts", "five", true],
+      ["src/a.ts", "six", false],
     ]);
-    const result = measureDocumentation(repo);
-    expect(result.score).toBe(Math.round(0.7 * 50 * 10) / 10); // no README
+    const result = await measureDocumentation(repo);
+    // No README: 70% of the 10 documented out of 19.
+    expect(result.score).toBe(Math.round(0.7 * ((100 * 10) / 19) * 10) / 10);
+  });
+
+  it("reads CommonJS exports the way express writes them", async () => {
+    const repo = repoOf({
+      "lib/response.js": [
+        "'use strict';",
+        "var http = require('node:http');",
+        "var res = Object.create(http.ServerResponse.prototype);",
+        "module.exports = res;",
+        "",
+        "/**",
+        " * Set status `code`.",
+        " *",
+        " * @param {Number} code",
+        " * @return {ServerResponse}",
+        " * @public",
+        " */",
+        "res.status = function status(code) {",
+        "  this.statusCode = code;",
+        "  return this;",
+        "};",
+        "",
+        "res.links = function(links) {};",
+        "",
+        "/**",
+        " * Header getter.",
+        " */",
+        "res.get = res.header = function header(field) {};",
+        "",
+        "/**",
+        " * Helper.",
+        " * @private",
+        " */",
+        "res.helper = function helper() {};",
+        "res._internal = function () {};",
+        "",
+        "/**",
+        " * Protocol.",
+        " */",
+        "defineGetter(res, 'protocol', function protocol() {});",
+      ].join("\n"),
+      "lib/express.js": [
+        "var proto = require('./application');",
+        "/**",
+        " * Expose `createApplication()`.",
+        " */",
+        "exports = module.exports = createApplication;",
+        "/**",
+        " * Create an express application.",
+        " */",
+        "function createApplication() {}",
+        "exports.application = proto;",
+        "exports.json = require('body-parser').json;",
+        "exports.query = function query(options) {};",
+      ].join("\n"),
+      "lib/view.js": [
+        "module.exports = View;",
+        "/** Initialize a new `View`. */",
+        "function View(name) {}",
+        "/** Lookup view by the given `name`. */",
+        "View.prototype.lookup = function lookup(name) {};",
+        "View.prototype.render = function render(options, callback) {};",
+      ].join("\n"),
+      "lib/utils.js": [
+        "module.exports = {",
+        "  /** Documented. */",
+        "  one: function () {},",
+        "  two,",
+        "};",
+        "/** Two's doc. */",
+        "function two() {}",
+      ].join("\n"),
+      "examples/hello/index.js": "var app = module.exports = express();\napp.get('/', f);\n",
+    });
+    const found = (await findExports(repo)).symbols.map((e) => [e.path, e.name, e.documented]);
+    expect(found).toEqual([
+      ["lib/express.js", "createApplication", true],
+      ["lib/express.js", "query", false],
+      ["lib/response.js", "res", false],
+      ["lib/response.js", "res.status", true],
+      ["lib/response.js", "res.links", false],
+      ["lib/response.js", "res.get", true],
+      ["lib/response.js", "res.header", true],
+      ["lib/response.js", "res.protocol", true],
+      ["lib/utils.js", "one", true],
+      ["lib/utils.js", "two", true],
+      ["lib/view.js", "View", true],
+      ["lib/view.js", "View.lookup", true],
+      ["lib/view.js", "View.render", false],
+    ]);
   });
 });
 

@@ -5,6 +5,7 @@ import {
   reportHistory,
   requestScan,
   toHealthReportView,
+  type HealthReportView,
 } from "../../../domain/health-reports.js";
 import { errors } from "../../../errors.js";
 import { route, type AnyRoute } from "../../route.js";
@@ -37,6 +38,9 @@ export const healthReportRoutes: AnyRoute[] = [
     status: 202,
     response: { description: "The pending report", schema: healthReport },
     errors: [404],
+    // 202: the report to poll until it completes or fails.
+    location: (r: HealthReportView) =>
+      `/health-reports/${encodeURIComponent(r.repo_id)}/scans/${r.id}?workspace_id=${encodeURIComponent(r.workspace_id)}`,
     async handler(_ctx, { params, query, principal, deps }) {
       const scans = scansOf(deps);
       const report = await requestScan(
@@ -74,15 +78,22 @@ export const healthReportRoutes: AnyRoute[] = [
     tag: "health",
     summary: "Finished health reports of a repository, newest first",
     description:
-      "Completed and failed reports, newest first; paged with `limit` (default 20, max 100) and `before` (the last id of the previous page).",
+      "Completed and failed reports, newest first; paged (see Paging), `before` (the last id of the previous page) still works.",
     auth: "key",
     params: repoPathParams,
     query: historyQuery,
     status: 200,
     response: { description: "Reports", schema: z.array(healthReport) },
     errors: [404],
-    async handler(_ctx, { params, query, principal, deps }) {
-      const reports = await reportHistory(deps.models, principal!.accountId, params.repo_id, query);
+    page: { key: (r: HealthReportView) => [r.created_at, r.id] },
+    async handler(_ctx, { params, query, principal, deps, page }) {
+      const filter = { ...query, limit: page.limit + 1, after: page.after };
+      const reports = await reportHistory(
+        deps.models,
+        principal!.accountId,
+        params.repo_id,
+        filter,
+      );
       return reports.map(toHealthReportView);
     },
   }),

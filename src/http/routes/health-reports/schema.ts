@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { pageFields } from "../../paging.js";
 import { HEALTH_REPORT_STATUSES } from "../../../db/models.js";
 import { opaqueId, timestamp } from "../../schemas.js";
 
@@ -23,8 +24,10 @@ export const repoQuery = z.strictObject({ workspace_id: workspaceId });
 
 export const historyQuery = z.strictObject({
   workspace_id: workspaceId,
-  limit: z.coerce.number().int().min(1).max(100).default(20),
-  before: opaqueId.optional().describe("a report id: the page continues after it"),
+  ...pageFields,
+  before: opaqueId
+    .optional()
+    .describe("a report id: the page continues after it (older form of `cursor`)"),
 });
 
 const metric = z

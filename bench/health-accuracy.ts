@@ -1,0 +1,292 @@
+/*
+ * Health figures against the tools people trust (issue 19), on real repositories.
+ *
+ * HEALTH_BENCH_REPOS=/path/a,/path/b names working copies of public repositories, their
+ * dependencies installed (npm install / nothing for Python and Go here). Each is scanned by
+ * the service's own metric code, in place (coverage runs write their reports into the
+ * copy), and each figure is printed beside the reference tool's, run by this benchmark:
+ *
+ *   coverage       JS: the repository's nyc/c8 coverage script, else c8 around `npm test`,
+ *                  the tool's own json-summary `total` (which counts what the tool counts);
+ *                  Python: coverage.py around pytest/unittest, `coverage json` totals
+ *                  without test files; Go: `go tool cover -func` total.
+ *   documentation  Python: the modules' objects imported and asked for `__doc__`
+ *                  (runtime introspection, independent of the ast reader); no reference
+ *                  tool for JavaScript/Go is installed here (shown as n/a).
+ *   freshness      `npm outdated --json` entries whose wanted is not latest (direct deps).
+ *   duplication    the `jscpd` CLI with its defaults on the same source files.
+ *
+ * Targets: coverage and documentation within 5 points of the reference, equal dependency
+ * counts. Without HEALTH_BENCH_REPOS the benchmark says so and reports nothing.
+ */
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import { loadConfig } from "../src/config/env.js";
+import { findCoverageScript, measureCoverage, serviceC8 } from "../src/health/coverage.js";
+import { findExports, isApiFile } from "../src/health/documentation.js";
+import { codeFiles, readRepoFiles, type RepoFiles } from "../src/health/files.js";
+import { measureFreshness } from "../src/health/freshness.js";
+import { readManifests } from "../src/health/manifests.js";
+import { RegistryClient } from "../src/health/registry.js";
+import { measureTechDebt } from "../src/health/tech-debt.js";
+import type { BenchReport, Benchmark, Check } from "./lib/harness.js";
+
+const exec = promisify(execFile);
+const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), "..");
+
+async function sh(
+  command: string,
+  cwd: string,
+  env: Record<string, string> = {},
+): Promise<{ ok: boolean; stdout: string }> {
+  try {
+    const { stdout } = await exec("sh", ["-c", command], {
+      cwd,
+      env: { ...process.env, CI: "true", ...env },
+      maxBuffer: 256 * 1024 * 1024,
+      timeout: 900_000,
+    });
+    return { ok: true, stdout };
+  } catch (error) {
+    return { ok: false, stdout: String((error as { stdout?: string }).stdout ?? "") };
+  }
+}
+
+async function readJson(file: string): Promise<unknown> {
+  return JSON.parse(await readFile(file, "utf8")) as unknown;
+}
+
+const round = (n: number | null) => (n === null ? null : Math.round(n * 10) / 10);
+
+/** Coverage by the reference tool itself, in percent, and how it was run. */
+async function referenceCoverage(
+  root: string,
+  repo: RepoFiles,
+): Promise<{ percent: number | null; tool: string }> {
+  const has = (p: string) => repo.files.some((f) => f.path === p);
+  const bin = path.join(root, "node_modules", ".bin");
+  const env = { PATH: `${bin}:${process.env.PATH ?? ""}` };
+  if (has("package.json")) {
+    const out = await mkdtemp(path.join(os.tmpdir(), "bench-cov-"));
+    try {
+      const pkg = JSON.parse(repo.files.find((f) => f.path === "package.json")!.text) as {
+        scripts?: Record<string, string>;
+      };
+      const own = findCoverageScript(pkg.scripts ?? {});
+      let tool: string;
+      if (own) {
+        // The tool's own run, then its own report of that run as JSON.
+        await sh(`npm run ${own.name}`, root, env);
+        await sh(`${own.tool} report --reporter=json-summary --report-dir=${out}`, root, env);
+        tool = `${own.tool} (npm run ${own.name})`;
+      } else {
+        await sh(
+          `node ${serviceC8()} --reporter=json-summary --report-dir=${out} npm test`,
+          root,
+          env,
+        );
+        tool = "c8 npm test";
+      }
+      const summary = (await readJson(path.join(out, "coverage-summary.json")).catch(
+        () => null,
+      )) as { total?: { lines?: { pct?: number } } } | null;
+      return { percent: summary?.total?.lines?.pct ?? null, tool };
+    } finally {
+      await rm(out, { recursive: true, force: true });
+    }
+  }
+  if (has("go.mod")) {
+    const profile = path.join(os.tmpdir(), `bench-go-${process.pid}.out`);
+    await sh(`go test -coverprofile=${profile} ./...`, root, { GOFLAGS: "-mod=mod" });
+    const func = await sh(`go tool cover -func=${profile}`, root);
+    await rm(profile, { force: true });
+    const total = /^total:\s+\(statements\)\s+([\d.]+)%/m.exec(func.stdout);
+    return { percent: total ? Number(total[1]) : null, tool: "go tool cover -func" };
+  }
+  if (repo.files.some((f) => f.language === "python")) {
+    const python = "/usr/bin/python3";
+    const pytest = repo.files.some((f) => f.path.endsWith("conftest.py"));
+    const out = path.join(os.tmpdir(), `bench-py-${process.pid}.json`);
+    const data = path.join(os.tmpdir(), `bench-py-${process.pid}.coverage`);
+    await sh(`${python} -m coverage run -m ${pytest ? "pytest -q" : "unittest discover"}`, root, {
+      COVERAGE_FILE: data,
+    });
+    await sh(
+      `${python} -m coverage json -q -o ${out} --include='${root}/*' --omit='${root}/tests/*,${root}/test/*,*/test_*.py,*/conftest.py'`,
+      root,
+      { COVERAGE_FILE: data },
+    );
+    const json = (await readJson(out).catch(() => null)) as {
+      totals?: { percent_covered?: number };
+    } | null;
+    await rm(out, { force: true });
+    await rm(data, { force: true });
+    return { percent: json?.totals?.percent_covered ?? null, tool: "coverage.py" };
+  }
+  return { percent: null, tool: "none" };
+}
+
+/** Python public functions/classes with a docstring, by importing the package. */
+async function referenceDocs(root: string, repo: RepoFiles): Promise<number | null> {
+  const packages = [
+    ...new Set(
+      repo.files
+        .filter((f) => isApiFile(f) && f.language === "python" && f.path.endsWith("/__init__.py"))
+        .map((f) => f.path.split("/")[0]!),
+    ),
+  ];
+  if (packages.length === 0) return null;
+  const script = `
+import importlib, inspect, json, pkgutil, sys
+sys.path.insert(0, ".")
+total = documented = 0
+for name in ${JSON.stringify(packages)}:
+    pkg = importlib.import_module(name)
+    mods = [pkg] + [importlib.import_module(m.name) for m in pkgutil.walk_packages(pkg.__path__, name + ".") if not any(p.startswith("_") for p in m.name.split(".")[1:])]
+    for mod in mods:
+        public = getattr(mod, "__all__", None)
+        for attr, obj in vars(mod).items():
+            if attr.startswith("_") or (public is not None and attr not in public): continue
+            if not (inspect.isfunction(obj) or inspect.isclass(obj)) or obj.__module__ != mod.__name__: continue
+            items = [obj] + ([m for n, m in vars(obj).items() if not n.startswith("_") and inspect.isfunction(m)] if inspect.isclass(obj) else [])
+            for item in items:
+                total += 1
+                documented += bool(item.__doc__ and item.__doc__.strip())
+print(json.dumps([documented, total]))
+`;
+  const result = await exec("/usr/bin/python3", ["-c", script], { cwd: root }).catch(
+    (error: unknown) => {
+      console.log(`health-accuracy: Python docs reference failed: ${String(error).slice(0, 300)}`);
+      return null;
+    },
+  );
+  if (!result) return null;
+  const [documented, total] = JSON.parse(result.stdout) as [number, number];
+  return total > 0 ? (100 * documented) / total : null;
+}
+
+/** `npm outdated --json`: direct dependencies whose wanted version is not the latest. */
+async function referenceOutdated(root: string, repo: RepoFiles): Promise<number | null> {
+  if (!repo.files.some((f) => f.path === "package.json")) return null;
+  // --prefer-online: npm's cached packuments may be minutes old; the service asks the registry.
+  const result = await sh("npm outdated --json --prefer-online", root);
+  const json = JSON.parse(result.stdout || "{}") as Record<
+    string,
+    { wanted?: string; latest?: string }
+  >;
+  return Object.values(json).filter((d) => d.wanted !== d.latest).length;
+}
+
+/** The jscpd CLI on the given files: its duplicated-lines percentage. */
+async function referenceDuplication(root: string, files: string[]): Promise<number | null> {
+  if (files.length === 0) return null;
+  const out = await mkdtemp(path.join(os.tmpdir(), "bench-jscpd-"));
+  try {
+    await exec(
+      path.join(ROOT, "node_modules", ".bin", "jscpd"),
+      ["--silent", "--reporters", "json", "--output", out, ...files],
+      { cwd: root, maxBuffer: 64 * 1024 * 1024 },
+    ).catch(() => undefined);
+    const report = (await readJson(path.join(out, "jscpd-report.json"))) as {
+      statistics: { total: { percentage: number } };
+    };
+    return report.statistics.total.percentage;
+  } finally {
+    await rm(out, { recursive: true, force: true });
+  }
+}
+
+export const healthAccuracy: Benchmark = {
+  name: "health-accuracy",
+  description:
+    "health figures beside the reference tools (c8/nyc, coverage.py, go cover, npm outdated, jscpd) on HEALTH_BENCH_REPOS",
+  async run(): Promise<BenchReport> {
+    const repos = (process.env.HEALTH_BENCH_REPOS ?? "")
+      .split(",")
+      .map((p) => p.trim())
+      .filter(Boolean);
+    if (repos.length === 0) {
+      console.log(
+        "health-accuracy: skipped; set HEALTH_BENCH_REPOS=/path/a,/path/b to working copies of public repositories (dependencies installed).",
+      );
+      return { subjects: [], checks: [], info: { skipped: "HEALTH_BENCH_REPOS not set" } };
+    }
+    const config = loadConfig({ ...process.env, NODE_ENV: "development" });
+    const rows: Array<Record<string, unknown>> = [];
+    const checks: Check[] = [];
+    for (const root of repos) {
+      const name = path.basename(root);
+      const repo = await readRepoFiles(root);
+      const sources = codeFiles(repo).filter((f) => !f.test);
+      const [docs, debt, manifests] = await Promise.all([
+        findExports(repo),
+        measureTechDebt(repo),
+        readManifests(root, repo),
+      ]);
+      const freshness = await measureFreshness(
+        new RegistryClient(config.health.registry),
+        manifests,
+      );
+      const coverage = await measureCoverage(repo, { root, timeoutMs: 900_000 });
+      const refCoverage = await referenceCoverage(root, repo);
+      const refDocs = await referenceDocs(root, repo);
+      const refOutdated = await referenceOutdated(root, repo);
+      const refDup = await referenceDuplication(
+        root,
+        sources.map((f) => f.path),
+      );
+      const documented = docs.symbols.filter((s) => s.documented).length;
+      const docPercent = docs.symbols.length > 0 ? (100 * documented) / docs.symbols.length : null;
+      const details = freshness.details as { outdated?: number };
+      const row = {
+        repo: name,
+        coverage: round(coverage.score),
+        coverage_measured: coverage.measured,
+        coverage_ref: round(refCoverage.percent),
+        coverage_ref_tool: refCoverage.tool,
+        docs: round(docPercent),
+        docs_symbols: docs.symbols.length,
+        docs_ref: round(refDocs),
+        outdated: details.outdated ?? null,
+        outdated_ref: refOutdated,
+        duplication: round(
+          ((debt.details.duplication as { percent?: number } | undefined)?.percent ?? null) as
+            number | null,
+        ),
+        duplication_ref: round(refDup),
+      };
+      rows.push(row);
+      const within = (a: number | null, b: number | null) =>
+        a !== null && b !== null && Math.abs(a - b) <= 5;
+      if (row.coverage_ref !== null)
+        checks.push({
+          name: `${name} coverage`,
+          value: Math.abs((row.coverage ?? 0) - row.coverage_ref),
+          target: 5,
+          pass: within(row.coverage, row.coverage_ref),
+          detail: `service ${row.coverage} vs ${refCoverage.tool} ${row.coverage_ref}`,
+        });
+      if (row.docs_ref !== null)
+        checks.push({
+          name: `${name} documentation`,
+          value: Math.abs((row.docs ?? 0) - row.docs_ref),
+          target: 5,
+          pass: within(row.docs, row.docs_ref),
+          detail: `service ${row.docs}% vs runtime __doc__ ${row.docs_ref}%`,
+        });
+      if (row.outdated_ref !== null)
+        checks.push({
+          name: `${name} outdated deps`,
+          value: Math.abs((row.outdated ?? 0) - row.outdated_ref),
+          target: 0,
+          pass: row.outdated === row.outdated_ref,
+          detail: `service ${row.outdated} vs npm outdated ${row.outdated_ref}`,
+        });
+    }
+    console.table(rows);
+    return { subjects: [], checks, info: { repos: rows } };
+  },
+};

@@ -1,0 +1,326 @@
+/*
+ * Public symbols of JavaScript and TypeScript files and whether each has a doc comment,
+ * read with the TypeScript compiler's parser (JSDoc through `ts.getJSDocCommentsAndTags`).
+ * Counted: ES exports (declarations, `export { a }` of local declarations, public members
+ * of exported classes) and CommonJS exports (`module.exports = …`, `exports.x = …`, the
+ * properties of an exported object literal, and `X.name = …` / `X.prototype.name = …`
+ * assignments or `defineGetter(X, "name", …)`-style calls on an exported object `X`, as
+ * express's `res.status = function status(code)` does). Re-exports of other modules
+ * (`export … from`, `exports.x = require(…)`) are counted where they are defined. Names
+ * starting with `_`, and symbols tagged `@private`, `@internal`, `@ignore` or
+ * `@api private`, are not public API.
+ */
+import ts from "typescript";
+
+export interface DocSymbol {
+  name: string;
+  line: number;
+  documented: boolean;
+}
+
+function scriptKind(file: string): ts.ScriptKind {
+  if (/\.tsx$/.test(file)) return ts.ScriptKind.TSX;
+  if (/\.[cm]?ts$/.test(file)) return ts.ScriptKind.TS;
+  if (/\.jsx$/.test(file)) return ts.ScriptKind.JSX;
+  return ts.ScriptKind.JS;
+}
+
+function jsDocs(node: ts.Node): ts.JSDoc[] {
+  return ts.getJSDocCommentsAndTags(node).filter((d): d is ts.JSDoc => ts.isJSDoc(d));
+}
+
+function hasDoc(node: ts.Node): boolean {
+  return jsDocs(node).some((doc) => {
+    const text = ts.getTextOfJSDocComment(doc.comment)?.trim() ?? "";
+    // A block of tags only (`@param x`, `@returns`) documents too; an empty `/** */` not.
+    return text !== "" || (doc.tags?.length ?? 0) > 0;
+  });
+}
+
+function isPrivateDoc(node: ts.Node): boolean {
+  for (const doc of jsDocs(node))
+    for (const tag of doc.tags ?? []) {
+      const name = tag.tagName.text;
+      if (name === "private" || name === "internal" || name === "ignore") return true;
+      if (name === "api" && /\bprivate\b/.test(ts.getTextOfJSDocComment(tag.comment) ?? ""))
+        return true;
+    }
+  return false;
+}
+
+function hasModifier(node: ts.Node, kind: ts.SyntaxKind): boolean {
+  return ts.canHaveModifiers(node) && (ts.getModifiers(node) ?? []).some((m) => m.kind === kind);
+}
+
+/** `module.exports` or `exports`. */
+function isModuleExports(node: ts.Expression): boolean {
+  if (ts.isIdentifier(node)) return node.text === "exports";
+  return (
+    ts.isPropertyAccessExpression(node) &&
+    ts.isIdentifier(node.expression) &&
+    node.expression.text === "module" &&
+    node.name.text === "exports"
+  );
+}
+
+/** The targets and final value of `a = b = c = value`. */
+function assignmentChain(expr: ts.Expression): { targets: ts.Expression[]; value: ts.Expression } {
+  const targets: ts.Expression[] = [];
+  let value = expr;
+  while (ts.isBinaryExpression(value) && value.operatorToken.kind === ts.SyntaxKind.EqualsToken) {
+    targets.push(value.left);
+    value = value.right;
+  }
+  return { targets, value };
+}
+
+function isRequireCall(node: ts.Expression): boolean {
+  return (
+    ts.isCallExpression(node) &&
+    ts.isIdentifier(node.expression) &&
+    node.expression.text === "require"
+  );
+}
+
+function isDefinition(node: ts.Expression): boolean {
+  return (
+    ts.isFunctionExpression(node) ||
+    ts.isArrowFunction(node) ||
+    ts.isClassExpression(node) ||
+    ts.isObjectLiteralExpression(node)
+  );
+}
+
+/** Public symbols of one file's text. */
+export function jsDocSymbols(fileName: string, text: string): DocSymbol[] {
+  const source = ts.createSourceFile(
+    fileName,
+    text,
+    ts.ScriptTarget.Latest,
+    true,
+    scriptKind(fileName),
+  );
+  const out: DocSymbol[] = [];
+  const seen = new Set<string>();
+  const lineOf = (node: ts.Node) =>
+    source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
+  const add = (name: string, node: ts.Node, docNodes: ts.Node[]) => {
+    const last = name.split(".").pop() ?? name;
+    if (last.startsWith("_") || last.startsWith("#") || seen.has(name)) return;
+    if (docNodes.some(isPrivateDoc)) return;
+    seen.add(name);
+    out.push({ name, line: lineOf(node), documented: docNodes.some(hasDoc) });
+  };
+
+  // Local declarations by name, with the node their doc comment sits on.
+  const locals = new Map<string, { node: ts.Node; value: ts.Node | undefined }>();
+  for (const statement of source.statements) {
+    if (
+      (ts.isFunctionDeclaration(statement) ||
+        ts.isClassDeclaration(statement) ||
+        ts.isInterfaceDeclaration(statement) ||
+        ts.isTypeAliasDeclaration(statement) ||
+        ts.isEnumDeclaration(statement)) &&
+      statement.name
+    )
+      locals.set(statement.name.text, { node: statement, value: statement });
+    else if (ts.isVariableStatement(statement))
+      for (const decl of statement.declarationList.declarations)
+        if (ts.isIdentifier(decl.name))
+          locals.set(decl.name.text, { node: statement, value: decl.initializer });
+  }
+  /** A local defined in this file (not a `require`d value). */
+  const ownLocal = (name: string) => {
+    const local = locals.get(name);
+    if (!local) return undefined;
+    let value = local.value as ts.Expression | undefined;
+    if (value && ts.isBinaryExpression(value)) value = assignmentChain(value).value;
+    if (value && (isRequireCall(value) || ts.isPropertyAccessExpression(value))) return undefined;
+    return local;
+  };
+
+  const classMembers = (prefix: string, node: ts.ClassLikeDeclaration) => {
+    for (const member of node.members) {
+      if (
+        !(
+          ts.isMethodDeclaration(member) ||
+          ts.isPropertyDeclaration(member) ||
+          ts.isGetAccessorDeclaration(member) ||
+          ts.isSetAccessorDeclaration(member)
+        ) ||
+        !member.name ||
+        !(ts.isIdentifier(member.name) || ts.isStringLiteral(member.name))
+      )
+        continue;
+      if (
+        hasModifier(member, ts.SyntaxKind.PrivateKeyword) ||
+        hasModifier(member, ts.SyntaxKind.ProtectedKeyword)
+      )
+        continue;
+      add(`${prefix}.${member.name.text}`, member, [member]);
+    }
+  };
+
+  // CommonJS: which local names are the exported object (`var app = exports = module.exports = {}`).
+  const exported = new Set<string>();
+  const chains: Array<{ statement: ts.Node; targets: ts.Expression[]; value: ts.Expression }> = [];
+  for (const statement of source.statements) {
+    if (ts.isExpressionStatement(statement)) {
+      const chain = assignmentChain(statement.expression);
+      if (chain.targets.length > 0) chains.push({ statement, ...chain });
+    } else if (ts.isVariableStatement(statement)) {
+      for (const decl of statement.declarationList.declarations) {
+        if (!decl.initializer || !ts.isIdentifier(decl.name)) continue;
+        const chain = assignmentChain(decl.initializer);
+        if (chain.targets.some(isModuleExports)) {
+          exported.add(decl.name.text);
+          chains.push({ statement, targets: chain.targets, value: chain.value });
+        }
+      }
+    }
+  }
+  for (const { targets, value } of chains)
+    if (targets.some(isModuleExports)) {
+      if (ts.isIdentifier(value)) exported.add(value.text);
+      for (const target of targets) if (ts.isIdentifier(target)) exported.add(target.text);
+    }
+  exported.delete("exports");
+
+  /** `X.name`, `X.prototype.name` or `exports.name` with X exported: the symbol's name. */
+  const memberName = (target: ts.Expression): string | null => {
+    if (!ts.isPropertyAccessExpression(target) && !ts.isElementAccessExpression(target))
+      return null;
+    const name = ts.isPropertyAccessExpression(target)
+      ? target.name.text
+      : ts.isStringLiteral(target.argumentExpression)
+        ? target.argumentExpression.text
+        : null;
+    if (name === null) return null;
+    let owner = target.expression;
+    if (isModuleExports(owner)) return name;
+    if (ts.isPropertyAccessExpression(owner) && owner.name.text === "prototype")
+      owner = owner.expression;
+    if (ts.isIdentifier(owner) && exported.has(owner.text)) return `${owner.text}.${name}`;
+    return null;
+  };
+
+  for (const statement of source.statements) {
+    // --- ES modules
+    if (
+      (ts.isFunctionDeclaration(statement) ||
+        ts.isClassDeclaration(statement) ||
+        ts.isInterfaceDeclaration(statement) ||
+        ts.isTypeAliasDeclaration(statement) ||
+        ts.isEnumDeclaration(statement) ||
+        ts.isModuleDeclaration(statement)) &&
+      hasModifier(statement, ts.SyntaxKind.ExportKeyword)
+    ) {
+      const name =
+        statement.name && ts.isIdentifier(statement.name) ? statement.name.text : "default";
+      add(name, statement, [statement]);
+      if (ts.isClassDeclaration(statement)) classMembers(name, statement);
+      continue;
+    }
+    if (ts.isVariableStatement(statement) && hasModifier(statement, ts.SyntaxKind.ExportKeyword)) {
+      for (const decl of statement.declarationList.declarations)
+        if (ts.isIdentifier(decl.name)) add(decl.name.text, decl, [statement, decl]);
+      continue;
+    }
+    if (ts.isExportDeclaration(statement)) {
+      if (statement.moduleSpecifier || !statement.exportClause) continue; // re-export
+      if (ts.isNamedExports(statement.exportClause))
+        for (const element of statement.exportClause.elements) {
+          const local = locals.get((element.propertyName ?? element.name).text);
+          if (!local) continue;
+          add(element.name.text, element, [local.node, statement]);
+          if (ts.isClassDeclaration(local.node)) classMembers(element.name.text, local.node);
+        }
+      continue;
+    }
+    if (ts.isExportAssignment(statement)) {
+      const local = ts.isIdentifier(statement.expression)
+        ? ownLocal(statement.expression.text)
+        : undefined;
+      if (ts.isIdentifier(statement.expression) && !local) continue;
+      add("default", statement, local ? [local.node, statement] : [statement]);
+      continue;
+    }
+    // --- CommonJS calls: defineGetter(req, "protocol", function protocol() {…})
+    if (ts.isExpressionStatement(statement) && ts.isCallExpression(statement.expression)) {
+      const [owner, key, fn] = statement.expression.arguments;
+      if (
+        owner &&
+        key &&
+        fn &&
+        ts.isIdentifier(owner) &&
+        exported.has(owner.text) &&
+        ts.isStringLiteral(key) &&
+        (ts.isFunctionExpression(fn) || ts.isArrowFunction(fn) || ts.isObjectLiteralExpression(fn))
+      )
+        add(`${owner.text}.${key.text}`, statement, [statement]);
+    }
+  }
+
+  // --- CommonJS assignments
+  for (const { statement, targets, value } of chains) {
+    if (targets.some(isModuleExports)) {
+      // The module itself: its value's definition carries the doc.
+      if (ts.isIdentifier(value)) {
+        const local = ownLocal(value.text);
+        if (local) {
+          add(value.text, statement, [local.node, statement]);
+          if (ts.isClassDeclaration(local.node)) classMembers(value.text, local.node);
+          if (
+            local.value &&
+            ts.isExpression(local.value as ts.Expression) &&
+            ts.isObjectLiteralExpression(local.value as ts.Expression)
+          )
+            objectMembers(value.text, local.value as ts.ObjectLiteralExpression);
+        }
+      } else if (ts.isObjectLiteralExpression(value)) objectMembers(null, value);
+      else if (isDefinition(value)) {
+        const name =
+          (ts.isFunctionExpression(value) || ts.isClassExpression(value)) && value.name
+            ? value.name.text
+            : "module.exports";
+        add(name, statement, [statement, value]);
+        if (ts.isClassExpression(value)) classMembers(name, value);
+      }
+      continue;
+    }
+    for (const target of targets) {
+      const name = memberName(target);
+      if (name === null) continue;
+      if (ts.isIdentifier(value)) {
+        const local = ownLocal(value.text);
+        if (local) add(name, statement, [statement, local.node]);
+      } else if (isDefinition(value) || !isRequireCall(value)) {
+        if (ts.isPropertyAccessExpression(value) || isRequireCall(value)) continue; // re-export
+        add(name, statement, [statement, value]);
+      }
+    }
+  }
+
+  function objectMembers(prefix: string | null, literal: ts.ObjectLiteralExpression): void {
+    for (const property of literal.properties) {
+      if (!property.name || !(ts.isIdentifier(property.name) || ts.isStringLiteral(property.name)))
+        continue;
+      const name = prefix ? `${prefix}.${property.name.text}` : property.name.text;
+      const target = ts.isShorthandPropertyAssignment(property)
+        ? property.name
+        : ts.isPropertyAssignment(property)
+          ? property.initializer
+          : null;
+      if (target && ts.isIdentifier(target)) {
+        const local = ownLocal(target.text);
+        if (local) add(name, property, [property, local.node]);
+        continue;
+      }
+      if (target && (isRequireCall(target) || ts.isPropertyAccessExpression(target))) continue;
+      add(name, property, [property]);
+    }
+  }
+
+  out.sort((a, b) => a.line - b.line);
+  return out;
+}

@@ -1,0 +1,335 @@
+/*
+ * Coverage measured on small fixture repositories, one per test-runner family, with the
+ * real runners: mocha, jest, vitest, ava and node --test (from this project's own
+ * devDependencies, linked into the fixture as its node_modules, as an installed repository
+ * has them), coverage.py around pytest and unittest, and go test. Every figure comes from
+ * the tool's JSON report or profile, so it is the same on Node 20, 22 and 24.
+ *
+ * Source under test in every JavaScript fixture: three functions, the tests call two.
+ * c8 (V8) counts every line of the file; istanbul (jest) and vitest's v8 provider count
+ * statement lines, so the figures differ by tool and are fixed per tool here.
+ */
+import { execFile } from "node:child_process";
+import { symlink } from "node:fs/promises";
+import path from "node:path";
+import { promisify } from "node:util";
+import { afterAll, describe, expect, it } from "vitest";
+import { measureCoverage, PYTHON_CANDIDATES } from "../../src/health/coverage.js";
+import { readRepoFiles } from "../../src/health/files.js";
+import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
+
+const ROOT = path.resolve(import.meta.dirname, "../..");
+const exec = promisify(execFile);
+const fixtures: GitFixture[] = [];
+afterAll(async () => {
+  await Promise.all(fixtures.map((f) => f.remove()));
+});
+
+const CJS_SOURCE = [
+  "function add(a, b) {",
+  "  return a + b;",
+  "}",
+  "function sub(a, b) {",
+  "  return a - b;",
+  "}",
+  "function mul(a, b) {",
+  "  return a * b;",
+  "}",
+  "module.exports = { add, sub, mul };",
+  "",
+].join("\n");
+
+const ESM_SOURCE = CJS_SOURCE.replace(
+  "module.exports = { add, sub, mul };",
+  "export { add, sub, mul };",
+);
+
+async function scan(files: Record<string, string>, linkNodeModules: boolean) {
+  const fixture = await createGitRepo({ ".gitignore": "node_modules\n", ...files });
+  fixtures.push(fixture);
+  if (linkNodeModules)
+    await symlink(path.join(ROOT, "node_modules"), path.join(fixture.dir, "node_modules"), "dir");
+  const repo = await readRepoFiles(fixture.dir);
+  const result = await measureCoverage(repo, { root: fixture.dir, timeoutMs: 120_000 });
+  const languages = result.details.languages as Array<Record<string, unknown>>;
+  return { result, language: languages[0]! };
+}
+
+function pkg(test: string, extra: Record<string, unknown> = {}): string {
+  return JSON.stringify({ name: "fixture", version: "1.0.0", scripts: { test }, ...extra });
+}
+
+describe("JavaScript coverage by runner", () => {
+  it("mocha under the service's c8", async () => {
+    const { result, language } = await scan(
+      {
+        "package.json": pkg("mocha"),
+        "src/math.js": CJS_SOURCE,
+        "test/math.js": [
+          'const assert = require("node:assert");',
+          'const { add, sub } = require("../src/math.js");',
+          'it("adds", () => assert.equal(add(1, 2), 3));',
+          'it("subtracts", () => assert.equal(sub(3, 2), 1));',
+        ].join("\n"),
+      },
+      true,
+    );
+    expect(language).toMatchObject({
+      measured: true,
+      method: "c8 around npm test",
+      covered: 7,
+      total: 10,
+      unit: "lines",
+      tests_passed: true,
+    });
+    expect(result.score).toBe(70);
+  });
+
+  it("node --test under the service's c8, test files left out", async () => {
+    const { language } = await scan(
+      {
+        "package.json": pkg("node --test"),
+        "src/math.js": CJS_SOURCE,
+        "test/math.test.js": [
+          'const test = require("node:test");',
+          'const assert = require("node:assert");',
+          'const { add, sub } = require("../src/math.js");',
+          'test("adds", () => assert.equal(add(1, 2), 3));',
+          'test("subtracts", () => assert.equal(sub(3, 2), 1));',
+        ].join("\n"),
+      },
+      true,
+    );
+    expect(language).toMatchObject({ measured: true, covered: 7, total: 10, percent: 70 });
+  });
+
+  it("ava under the service's c8", async () => {
+    const { language } = await scan(
+      {
+        "package.json": pkg("ava"),
+        "src/math.js": CJS_SOURCE,
+        "test/math.test.js": [
+          'const test = require("ava");',
+          'const { add, sub } = require("../src/math.js");',
+          "test('adds', (t) => t.is(add(1, 2), 3));",
+          "test('subtracts', (t) => t.is(sub(3, 2), 1));",
+        ].join("\n"),
+      },
+      true,
+    );
+    expect(language).toMatchObject({
+      measured: true,
+      method: "c8 around npm test",
+      covered: 7,
+      total: 10,
+    });
+  });
+
+  it("jest with its own --coverage (istanbul counts statement lines)", async () => {
+    const { language } = await scan(
+      {
+        "package.json": pkg("jest"),
+        "src/math.js": CJS_SOURCE,
+        "test/math.test.js": [
+          'const { add, sub } = require("../src/math.js");',
+          'test("adds", () => expect(add(1, 2)).toBe(3));',
+          'test("subtracts", () => expect(sub(3, 2)).toBe(1));',
+        ].join("\n"),
+      },
+      true,
+    );
+    expect(language).toMatchObject({
+      measured: true,
+      method: "jest --coverage",
+      covered: 3,
+      total: 4,
+      percent: 75,
+    });
+  });
+
+  it("vitest with its v8 provider when the repository has it", async () => {
+    const { language } = await scan(
+      {
+        "package.json": pkg("vitest run", { type: "module" }),
+        "src/math.js": ESM_SOURCE,
+        "test/math.test.js": [
+          'import { expect, test } from "vitest";',
+          'import { add, sub } from "../src/math.js";',
+          'test("adds", () => expect(add(1, 2)).toBe(3));',
+          'test("subtracts", () => expect(sub(3, 2)).toBe(1));',
+        ].join("\n"),
+      },
+      true,
+    );
+    // Vitest 4's v8 provider remaps to statement lines (its AST-aware remapping).
+    expect(language).toMatchObject({
+      measured: true,
+      method: "vitest --coverage",
+      covered: 2,
+      total: 3,
+      percent: 66.7,
+    });
+  });
+
+  it("the repository's own nyc/c8 coverage script, with a JSON reporter added", async () => {
+    const { language } = await scan(
+      {
+        "package.json": pkg("mocha", {
+          scripts: { test: "mocha", "test-cov": "c8 --reporter=text npm test" },
+        }),
+        "src/math.js": CJS_SOURCE,
+        "test/math.js": [
+          'const assert = require("node:assert");',
+          'const { add } = require("../src/math.js");',
+          'it("adds", () => assert.equal(add(1, 2), 3));',
+        ].join("\n"),
+      },
+      true,
+    );
+    expect(language).toMatchObject({
+      measured: true,
+      method: "the repository's coverage script `test-cov` (c8)",
+      command: "c8 --reporter=json-summary --reporter=text npm test",
+      covered: 4,
+      total: 10,
+    });
+  });
+
+  it("estimates, and says why, when the tests cannot run", async () => {
+    const { result, language } = await scan(
+      { "package.json": pkg("no-such-runner"), "src/math.js": CJS_SOURCE },
+      true,
+    );
+    expect(result.measured).toBe(false);
+    expect(language.measured).toBe(false);
+    expect(String(language.reason)).toMatch(/wrote no coverage report/);
+  });
+});
+
+async function pythonWithCoverage(modules: string): Promise<boolean> {
+  for (const python of PYTHON_CANDIDATES) {
+    const ok = await exec(python, ["-c", `import ${modules}`]).then(
+      () => true,
+      () => false,
+    );
+    if (ok) return true;
+  }
+  return false;
+}
+
+const PY_SOURCE = [
+  "def add(a, b):",
+  "    return a + b",
+  "",
+  "",
+  "def sub(a, b):",
+  "    return a - b",
+  "",
+  "",
+  "def mul(a, b):",
+  "    return a * b",
+  "",
+].join("\n");
+
+describe("Python coverage with coverage.py", () => {
+  it("around pytest: 5 of 6 statements", async () => {
+    // Debian's python3-coverage and python3-pytest (see docs/operations.md).
+    expect(await pythonWithCoverage("coverage, pytest")).toBe(true);
+    const { language } = await scan(
+      {
+        "conftest.py": "",
+        "pkg/__init__.py": "",
+        "pkg/calc.py": PY_SOURCE,
+        "tests/test_calc.py": [
+          "import pytest",
+          "from pkg.calc import add, sub",
+          "",
+          "def test_add():",
+          "    assert add(1, 2) == 3",
+          "",
+          "def test_sub():",
+          "    assert sub(3, 2) == 1",
+          "",
+        ].join("\n"),
+      },
+      false,
+    );
+    expect(language).toMatchObject({
+      measured: true,
+      method: "coverage.py around pytest",
+      covered: 5,
+      total: 6,
+      unit: "statements",
+      percent: 83.3,
+      tests_passed: true,
+    });
+  });
+
+  it("around unittest: 4 of 6 statements", async () => {
+    expect(await pythonWithCoverage("coverage")).toBe(true);
+    const { language } = await scan(
+      {
+        "pkg/__init__.py": "",
+        "pkg/calc.py": PY_SOURCE,
+        "tests/__init__.py": "",
+        "tests/test_calc.py": [
+          "import unittest",
+          "from pkg.calc import add",
+          "",
+          "class CalcTest(unittest.TestCase):",
+          "    def test_add(self):",
+          "        self.assertEqual(add(1, 2), 3)",
+          "",
+        ].join("\n"),
+      },
+      false,
+    );
+    expect(language).toMatchObject({
+      measured: true,
+      method: "coverage.py around unittest",
+      covered: 4,
+      total: 6,
+      tests_passed: true,
+    });
+  });
+});
+
+describe("Go coverage with go test -coverprofile", () => {
+  it("2 of 3 statements", async () => {
+    const { language } = await scan(
+      {
+        "go.mod": "module example.com/calc\n\ngo 1.21\n",
+        "calc.go": [
+          "package calc",
+          "",
+          "func Add(a, b int) int { return a + b }",
+          "",
+          "func Sub(a, b int) int { return a - b }",
+          "",
+          "func Mul(a, b int) int { return a * b }",
+          "",
+        ].join("\n"),
+        "calc_test.go": [
+          "package calc",
+          "",
+          'import "testing"',
+          "",
+          "func TestAdd(t *testing.T) {",
+          "\tif Add(1, 2) != 3 || Sub(3, 2) != 1 {",
+          '\t\tt.Fatal("wrong")',
+          "\t}",
+          "}",
+          "",
+        ].join("\n"),
+      },
+      false,
+    );
+    expect(language).toMatchObject({
+      measured: true,
+      method: "go test -coverprofile",
+      covered: 2,
+      total: 3,
+      unit: "statements",
+    });
+  });
+});

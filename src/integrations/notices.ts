@@ -1,0 +1,92 @@
+import { z } from "zod";
+import { claimOnce } from "../db/once.js";
+import type { Models, TaskRecord } from "../db/models.js";
+import type { TaskDeps } from "../domain/tasks.js";
+import type { JobKind, Scheduler } from "../jobs/scheduler.js";
+import type { Logger } from "../util/logger.js";
+import { redactText } from "../util/redact.js";
+import { postSlackNotice } from "./slack.js";
+import { findIntegration } from "./store.js";
+import type { TaskSource } from "./types.js";
+
+/*
+ * What a task tells the chat thread or issue it came from: its plan and its change at the
+ * gates, and how it ended. Each notice is a job queued once per task and kind; a vendor
+ * failure is retried with backoff (ATTEMPTS tries), and a notice that still cannot be posted
+ * is reported on the task's own log, so nothing is lost silently.
+ */
+
+const KINDS = ["plan", "diff", "end"] as const;
+const jobSchema = z.strictObject({ task_id: z.string().min(1), kind: z.enum(KINDS) });
+export const INTEGRATION_NOTICE_JOB = { name: "integration.notice", schema: jobSchema };
+
+const ATTEMPTS = 4;
+
+/** Queues a notice for a task that reports to an integration; others cost one lookup. */
+export function createIntegrationNotifier(models: Models, scheduler: Scheduler) {
+  return async (taskId: string, kind: (typeof KINDS)[number]): Promise<void> => {
+    const task = await models.Task.collection.findOne(
+      { _id: taskId as never },
+      { projection: { report_to: 1 } },
+    );
+    if (!task?.report_to) return;
+    await scheduler.enqueue(
+      INTEGRATION_NOTICE_JOB,
+      { task_id: taskId, kind },
+      { unique: { "data.task_id": taskId, "data.kind": kind } },
+    );
+  };
+}
+
+export function integrationNoticeJob(deps: {
+  tasks: TaskDeps;
+  logger: Logger;
+  slackApiUrl?: string | undefined;
+  /** Waits between attempts (ms); tests shorten it. */
+  backoffMs?: number;
+}): JobKind<z.infer<typeof jobSchema>> {
+  const logger = deps.logger.child({ component: "integration-notices" });
+  const backoff = deps.backoffMs ?? 1000;
+  return {
+    ...INTEGRATION_NOTICE_JOB,
+    async run({ task_id, kind }) {
+      const models = deps.tasks.models;
+      const task = (await models.Task.collection.findOne({ _id: task_id as never })) as unknown as
+        (TaskRecord & { report_to?: TaskSource | null }) | null;
+      const source = task?.report_to;
+      if (!task || !source) return;
+      const integration = await findIntegration(models, source.integration_id, source.type);
+      if (!integration || integration.account_id !== task.account_id || !integration.enabled)
+        return;
+      let lastError: unknown;
+      for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
+        try {
+          if (source.type === "slack")
+            await postSlackNotice(
+              { tasks: deps.tasks, logger, apiUrl: deps.slackApiUrl },
+              integration,
+              { ...task, report_to: source },
+              kind,
+            );
+          await claimOnce(
+            models.Once.collection,
+            `int-notice:${task_id}:${kind}`,
+            "integration-notice",
+          );
+          logger.info({ task: task_id, kind, type: source.type }, "notice posted");
+          return;
+        } catch (error) {
+          lastError = error;
+          logger.warn({ task: task_id, kind, attempt, err: error }, "notice failed");
+          if (attempt < ATTEMPTS)
+            await new Promise((r) => setTimeout(r, backoff * 2 ** (attempt - 1)));
+        }
+      }
+      const reason = redactText(lastError instanceof Error ? lastError.message : String(lastError));
+      await deps.tasks.events.append(task_id, {
+        event_type: "log",
+        message: `Could not post the ${kind === "end" ? "result" : kind} to ${source.type} after ${ATTEMPTS} attempts: ${reason}`,
+      });
+    },
+  };
+}

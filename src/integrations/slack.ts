@@ -1,0 +1,481 @@
+import { isValidSlackRequest } from "@slack/bolt";
+import { WebClient, type Block, type KnownBlock } from "@slack/web-api";
+import { z } from "zod";
+import { claimOnce } from "../db/once.js";
+import type { TaskRecord } from "../db/models.js";
+import { createTask, decide, getTask, type Decision, type TaskDeps } from "../domain/tasks.js";
+import { errors, isAppError } from "../errors.js";
+import { sanitizeUntrusted } from "../github/sanitize.js";
+import type { Logger } from "../util/logger.js";
+import { redactText } from "../util/redact.js";
+import { findIntegration, type IntegrationRecord } from "./store.js";
+import type { SlackSecrets, SlackSettings } from "./kinds.js";
+import type { RepoTarget, TaskSource } from "./types.js";
+
+/*
+ * The Slack door: a slash command (`/foreman task [owner/repo] <what>`, `status`, `help`) and
+ * app mentions create tasks; the task reports in a thread (plan and change summary with
+ * Approve / Reject buttons, the result, failures); only Slack users the integration allows
+ * may press a gate button. Every request is checked with Slack's signature scheme (Bolt's
+ * verifier: HMAC of the raw body with the signing secret, 5-minute replay window) before
+ * anything is read from it, and each delivery is acted on once.
+ */
+
+export interface SlackDeps {
+  tasks: TaskDeps;
+  logger: Logger;
+  /** Slack's Web API base (tests point it at a fake); https://slack.com/api/ by default. */
+  apiUrl?: string | undefined;
+}
+
+export type SlackEndpoint = "commands" | "interactions" | "events";
+
+export interface DoorAnswer {
+  status: number;
+  body: unknown;
+}
+
+const GATE_ACTIONS: Record<string, Decision> = {
+  "gate:approve": "approve",
+  "gate:reject": "reject",
+  "gate:approve-diff": "approve-diff",
+  "gate:reject-diff": "reject-diff",
+};
+
+/** A Web API client for the integration's bot, with Slack's own retry and backoff. */
+export function slackClient(integration: IntegrationRecord, apiUrl?: string): WebClient {
+  const secrets = integration.secrets as SlackSecrets;
+  return new WebClient(secrets.bot_token, {
+    ...(apiUrl ? { slackApiUrl: apiUrl } : {}),
+    retryConfig: { retries: 3, factor: 2, minTimeout: 200, maxTimeout: 2000 },
+    rejectRateLimitedCalls: false,
+  });
+}
+
+function helpText(settings: SlackSettings): string {
+  const c = settings.command;
+  return [
+    `*${c} task [owner/repo] <what to change>*: start a task (the channel's repository when none is named).`,
+    `*${c} status [task id]*: where a task is, or the last tasks started here.`,
+    `*${c} help*: this text.`,
+    "Mention me with the change to start a task in a thread. The plan and the change come back here with Approve / Reject buttons.",
+  ].join("\n");
+}
+
+/** The repository a request names (owner/name or id of the account's), or the channel's. */
+async function targetFor(
+  deps: SlackDeps,
+  integration: IntegrationRecord,
+  channel: string,
+  words: string[],
+): Promise<{ target: RepoTarget | null; rest: string[] }> {
+  const settings = integration.settings as SlackSettings;
+  const first = words[0];
+  if (first && /^[\w.-]+\/[\w.-]+$/.test(first)) {
+    const workspaces = await deps.tasks.models.Workspace.collection
+      .find({ account_id: integration.account_id })
+      .project({ _id: 1, repos: 1 })
+      .toArray();
+    for (const ws of workspaces)
+      for (const repo of (ws.repos ?? []) as Array<{ repo_id: string; full_name: string }>)
+        if (repo.full_name.toLowerCase() === first.toLowerCase())
+          return {
+            target: { workspace_id: String(ws._id), repo_id: repo.repo_id },
+            rest: words.slice(1),
+          };
+  }
+  return { target: settings.channels[channel] ?? settings.default_repo ?? null, rest: words };
+}
+
+function noRepoText(settings: SlackSettings, channel: string): string {
+  return (
+    `No repository is set for this channel. Name one (\`${settings.command} task owner/repo …\`), ` +
+    `or map the channel in the integration's settings (\`channels.${channel}\`) or set \`default_repo\`.`
+  );
+}
+
+async function startTask(
+  deps: SlackDeps,
+  integration: IntegrationRecord,
+  input: { text: string; user: string; channel: string; thread_ts?: string | undefined },
+): Promise<string> {
+  const settings = integration.settings as SlackSettings;
+  const words = sanitizeUntrusted(input.text).split(/\s+/).filter(Boolean);
+  const { target, rest } = await targetFor(deps, integration, input.channel, words);
+  if (!target) return noRepoText(settings, input.channel);
+  const description = rest.join(" ").trim();
+  if (!description)
+    return `Say what to change: \`${settings.command} task [owner/repo] <what to change>\`.`;
+  const report: TaskSource = {
+    integration_id: integration._id,
+    type: "slack",
+    ref: { channel: input.channel, ...(input.thread_ts ? { thread_ts: input.thread_ts } : {}) },
+  };
+  try {
+    const task = await createTask(deps.tasks, integration.account_id, {
+      workspace_id: target.workspace_id,
+      repo_id: target.repo_id,
+      description,
+      source: "slack",
+      origin: { integration_id: integration._id, slack_user: input.user, channel: input.channel },
+      report_to: report,
+    });
+    return `Task \`${task._id}\` created (repository \`${task.repo_id}\`). I'll post the plan in a thread for approval.`;
+  } catch (error) {
+    if (isAppError(error)) return `Could not start the task: ${error.message}`;
+    throw error;
+  }
+}
+
+async function statusText(
+  deps: SlackDeps,
+  integration: IntegrationRecord,
+  words: string[],
+): Promise<string> {
+  const id = words[0];
+  if (id) {
+    try {
+      const task = await getTask(deps.tasks.models, integration.account_id, id);
+      return `Task \`${task._id}\`: *${task.status}* (${task.phase})${task.pr_url ? ` — ${task.pr_url}` : ""}${task.error ? `\n${task.error}` : ""}`;
+    } catch {
+      return `No task \`${id}\` here.`;
+    }
+  }
+  const recent = (await deps.tasks.models.Task.collection
+    .find({ account_id: integration.account_id, "report_to.integration_id": integration._id })
+    .sort({ created_at: -1 })
+    .limit(5)
+    .toArray()) as unknown as TaskRecord[];
+  if (recent.length === 0) return "No tasks were started from Slack yet.";
+  return recent
+    .map((t) => `• \`${t._id}\` *${t.status}* (${t.phase}): ${t.description.slice(0, 80)}`)
+    .join("\n");
+}
+
+const commandForm = z.looseObject({
+  text: z.string().default(""),
+  user_id: z.string().min(1),
+  channel_id: z.string().min(1),
+  team_id: z.string().optional(),
+  trigger_id: z.string().optional(),
+});
+
+const interactionPayload = z.looseObject({
+  type: z.string(),
+  user: z.looseObject({ id: z.string() }),
+  team: z.looseObject({ id: z.string() }).optional(),
+  channel: z.looseObject({ id: z.string() }).optional(),
+  trigger_id: z.string().optional(),
+  actions: z
+    .array(z.looseObject({ action_id: z.string(), value: z.string().optional() }))
+    .default([]),
+});
+
+const eventEnvelope = z.looseObject({
+  type: z.string(),
+  challenge: z.string().optional(),
+  team_id: z.string().optional(),
+  event_id: z.string().optional(),
+  event: z
+    .looseObject({
+      type: z.string(),
+      user: z.string().optional(),
+      text: z.string().optional(),
+      channel: z.string().optional(),
+      ts: z.string().optional(),
+      thread_ts: z.string().optional(),
+      bot_id: z.string().optional(),
+    })
+    .optional(),
+});
+
+function wrongTeam(settings: SlackSettings, team: string | undefined): boolean {
+  return Boolean(settings.team_id && team && team !== settings.team_id);
+}
+
+/** Handles one signed Slack request for an integration; the answer is what Slack gets. */
+export async function handleSlack(
+  deps: SlackDeps,
+  integrationId: string,
+  endpoint: SlackEndpoint,
+  request: { rawBody: string; signature: string; timestamp: string; contentType: string },
+): Promise<DoorAnswer> {
+  const integration = await findIntegration(deps.tasks.models, integrationId, "slack");
+  const secrets = integration?.secrets as SlackSecrets | undefined;
+  const valid =
+    integration &&
+    secrets &&
+    isValidSlackRequest({
+      signingSecret: secrets.signing_secret,
+      body: request.rawBody,
+      headers: {
+        "x-slack-signature": request.signature,
+        "x-slack-request-timestamp": Number(request.timestamp),
+      },
+    });
+  // One answer for an unknown integration, a bad or stale signature: nothing is revealed.
+  if (!integration || !valid)
+    throw errors.unauthorized("The Slack request signature is missing, invalid or too old.");
+  const settings = integration.settings as SlackSettings;
+  const logger = deps.logger.child({ integration: integration._id, slack: endpoint });
+  if (!integration.enabled) return { status: 200, body: { text: "This integration is disabled." } };
+
+  if (endpoint === "events") {
+    const envelope = eventEnvelope.safeParse(JSON.parse(request.rawBody || "null"));
+    if (!envelope.success)
+      throw errors.validation([{ path: "body", message: "not a Slack event" }]);
+    const { type, challenge, event, event_id, team_id } = envelope.data;
+    if (type === "url_verification") return { status: 200, body: { challenge } };
+    if (type !== "event_callback" || event?.type !== "app_mention" || event.bot_id)
+      return { status: 200, body: {} };
+    if (wrongTeam(settings, team_id)) {
+      logger.warn({ team: team_id }, "slack event from another team ignored");
+      return { status: 200, body: {} };
+    }
+    const id = event_id ?? `${event.channel}:${event.ts}`;
+    if (
+      !(await claimOnce(
+        deps.tasks.models.Once.collection,
+        `slack:${integration._id}:${id}`,
+        "slack-delivery",
+      ))
+    )
+      return { status: 200, body: {} };
+    const text = (event.text ?? "").replace(/<@[A-Z0-9]+>/g, " ").trim();
+    const thread_ts = event.thread_ts ?? event.ts;
+    const answer = await startTask(deps, integration, {
+      text: text.replace(/^task\s+/i, ""),
+      user: event.user ?? "unknown",
+      channel: event.channel ?? "",
+      thread_ts,
+    });
+    // Mentions get their answer in their thread (the request itself is answered at once).
+    if (!answer.startsWith("Task ") && event.channel)
+      await slackClient(integration, deps.apiUrl)
+        .chat.postMessage({ channel: event.channel, thread_ts, text: answer })
+        .catch((err: unknown) => logger.warn({ err }, "slack reply failed"));
+    return { status: 200, body: {} };
+  }
+
+  const form = new URLSearchParams(request.rawBody);
+  if (endpoint === "commands") {
+    const parsed = commandForm.safeParse(Object.fromEntries(form));
+    if (!parsed.success)
+      throw errors.validation([{ path: "body", message: "not a Slack slash command" }]);
+    const cmd = parsed.data;
+    if (wrongTeam(settings, cmd.team_id))
+      return {
+        status: 200,
+        body: {
+          response_type: "ephemeral",
+          text: "This integration belongs to another Slack workspace.",
+        },
+      };
+    if (
+      cmd.trigger_id &&
+      !(await claimOnce(
+        deps.tasks.models.Once.collection,
+        `slack:${integration._id}:${cmd.trigger_id}`,
+        "slack-delivery",
+      ))
+    )
+      return { status: 200, body: {} };
+    const [verb = "help", ...words] = sanitizeUntrusted(cmd.text).split(/\s+/).filter(Boolean);
+    if (verb.toLowerCase() === "task") {
+      const text = await startTask(deps, integration, {
+        text: words.join(" "),
+        user: cmd.user_id,
+        channel: cmd.channel_id,
+      });
+      return {
+        status: 200,
+        body: { response_type: text.startsWith("Task ") ? "in_channel" : "ephemeral", text },
+      };
+    }
+    if (verb.toLowerCase() === "status")
+      return {
+        status: 200,
+        body: { response_type: "ephemeral", text: await statusText(deps, integration, words) },
+      };
+    return { status: 200, body: { response_type: "ephemeral", text: helpText(settings) } };
+  }
+
+  // interactions: a gate button
+  let payloadJson: unknown;
+  try {
+    payloadJson = JSON.parse(form.get("payload") ?? "null");
+  } catch {
+    throw errors.invalidJson("The Slack interaction payload is not valid JSON.");
+  }
+  const parsed = interactionPayload.safeParse(payloadJson);
+  if (!parsed.success)
+    throw errors.validation([{ path: "payload", message: "not a Slack interaction" }]);
+  const payload = parsed.data;
+  const action = payload.actions[0];
+  const decision = action ? GATE_ACTIONS[action.action_id] : undefined;
+  if (payload.type !== "block_actions" || !action?.value || !decision)
+    return { status: 200, body: {} };
+  const client = slackClient(integration, deps.apiUrl);
+  const channel = payload.channel?.id;
+  const ephemeral = (text: string) =>
+    channel
+      ? client.chat
+          .postEphemeral({ channel, user: payload.user.id, text })
+          .then(() => undefined)
+          .catch((err: unknown) => logger.warn({ err }, "slack ephemeral failed"))
+      : Promise.resolve();
+  if (wrongTeam(settings, payload.team?.id) || !settings.allowed_users.includes(payload.user.id)) {
+    logger.info({ user: payload.user.id, task: action.value }, "slack gate press refused");
+    await ephemeral(
+      "You are not allowed to approve or reject tasks of this integration. Ask an account owner to add your Slack user to `allowed_users`.",
+    );
+    return { status: 200, body: {} };
+  }
+  if (
+    payload.trigger_id &&
+    !(await claimOnce(
+      deps.tasks.models.Once.collection,
+      `slack:${integration._id}:${payload.trigger_id}`,
+      "slack-delivery",
+    ))
+  )
+    return { status: 200, body: {} };
+  try {
+    await decide(
+      deps.tasks,
+      integration.account_id,
+      action.value,
+      decision,
+      `Slack user <@${payload.user.id}>`,
+    );
+  } catch (error) {
+    if (isAppError(error) && (error.status === 409 || error.status === 404)) {
+      await ephemeral(redactText(error.message));
+      return { status: 200, body: {} };
+    }
+    throw error;
+  }
+  const task = await getTask(deps.tasks.models, integration.account_id, action.value);
+  const ref = (task as unknown as { report_to?: TaskSource }).report_to?.ref;
+  if (channel)
+    await client.chat
+      .postMessage({
+        channel,
+        ...(ref?.thread_ts ? { thread_ts: ref.thread_ts } : {}),
+        text: `<@${payload.user.id}> pressed *${decision}* on task \`${task._id}\`.`,
+      })
+      .catch((err: unknown) => logger.warn({ err }, "slack confirmation failed"));
+  return { status: 200, body: {} };
+}
+
+type Blocks = (KnownBlock | Block)[];
+
+function buttons(
+  taskId: string,
+  approve: Decision,
+  reject: Decision,
+  labels: [string, string],
+): KnownBlock {
+  return {
+    type: "actions",
+    elements: [
+      {
+        type: "button",
+        style: "primary",
+        text: { type: "plain_text", text: labels[0] },
+        action_id: `gate:${approve}`,
+        value: taskId,
+      },
+      {
+        type: "button",
+        style: "danger",
+        text: { type: "plain_text", text: labels[1] },
+        action_id: `gate:${reject}`,
+        value: taskId,
+      },
+    ],
+  };
+}
+
+const section = (text: string): KnownBlock => ({
+  type: "section",
+  text: { type: "mrkdwn", text: redactText(text).slice(0, 2900) },
+});
+
+/** What a task says in its Slack thread at a gate or at its end. */
+export function slackNotice(
+  task: TaskRecord,
+  kind: "plan" | "diff" | "end",
+): { text: string; blocks: Blocks } {
+  if (kind === "plan") {
+    const steps = (task.plan ?? [])
+      .map((s) => `${s.step}. *${s.title}*: ${s.description}`)
+      .join("\n");
+    const text = `Plan for task \`${task._id}\`: ${task.plan_summary ?? ""}`;
+    return {
+      text,
+      blocks: [
+        section(`${text}\n${steps || "(no steps)"}`),
+        buttons(task._id, "approve", "reject", ["Approve", "Reject"]),
+      ],
+    };
+  }
+  if (kind === "diff") {
+    const files =
+      (task.diff ?? "").match(/^diff --git a\/\S+ b\/(\S+)$/gm)?.map((l) => l.split(" b/")[1]) ??
+      [];
+    const checks = task.checks?.results ?? [];
+    const text = `Change ready for task \`${task._id}\`: ${task.implement_summary ?? ""}`;
+    return {
+      text,
+      blocks: [
+        section(
+          [
+            text,
+            files.length ? `Files: ${files.map((f) => `\`${f}\``).join(", ")}` : "",
+            checks.length
+              ? `Checks: ${checks.map((c) => `${c.ok ? "passed" : "failed"} ${c.name}`).join(", ")}`
+              : "",
+          ]
+            .filter(Boolean)
+            .join("\n"),
+        ),
+        buttons(task._id, "approve-diff", "reject-diff", ["Approve diff", "Reject diff"]),
+      ],
+    };
+  }
+  const text =
+    task.status === "completed"
+      ? task.pr_url
+        ? `Task \`${task._id}\` is done: ${task.pr_url}`
+        : task.branch
+          ? `Task \`${task._id}\` is done: pushed branch \`${task.branch}\`.`
+          : `Task \`${task._id}\` is done: no change was needed.`
+      : task.status === "cancelled"
+        ? `Task \`${task._id}\` was cancelled. ${task.error ?? ""}`
+        : `Task \`${task._id}\` failed: ${task.error ?? "no reason was recorded"}`;
+  return { text, blocks: [section(text)] };
+}
+
+/** Posts a notice in the task's Slack thread; the first post opens the thread. */
+export async function postSlackNotice(
+  deps: SlackDeps,
+  integration: IntegrationRecord,
+  task: TaskRecord & { report_to: TaskSource },
+  kind: "plan" | "diff" | "end",
+): Promise<void> {
+  const client = slackClient(integration, deps.apiUrl);
+  const { text, blocks } = slackNotice(task, kind);
+  const ref = task.report_to.ref;
+  const res = await client.chat.postMessage({
+    channel: ref.channel!,
+    ...(ref.thread_ts ? { thread_ts: ref.thread_ts } : {}),
+    text: redactText(text),
+    blocks,
+  });
+  if (!ref.thread_ts && res.ts)
+    await deps.tasks.models.Task.collection.updateOne(
+      { _id: task._id as never, "report_to.ref.thread_ts": { $exists: false } },
+      { $set: { "report_to.ref.thread_ts": res.ts } },
+    );
+}

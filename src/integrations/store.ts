@@ -1,0 +1,237 @@
+import type { z } from "zod";
+import type { Models } from "../db/models.js";
+import { resolveRepo } from "../domain/workspaces.js";
+import { errors } from "../errors.js";
+import { newId } from "../util/ids.js";
+import { registerSecret } from "../util/redact.js";
+import { INTEGRATION_KINDS } from "./kinds.js";
+import type { IntegrationType, RepoTarget } from "./types.js";
+
+/*
+ * An account's integrations: create, read, update, delete. Settings are answered; secrets
+ * are write-only (a view lists which are set, never their values) and registered with the
+ * redactor whenever they are read, so they never reach a log, an event or an error.
+ */
+
+export interface IntegrationRecord {
+  _id: string;
+  account_id: string;
+  type: IntegrationType;
+  name: string;
+  enabled: boolean;
+  settings: Record<string, unknown>;
+  secrets: Record<string, string>;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface IntegrationView {
+  id: string;
+  type: IntegrationType;
+  name: string;
+  enabled: boolean;
+  settings: Record<string, unknown>;
+  secrets_set: string[];
+  endpoints: Record<string, string>;
+  created_at: string;
+  updated_at: string;
+}
+
+/** The URLs to enter in the vendor's app settings for this integration (relative paths). */
+export function endpointsOf(
+  record: Pick<IntegrationRecord, "_id" | "type">,
+): Record<string, string> {
+  const base = `/integrations/${record._id}/${record.type}`;
+  if (record.type === "slack")
+    return {
+      slash_command: `${base}/commands`,
+      interactivity: `${base}/interactions`,
+      events: `${base}/events`,
+    };
+  return { webhook: `${base}/webhook` };
+}
+
+export function toIntegrationView(record: IntegrationRecord): IntegrationView {
+  return {
+    id: record._id,
+    type: record.type,
+    name: record.name,
+    enabled: record.enabled,
+    settings: record.settings,
+    secrets_set: Object.keys(record.secrets ?? {}).sort(),
+    endpoints: endpointsOf(record),
+    created_at: record.created_at.toISOString(),
+    updated_at: record.updated_at.toISOString(),
+  };
+}
+
+/** Types whose webhooks exist; the others' settings are defined but nothing would use them. */
+const DOORS_BUILT: IntegrationType[] = ["slack"];
+
+function remember(record: IntegrationRecord): IntegrationRecord {
+  for (const value of Object.values(record.secrets ?? {})) registerSecret(value);
+  return record;
+}
+
+/** Every repository a settings object names, checked to be the account's (404 otherwise). */
+async function checkTargets(models: Models, accountId: string, settings: Record<string, unknown>) {
+  const targets: RepoTarget[] = [];
+  const collect = (v: unknown) => {
+    if (v && typeof v === "object" && "workspace_id" in v && "repo_id" in v)
+      targets.push(v as RepoTarget);
+  };
+  for (const value of Object.values(settings)) {
+    collect(value);
+    if (value && typeof value === "object" && !Array.isArray(value))
+      Object.values(value).forEach(collect);
+  }
+  for (const t of targets) await resolveRepo(models, accountId, t.workspace_id, t.repo_id);
+}
+
+function parseWith<T extends z.ZodType>(schema: T, value: unknown, field: string): z.infer<T> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success)
+    throw errors.validation(
+      parsed.error.issues.map((i) => ({
+        path: [field, ...i.path.map(String)].join("."),
+        message: i.message,
+      })),
+    );
+  return parsed.data;
+}
+
+/** Adds an integration to the account; the repositories it names must be the account's. */
+export async function createIntegration(
+  models: Models,
+  accountId: string,
+  input: {
+    type: IntegrationType;
+    name: string;
+    enabled?: boolean;
+    settings: unknown;
+    secrets: unknown;
+  },
+): Promise<IntegrationView> {
+  const kind = INTEGRATION_KINDS[input.type];
+  if (!DOORS_BUILT.includes(input.type))
+    throw errors.validation([
+      {
+        path: "type",
+        message: `${input.type} integrations are not available on this server yet (only slack).`,
+      },
+    ]);
+  const settings = parseWith(kind.settings, input.settings ?? {}, "settings") as Record<
+    string,
+    unknown
+  >;
+  const secrets = parseWith(kind.secrets, input.secrets, "secrets") as Record<string, string>;
+  await checkTargets(models, accountId, settings);
+  const now = new Date();
+  const record: IntegrationRecord = {
+    _id: newId("int"),
+    account_id: accountId,
+    type: input.type,
+    name: input.name,
+    enabled: input.enabled ?? true,
+    settings,
+    secrets,
+    created_at: now,
+    updated_at: now,
+  };
+  await models.Integration.collection.insertOne(record as never);
+  return toIntegrationView(remember(record));
+}
+
+/** The account's integrations, newest first. */
+export async function listIntegrations(
+  models: Models,
+  accountId: string,
+): Promise<IntegrationView[]> {
+  const docs = (await models.Integration.collection
+    .find({ account_id: accountId })
+    .sort({ created_at: -1, _id: -1 })
+    .toArray()) as unknown as IntegrationRecord[];
+  return docs.map((d) => toIntegrationView(remember(d)));
+}
+
+/** One integration of the account (404 for another account's: never reveal existence). */
+export async function getIntegrationRecord(
+  models: Models,
+  accountId: string,
+  id: string,
+): Promise<IntegrationRecord> {
+  const doc = (await models.Integration.collection.findOne({
+    _id: id as never,
+  })) as unknown as IntegrationRecord | null;
+  if (!doc || doc.account_id !== accountId) throw errors.notFound("integration");
+  return remember(doc);
+}
+
+/** An integration by id alone, for a vendor's signed request (which names it in its URL). */
+export async function findIntegration(
+  models: Models,
+  id: string,
+  type: IntegrationType,
+): Promise<IntegrationRecord | null> {
+  const doc = (await models.Integration.collection.findOne({
+    _id: id as never,
+  })) as unknown as IntegrationRecord | null;
+  return doc && doc.type === type ? remember(doc) : null;
+}
+
+/**
+ * Changes an integration: `settings` replaces the settings as a whole (validated again);
+ * `secrets` replaces only the secrets it names, so a token can be rotated alone.
+ */
+export async function updateIntegration(
+  models: Models,
+  accountId: string,
+  id: string,
+  patch: {
+    name?: string;
+    enabled?: boolean;
+    settings?: unknown;
+    secrets?: Record<string, unknown>;
+  },
+): Promise<IntegrationView> {
+  const current = await getIntegrationRecord(models, accountId, id);
+  const kind = INTEGRATION_KINDS[current.type];
+  const settings =
+    patch.settings === undefined
+      ? current.settings
+      : (parseWith(kind.settings, patch.settings, "settings") as Record<string, unknown>);
+  const secrets =
+    patch.secrets === undefined
+      ? current.secrets
+      : (parseWith(kind.secrets, { ...current.secrets, ...patch.secrets }, "secrets") as Record<
+          string,
+          string
+        >);
+  if (patch.settings !== undefined) await checkTargets(models, accountId, settings);
+  const next: IntegrationRecord = {
+    ...current,
+    name: patch.name ?? current.name,
+    enabled: patch.enabled ?? current.enabled,
+    settings,
+    secrets,
+    updated_at: new Date(),
+  };
+  await models.Integration.collection.replaceOne(
+    { _id: id as never, account_id: accountId },
+    next as never,
+  );
+  return toIntegrationView(remember(next));
+}
+
+/** Removes an integration; its tasks stay, and stop reporting to it. */
+export async function deleteIntegration(
+  models: Models,
+  accountId: string,
+  id: string,
+): Promise<void> {
+  const { deletedCount } = await models.Integration.collection.deleteOne({
+    _id: id as never,
+    account_id: accountId,
+  });
+  if (deletedCount === 0) throw errors.notFound("integration");
+}

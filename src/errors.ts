@@ -12,6 +12,7 @@ export type ErrorCode =
   | "method_not_allowed"
   | "invalid_state"
   | "conflict"
+  | "idempotency_key_reused"
   | "payload_too_large"
   | "monthly_limit_reached"
   | "rate_limited"
@@ -81,7 +82,53 @@ export const errors = {
   upstream: (message: string, status = 502) =>
     new AppError(status, "upstream_unavailable", message),
   notReady: (message: string) => new AppError(503, "not_ready", message),
+  databaseUnavailable: (retryAfterS = DATABASE_RETRY_AFTER_S) =>
+    new AppError(
+      503,
+      "upstream_unavailable",
+      `The database is unavailable for a moment; retry in ${retryAfterS} seconds.`,
+      undefined,
+      { "Retry-After": String(retryAfterS) },
+    ),
 };
+
+/** What a client is told to wait while the database is away (it restarts within seconds). */
+export const DATABASE_RETRY_AFTER_S = 5;
+
+/** Driver errors that mean "no database right now", not a bug: network, selection, shutdown. */
+const DATABASE_OUTAGE_NAMES = new Set([
+  "MongoServerSelectionError",
+  "MongooseServerSelectionError",
+  "MongoNetworkError",
+  "MongoNetworkTimeoutError",
+  "MongoNotConnectedError",
+  "MongoPoolClearedError",
+  "MongoTopologyClosedError",
+  "MongoServerClosedError",
+]);
+/*
+ * Mongoose's own refusal while the connection is down (bufferCommands is off, db/connection.ts):
+ * "Cannot call `tasks.findOne()` before initial connection is complete ..." after a reconnect
+ * started, and "Connection was force closed".
+ */
+const MONGOOSE_OUTAGE = /before initial connection is complete|Connection was force closed/;
+/** Server answers of a server going down: InterruptedAtShutdown, ShutdownInProgress, ... */
+const DATABASE_OUTAGE_CODES = new Set([91, 11600, 11602, 189, 10107, 13436]);
+
+/** True when `error` (or its cause) says the database cannot be reached right now. */
+export function isDatabaseOutage(error: unknown): boolean {
+  for (let e = error, depth = 0; e && typeof e === "object" && depth < 5; depth += 1) {
+    const { name, code, cause } = e as { name?: unknown; code?: unknown; cause?: unknown };
+    if (typeof name === "string" && DATABASE_OUTAGE_NAMES.has(name)) return true;
+    const message = (e as { message?: unknown }).message;
+    if (name === "MongooseError" && typeof message === "string" && MONGOOSE_OUTAGE.test(message))
+      return true;
+    if (typeof code === "number" && name === "MongoServerError" && DATABASE_OUTAGE_CODES.has(code))
+      return true;
+    e = cause;
+  }
+  return false;
+}
 
 export function isAppError(error: unknown): error is AppError {
   return error instanceof AppError;

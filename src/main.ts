@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import dotenv from "dotenv";
 import { ConfigError, loadConfig } from "./config/env.js";
 import { startService } from "./service.js";
 import { createLogger } from "./util/logger.js";
@@ -8,6 +9,8 @@ import { createLogger } from "./util/logger.js";
  * workers; `node dist/main.js worker` runs only the workers (Procfile `worker`).
  */
 async function main(): Promise<void> {
+  // `.env` in the working directory, as Probot apps have it; variables already set win.
+  dotenv.config({ path: process.env.ENV_FILE || ".env", quiet: true });
   let config;
   try {
     config = loadConfig();
@@ -23,7 +26,7 @@ async function main(): Promise<void> {
     console.error(`Unknown role "${role}": use "web" (the default) or "worker".`);
     process.exit(2);
   }
-  const logger = createLogger({ level: config.logLevel });
+  const logger = createLogger({ level: config.logLevel, format: config.logFormat });
   const service = await startService({
     config,
     logger,

@@ -22,7 +22,8 @@ import { createGithubReceiver } from "./github/receiver.js";
 import { registerHandlers } from "./github/handlers.js";
 import { githubJobs } from "./github/jobs.js";
 import { createThreadNotifier } from "./github/notices.js";
-import { createRateLimiters } from "./http/rate-limit.js";
+import { createIntegrationNotifier, integrationNoticeJob } from "./integrations/notices.js";
+import { createRateLimiters, ensureRateLimitIndexes } from "./http/rate-limit.js";
 import { startHttpServer, type RunningServer } from "./http/server.js";
 import { createCronJobs, cronJobKind, reconcileCronJobs } from "./jobs/cron.js";
 import {
@@ -33,8 +34,15 @@ import {
 } from "./jobs/health-scan.js";
 import { pruneOnceMarkers } from "./jobs/housekeeping.js";
 import { createScheduler, type Scheduler } from "./jobs/scheduler.js";
+import { startMetricsServer, type MetricsServer } from "./metrics/http.js";
+import { detachMetricsDatabase, enableMetrics } from "./metrics/index.js";
 import { createLogger, type Logger } from "./util/logger.js";
-import { hostname } from "node:os";
+import {
+  processIdentity,
+  retakeFromDeadPredecessors,
+  setIdentityDataDir,
+} from "./jobs/identity.js";
+import { checkSandbox, configureSandbox } from "./util/sandbox.js";
 
 export interface ServiceOptions {
   config: Config;
@@ -53,8 +61,12 @@ export interface Service {
   db: Database;
   scheduler: Scheduler;
   http: RunningServer | undefined;
+  /** The METRICS_PORT listener, when one is configured. */
+  metrics: MetricsServer | undefined;
   pipeline: Pipeline;
   events: TaskEventLog;
+  /** The WebSocket task streams of a web process (their buffered bytes, for tests). */
+  streams: { buffered(): { sockets: number; bytes: number } } | undefined;
   stop(): Promise<void>;
 }
 
@@ -71,20 +83,37 @@ export function modelSettings(config: Config): ModelSettings | undefined {
     timeoutMs: llm.timeoutMs,
     maxRetries: llm.maxRetries,
     ...(llm.prices ? { prices: llm.prices } : {}),
+    ...(llm.contextTokens ? { contextTokens: llm.contextTokens } : {}),
   };
 }
+
+/** How often workers look for locks of dead processes of their DATA_DIR (jobs/identity.ts). */
+const RETAKE_CHECK_MS = 30_000;
 
 /** Starts the roles asked for: database first, then jobs, then the HTTP door. */
 export async function startService(options: ServiceOptions): Promise<Service> {
   const { config } = options;
   registerConfigSecrets(config);
   const logger = options.logger ?? createLogger({ level: config.logLevel });
+  setIdentityDataDir(config.dataDir);
+  // Before anything else: workers must not start running repository code without the
+  // boundary they were configured with (util/sandbox.ts).
+  configureSandbox({ ...config.sandbox, hiddenPaths: [config.dataDir] });
+  if (config.sandbox.engine === "none") {
+    logger.warn(
+      "SANDBOX=none: repository commands (verification, run_command, health-scan tests) run UNCONTAINED with this service's user, files and network. Only for repositories you fully trust; install bubblewrap and unset SANDBOX to contain them.",
+    );
+  } else if (options.workers) {
+    await checkSandbox();
+  }
   const db = await connectDatabase(config, logger);
+  if (config.metrics.enabled) enableMetrics(db.connection.db, config.metrics.dbReadEveryMs);
 
   const scheduler = await createScheduler({
     db: db.connection.db!,
     logger,
-    name: `${hostname()}:${process.pid}`,
+    // host, pid and DATA_DIR: see jobs/identity.ts.
+    name: processIdentity(),
     concurrency: config.pipeline.taskConcurrency,
     lockLifetimeMs: config.jobs.lockLifetimeMs,
   });
@@ -137,6 +166,16 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     for (const job of githubJobs(githubDeps)) scheduler.define(job);
     pipeline.taskDeps.notifyThread = createThreadNotifier(db.models, scheduler);
   }
+  // Tasks from Slack (and the other integrations) report back where they were asked for.
+  scheduler.define(
+    integrationNoticeJob({ tasks: pipeline.taskDeps, logger, slackApiUrl: config.slackApiUrl }),
+  );
+  const notifyGithub = pipeline.taskDeps.notifyThread;
+  const notifyIntegration = createIntegrationNotifier(db.models, scheduler);
+  pipeline.taskDeps.notifyThread = async (taskId, kind) => {
+    await notifyGithub?.(taskId, kind);
+    await notifyIntegration(taskId, kind);
+  };
   const tierCache = new MarkerCache<Tier>(
     db.models,
     TIERS_MARKER,
@@ -166,6 +205,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     workspace: (id) => workspaceCache.get(id),
   };
   let intake: Intake | undefined;
+  let retakeTimer: NodeJS.Timeout | undefined;
   if (options.workers) {
     intake = createIntake({
       models: db.models,
@@ -175,6 +215,19 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       logger,
     });
     pipeline.taskDeps.kick = () => intake?.kick();
+    // After a crash: the dead predecessor's stages are retaken now, not after the lock
+    // lifetime; checked again now and then for a sibling worker of this DATA_DIR that died.
+    const retake = () =>
+      retakeFromDeadPredecessors(db.connection.db!, config.jobs.lockLifetimeMs, logger);
+    await retake();
+    retakeTimer = setInterval(
+      () =>
+        void retake().catch((error: unknown) =>
+          logger.warn({ err: error }, "looking for dead workers' locks failed"),
+        ),
+      RETAKE_CHECK_MS,
+    );
+    retakeTimer.unref();
     await scheduler.start();
     await scheduler.agenda.every("1 hour", housekeeping.name, {});
     await scheduler.agenda.every("1 minute", HEALTH_SWEEP_JOB, {});
@@ -185,6 +238,14 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       logger.error({ err: error }, "bringing cron automation jobs in step failed");
     }
   }
+
+  // Both roles can serve their own metrics apart from the API (a worker has no other port).
+  const metricsPort = config.metrics.port;
+  const metricsServer =
+    metricsPort === undefined
+      ? undefined
+      : await startMetricsServer({ ...config.metrics, port: metricsPort }, logger);
+  if (metricsServer) logger.info({ url: metricsServer.url }, "metrics listening");
 
   let http: RunningServer | undefined;
   let accountViews: AccountViewCache | undefined;
@@ -207,8 +268,15 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     );
     await accountViews.start();
     hub = new TaskEventHub(events, config.eventPollMs, logger);
-    streams = createTaskStreams({ models: db.models, events, hub, logger });
+    streams = createTaskStreams({
+      models: db.models,
+      events,
+      hub,
+      logger,
+      bufferBudgetBytes: config.wsBufferBudgetBytes,
+    });
     try {
+      await ensureRateLimitIndexes(db.connection);
       http = await startHttpServer({
         config,
         db,
@@ -219,6 +287,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           signupWindowMs: config.signupRateLimit.windowMs,
           webhookMax: config.automationWebhookRateLimit.max,
           webhookWindowMs: config.automationWebhookRateLimit.windowMs,
+          connection: db.connection,
         }),
         github,
         accountViews,
@@ -230,6 +299,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         healthScans: { enqueue: (id) => enqueueHealthScan(scheduler, id) },
       });
     } catch (error) {
+      await metricsServer?.close();
       accountViews.stop();
       hub.stop();
       streams.close();
@@ -239,6 +309,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       throw error;
     }
     logger.info({ url: http.url, workers: options.workers, github: Boolean(github) }, "listening");
+    if (!config.github)
+      logger.info(
+        { url: `${http.url}/github/register` },
+        "APP_ID unset: register the GitHub App here",
+      );
   }
 
   let stopping: Promise<void> | undefined;
@@ -248,18 +323,23 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     db,
     scheduler,
     http,
+    metrics: metricsServer,
     pipeline,
     events,
+    streams,
     stop() {
       stopping ??= (async () => {
         intake?.stop();
+        clearInterval(retakeTimer);
         tierCache.stop();
         workspaceCache.stop();
         await http?.close();
+        await metricsServer?.close();
         streams?.close();
         hub?.stop();
         accountViews?.stop();
         await scheduler.stop(config.jobs.shutdownGraceMs);
+        detachMetricsDatabase(db.connection.db);
         await db.close();
       })();
       return stopping;

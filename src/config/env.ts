@@ -1,3 +1,5 @@
+import { getPrivateKey } from "@probot/get-private-key";
+import { createPrivateKey } from "node:crypto";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
@@ -46,7 +48,23 @@ export const envSchema = z.object({
   SIGNUP_RATE_WINDOW_S: positiveInt(3600),
   AUTOMATION_WEBHOOK_RATE_LIMIT: positiveInt(120),
   AUTOMATION_WEBHOOK_RATE_WINDOW_S: positiveInt(60, 86_400),
-  TRUST_PROXY: flag(false),
+  /** Slack's Web API base: https://slack.com/api/ (GovSlack and tests point elsewhere). */
+  SLACK_API_URL: url,
+  ALLOW_LOCAL_REPOS: flag(false),
+  HTTP_REQUEST_TIMEOUT_S: positiveInt(30, 3600),
+  /** Proxy hops in front of the service: `false`/0 none, `true` one, or a count. */
+  TRUST_PROXY: z
+    .string()
+    .trim()
+    .toLowerCase()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v === "" || ["0", "false", "no", "off"].includes(v)) return 0;
+      if (["true", "yes", "on"].includes(v)) return 1;
+      if (/^[1-9][0-9]?$/.test(v)) return Number(v);
+      ctx.addIssue({ code: "custom", message: `expected true, false or a hop count, got "${v}"` });
+      return z.NEVER;
+    }),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 
   LLM_PROVIDER: z.enum(["anthropic", "openai", "openai-compatible"]).optional(),
@@ -61,6 +79,7 @@ export const envSchema = z.object({
   LLM_MAX_RETRIES: z.coerce.number().int().min(0).max(10).default(2),
   LLM_PRICE_INPUT_PER_MTOK: z.coerce.number().min(0).optional(),
   LLM_PRICE_OUTPUT_PER_MTOK: z.coerce.number().min(0).optional(),
+  LLM_CONTEXT_TOKENS: z.coerce.number().int().min(4096).max(10_000_000).optional(),
   PLAN_MAX_STEPS: positiveInt(30, 500),
   AGENT_MAX_STEPS: positiveInt(60, 1000),
   REVIEW_MAX_STEPS: positiveInt(20, 500),
@@ -86,6 +105,7 @@ export const envSchema = z.object({
   SHUTDOWN_GRACE_S: positiveInt(30, 3600),
   ACCOUNT_VIEW_POLL_MS: positiveInt(500, 60_000),
   EVENT_POLL_MS: positiveInt(200, 60_000),
+  WS_BUFFER_BUDGET_KB: positiveInt(65_536, 4_194_304),
   TASK_POLL_MS: positiveInt(1000, 60_000),
   STAGE_MAX_ATTEMPTS: positiveInt(3, 20),
 
@@ -98,6 +118,26 @@ export const envSchema = z.object({
   PYPI_URL: url.default("https://pypi.org"),
   GOPROXY_URL: url.default("https://proxy.golang.org"),
   OSV_URL: url.default("https://api.osv.dev"),
+
+  // What repository commands run in (util/sandbox.ts, README "Sandbox").
+  SANDBOX: z.enum(["bwrap", "none"]).default("bwrap"),
+  SANDBOX_NETWORK: z.enum(["none"]).default("none"),
+  SANDBOX_MEMORY_MB: positiveInt(4096, 1_048_576),
+  SANDBOX_MAX_PROCS: positiveInt(1024, 1_000_000),
+  SANDBOX_MAX_FILE_MB: positiveInt(1024, 1_048_576),
+  // GET /metrics (src/metrics/): who may read it; see metricsExposure() below.
+  METRICS: z.enum(["auto", "off", "public", "token"]).default("auto"),
+  METRICS_TOKEN: optionalString.pipe(
+    z.string().min(16, { message: "must be at least 16 characters" }).optional(),
+  ),
+  METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  METRICS_HOST: z.string().min(1).default("127.0.0.1"),
+  METRICS_DB_READ_S: z.coerce.number().int().min(0).max(3600).default(5),
+  LOG_FORMAT: z.enum(["json", "pretty"]).default("json"),
+  // Registering the GitHub App from app.yml (src/github/manifest.ts) while APP_ID is unset.
+  PUBLIC_URL: url,
+  GH_ORG: optionalString,
+  ENV_FILE: z.string().min(1).default(".env"),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -132,7 +172,16 @@ export interface Config {
   signupRateLimit: { max: number; windowMs: number };
   /** Deliveries to POST /automations/webhook per client address per window, per process. */
   automationWebhookRateLimit: { max: number; windowMs: number };
-  trustProxy: boolean;
+  slackApiUrl: string | undefined;
+  /** Plain-git remotes may be local paths, file:// or non-public hosts (development, tests). */
+  allowLocalRepos: boolean;
+  /** Time a client has to send a whole request (headers and body), then 408 and close. */
+  httpRequestTimeoutMs: number;
+  /**
+   * Reverse-proxy hops trusted for `X-Forwarded-For`: the client address is the entry this
+   * many places from the right (as Express's `trust proxy` with a number); 0 ignores the header.
+   */
+  trustProxy: number;
   logLevel: Env["LOG_LEVEL"];
   llm: {
     provider: LlmProvider | undefined;
@@ -145,6 +194,8 @@ export interface Config {
     maxRetries: number;
     /** Operator-set price, for models the built-in table does not know. */
     prices: { inputPerMTok: number; outputPerMTok: number } | undefined;
+    /** The model's context window in tokens (LLM_CONTEXT_TOKENS); unset: the built-in table. */
+    contextTokens: number | undefined;
     planMaxSteps: number;
     /** Model calls one implementing or fixing agent may take. */
     agentMaxSteps: number;
@@ -179,8 +230,43 @@ export interface Config {
     };
   };
   jobs: { lockLifetimeMs: number; shutdownGraceMs: number };
+  /** How repository commands are contained (util/sandbox.ts). */
+  sandbox: {
+    engine: "bwrap" | "none";
+    network: "none";
+    memoryMb: number;
+    maxProcs: number;
+    maxFileMb: number;
+  };
+  /** Prometheus metrics: recorded when `enabled`; read on the public port and/or a port of their own. */
+  metrics: {
+    enabled: boolean;
+    /** GET /metrics on the API port: absent (404), behind the Bearer token, or open. */
+    publicPort: "absent" | "token" | "open";
+    token: string | undefined;
+    /** A separate listener serving only /metrics (the token applies there too when set). */
+    port: number | undefined;
+    host: string;
+    /** Tasks and job-queue gauges are read from the database at most this often. */
+    dbReadEveryMs: number;
+  };
+  logFormat: "json" | "pretty";
+  /** The App registration flow (used while APP_ID is unset): where GitHub and this service are. */
+  manifest: {
+    /** The service's public base URL; the request's origin when unset. */
+    publicUrl: string | undefined;
+    /** Register the App under this organization instead of the user. */
+    org: string | undefined;
+    webUrl: string;
+    apiUrl: string;
+    webhookPath: string;
+    /** ENV_FILE: the dotenv file read at start and written by the registration. */
+    envFile: string;
+  };
   /** How often each API process looks for task events written by other processes. */
   eventPollMs: number;
+  /** Bytes all WebSocket streams of a process may hold unsent, together. */
+  wsBufferBudgetBytes: number;
   /** How often each API process checks for tier/usage changes made by other processes. */
   accountViewPollMs: number;
 }
@@ -239,6 +325,14 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     }
     if (!raw("WEBHOOK_SECRET")) problems.push("WEBHOOK_SECRET: required when APP_ID is set");
   }
+  if (raw("SANDBOX").toLowerCase() === "none" && (parsed.data?.OPEN_SIGNUP ?? true)) {
+    problems.push(
+      "SANDBOX: none runs every repository's code with the service's rights, so it is refused while OPEN_SIGNUP is on: install bubblewrap (apt-get install bubblewrap) and unset SANDBOX, or set OPEN_SIGNUP=false",
+    );
+  }
+  if (raw("METRICS") === "token" && !raw("METRICS_TOKEN")) {
+    problems.push("METRICS_TOKEN: required when METRICS is token");
+  }
   if (!parsed.success || problems.length > 0) throw new ConfigError(problems);
   const env = parsed.data;
 
@@ -247,16 +341,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
 
   let github: GithubAppConfig | undefined;
   if (env.APP_ID) {
-    let privateKey = env.PRIVATE_KEY?.replace(/\\n/g, "\n");
-    if (!privateKey && env.PRIVATE_KEY_PATH) {
-      try {
-        privateKey = readFileSync(env.PRIVATE_KEY_PATH, "utf8");
-      } catch (error) {
-        problems.push(
-          `PRIVATE_KEY_PATH: cannot read ${env.PRIVATE_KEY_PATH} (${(error as NodeJS.ErrnoException).code ?? "error"})`,
-        );
-      }
-    }
+    const privateKey = readPrivateKey(env, problems);
     const host = env.GHE_HOST;
     const baseUrl = host ? `${env.GHE_PROTOCOL}://${host}/api/v3` : "https://api.github.com";
     const webUrl = host ? `${env.GHE_PROTOCOL}://${host}` : "https://github.com";
@@ -291,6 +376,9 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       windowMs: env.AUTOMATION_WEBHOOK_RATE_WINDOW_S * 1000,
     },
     trustProxy: env.TRUST_PROXY,
+    slackApiUrl: env.SLACK_API_URL,
+    allowLocalRepos: env.ALLOW_LOCAL_REPOS,
+    httpRequestTimeoutMs: env.HTTP_REQUEST_TIMEOUT_S * 1000,
     logLevel: env.LOG_LEVEL,
     llm: {
       provider,
@@ -308,6 +396,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
               outputPerMTok: env.LLM_PRICE_OUTPUT_PER_MTOK,
             }
           : undefined,
+      contextTokens: env.LLM_CONTEXT_TOKENS,
       planMaxSteps: env.PLAN_MAX_STEPS,
       agentMaxSteps: env.AGENT_MAX_STEPS,
       reviewMaxSteps: env.REVIEW_MAX_STEPS,
@@ -340,10 +429,90 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       lockLifetimeMs: env.JOB_LOCK_LIFETIME_S * 1000,
       shutdownGraceMs: env.SHUTDOWN_GRACE_S * 1000,
     },
+    sandbox: {
+      engine: env.SANDBOX,
+      network: env.SANDBOX_NETWORK,
+      memoryMb: env.SANDBOX_MEMORY_MB,
+      maxProcs: env.SANDBOX_MAX_PROCS,
+      maxFileMb: env.SANDBOX_MAX_FILE_MB,
+    },
     accountViewPollMs: env.ACCOUNT_VIEW_POLL_MS,
     eventPollMs: env.EVENT_POLL_MS,
+    metrics: metricsExposure(env),
+    logFormat: env.LOG_FORMAT,
+    manifest: {
+      publicUrl: env.PUBLIC_URL,
+      org: env.GH_ORG,
+      webUrl: env.GHE_HOST ? `${env.GHE_PROTOCOL}://${env.GHE_HOST}` : "https://github.com",
+      apiUrl: env.GHE_HOST
+        ? `${env.GHE_PROTOCOL}://${env.GHE_HOST}/api/v3`
+        : "https://api.github.com",
+      webhookPath: env.WEBHOOK_PATH,
+      envFile: path.resolve(env.ENV_FILE),
+    },
+    wsBufferBudgetBytes: env.WS_BUFFER_BUDGET_KB * 1024,
   };
   return deepFreeze(config);
+}
+
+/**
+ * The App's private key from PRIVATE_KEY (PEM, PEM with `\\n` escapes, or base64 of the PEM:
+ * Probot's own reader, @probot/get-private-key) or PRIVATE_KEY_PATH, then parsed, so a junk
+ * key stops the start with a clear message instead of failing at the first GitHub call.
+ * The key's text never goes into a message.
+ */
+function readPrivateKey(env: Env, problems: string[]): string | undefined {
+  const name = env.PRIVATE_KEY ? "PRIVATE_KEY" : "PRIVATE_KEY_PATH";
+  let pem: string | null;
+  try {
+    if (env.PRIVATE_KEY) pem = getPrivateKey({ env: { PRIVATE_KEY: env.PRIVATE_KEY } });
+    else if (env.PRIVATE_KEY_PATH) pem = readFileSync(env.PRIVATE_KEY_PATH, "utf8");
+    else return undefined;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    problems.push(
+      code
+        ? `PRIVATE_KEY_PATH: cannot read ${env.PRIVATE_KEY_PATH} (${code})`
+        : "PRIVATE_KEY: not a PEM private key (expected the .pem file's text, with real or \\n-escaped line breaks, or its base64)",
+    );
+    return undefined;
+  }
+  try {
+    createPrivateKey(pem ?? "");
+  } catch {
+    problems.push(
+      `${name}: the key does not parse as a private key (download a new one from the GitHub App's settings)`,
+    );
+    return undefined;
+  }
+  return pem ?? undefined;
+}
+
+/**
+ * Safe by default: with METRICS unset ("auto") metrics exist only when the operator gave a
+ * way to read them privately, a METRICS_TOKEN (Bearer, on the API port) and/or a
+ * METRICS_PORT (a listener of its own, on METRICS_HOST = 127.0.0.1 by default). "public"
+ * opens /metrics on the API port to anyone; "off" records and serves nothing.
+ */
+function metricsExposure(env: Env): Config["metrics"] {
+  const token = env.METRICS_TOKEN;
+  const port = env.METRICS === "off" ? undefined : env.METRICS_PORT;
+  const publicPort: Config["metrics"]["publicPort"] =
+    env.METRICS === "off"
+      ? "absent"
+      : env.METRICS === "public"
+        ? "open"
+        : token
+          ? "token"
+          : "absent";
+  return {
+    enabled: publicPort !== "absent" || port !== undefined,
+    publicPort,
+    token: env.METRICS === "off" ? undefined : token,
+    port,
+    host: env.METRICS_HOST,
+    dbReadEveryMs: env.METRICS_DB_READ_S * 1000,
+  };
 }
 
 function deepFreeze<T>(value: T): T {
@@ -366,6 +535,7 @@ export function configSecrets(config: Config): string[] {
     config.github?.privateKey,
     config.github?.webhookSecret,
     config.github?.clientSecret,
+    config.metrics.token,
   ];
   if (config.mongodbUri) {
     try {

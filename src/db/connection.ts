@@ -12,9 +12,13 @@ export interface Database {
   close(): Promise<void>;
 }
 
+/** How long a database call waits for a server before it fails (see connectDatabase). */
+export const DATABASE_WAIT_MS = 3000;
+
 /** Appends a database name to a connection string that has none. */
 export function withDatabaseName(uri: string, name: string): string {
-  // mongodb+srv and multi-host strings are not WHATWG URLs; find the path by hand.
+  // mongodb+srv, multi-host and Unix-socket strings (`mongodb://%2Fpath%2Fdb.sock/`) are not
+  // WHATWG URLs; find the path by hand.
   const match = /^(mongodb(?:\+srv)?:\/\/[^/?]+)(\/[^?]*)?(\?.*)?$/.exec(uri);
   if (!match) return uri;
   const [, base, path, query] = match;
@@ -41,7 +45,11 @@ export async function connectDatabase(
     uri = withDatabaseName(embedded.uri, "foreman");
   }
   const connection = mongoose.createConnection(uri, {
-    serverSelectionTimeoutMS: 10_000,
+    // While the database is away (restarting, unreachable), calls fail within this time
+    // instead of queueing: the API answers 503 upstream_unavailable (http/middleware/errors.ts)
+    // rather than holding requests, and everything works again once the server is back.
+    serverSelectionTimeoutMS: DATABASE_WAIT_MS,
+    bufferCommands: false,
     maxPoolSize: 50,
     autoIndex: false,
   });

@@ -1,7 +1,9 @@
 import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
+import { createHash, randomBytes } from "node:crypto";
 import {
   cp,
+  lstat,
   mkdir,
   mkdtemp,
   readFile,
@@ -114,8 +116,16 @@ export type EmbeddedEngine = "ferretdb" | "mongodb-memory-server";
 
 export interface EmbeddedDatabase {
   engine: EmbeddedEngine;
-  /** Connection string without a database name; callers append their own. */
+  /**
+   * Connection string without a database name; callers append their own. For FerretDB, the
+   * server's Unix socket (`mongodb://%2F...%2Fdb.sock/`), the same for every process.
+   */
   uri: string;
+  /** True while this process runs the server; false while it uses another process's. */
+  owner(): boolean;
+  /** The server's pid while this process runs it. */
+  serverPid(): number | undefined;
+  /** Stops the server if this process runs it (an attached process just lets go). */
   stop(): Promise<void>;
 }
 
@@ -272,10 +282,19 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** True when something accepts TCP connections on the loopback port. */
-function portAccepts(port: number, timeoutMs = 1500): Promise<boolean> {
+/** True when something accepts connections at the URI's Unix socket or loopback port. */
+export function serverAccepts(uri: string, timeoutMs = 1500): Promise<boolean> {
+  const socketPath = socketPathOf(uri);
+  let port = 27017;
+  if (!socketPath) {
+    try {
+      port = Number(new URL(uri).port || 27017);
+    } catch {
+      return Promise.resolve(false);
+    }
+  }
   return new Promise((resolve) => {
-    const socket = net.connect(port, "127.0.0.1");
+    const socket = socketPath ? net.connect({ path: socketPath }) : net.connect(port, "127.0.0.1");
     const done = (ok: boolean) => {
       socket.destroy();
       resolve(ok);
@@ -286,88 +305,317 @@ function portAccepts(port: number, timeoutMs = 1500): Promise<boolean> {
   });
 }
 
-async function waitForPort(
-  port: number,
-  child: ChildProcess,
-  output: () => string,
-  timeoutMs = 60_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) {
-      throw new Error(`FerretDB exited with code ${child.exitCode}: ${output().slice(-2000)}`);
-    }
-    if (await portAccepts(port)) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`FerretDB did not listen on port ${port} within ${timeoutMs} ms`);
-}
+const SOCKET_NAME = "db.sock";
 
 /**
- * Runs `binary args` under a small shell watchdog that ends the server when this Node
- * process disappears, even on SIGKILL, so no database outlives the service or a test run.
+ * The private folder (0700, this user's) of the embedded server's Unix socket. The server
+ * listens on no TCP port, so only a process that can open this folder reaches it: the
+ * sandbox (src/util/sandbox.ts) mounts neither DATA_DIR nor the host's /tmp. A DATA_DIR too
+ * long for a socket path (108 bytes on Linux) gets a folder named after it in the temp folder.
  */
-function spawnWithWatchdog(binary: string, args: string[]): ChildProcess {
-  const script =
-    "\"$@\" & child=$!; trap 'kill $child 2>/dev/null; wait $child; exit 0' TERM INT; " +
-    `while kill -0 ${process.pid} 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 1; done; ` +
-    "kill $child 2>/dev/null; wait $child";
-  return spawn("/bin/sh", ["-c", script, "watchdog", binary, ...args], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+export async function socketDir(dataDir: string): Promise<string> {
+  const resolved = path.resolve(dataDir);
+  const inData = path.join(resolved, "run");
+  const dir =
+    path.join(inData, SOCKET_NAME).length <= 100
+      ? inData
+      : path.join(
+          os.tmpdir(),
+          `foreman-${process.getuid?.() ?? "u"}-${createHash("sha256").update(resolved).digest("hex").slice(0, 16)}`,
+        );
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const stat = await lstat(dir);
+  if (!stat.isDirectory() || (process.getuid && stat.uid !== process.getuid()))
+    throw new Error(`${dir} is not a folder of this user; the database socket cannot go there`);
+  if ((stat.mode & 0o077) !== 0) await chmod(dir, 0o700);
+  return dir;
 }
 
-async function startFerretdb(dataDir: string, logger?: Logger): Promise<EmbeddedDatabase> {
-  const binary = await ensureFerretdb(logger);
-  const dbDir = path.join(dataDir, "ferretdb");
-  const stateDir = path.join(dataDir, "ferretdb-state");
-  await mkdir(dbDir, { recursive: true });
-  await mkdir(stateDir, { recursive: true });
-  const port = await freePort();
-  const child = spawnWithWatchdog(binary, [
+/** The `mongodb://` URI of a Unix socket: the percent-encoded path in place of host:port. */
+export function socketUri(socketPath: string): string {
+  return `mongodb://${encodeURIComponent(socketPath)}/`;
+}
+
+/** The socket path of a `mongodb://<encoded path>` URI; undefined for a TCP one. */
+export function socketPathOf(uri: string): string | undefined {
+  const match = /^mongodb:\/\/(?:[^@/]*@)?(%2F[^/?,]*)/i.exec(uri);
+  return match ? decodeURIComponent(match[1]!) : undefined;
+}
+
+/*
+ * The server runs under this shell. It takes an flock on `server.lock` in the data folder
+ * (fd 9, inherited by the server: the kernel releases the lock only when both the shell and
+ * the server are gone, whatever killed them), so a second server never starts on the same
+ * files; a launcher that cannot take the lock attaches to the running server instead. A
+ * guard (which does not hold the lock) ends the server when the Node process that started
+ * it disappears, even on SIGKILL. Exit 75: the lock is taken.
+ */
+const SUPERVISOR_SCRIPT = [
+  "lock=$1; sock=$2; parent=$3; shift 3",
+  'exec 9>>"$lock" || exit 74',
+  "flock -n 9 || exit 75",
+  "echo locked",
+  // A server killed outright leaves its socket file, which would block the next bind.
+  'rm -f "$sock"',
+  '"$@" >&2 & child=$!',
+  'echo "pid $child"',
+  "trap 'kill $child 2>/dev/null; wait $child; exit 0' TERM INT",
+  "( exec 9>&-; while kill -0 $parent 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 1; done; kill $child 2>/dev/null ) </dev/null >/dev/null 2>&1 &",
+  "wait $child",
+].join("\n");
+
+/** How often a process attached to another's server checks that it still answers. */
+const ATTACHED_CHECK_MS = 1000;
+
+/**
+ * One embedded FerretDB on a data folder, shared by every process that uses it: the first
+ * launcher runs the server (owner), the others attach to its socket. Any of them restarts
+ * the server when it stops (killed, crashed, or its owner exited): the owner as soon as its
+ * child exits, an attached one when the socket stops answering and the lock is free.
+ */
+class FerretdbKeeper {
+  private child: ChildProcess | undefined;
+  private pid: number | undefined;
+  private stopping = false;
+  private recovering: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private output = "";
+
+  constructor(
+    private readonly binary: string,
+    private readonly dataDir: string,
+    private readonly socketPath: string,
+    private readonly logger: Logger | undefined,
+  ) {}
+
+  get uri(): string {
+    return socketUri(this.socketPath);
+  }
+
+  get owner(): boolean {
+    return this.child !== undefined;
+  }
+
+  get serverPid(): number | undefined {
+    return this.pid;
+  }
+
+  async start(): Promise<void> {
+    await this.ensure(60_000);
+    this.timer = setInterval(() => {
+      if (this.stopping || this.child || this.recovering) return;
+      void serverAccepts(this.uri).then((ok) => {
+        if (!ok) this.recover("the embedded database stopped answering");
+      });
+    }, ATTACHED_CHECK_MS);
+    this.timer.unref();
+  }
+
+  private recover(reason: string): void {
+    if (this.stopping || this.recovering) return;
+    this.logger?.warn({ reason }, "embedded database down; restarting it");
+    this.recovering = this.ensure(60_000)
+      .then(
+        () => this.logger?.info({ owner: this.owner }, "embedded database back"),
+        (error: unknown) =>
+          this.logger?.error({ err: error }, "embedded database could not be restarted"),
+      )
+      .finally(() => (this.recovering = undefined));
+  }
+
+  /** Runs the server, or attaches to the one another process runs, within `timeoutMs`. */
+  private async ensure(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (this.stopping) return;
+      if ((await this.tryOwn()) === "owned") return;
+      // Another process holds the lock: its server is starting or running.
+      if (await serverAccepts(this.uri)) return;
+      if (Date.now() > deadline)
+        throw new Error(
+          `The embedded database in ${this.dataDir} is locked by another process but does not answer on ${this.socketPath}. ${this.output.slice(-2000)}`,
+        );
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  private async tryOwn(): Promise<"owned" | "busy"> {
+    const child = spawn(
+      "/bin/sh",
+      [
+        "-c",
+        SUPERVISOR_SCRIPT,
+        "foreman-db",
+        path.join(this.dataDir, "server.lock"),
+        this.socketPath,
+        String(process.pid),
+        this.binary,
+        ...ferretdbArgs(this.dataDir, this.socketPath),
+      ],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
+    child.stderr.on("data", (chunk: Buffer) => {
+      this.output = (this.output + chunk.toString()).slice(-8000);
+    });
+    let lines = "";
+    const started = await new Promise<number | "busy">((resolve, reject) => {
+      child.stdout.on("data", (chunk: Buffer) => {
+        lines += chunk.toString();
+        const pid = /^pid (\d+)$/m.exec(lines);
+        if (pid) resolve(Number(pid[1]));
+      });
+      child.once("exit", (code) =>
+        code === 75
+          ? resolve("busy")
+          : reject(
+              new Error(
+                `The embedded database exited with code ${code}: ${this.output.slice(-2000)}`,
+              ),
+            ),
+      );
+      child.once("error", reject);
+    });
+    if (started === "busy") return "busy";
+    try {
+      await this.waitForSocket(child);
+    } catch (error) {
+      child.kill("SIGTERM");
+      throw error;
+    }
+    this.child = child;
+    this.pid = started;
+    child.once("exit", () => {
+      if (this.child !== child) return;
+      this.child = undefined;
+      this.pid = undefined;
+      this.recover(`the embedded database (pid ${started}) exited`);
+    });
+    // Lets the operator CLI (and people) find the server; attachers use the socket itself.
+    await writeFile(
+      path.join(this.dataDir, "running.json"),
+      JSON.stringify({ uri: this.uri, pid: process.pid, server_pid: started }),
+      { mode: 0o600 },
+    );
+    this.logger?.info(
+      { engine: "ferretdb", socket: this.socketPath, pid: started },
+      "embedded database started",
+    );
+    return "owned";
+  }
+
+  private async waitForSocket(child: ChildProcess, timeoutMs = 60_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (child.exitCode !== null)
+        throw new Error(`FerretDB exited with code ${child.exitCode}: ${this.output.slice(-2000)}`);
+      if (await serverAccepts(this.uri)) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`FerretDB did not listen on ${this.socketPath} within ${timeoutMs} ms`);
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    clearInterval(this.timer);
+    await this.recovering;
+    const child = this.child;
+    this.child = undefined;
+    if (!child || child.exitCode !== null) return;
+    await rm(path.join(this.dataDir, "running.json"), { force: true });
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    child.kill("SIGTERM");
+    const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
+function ferretdbArgs(dataDir: string, socketPath: string): string[] {
+  return [
     "--handler=sqlite",
-    `--sqlite-url=file:${dbDir}/`,
-    `--listen-addr=127.0.0.1:${port}`,
-    `--state-dir=${stateDir}`,
+    `--sqlite-url=file:${path.join(dataDir, "ferretdb")}/`,
+    // No TCP listener at all: the socket in a private folder is the only way in.
+    "--listen-addr=",
+    `--listen-unix=${socketPath}`,
+    `--state-dir=${path.join(dataDir, "ferretdb-state")}`,
     "--debug-addr=-",
     "--telemetry=disable",
     "--log-level=warn",
     "--log-format=json",
-  ]);
-  let output = "";
-  const collect = (chunk: Buffer) => {
-    output = (output + chunk.toString()).slice(-8000);
-  };
-  child.stdout?.on("data", collect);
-  child.stderr?.on("data", collect);
-  await waitForPort(port, child, () => output);
-  logger?.info({ engine: "ferretdb", port }, "embedded database started");
+  ];
+}
+
+async function startFerretdb(dataDir: string, logger?: Logger): Promise<EmbeddedDatabase> {
+  const binary = await ensureFerretdb(logger);
+  await mkdir(path.join(dataDir, "ferretdb"), { recursive: true });
+  await mkdir(path.join(dataDir, "ferretdb-state"), { recursive: true });
+  const keeper = new FerretdbKeeper(
+    binary,
+    dataDir,
+    path.join(await socketDir(dataDir), SOCKET_NAME),
+    logger,
+  );
+  await keeper.start();
+  if (!keeper.owner) logger?.info({ socket: keeper.uri }, "attached to the embedded database");
   return {
     engine: "ferretdb",
-    uri: `mongodb://127.0.0.1:${port}/`,
-    async stop() {
-      if (child.exitCode !== null) return;
-      const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-      child.kill("SIGTERM");
-      const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
-      await exited;
-      clearTimeout(timer);
-    },
+    uri: keeper.uri,
+    owner: () => keeper.owner,
+    serverPid: () => keeper.serverPid,
+    stop: () => keeper.stop(),
   };
 }
 
+/**
+ * mongodb-memory-server's mongod listens on TCP, so it requires a password: a random one
+ * made at the first start and kept in `auth.json` (0600) next to the data.
+ */
 async function startMongoMemoryServer(dataDir: string, logger?: Logger): Promise<EmbeddedDatabase> {
+  const credentialsFile = path.join(dataDir, "auth.json");
+  let credentials: { user: string; password: string };
+  try {
+    credentials = JSON.parse(await readFile(credentialsFile, "utf8")) as typeof credentials;
+  } catch {
+    credentials = { user: "foreman", password: randomBytes(24).toString("base64url") };
+    await writeFile(credentialsFile, JSON.stringify(credentials), { mode: 0o600 });
+  }
+  const live = await runningServer(dataDir);
+  if (live) {
+    logger?.info({ engine: "mongodb-memory-server" }, "attached to the embedded database");
+    return {
+      engine: "mongodb-memory-server",
+      uri: live.uri,
+      owner: () => false,
+      serverPid: () => undefined,
+      async stop() {},
+    };
+  }
   const { MongoMemoryServer } = await import("mongodb-memory-server-core");
   const dbPath = path.join(dataDir, "mongodb");
   await mkdir(dbPath, { recursive: true });
   const server = await MongoMemoryServer.create({
     instance: { dbPath, storageEngine: "wiredTiger", ip: "127.0.0.1" },
+    auth: {
+      enable: true,
+      customRootName: credentials.user,
+      customRootPwd: credentials.password,
+    },
   });
+  const base = new URL(server.getUri());
+  base.username = credentials.user;
+  base.password = credentials.password;
+  base.search = "?authSource=admin";
+  const uri = base.toString();
+  const running = path.join(dataDir, "running.json");
+  await writeFile(running, JSON.stringify({ uri, pid: process.pid }), { mode: 0o600 });
   logger?.info({ engine: "mongodb-memory-server" }, "embedded database started");
   return {
     engine: "mongodb-memory-server",
-    uri: server.getUri(),
+    uri,
+    owner: () => true,
+    serverPid: () => server.instanceInfo?.instance.mongodProcess?.pid,
     async stop() {
+      await rm(running, { force: true });
       await server.stop({ doCleanup: false });
     },
   };
@@ -391,34 +639,19 @@ export async function runningServer(
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EPERM") return undefined;
   }
-  const port = Number(new URL(info.uri).port || 27017);
-  return (await portAccepts(port)) ? { uri: info.uri, pid: info.pid } : undefined;
+  return (await serverAccepts(info.uri)) ? { uri: info.uri, pid: info.pid } : undefined;
 }
 
-/** Starts the embedded MongoDB-compatible server with its files under `dataDir`. */
+/**
+ * Starts the embedded MongoDB-compatible server with its files under `dataDir`, or attaches
+ * to the one another process of this data folder already runs (web and worker roles share
+ * one server; see docs/operations.md).
+ */
 export async function startEmbeddedDatabase(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
-  await mkdir(options.dataDir, { recursive: true });
-  const live = await runningServer(options.dataDir);
-  if (live) {
-    throw new Error(
-      `Another process (pid ${live.pid}) already serves the embedded database in ${options.dataDir}; ` +
-        `two servers on the same files would corrupt them. Set MONGODB_URI=${live.uri}foreman to share it, or use another DATA_DIR.`,
-    );
-  }
+  await mkdir(options.dataDir, { recursive: true, mode: 0o700 });
   const engine = await chooseEngine(options.dataDir, options.engine);
-  const db =
-    engine === "ferretdb"
-      ? await startFerretdb(options.dataDir, options.logger)
-      : await startMongoMemoryServer(options.dataDir, options.logger);
   await writeFile(path.join(options.dataDir, "engine"), `${engine}\n`);
-  // Lets the operator CLI attach to this server instead of opening the same files twice.
-  const running = path.join(options.dataDir, "running.json");
-  await writeFile(running, JSON.stringify({ uri: db.uri, pid: process.pid }));
-  return {
-    ...db,
-    async stop() {
-      await rm(running, { force: true });
-      await db.stop();
-    },
-  };
+  return engine === "ferretdb"
+    ? startFerretdb(options.dataDir, options.logger)
+    : startMongoMemoryServer(options.dataDir, options.logger);
 }

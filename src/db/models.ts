@@ -92,32 +92,10 @@ const onceSchema = new Schema(
   { timestamps, versionKey: false },
 );
 
-export const TASK_STATUSES = [
-  "queued",
-  "running",
-  "awaiting_approval",
-  "awaiting_diff_approval",
-  "completed",
-  "failed",
-  "cancelled",
-] as const;
-export type TaskStatus = (typeof TASK_STATUSES)[number];
-
-export const TASK_PHASES = [
-  "QUEUED",
-  "CLONING",
-  "INDEXING",
-  "PLANNING",
-  "AWAITING_APPROVAL",
-  "IMPLEMENTING",
-  "VERIFYING",
-  "FIXING",
-  "REVIEWING",
-  "CLEANUP",
-  "DONE",
-  "FAILED",
-] as const;
-export type TaskPhase = (typeof TASK_PHASES)[number];
+// The task states live in a module of their own, free of mongoose, so the dashboard can
+// import the same lists (web/).
+import { TASK_PHASES, TASK_STATUSES, type TaskPhase, type TaskStatus } from "./task-states.js";
+export { TASK_PHASES, TASK_STATUSES, type TaskPhase, type TaskStatus };
 
 const planStepSchema = new Schema(
   {
@@ -162,6 +140,9 @@ const taskSchema = new Schema(
       input_tokens: { type: Number, default: 0 },
       output_tokens: { type: Number, default: 0 },
       usd: { type: Number, default: 0 },
+      /** Parts of input_tokens read from and written to the provider's prompt cache. */
+      cached_input_tokens: { type: Number, default: 0 },
+      cache_write_tokens: { type: Number, default: 0 },
     },
     /** The quota slot this task holds (null on tiers without a limit). */
     quota: { month: { type: String }, slot: { type: Number, default: null } },
@@ -207,6 +188,11 @@ const taskSchema = new Schema(
     base_branch: { type: String, default: null },
     /** What created the task beyond `source` (automation id, agent, comment author, check). */
     origin: { type: Schema.Types.Mixed, default: null },
+    /**
+     * The chat or issue-tracker conversation the task reports to (src/integrations): the
+     * integration, its type and where in it (Slack channel and thread, Linear/Jira issue).
+     */
+    report_to: { type: Schema.Types.Mixed, default: null },
   },
   { timestamps, versionKey: false },
 );
@@ -343,6 +329,55 @@ const healthReportSchema = new Schema(
 healthReportSchema.index({ account_id: 1, repo_id: 1, created_at: -1 });
 healthReportSchema.index({ status: 1, created_at: 1 });
 
+/** A chat or issue-tracker integration of an account (src/integrations). */
+const integrationSchema = new Schema(
+  {
+    _id: { type: String, required: true },
+    account_id: { type: String, required: true },
+    type: { type: String, required: true, enum: ["slack", "linear", "jira"] },
+    name: { type: String, required: true },
+    enabled: { type: Boolean, default: true },
+    settings: { type: Schema.Types.Mixed, default: {} },
+    /** Write-only values (signing secrets, tokens): never answered by the API. */
+    secrets: { type: Schema.Types.Mixed, default: {} },
+  },
+  { timestamps, versionKey: false },
+);
+integrationSchema.index({ account_id: 1, created_at: -1 });
+/**
+ * The first answer to a creating POST sent with an `Idempotency-Key` (http/idempotency.ts).
+ * `_id` is a hash of the scope (account or client address) and the key: the unique insert is
+ * the lock, so of concurrent requests with one key exactly one runs.
+ */
+const idempotencyRecordSchema = new Schema(
+  {
+    _id: { type: String, required: true },
+    /** sha256 of method, path, query and the canonical JSON body. */
+    fingerprint: { type: String, required: true },
+    state: { type: String, enum: ["pending", "done"], required: true },
+    status: { type: Number, default: null },
+    /** The answer's body and headers, AES-GCM sealed with a key derived from the client's key. */
+    sealed: { type: String, default: null },
+    expires_at: { type: Date, required: true },
+  },
+  { timestamps, versionKey: false },
+);
+idempotencyRecordSchema.index({ expires_at: 1 });
+
+/**
+ * When a key last authenticated a request, to the minute (domain/keys.ts). Kept apart from
+ * the key: FerretDB's updates rewrite the whole document without atomicity, so a usage
+ * write racing a revocation on the key itself could undo the revocation.
+ */
+const keyUseSchema = new Schema(
+  {
+    /** The key's `_id` (the hash of its value). */
+    _id: { type: String, required: true },
+    last_used_at: { type: Date, required: true },
+  },
+  { versionKey: false },
+);
+
 export function registerModels(connection: Connection) {
   return {
     Account: connection.model("Account", accountSchema, "accounts"),
@@ -356,6 +391,13 @@ export function registerModels(connection: Connection) {
     Automation: connection.model("Automation", automationSchema, "automations"),
     Skill: connection.model("Skill", skillSchema, "skills"),
     HealthReport: connection.model("HealthReport", healthReportSchema, "health_reports"),
+    Integration: connection.model("Integration", integrationSchema, "integrations"),
+    IdempotencyRecord: connection.model(
+      "IdempotencyRecord",
+      idempotencyRecordSchema,
+      "idempotency_records",
+    ),
+    KeyUse: connection.model("KeyUse", keyUseSchema, "key_uses"),
   };
 }
 

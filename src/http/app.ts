@@ -1,15 +1,21 @@
 import Router from "@koa/router";
 import Koa, { type Next } from "koa";
 import { randomUUID } from "node:crypto";
-import { errors } from "../errors.js";
+import { dashboard } from "./dashboard.js";
+import { AppError, errors } from "../errors.js";
 import { jsonBody, readRawBody } from "./middleware/body.js";
 import { errorHandler } from "./middleware/errors.js";
+import { mountManifestFlow } from "../github/manifest.js";
+import { bearerMatches } from "../metrics/http.js";
+import { httpMetrics, renderMetrics } from "../metrics/index.js";
 import { buildOpenApi } from "./openapi.js";
-import { mountRoutes, type AnyRoute } from "./route.js";
+import { mountRoutes, tasksOf, type AnyRoute } from "./route.js";
+import { handleSlack, type SlackEndpoint } from "../integrations/slack.js";
 import { agentRoutes } from "./routes/agents/routes.js";
 import { automationRoutes } from "./routes/automations/routes.js";
 import { analyticsRoutes } from "./routes/analytics/routes.js";
 import { healthReportRoutes } from "./routes/health-reports/routes.js";
+import { integrationRoutes } from "./routes/integrations/routes.js";
 import { githubRoutes } from "./routes/github/routes.js";
 import { keyRoutes } from "./routes/keys/routes.js";
 import { prismRoutes } from "./routes/prism/routes.js";
@@ -35,18 +41,27 @@ export function allRoutes(): AnyRoute[] {
     ...healthReportRoutes,
     ...analyticsRoutes,
     ...githubRoutes,
+    ...integrationRoutes,
   ];
 }
+
+const SLACK_ENDPOINTS: SlackEndpoint[] = ["commands", "interactions", "events"];
+/** Vendor webhook paths, which read and verify their own raw bodies. */
+const VENDOR_DOOR = /^\/integrations\/[^/]+\/(slack|linear|jira)\//;
 
 const GITHUB_BODY_LIMIT = 25 * 1024 * 1024; // GitHub caps deliveries at 25 MB
 
 /** The Koa application: one error format, one body parser, thin routes over the domain. */
 export function createApp(deps: HttpDeps): Koa<AppState> {
-  const app = new Koa<AppState>({ proxy: deps.config.trustProxy });
+  // `maxIpsCount` keeps only the last n X-Forwarded-For entries, the ones the n trusted
+  // proxies appended; anything further left was written by the client and is ignored.
+  const hops = deps.config.trustProxy;
+  const app = new Koa<AppState>({ proxy: hops > 0, maxIpsCount: hops });
   const routes = allRoutes();
   const webhookPath = deps.config.github?.webhookPath ?? "/github/webhooks";
   let openapi: Record<string, unknown> | undefined;
 
+  if (deps.config.metrics.enabled) app.use(httpMetrics());
   app.use(async (ctx: AppContext, next: Next) => {
     const started = performance.now();
     ctx.state.requestId = ctx.get("x-request-id").slice(0, 100) || randomUUID();
@@ -70,15 +85,45 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
     }
   });
   app.use(errorHandler(deps.logger));
-  app.use(jsonBody({ skip: [webhookPath], allowDollarKeys: ["/automations/webhook"] }));
+  app.use(dashboard());
+  app.use(
+    jsonBody({
+      skip: [webhookPath],
+      skipWhen: (p) => VENDOR_DOOR.test(p),
+      allowDollarKeys: ["/automations/webhook"],
+    }),
+  );
 
   const router = new Router<AppState>();
   mountRoutes(router as unknown as Router, routes, deps);
 
   router.get("/openapi.json", (ctx) => {
     openapi ??= buildOpenApi(allRoutes(), { version: VERSION });
-    ctx.body = openapi;
+    // `servers` is the origin the client reached: behind TRUST_PROXY hops that is the
+    // proxy's (X-Forwarded-Proto/Host), so one document fits every address the API has.
+    ctx.body = { ...openapi, servers: [{ url: `${ctx.protocol}://${ctx.host}` }] };
   });
+
+  const { metrics } = deps.config;
+  if (metrics.publicPort !== "absent") {
+    router.get("/metrics", async (ctx) => {
+      if (
+        metrics.publicPort === "token" &&
+        !bearerMatches(ctx.get("authorization"), metrics.token!)
+      ) {
+        const message = "A valid METRICS_TOKEN Bearer token is required.";
+        throw new AppError(401, "unauthorized", message, undefined, {
+          "WWW-Authenticate": "Bearer",
+        });
+      }
+      const { contentType, body } = await renderMetrics();
+      ctx.type = contentType;
+      ctx.body = body;
+    });
+  }
+
+  // No App yet: the page that registers one from app.yml (github/manifest.ts).
+  if (!deps.config.github) mountManifestFlow(router as unknown as Router, deps);
 
   router.post(webhookPath, async (ctx) => {
     if (!deps.github)
@@ -92,6 +137,26 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
     });
     ctx.status = 202;
     ctx.body = { ok: true, duplicate: outcome === "duplicate" };
+  });
+
+  // Slack's doors: signed by Slack, no API key; the integration's id names the secret.
+  router.post("/integrations/:id/slack/:endpoint", async (ctx) => {
+    const endpoint = ctx.params.endpoint as SlackEndpoint;
+    if (!SLACK_ENDPOINTS.includes(endpoint)) throw errors.notFound("route");
+    const rawBody = await readRawBody(ctx as AppContext);
+    const answer = await handleSlack(
+      { tasks: tasksOf(deps), logger: deps.logger, apiUrl: deps.config.slackApiUrl },
+      ctx.params.id!,
+      endpoint,
+      {
+        rawBody,
+        signature: ctx.get("x-slack-signature"),
+        timestamp: ctx.get("x-slack-request-timestamp"),
+        contentType: ctx.get("content-type"),
+      },
+    );
+    ctx.status = answer.status;
+    ctx.body = answer.body;
   });
 
   app.use(router.routes());

@@ -1,5 +1,5 @@
 import { z, type ZodType } from "zod";
-import type { AnyRoute } from "./route.js";
+import { isIdempotent, type AnyRoute } from "./route.js";
 import { errorBody } from "./schemas.js";
 
 type JsonSchema = Record<string, unknown>;
@@ -9,9 +9,10 @@ const ERROR_TEXT: Record<number, string> = {
   401: "Missing, unknown or revoked API key (`unauthorized`)",
   403: "Valid key, action not allowed (`forbidden`)",
   404: "Unknown id, or one that belongs to another account (`not_found`)",
-  409: "Conflicting state (`invalid_state`, `conflict`)",
+  409: "Conflicting state (`invalid_state`, `conflict`; also a request with the same Idempotency-Key still running)",
   413: "Body over 1 MiB (`payload_too_large`)",
-  415: "Body is not JSON (`unsupported_media_type`)",
+  415: "Body is not JSON, or is compressed or in a charset other than UTF-8 (`unsupported_media_type`)",
+  422: "The Idempotency-Key was used before with another request (`idempotency_key_reused`)",
   429: "Quota used up or rate exceeded (`monthly_limit_reached`, `rate_limited`)",
   405: "Method not allowed on this path (`method_not_allowed`)",
   502: "A model provider or GitHub failed (`upstream_unavailable`)",
@@ -32,24 +33,76 @@ function toSchema(
   const defs = (json.$defs ?? {}) as Record<string, JsonSchema>;
   delete json.$schema;
   delete json.$defs;
-  for (const [name, def] of Object.entries(defs)) components[name] = rewriteRefs(def) as JsonSchema;
-  return rewriteRefs(json) as JsonSchema;
+  // zod names a recursive schema without an id `__schemaN`, per call: two routes would
+  // overwrite each other's. Every reused schema needs `.meta({ id })`.
+  const unnamed = Object.keys(defs).filter((name) => name.startsWith("__schema"));
+  if (unnamed.length > 0)
+    throw new Error(`Unnamed recursive schema (${unnamed.join(", ")}): give it .meta({ id }).`);
+  // A schema read as a request can differ from the same schema written as a response
+  // (defaults make fields optional): that variant is named `<id>Input`.
+  const names = new Map<string, string>();
+  for (const [name, def] of Object.entries(defs)) {
+    const known = components[name];
+    const same = !known || JSON.stringify(known) === JSON.stringify(rewriteRefs(def, names));
+    names.set(name, same || io === "output" ? name : `${name}Input`);
+  }
+  for (const [name, def] of Object.entries(defs)) {
+    const target = names.get(name)!;
+    const component = rewriteRefs(def, names) as JsonSchema;
+    const known = components[target];
+    if (known && JSON.stringify(known) !== JSON.stringify(component))
+      throw new Error(`Two different schemas are named ${target}.`);
+    components[target] = component;
+  }
+  return rewriteRefs(json, names) as JsonSchema;
 }
 
-function rewriteRefs(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(rewriteRefs);
+function rewriteRefs(value: unknown, names: Map<string, string>): unknown {
+  if (Array.isArray(value)) return value.map((v) => rewriteRefs(v, names));
   if (value && typeof value === "object") {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {
-      out[k] =
-        k === "$ref" && typeof v === "string"
-          ? v.replace("#/$defs/", "#/components/schemas/")
-          : rewriteRefs(v);
+      if (k === "$ref" && typeof v === "string" && v.startsWith("#/$defs/")) {
+        const name = v.slice("#/$defs/".length);
+        out[k] = `#/components/schemas/${names.get(name) ?? name}`;
+      } else out[k] = rewriteRefs(v, names);
     }
     return out;
   }
   return value;
 }
+
+const PAGE_HEADERS = {
+  Link: {
+    description:
+      'The next page, `<path?…&cursor=…>; rel="next"` (RFC 8288); absent on the last page.',
+    schema: { type: "string" },
+  },
+  "X-Next-Cursor": {
+    description: "The `cursor` of the next page; absent on the last page.",
+    schema: { type: "string" },
+  },
+};
+
+const RATE_LIMIT_HEADERS = {
+  "RateLimit-Policy": {
+    description: 'The limit, e.g. `"signup";q=10;w=3600` (draft-ietf-httpapi-ratelimit-headers).',
+    schema: { type: "string" },
+  },
+  RateLimit: {
+    description: 'What is left of it, e.g. `"signup";r=3;t=42` (remaining, seconds to reset).',
+    schema: { type: "string" },
+  },
+};
+
+const IDEMPOTENCY_KEY = {
+  name: "Idempotency-Key",
+  in: "header",
+  required: false,
+  description:
+    "1–255 printable ASCII characters. A repeat with the same key and the same request within 24 h answers the first answer again (header `Idempotent-Replayed: true`) without doing it twice; with another request, 422.",
+  schema: { type: "string", minLength: 1, maxLength: 255 },
+};
 
 function parametersOf(
   schema: ZodType | undefined,
@@ -78,6 +131,9 @@ export function buildOpenApi(
   const paths: Record<string, Record<string, unknown>> = {};
   const errorRef = { $ref: "#/components/schemas/Error" };
   toSchema(errorBody, "output", components); // registers the Error component
+  // Responses first: a schema's response form keeps the plain name, a differing request
+  // form becomes `<id>Input` whatever the route order.
+  for (const r of routes) if (r.response.schema) toSchema(r.response.schema, "output", components);
   for (const r of routes) {
     const path = r.path.replace(/:([A-Za-z_]+)/g, "{$1}");
     const responses: Record<string, unknown> = {};
@@ -85,11 +141,37 @@ export function buildOpenApi(
       r.status === 204 || !r.response.schema
         ? undefined
         : { "application/json": { schema: toSchema(r.response.schema, "output", components) } };
+    const successHeaders: Record<string, unknown> = {
+      ...(r.location
+        ? {
+            Location: {
+              description:
+                r.status === 202 ? "Where to follow the queued work" : "The created resource",
+              schema: { type: "string" },
+            },
+          }
+        : {}),
+      ...(r.page ? PAGE_HEADERS : {}),
+      ...(r.rateLimited ? RATE_LIMIT_HEADERS : {}),
+      ...(isIdempotent(r)
+        ? {
+            "Idempotent-Replayed": {
+              description: "`true` on the stored answer to a repeated Idempotency-Key",
+              schema: { type: "string", enum: ["true"] },
+            },
+          }
+        : {}),
+    };
     responses[String(r.status)] = {
       description: r.response.description,
+      ...(Object.keys(successHeaders).length > 0 ? { headers: successHeaders } : {}),
       ...(successContent ? { content: successContent } : {}),
     };
     const statuses = new Set<number>(r.errors ?? []);
+    if (isIdempotent(r)) {
+      statuses.add(409);
+      statuses.add(422);
+    }
     if (r.body || r.query || r.params) statuses.add(400);
     if (r.body) {
       statuses.add(413);
@@ -97,8 +179,16 @@ export function buildOpenApi(
     }
     if (r.auth === "key" || r.auth === "optional-key") statuses.add(401);
     for (const status of [...statuses].sort()) {
+      const headers =
+        status === 429
+          ? {
+              "Retry-After": { description: "Seconds to wait", schema: { type: "integer" } },
+              ...(r.rateLimited ? RATE_LIMIT_HEADERS : {}),
+            }
+          : undefined;
       responses[String(status)] = {
         description: ERROR_TEXT[status] ?? "Error",
+        ...(headers ? { headers } : {}),
         content: { "application/json": { schema: errorRef } },
       };
     }
@@ -110,6 +200,7 @@ export function buildOpenApi(
       parameters: [
         ...parametersOf(r.params, "path", components),
         ...parametersOf(r.query, "query", components),
+        ...(isIdempotent(r) ? [IDEMPOTENCY_KEY] : []),
       ],
       responses,
       security:

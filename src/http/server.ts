@@ -16,9 +16,21 @@ export async function startHttpServer(
   deps: HttpDeps & { streams?: TaskStreams },
 ): Promise<RunningServer> {
   const app = createApp(deps);
-  const server = http.createServer(app.callback());
+  // A client that sends fewer bytes than it announced (or its headers slowly) would hold the
+  // connection for Node's default 300 s: the whole request must arrive within
+  // HTTP_REQUEST_TIMEOUT_S, else 408 and close. Node checks the timeouts every
+  // connectionsCheckingInterval, so that is a fraction of the limit.
+  const requestTimeout = deps.config.httpRequestTimeoutMs;
+  const server = http.createServer(
+    {
+      requestTimeout,
+      headersTimeout: Math.min(requestTimeout, 60_000),
+      connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(requestTimeout / 4))),
+    },
+    app.callback(),
+  );
+  // Idle keep-alive connections stay open longer than a load balancer's usual 60 s.
   server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
   const upgrades = createUpgradeHandler({
     models: deps.models,
     logger: deps.logger,
@@ -39,7 +51,7 @@ export async function startHttpServer(
     port,
     url: `http://${host}:${port}`,
     async close() {
-      upgrades.close();
+      await upgrades.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeIdleConnections();

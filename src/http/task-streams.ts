@@ -11,12 +11,22 @@ import type { TaskStreams } from "./ws.js";
 /*
  * /tasks/{id}/ws (SPEC §5): replay, then live events, each message `{event_type, ...payload,
  * seq, ts}`; closed with 1000 after `done` or `error`. Sockets are pinged, slow readers are
- * dropped, and a socket whose key is revoked is closed (1008) within KEY_CHECK_MS.
+ * closed, and a socket whose key is revoked is closed (1008) within KEY_CHECK_MS.
+ *
+ * Slow readers: all sockets of the process together may hold `bufferBudgetBytes` unsent
+ * (WS_BUFFER_BUDGET_KB). Each open socket gets an equal share of it (at least MIN_SHARE, at
+ * most MAX_SHARE); an event that would take a socket past its share closes it with 1013
+ * and a reason naming the `?since=` to resume from, and nothing more is queued on it. So
+ * the process holds at most about max(budget, sockets × MIN_SHARE) plus one event per
+ * socket, however many clients stop reading (400 of them once held 121 MB).
  */
 
 const PING_MS = 25_000;
 const KEY_CHECK_MS = 5_000;
-const MAX_BUFFERED = 8 * 1024 * 1024;
+const MAX_SHARE = 8 * 1024 * 1024;
+const MIN_SHARE = 16 * 1024;
+/** Close code "try again later" (RFC 6455 §7.4.1 registry). */
+export const SLOW_READER_CLOSE = 1013;
 
 const serialized = new WeakMap<TaskEvent, string>();
 
@@ -35,9 +45,13 @@ export function createTaskStreams(deps: {
   hub: TaskEventHub;
   logger: Logger;
   pingMs?: number;
-}): TaskStreams & { close(): void } {
+  bufferBudgetBytes?: number;
+}): TaskStreams & { close(): void; buffered(): { sockets: number; bytes: number } } {
   const byKey = new Map<string, Set<WebSocket>>();
   const alive = new WeakMap<WebSocket, boolean>();
+  const budget = deps.bufferBudgetBytes ?? 64 * 1024 * 1024;
+  let open = 0;
+  const share = () => Math.min(MAX_SHARE, Math.max(MIN_SHARE, Math.floor(budget / open)));
 
   const pinger = setInterval(() => {
     for (const sockets of byKey.values()) {
@@ -84,6 +98,7 @@ export function createTaskStreams(deps: {
     const sockets = byKey.get(principal.keyId) ?? new Set<WebSocket>();
     byKey.set(principal.keyId, sockets);
     sockets.add(socket);
+    open += 1;
     alive.set(socket, true);
     socket.on("pong", () => alive.set(socket, true));
     // Clients only listen; anything they send is ignored.
@@ -101,6 +116,7 @@ export function createTaskStreams(deps: {
     socket.on("close", () => {
       closed = true;
       unsubscribe?.();
+      open -= 1;
       sockets.delete(socket);
       if (sockets.size === 0) byKey.delete(principal.keyId);
     });
@@ -109,12 +125,19 @@ export function createTaskStreams(deps: {
     if (!task) return finish(1008, "task not found");
     const send = (event: TaskEvent) => {
       if (closed) return;
-      if (socket.bufferedAmount > MAX_BUFFERED) {
-        socket.terminate();
-        return;
+      const message = messageOf(event);
+      const queued = socket.bufferedAmount;
+      // One event always fits an empty queue, however large; past the share, the reader is
+      // told where to resume instead of the process holding more for it.
+      if (queued > 0 && queued + Buffer.byteLength(message) > share()) {
+        deps.logger.info(
+          { task: taskId, buffered: queued, share: share() },
+          "websocket closed: slow reader",
+        );
+        return finish(SLOW_READER_CLOSE, `slow reader: reconnect with ?since=${lastSeq}`);
       }
       lastSeq = event.seq;
-      socket.send(messageOf(event));
+      socket.send(message);
       if (isTerminalEvent(event)) finish(1000, "task ended");
     };
     try {
@@ -144,6 +167,11 @@ export function createTaskStreams(deps: {
     close() {
       clearInterval(pinger);
       clearInterval(keyCheck);
+    },
+    buffered() {
+      let bytes = 0;
+      for (const set of byKey.values()) for (const socket of set) bytes += socket.bufferedAmount;
+      return { sockets: open, bytes };
     },
   };
 }

@@ -1,3 +1,4 @@
+import { STATUS_CODES } from "node:http";
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import { WebSocketServer, type WebSocket } from "ws";
@@ -7,6 +8,8 @@ import type { Logger } from "../util/logger.js";
 
 const WS_PATH = /^\/tasks\/([A-Za-z0-9_.:-]{1,100})\/ws\/?$/;
 const PROTOCOL_PREFIX = "api-key.";
+/** RFC 6455 close code 1001: the server is going away. */
+const GOING_AWAY = 1001;
 
 /** Decides whether a principal may watch a task, and streams it once the socket is open. */
 export interface TaskStreams {
@@ -15,18 +18,21 @@ export interface TaskStreams {
   attach(socket: WebSocket, principal: Principal, taskId: string, since: number | undefined): void;
 }
 
-function reject(socket: Duplex, status: number, code: string, message: string): void {
+function reject(
+  socket: Duplex,
+  status: number,
+  code: string,
+  message: string,
+  headers: Record<string, string> = {},
+): void {
+  if (!socket.writable) return void socket.destroy();
   const body = JSON.stringify({ error: { code, message } });
-  const reason =
-    status === 401
-      ? "Unauthorized"
-      : status === 404
-        ? "Not Found"
-        : status === 400
-          ? "Bad Request"
-          : "Error";
+  const reason = STATUS_CODES[status] ?? "Error";
+  const extra = Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join("");
   socket.end(
-    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`,
   );
 }
 
@@ -57,6 +63,16 @@ export function createUpgradeHandler(deps: {
     handleProtocols: (protocols) =>
       [...protocols].find((p) => p.startsWith(PROTOCOL_PREFIX)) ?? false,
   });
+  // The handshake problems ws itself finds (Upgrade, Sec-WebSocket-Key/-Version/-Protocol
+  // headers) are answered with the same JSON error body as ours instead of ws's plain text.
+  wss.on("wsClientError", (error: Error, socket: Duplex) => {
+    if (/method/i.test(error.message))
+      return reject(socket, 405, "method_not_allowed", error.message, { Allow: "GET" });
+    const version = /Sec-WebSocket-Version/.test(error.message)
+      ? { "Sec-WebSocket-Version": "13, 8" }
+      : undefined;
+    reject(socket, 400, "validation_failed", `${error.message}.`, version);
+  });
   const handler = async (req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> => {
     socket.on("error", () => socket.destroy());
     try {
@@ -86,7 +102,26 @@ export function createUpgradeHandler(deps: {
   };
   return {
     handler,
-    close() {
+    /**
+     * Shutdown: every socket gets 1001 "going away" (so clients know to reconnect
+     * elsewhere, with `?since=`), and those whose close handshake is not done within
+     * `graceMs` (a client that does not read) are cut.
+     */
+    async close(graceMs = 1000): Promise<void> {
+      const clients = [...wss.clients];
+      const done = Promise.all(
+        clients.map(
+          (client) =>
+            new Promise<void>((resolve) => {
+              if (client.readyState === client.CLOSED) return resolve();
+              client.once("close", () => resolve());
+              client.close(GOING_AWAY, "server shutting down");
+            }),
+        ),
+      );
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([done, new Promise((r) => (timer = setTimeout(r, graceMs)))]);
+      clearTimeout(timer);
       for (const client of wss.clients) client.terminate();
       wss.close();
     },

@@ -1,6 +1,8 @@
 import { z } from "zod";
 import type { Models } from "../db/models.js";
 import type { JobKind } from "./scheduler.js";
+import { pruneIdempotencyRecords } from "../http/idempotency.js";
+import { pruneRateLimits } from "../http/rate-limit.js";
 
 /** Markers older than this are dropped; GitHub does not redeliver after a few days. */
 export const ONCE_MARKER_RETENTION_DAYS = 14;
@@ -32,5 +34,9 @@ export const pruneOnceMarkers = (models: Models): JobKind<Record<string, never>>
       nextRunAt: null,
       lastFinishedAt: { $lt: new Date(Date.now() - FINISHED_JOB_RETENTION_MS) },
     });
+    // Idempotency answers (24 h) and rate-limit windows past their end; lookups ignore
+    // expired ones already, FerretDB v1 has no TTL indexes to drop them.
+    await pruneIdempotencyRecords(models);
+    await pruneRateLimits(models.Once.db);
   },
 });

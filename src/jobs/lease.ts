@@ -1,5 +1,6 @@
 import type { Models } from "../db/models.js";
 import { claimOnce } from "../db/once.js";
+import { processIdentity } from "./identity.js";
 
 /*
  * Leases of long-running work (a pipeline stage, a health scan) that must run once at a time
@@ -21,7 +22,12 @@ export async function acquireLease(
   const { prefix, scope, ttlMs, maxAttempts, holder } = options;
   for (let attempt = 0; attempt < maxAttempts; attempt += 1) {
     const id = `${prefix}:${attempt}`;
-    const fields = { heartbeat_at: new Date(), ...(holder ? { holder } : {}) };
+    // holder_id lets a restarted process of this DATA_DIR release it at once (identity.ts).
+    const fields = {
+      heartbeat_at: new Date(),
+      holder_id: processIdentity(),
+      ...(holder ? { holder } : {}),
+    };
     if (await claimOnce(models.Once.collection, id, scope, fields)) return { id, attempt };
     const lease = await models.Once.collection.findOne({ _id: id as never });
     const beat = lease?.heartbeat_at instanceof Date ? lease.heartbeat_at.getTime() : 0;

@@ -1,4 +1,5 @@
 import { pino, type Logger, type LoggerOptions } from "pino";
+import pretty from "pino-pretty";
 import { redactDeep, redactText } from "./redact.js";
 
 export type { Logger };
@@ -8,7 +9,12 @@ export type { Logger };
  * remember it: pino's path redaction for headers, and a scrub of every logged value.
  */
 export function createLogger(
-  options: { level?: string; destination?: pino.DestinationStream } = {},
+  options: {
+    level?: string;
+    destination?: pino.DestinationStream;
+    /** LOG_FORMAT: one JSON object a line (default), or readable lines for development. */
+    format?: "json" | "pretty";
+  } = {},
 ): Logger {
   const config: LoggerOptions = {
     level: options.level ?? "info",
@@ -37,5 +43,9 @@ export function createLogger(
       err: (err: unknown) => redactDeep(pino.stdSerializers.err(err as Error)),
     },
   };
-  return options.destination ? pino(config, options.destination) : pino(config);
+  if (options.destination) return pino(config, options.destination);
+  // pino-pretty as a stream in this thread (not a transport worker): lines keep their order
+  // with console output, and the redaction above has already run on what it prints.
+  if (options.format === "pretty") return pino(config, pretty({ colorize: true, sync: true }));
+  return pino(config);
 }

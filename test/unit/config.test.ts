@@ -1,5 +1,9 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError, configSecrets, loadConfig } from "../../src/config/env.js";
+import { testPrivateKey } from "../helpers/github.js";
 
 describe("configuration", () => {
   it("has the documented defaults", () => {
@@ -54,7 +58,7 @@ describe("configuration", () => {
     expect(() => loadConfig({ APP_ID: "1" })).toThrow(/PRIVATE_KEY.*\n.*WEBHOOK_SECRET/s);
     const ghes = loadConfig({
       APP_ID: "1",
-      PRIVATE_KEY: "pem",
+      PRIVATE_KEY: testPrivateKey(),
       WEBHOOK_SECRET: "s3cret!",
       GHE_HOST: "ghe.example.com",
     });
@@ -71,6 +75,70 @@ describe("configuration", () => {
     });
     expect(configSecrets(config)).toEqual(
       expect.arrayContaining(["llm-secret-123", "db-pass-456"]),
+    );
+  });
+
+  it("takes PRIVATE_KEY as PEM, \\n-escaped PEM or base64, or PRIVATE_KEY_PATH, and refuses junk at start", async () => {
+    const pem = testPrivateKey();
+    const app = { APP_ID: "1", WEBHOOK_SECRET: "s3cret!" };
+    const forms = [pem, pem.replace(/\n/g, "\\n"), Buffer.from(pem).toString("base64")];
+    for (const form of forms) {
+      expect(loadConfig({ ...app, PRIVATE_KEY: form }).github?.privateKey.trim()).toBe(pem.trim());
+    }
+    const dir = await mkdtemp(path.join(os.tmpdir(), "foreman-key-"));
+    try {
+      const file = path.join(dir, "app.pem");
+      await writeFile(file, pem);
+      expect(loadConfig({ ...app, PRIVATE_KEY_PATH: file }).github?.privateKey).toBe(pem);
+      expect(() => loadConfig({ ...app, PRIVATE_KEY_PATH: path.join(dir, "missing.pem") })).toThrow(
+        /PRIVATE_KEY_PATH: cannot read .*missing\.pem \(ENOENT\)/,
+      );
+      await writeFile(file, "-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n");
+      expect(() => loadConfig({ ...app, PRIVATE_KEY_PATH: file })).toThrow(
+        /PRIVATE_KEY_PATH: the key does not parse/,
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    // Not a PEM at all, and a PEM whose body is junk: both stop the start, naming the variable.
+    expect(() => loadConfig({ ...app, PRIVATE_KEY: "not-a-key" })).toThrow(
+      /PRIVATE_KEY: not a PEM private key/,
+    );
+    const junk = "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----";
+    let message = "";
+    try {
+      loadConfig({ ...app, PRIVATE_KEY: junk });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/PRIVATE_KEY: the key does not parse/);
+    expect(message).not.toContain("AAAA");
+  });
+
+  it("exposes metrics only when the operator says how: token, separate port or public", () => {
+    expect(loadConfig({}).metrics).toMatchObject({ enabled: false, publicPort: "absent" });
+    expect(loadConfig({ METRICS_TOKEN: "t".repeat(16) }).metrics).toMatchObject({
+      enabled: true,
+      publicPort: "token",
+      port: undefined,
+    });
+    expect(loadConfig({ METRICS_PORT: "9464" }).metrics).toMatchObject({
+      enabled: true,
+      publicPort: "absent",
+      port: 9464,
+      host: "127.0.0.1",
+    });
+    expect(loadConfig({ METRICS: "public" }).metrics).toMatchObject({
+      enabled: true,
+      publicPort: "open",
+    });
+    expect(
+      loadConfig({ METRICS: "off", METRICS_TOKEN: "t".repeat(16), METRICS_PORT: "9464" }).metrics,
+    ).toMatchObject({ enabled: false, publicPort: "absent", port: undefined });
+    expect(() => loadConfig({ METRICS: "token" })).toThrow(/METRICS_TOKEN: required/);
+    expect(() => loadConfig({ METRICS_TOKEN: "short" })).toThrow(/METRICS_TOKEN: .*16/);
+    expect(configSecrets(loadConfig({ METRICS_TOKEN: "metrics-secret-0123" }))).toContain(
+      "metrics-secret-0123",
     );
   });
 });

@@ -1,6 +1,6 @@
 import type { Next } from "koa";
 import { ZodError } from "zod";
-import { AppError, errors, isAppError } from "../../errors.js";
+import { AppError, errors, isAppError, isDatabaseOutage } from "../../errors.js";
 import type { Logger } from "../../util/logger.js";
 import { redactDeep, redactText } from "../../util/redact.js";
 import type { AppContext } from "../types.js";
@@ -19,6 +19,8 @@ interface HttpLikeError {
 export function toAppError(error: unknown): AppError {
   if (isAppError(error)) return error;
   if (error instanceof ZodError) return errors.validation(zodProblems(error, "body"));
+  // The database restarting or unreachable: a 503 to retry, not a 500 (docs/operations.md).
+  if (isDatabaseOutage(error)) return errors.databaseUnavailable();
   const e = (error ?? {}) as HttpLikeError;
   const status = e.status ?? e.statusCode;
   if (e.type === "entity.too.large" || status === 413)
@@ -48,7 +50,12 @@ export function errorHandler(logger: Logger) {
       }
     } catch (error) {
       const appError = toAppError(error);
-      if (appError.status >= 500) {
+      if (appError.code === "upstream_unavailable" && isDatabaseOutage(error)) {
+        logger.warn(
+          { err: error, method: ctx.method, path: ctx.path, requestId: ctx.state.requestId },
+          "request failed: database unavailable",
+        );
+      } else if (appError.status >= 500) {
         logger.error(
           { err: error, method: ctx.method, path: ctx.path, requestId: ctx.state.requestId },
           "request failed",

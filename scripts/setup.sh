@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# System packages the service and its tests need beyond Node and git, installed from
+# Debian's packages when missing (as root, or through sudo); each is named when it cannot be.
+#   bubblewrap           the sandbox repository commands run in (src/util/sandbox.ts)
+#   util-linux           flock and prlimit (embedded database lock, sandbox limits)
+#   chromium             the dashboard's end-to-end tests (test/e2e), with --test only
+#   python3-coverage,
+#   python3-pytest       Python coverage in health scans (src/health/coverage.ts)
+set -euo pipefail
+
+want=()
+command -v bwrap >/dev/null 2>&1 || want+=(bubblewrap)
+{ command -v flock && command -v prlimit; } >/dev/null 2>&1 || want+=(util-linux)
+if [ "${1:-}" = "--test" ]; then
+  [ -x "${CHROMIUM_PATH:-/usr/bin/chromium}" ] || want+=(chromium)
+fi
+/usr/bin/python3 -c 'import coverage' >/dev/null 2>&1 || want+=(python3-coverage)
+/usr/bin/python3 -c 'import pytest' >/dev/null 2>&1 || want+=(python3-pytest)
+
+[ ${#want[@]} -eq 0 ] && exit 0
+echo "setup: installing ${want[*]}" >&2
+if [ "$(id -u)" = 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${want[@]}"
+elif command -v sudo >/dev/null 2>&1; then
+  sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${want[@]}"
+else
+  echo "setup: missing ${want[*]}; install them (apt-get install ${want[*]}) and run again." >&2
+  exit 1
+fi

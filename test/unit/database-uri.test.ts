@@ -1,0 +1,47 @@
+import { describe, expect, it } from "vitest";
+import { withDatabaseName } from "../../src/db/connection.js";
+import { socketPathOf, socketUri } from "../../src/db/embedded.js";
+import { isDatabaseOutage } from "../../src/errors.js";
+import { toAppError } from "../../src/http/middleware/errors.js";
+
+describe("Unix-socket connection strings", () => {
+  it("round-trips a socket path and takes a database name", () => {
+    const uri = socketUri("/tmp/foreman data/db/run/db.sock");
+    expect(uri).toBe("mongodb://%2Ftmp%2Fforeman%20data%2Fdb%2Frun%2Fdb.sock/");
+    expect(socketPathOf(uri)).toBe("/tmp/foreman data/db/run/db.sock");
+    expect(withDatabaseName(uri, "foreman")).toBe(
+      "mongodb://%2Ftmp%2Fforeman%20data%2Fdb%2Frun%2Fdb.sock/foreman",
+    );
+    expect(withDatabaseName(`${uri}other`, "foreman")).toBe(`${uri}other`);
+    expect(socketPathOf("mongodb://127.0.0.1:27017/")).toBeUndefined();
+  });
+});
+
+describe("database outages", () => {
+  it("map to 503 upstream_unavailable with Retry-After, other errors stay 500", () => {
+    for (const name of [
+      "MongoServerSelectionError",
+      "MongooseServerSelectionError",
+      "MongoNetworkError",
+      "MongoNotConnectedError",
+    ]) {
+      const error = Object.assign(new Error("connect ECONNREFUSED"), { name });
+      expect(isDatabaseOutage(error)).toBe(true);
+      const mapped = toAppError(error);
+      expect(mapped).toMatchObject({ status: 503, code: "upstream_unavailable" });
+      expect(Number(mapped.headers?.["Retry-After"])).toBeGreaterThan(0);
+    }
+    const wrapped = new Error("saving failed", {
+      cause: Object.assign(new Error("x"), { name: "MongoNetworkError" }),
+    });
+    expect(toAppError(wrapped).status).toBe(503);
+    const shutdown = Object.assign(new Error("shutting down"), {
+      name: "MongoServerError",
+      code: 91,
+    });
+    expect(toAppError(shutdown).status).toBe(503);
+    const duplicate = Object.assign(new Error("E11000"), { name: "MongoServerError", code: 11000 });
+    expect(toAppError(duplicate)).toMatchObject({ status: 500, code: "internal" });
+    expect(toAppError(new Error("bug"))).toMatchObject({ status: 500, code: "internal" });
+  });
+});

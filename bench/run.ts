@@ -16,9 +16,15 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { dashboardBench } from "./dashboard.js";
 import { githubWebhook } from "./github-webhook.js";
+import { healthAccuracy } from "./health-accuracy.js";
 import { indexThroughput } from "./index-throughput.js";
 import { keysMe } from "./keys-me.js";
+import { sandboxBench } from "./sandbox.js";
+import { localisation } from "./localisation.js";
+import { promptCache } from "./prompt-cache.js";
+import { metricsOverhead } from "./metrics-overhead.js";
 import { taskOverhead } from "./task-overhead.js";
 import { tasksCreate } from "./tasks-create.js";
 import { wsFanout } from "./ws-fanout.js";
@@ -37,6 +43,12 @@ const BENCHMARKS: Benchmark[] = [
   wsFanout,
   taskOverhead,
   githubWebhook,
+  dashboardBench,
+  sandboxBench,
+  localisation,
+  promptCache,
+  metricsOverhead,
+  healthAccuracy,
 ];
 
 const here = path.dirname(fileURLToPath(import.meta.url));

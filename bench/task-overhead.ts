@@ -6,7 +6,7 @@
  * OpenAI-compatible model (test/helpers/fake-model.ts) whose scripted answers are instant:
  * plan → implement (one edit that makes the failing test pass, then finish) → review
  * (approve). The repository is a small TypeScript project in a temp folder whose test
- * (`node:test` through this checkout's tsx) fails until `clamp` is fixed; a plain-git
+ * (`node --test`, no install) fails until `clamp` is fixed; a plain-git
  * workspace points at it. BENCH_TASK_OVERHEAD_RUNS tasks (5) run one after another, each a
  * fresh task with auto_approve. For each, from its `phase` events (read over the WebSocket):
  *   wall      `ts` of a phase event to the next one (QUEUED: the pickup, up to CLONING)

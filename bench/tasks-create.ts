@@ -169,7 +169,7 @@ async function call(
 }
 
 /** A pro account with one key and one plain-git workspace, made through the API. */
-async function setUpAccount(
+export async function setUpAccount(
   service: Service,
 ): Promise<{ key: string; accountId: string; body: TaskBody }> {
   const url = service.http!.url;

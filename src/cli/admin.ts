@@ -3,6 +3,7 @@ import { realpathSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import dotenv from "dotenv";
 import { ConfigError, loadConfig, registerConfigSecrets, type Config } from "../config/env.js";
 import { runningServer } from "../db/embedded.js";
 import { connectDatabase, withDatabaseName, type Database } from "../db/connection.js";
@@ -406,6 +407,8 @@ function isEntryPoint(): boolean {
 }
 
 if (isEntryPoint()) {
+  // The service's `.env`, so the CLI finds the same database (set variables win).
+  dotenv.config({ path: process.env.ENV_FILE || ".env", quiet: true });
   runAdmin(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;

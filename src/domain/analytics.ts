@@ -23,6 +23,19 @@ export interface TaskFigures {
   pr_state: "open" | "merged" | "closed" | null;
   cost_usd: number;
   agent_name: string | null;
+  tokens: TokenFigures;
+}
+
+/**
+ * Model tokens of the period: input is every prompt token; cached_input and cache_write are
+ * the parts read from and written to the provider's prompt cache, uncached_input the rest.
+ */
+export interface TokenFigures {
+  input: number;
+  cached_input: number;
+  cache_write: number;
+  uncached_input: number;
+  output: number;
 }
 
 export interface Counts {
@@ -45,6 +58,7 @@ export interface VelocityFigures {
 
 export interface VelocityReport extends VelocityFigures {
   period_days: VelocityPeriod;
+  tokens: TokenFigures;
   from: string;
   to: string;
   by_agent: Array<VelocityFigures & { agent_name: string | null }>;
@@ -146,6 +160,10 @@ export async function loadTaskFigures(
           pr_url: 1,
           pr_state: 1,
           "cost.usd": 1,
+          "cost.input_tokens": 1,
+          "cost.output_tokens": 1,
+          "cost.cached_input_tokens": 1,
+          "cost.cache_write_tokens": 1,
           agent_name: 1,
         },
       },
@@ -159,7 +177,36 @@ export async function loadTaskFigures(
     pr_state: (d.pr_state as TaskFigures["pr_state"]) ?? null,
     cost_usd: typeof d.cost?.usd === "number" ? d.cost.usd : 0,
     agent_name: typeof d.agent_name === "string" ? d.agent_name : null,
+    tokens: tokenFigures(d.cost as Record<string, unknown> | undefined),
   }));
+}
+
+function tokenFigures(cost: Record<string, unknown> | undefined): TokenFigures {
+  const n = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : 0);
+  const input = n(cost?.input_tokens);
+  const cached = n(cost?.cached_input_tokens);
+  const write = n(cost?.cache_write_tokens);
+  return {
+    input,
+    cached_input: cached,
+    cache_write: write,
+    uncached_input: Math.max(0, input - cached - write),
+    output: n(cost?.output_tokens),
+  };
+}
+
+function sumTokens(tasks: readonly TaskFigures[]): TokenFigures {
+  const total: TokenFigures = {
+    input: 0,
+    cached_input: 0,
+    cache_write: 0,
+    uncached_input: 0,
+    output: 0,
+  };
+  for (const { tokens } of tasks) {
+    for (const key of Object.keys(total) as Array<keyof TokenFigures>) total[key] += tokens[key];
+  }
+  return total;
 }
 
 /** Velocity of the account over the period, overall and per agent. */
@@ -189,6 +236,7 @@ export async function velocity(
     from: from.toISOString(),
     to: now.toISOString(),
     ...velocityOf(tasks),
+    tokens: sumTokens(tasks),
     by_agent: agents,
   };
 }

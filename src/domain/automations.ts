@@ -1,3 +1,4 @@
+import { afterFilter, type PageRequest } from "./paging.js";
 import { claimOnce } from "../db/once.js";
 import { mapConcurrently } from "../util/concurrency.js";
 import type { AutomationTrigger, Models } from "../db/models.js";
@@ -300,14 +301,16 @@ export async function createAutomation(
   return doc;
 }
 
-/** The account's automations, newest first. */
+/** The account's automations, newest first; with `page`, at most `limit + 1` after its cursor. */
 export async function listAutomations(
   models: Models,
   accountId: string,
+  page?: PageRequest,
 ): Promise<AutomationRecord[]> {
   const docs = await models.Automation.collection
-    .find({ account_id: accountId })
+    .find({ account_id: accountId, ...afterFilter(page?.after) })
     .sort({ created_at: -1, _id: -1 })
+    .limit(page ? page.limit + 1 : 0)
     .toArray();
   return docs as unknown as AutomationRecord[];
 }

@@ -3,6 +3,7 @@ import { createLookupBatcher, type BatchedLookup } from "../db/lookup-batcher.js
 import type { ApiKeyDoc, Models, Tier } from "../db/models.js";
 import { errors } from "../errors.js";
 import { newId, sha256 } from "../util/ids.js";
+import { afterFilter, type PageRequest } from "./paging.js";
 import { currentUsage, monthlyLimitFor, utcMonth } from "./quota.js";
 import type { AccountView, AccountViewCache } from "./account-views.js";
 
@@ -73,12 +74,33 @@ export async function authenticateKey(models: Models, value: string): Promise<Pr
   }
   const doc = await lookup(sha256(value));
   if (!doc || doc.revoked_at) return null;
+  noteKeyUse(models, doc);
   return {
     accountId: doc.account_id,
     keyId: doc.key_id,
     keyName: doc.name,
     keyCreatedAt: doc.created_at,
   };
+}
+
+/** `last_used_at` is kept to the minute: at most one write per key and minute, not per request. */
+const LAST_USED_RESOLUTION_MS = 60_000;
+const recentWrites = new Map<string, number>();
+
+/** Records a use of the key at most once a minute per key and process (a separate document). */
+function noteKeyUse(models: Models, doc: KeyRow, now = Date.now()): void {
+  if (now - (recentWrites.get(doc._id) ?? 0) < LAST_USED_RESOLUTION_MS) return;
+  if (recentWrites.size > 10_000) recentWrites.clear();
+  recentWrites.set(doc._id, now);
+  // Not awaited: the request does not wait for bookkeeping. Two processes inserting the
+  // first use at once collide on `_id`; either time is right, so the loser is ignored.
+  models.KeyUse.collection
+    .updateOne(
+      { _id: doc._id as never },
+      { $set: { last_used_at: new Date(now) } },
+      { upsert: true },
+    )
+    .catch(() => undefined);
 }
 
 export interface KeyUsage {
@@ -140,17 +162,34 @@ export interface KeyListing {
   name: string;
   prefix: string;
   created_at: string;
+  last_used_at: string | null;
   revoked_at: string | null;
 }
 
-/** Lists the keys of an account, newest first (values are never shown again). */
-export async function listKeys(models: Models, accountId: string): Promise<KeyListing[]> {
-  const docs = await models.ApiKey.find({ account_id: accountId }).sort({ created_at: -1 }).lean();
+/**
+ * The keys of an account, newest first, after `page.after` (`[created_at, id]`) and at most
+ * `limit + 1` of them (http/paging.ts cuts the page). Values are never shown again.
+ */
+export async function listKeys(
+  models: Models,
+  accountId: string,
+  page?: PageRequest,
+): Promise<KeyListing[]> {
+  const docs = (await models.ApiKey.collection
+    .find({ account_id: accountId, ...afterFilter(page?.after, "created_at", "key_id") })
+    .sort({ created_at: -1, key_id: -1 })
+    .limit(page ? page.limit + 1 : 0)
+    .toArray()) as unknown as KeyRow[];
+  const uses = await models.KeyUse.collection
+    .find({ _id: { $in: docs.map((d) => d._id) as never[] } })
+    .toArray();
+  const lastUse = new Map(uses.map((u) => [String(u._id), u.last_used_at as Date]));
   return docs.map((d) => ({
     id: d.key_id,
     name: d.name,
     prefix: d.prefix,
     created_at: d.created_at.toISOString(),
+    last_used_at: lastUse.get(d._id)?.toISOString() ?? null,
     revoked_at: d.revoked_at ? d.revoked_at.toISOString() : null,
   }));
 }

@@ -1,3 +1,5 @@
+import { exchangeWebFlowCode } from "@octokit/oauth-methods";
+import { Octokit } from "@octokit/rest";
 import { createHash, randomBytes } from "node:crypto";
 import type { GithubAppConfig } from "../config/env.js";
 import { isDuplicateKey } from "../db/duplicate-key.js";
@@ -439,58 +441,54 @@ export async function consumeLinkState(
   return { accountId: doc.account_id };
 }
 
-const API_HEADERS = {
-  accept: "application/vnd.github+json",
-  "x-github-api-version": "2022-11-28",
-  "user-agent": "foreman",
-};
+/** The error code of GitHub's OAuth answer (`bad_verification_code`, …), if it sent one. */
+function oauthErrorCode(error: unknown): string | undefined {
+  const data = (error as { response?: { data?: { error?: unknown } } }).response?.data;
+  return typeof data?.error === "string" ? data.error : undefined;
+}
 
-/** Exchanges the OAuth code of the setup redirect for a user token (never stored). */
+/**
+ * Exchanges the OAuth code of the setup redirect for a user token (never stored), with
+ * Octokit's OAuth methods; on GHES they post to the host of `baseUrl` (GHE_HOST).
+ */
 async function exchangeCode(
   config: GithubAppConfig & { clientId: string; clientSecret: string },
   code: string,
 ): Promise<string> {
-  let res: Response;
+  const { request } = new Octokit({ baseUrl: config.baseUrl, userAgent: "foreman" });
+  let token: string;
   try {
-    res = await fetch(`${config.webUrl}/login/oauth/access_token`, {
-      method: "POST",
-      headers: {
-        accept: "application/json",
-        "content-type": "application/json",
-        "user-agent": "foreman",
-      },
-      body: JSON.stringify({
-        client_id: config.clientId,
-        client_secret: config.clientSecret,
-        code,
-      }),
-      signal: AbortSignal.timeout(GITHUB_TIMEOUT_MS),
+    const { authentication } = await exchangeWebFlowCode({
+      clientType: "github-app",
+      clientId: config.clientId,
+      clientSecret: config.clientSecret,
+      code,
+      request: request.defaults({ request: { signal: AbortSignal.timeout(GITHUB_TIMEOUT_MS) } }),
     });
-  } catch {
-    throw errors.upstream("GitHub could not be reached to exchange the authorization code.");
+    token = authentication.token;
+  } catch (error) {
+    const oauthError = oauthErrorCode(error);
+    const status = (error as { status?: number }).status;
+    if (oauthError === "bad_verification_code")
+      throw errors.validation(
+        [{ path: "code", message: "GitHub does not accept this code (expired or already used)." }],
+        "GitHub does not accept the authorization code; install or authorize again from POST /workspaces/link.",
+      );
+    if (oauthError === "incorrect_client_credentials")
+      throw errors.upstream(
+        "GitHub rejected the App's OAuth credentials: check GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET.",
+      );
+    if (oauthError)
+      throw errors.upstream(
+        `GitHub refused the authorization code exchange (${oauthError.slice(0, 100)}).`,
+      );
+    if (status === undefined || status === 500)
+      throw errors.upstream("GitHub could not be reached to exchange the authorization code.");
+    throw errors.upstream(`GitHub refused the authorization code exchange (HTTP ${status}).`);
   }
-  const body = (await res.json().catch(() => null)) as {
-    access_token?: unknown;
-    error?: unknown;
-  } | null;
-  if (!res.ok || !body)
-    throw errors.upstream(`GitHub refused the authorization code exchange (HTTP ${res.status}).`);
-  if (body.error === "bad_verification_code")
-    throw errors.validation(
-      [{ path: "code", message: "GitHub does not accept this code (expired or already used)." }],
-      "GitHub does not accept the authorization code; install or authorize again from POST /workspaces/link.",
-    );
-  if (body.error === "incorrect_client_credentials")
-    throw errors.upstream(
-      "GitHub rejected the App's OAuth credentials: check GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET.",
-    );
-  if (typeof body.error === "string")
-    throw errors.upstream(
-      `GitHub refused the authorization code exchange (${body.error.slice(0, 100)}).`,
-    );
-  if (typeof body.access_token !== "string" || body.access_token.length === 0)
+  if (typeof token !== "string" || token.length === 0)
     throw errors.upstream("GitHub answered the code exchange without a token.");
-  return body.access_token;
+  return token;
 }
 
 interface UserInstallation {
@@ -501,35 +499,35 @@ interface UserInstallation {
   suspended_at?: string | null;
 }
 
-/** Finds the installation among those the token's user can access (all pages). */
+/** Finds the installation among those the token's user can access (Octokit's pagination). */
 async function findUserInstallation(
   baseUrl: string,
   token: string,
   installationId: number,
 ): Promise<UserInstallation | null> {
-  let url: string | null = `${baseUrl}/user/installations?per_page=100`;
-  for (let page = 0; url && page < MAX_PAGES; page++) {
-    let res: Response;
-    try {
-      res = await fetch(url, {
-        headers: { ...API_HEADERS, authorization: `Bearer ${token}` },
-        signal: AbortSignal.timeout(GITHUB_TIMEOUT_MS),
-      });
-    } catch {
-      throw errors.upstream("GitHub could not be reached to list the user's installations.");
+  // The user token goes in as a header (`Bearer`, as GitHub documents), not as Octokit's
+  // auth: this client exists for this one listing.
+  const octokit = new Octokit({
+    baseUrl,
+    userAgent: "foreman",
+    request: { signal: AbortSignal.timeout(GITHUB_TIMEOUT_MS * 4) },
+  });
+  const pages = octokit.paginate.iterator(octokit.rest.apps.listInstallationsForAuthenticatedUser, {
+    per_page: 100,
+    headers: { authorization: `Bearer ${token}` },
+  });
+  let page = 0;
+  try {
+    for await (const { data } of pages) {
+      const found = data.find((i) => i.id === installationId);
+      if (found) return found as UserInstallation;
+      if (++page >= MAX_PAGES) break;
     }
-    if (!res.ok)
-      throw errors.upstream(
-        `GitHub refused to list the user's installations (HTTP ${res.status}).`,
-      );
-    const body = (await res.json().catch(() => null)) as {
-      installations?: UserInstallation[];
-    } | null;
-    if (!Array.isArray(body?.installations))
-      throw errors.upstream("GitHub answered the installation listing with an unexpected body.");
-    const found = body.installations.find((i) => i.id === installationId);
-    if (found) return found;
-    url = /<([^>]+)>;\s*rel="next"/.exec(res.headers.get("link") ?? "")?.[1] ?? null;
+  } catch (error) {
+    const status = (error as { status?: number }).status;
+    if (status === undefined || status === 500)
+      throw errors.upstream("GitHub could not be reached to list the user's installations.");
+    throw errors.upstream(`GitHub refused to list the user's installations (HTTP ${status}).`);
   }
   return null;
 }

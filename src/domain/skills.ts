@@ -1,3 +1,4 @@
+import { afterFilter, type SortKey } from "./paging.js";
 import type { Models, SkillDoc } from "../db/models.js";
 import { isDuplicateKey } from "../db/duplicate-key.js";
 import { errors } from "../errors.js";
@@ -318,6 +319,8 @@ function toListingView(doc: SkillRecord, accountId: string, full: boolean): List
 export interface ListingFilter {
   limit: number;
   before?: string | undefined;
+  /** A cursor key `[published_at, id]` (domain/paging.ts): the page continues after it. */
+  after?: SortKey | undefined;
   q?: string | undefined;
 }
 
@@ -336,7 +339,9 @@ export async function listListings(
     const pattern = { $regex: escapeRegex(filter.q), $options: "i" };
     and.push({ $or: [{ name: pattern }, { description: pattern }] });
   }
-  if (filter.before) {
+  if (filter.after) {
+    and.push(afterFilter(filter.after, "published_at", "id"));
+  } else if (filter.before) {
     const cursor = (await models.Skill.collection.findOne({
       id: filter.before,
       published: true,

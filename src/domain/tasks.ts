@@ -1,3 +1,4 @@
+import { afterFilter, type SortKey } from "./paging.js";
 import { claimOnce } from "../db/once.js";
 import { rm } from "node:fs/promises";
 import type { Models, TaskPhase, TaskRecord, TaskStatus, Tier } from "../db/models.js";
@@ -10,6 +11,7 @@ import { findSkill } from "./skills.js";
 import { isTerminalEvent, type TaskEventLog } from "./task-events.js";
 import { resolveRepo, type WorkspaceRecord } from "./workspaces.js";
 import { isDuplicateKey } from "../db/duplicate-key.js";
+import { recordTaskEnded } from "../metrics/index.js";
 
 /*
  * Tasks (SPEC §4): creation, reading, the two gates and cancellation. The pipeline moves a
@@ -80,7 +82,13 @@ export interface TaskView {
   review: unknown;
   branch: string | null;
   depends_on: string[];
-  cost: { input_tokens: number; output_tokens: number; usd: number };
+  cost: {
+    input_tokens: number;
+    output_tokens: number;
+    usd: number;
+    cached_input_tokens: number;
+    cache_write_tokens: number;
+  };
   memories_used: MemoryView[];
   checks: unknown;
 }
@@ -118,6 +126,8 @@ export function toTaskView(task: TaskRecord): TaskView {
       input_tokens: task.cost?.input_tokens ?? 0,
       output_tokens: task.cost?.output_tokens ?? 0,
       usd: Math.round((task.cost?.usd ?? 0) * 1e6) / 1e6,
+      cached_input_tokens: task.cost?.cached_input_tokens ?? 0,
+      cache_write_tokens: task.cost?.cache_write_tokens ?? 0,
     },
     memories_used: task.memories_used ?? [],
     checks: task.checks ?? null,
@@ -142,6 +152,8 @@ export interface CreateTaskInput {
     | undefined;
   /** Work on this branch instead of the repository's default branch. */
   base_branch?: string | undefined;
+  /** The chat or issue-tracker conversation the task reports to (src/integrations). */
+  report_to?: { integration_id: string; type: string; ref: Record<string, string> } | undefined;
 }
 
 /** Checks that a named skill (built-in or the account's own) and agent exist (400 otherwise). */
@@ -194,6 +206,7 @@ function taskDocument(
   if (input.origin) doc.origin = input.origin;
   if (input.thread) doc.thread = input.thread;
   if (input.base_branch) doc.base_branch = input.base_branch;
+  if (input.report_to) doc.report_to = input.report_to;
   return doc;
 }
 
@@ -313,6 +326,8 @@ export async function getTask(
 export interface TaskFilter {
   limit: number;
   before?: string | undefined;
+  /** A cursor key `[created_at, id]` (domain/paging.ts): the page continues after it. */
+  after?: SortKey | undefined;
   workspace_id?: string | undefined;
   repo_id?: string | undefined;
   status?: TaskStatus | undefined;
@@ -330,7 +345,9 @@ export async function listTasks(
   if (filter.repo_id) query.repo_id = filter.repo_id;
   if (filter.status) query.status = filter.status;
   if (filter.phase) query.phase = filter.phase;
-  if (filter.before) {
+  if (filter.after) {
+    Object.assign(query, afterFilter(filter.after));
+  } else if (filter.before) {
     const cursor = await models.Task.collection.findOne(
       { _id: filter.before as never },
       { projection: { account_id: 1, created_at: 1 } },
@@ -366,6 +383,7 @@ export async function endTask(deps: TaskDeps, taskId: string, ending: Ending): P
     ending: { status: ending.status, error: ending.error ?? null, pr_url: ending.pr_url },
   });
   if (!won) return false;
+  recordTaskEnded(ending.status);
   await applyEnding(deps, taskId, ending);
   await deps.notifyThread?.(taskId, "end").catch(() => undefined);
   if (deps.workdirOf)

@@ -1,6 +1,9 @@
+import { afterFilter, type PageRequest } from "./paging.js";
 import type { Models, RepositoryDoc, WorkspaceDoc } from "../db/models.js";
 import { errors } from "../errors.js";
+import { remoteHead } from "../util/git.js";
 import { newId } from "../util/ids.js";
+import { checkRemote, RemoteUrlError } from "../util/remote-url.js";
 import { redactText } from "../util/redact.js";
 
 export interface RepoInput {
@@ -65,42 +68,94 @@ export function toRepoView(repo: RepositoryDoc): RepoView {
   };
 }
 
+/**
+ * Refuses remotes outside the clone-URL policy (src/util/remote-url.ts) with a 400 naming
+ * each field; a host that does not resolve now is let through (the clone checks again).
+ */
+async function checkRemotes(repos: RepoInput[], allowLocalRepos: boolean): Promise<void> {
+  const problems = await Promise.all(
+    repos.map(async (repo, index) => {
+      try {
+        await checkRemote(repo.clone_url, { allowLocal: allowLocalRepos, unresolved: "allow" });
+        return null;
+      } catch (error) {
+        if (!(error instanceof RemoteUrlError)) throw error;
+        return { path: `body.repos.${index}.clone_url`, message: error.message };
+      }
+    }),
+  );
+  const found = problems.filter((p) => p !== null);
+  if (found.length)
+    throw errors.validation(
+      found,
+      "A clone URL is not allowed: only https://, ssh:// and user@host:path remotes on public hosts.",
+    );
+}
+
+/** How long asking a remote for its HEAD may take when a workspace is created. */
+const LS_REMOTE_TIMEOUT_MS = 15_000;
+
+/**
+ * The remote's default branch (`git ls-remote --symref <url> HEAD`), or null when the remote
+ * cannot say (unreachable, or a server without symref support): clones then follow the
+ * remote's HEAD and record the branch they found. Never assumed to be `main`.
+ */
+export async function remoteDefaultBranch(url: string): Promise<string | null> {
+  try {
+    return await remoteHead(url, { timeoutMs: LS_REMOTE_TIMEOUT_MS });
+  } catch {
+    return null;
+  }
+}
+
 /** Creates a plain-git workspace owned by the account; repository names must be unique in it. */
 export async function createGitWorkspace(
   models: Models,
   accountId: string,
   input: { name: string; repos: RepoInput[] },
+  options: { allowLocalRepos: boolean },
 ): Promise<WorkspaceRecord> {
+  await checkRemotes(input.repos, options.allowLocalRepos);
   const seen = new Set<string>();
   for (const repo of input.repos) {
     const key = repo.name.toLowerCase();
     if (seen.has(key)) throw errors.conflict(`The repository name "${repo.name}" is given twice.`);
     seen.add(key);
   }
+  // Branches not given are asked of each remote (null, not the schema's "main", when unknown).
+  const branches = await Promise.all(
+    input.repos.map((r) => r.default_branch ?? remoteDefaultBranch(r.clone_url)),
+  );
   const doc = await models.Workspace.create({
     _id: newId("ws"),
     kind: "git",
     account_id: accountId,
     name: input.name,
-    repos: input.repos.map((r) => ({
+    repos: input.repos.map((r, i) => ({
       repo_id: newId("repo"),
       name: r.name.split("/").pop() ?? r.name,
       full_name: r.name,
       clone_url: r.clone_url,
-      default_branch: r.default_branch ?? "main",
+      default_branch: branches[i] ?? null,
       private: false,
     })),
   });
   return doc.toObject() as WorkspaceRecord;
 }
 
-/** Workspaces the account may use, newest first. */
+/** Workspaces the account may use, newest first; with `page`, at most `limit + 1` after its cursor. */
 export async function listWorkspaces(
   models: Models,
   accountId: string,
+  page?: PageRequest,
 ): Promise<WorkspaceRecord[]> {
-  const docs = await models.Workspace.find({ account_id: accountId, "github.deleted_at": null })
-    .sort({ created_at: -1 })
+  const docs = await models.Workspace.find({
+    account_id: accountId,
+    "github.deleted_at": null,
+    ...afterFilter(page?.after),
+  })
+    .sort({ created_at: -1, _id: -1 })
+    .limit(page ? page.limit + 1 : 0)
     .lean();
   return docs as WorkspaceRecord[];
 }

@@ -13,9 +13,11 @@ export function createProbot(
   logger: Logger,
   options: { testing?: boolean } = {},
 ): Probot {
-  const Octokit = options.testing
-    ? ProbotOctokit.defaults({ retry: { enabled: false }, throttle: { enabled: false } })
-    : ProbotOctokit;
+  const Octokit = ProbotOctokit.defaults((instance: OctokitOptions) => ({
+    ...(options.testing ? { retry: { enabled: false }, throttle: { enabled: false } } : {}),
+    ...instance,
+    auth: authOnHost(instance.auth, config.baseUrl),
+  }));
   return new Probot({
     appId: config.appId,
     privateKey: config.privateKey,
@@ -24,6 +26,27 @@ export function createProbot(
     log: logger.child({ component: "github" }),
     Octokit,
   });
+}
+
+type OctokitOptions = { auth?: Record<string, unknown> } & Record<string, unknown>;
+type RequestWithDefaults = { defaults(options: { baseUrl: string }): unknown };
+
+/*
+ * Probot hands its App authentication a `request` without the Enterprise `baseUrl`
+ * (node_modules/probot/lib/octokit/get-probot-octokit-with-defaults.js). An API call still
+ * reaches the right host, because @octokit/auth-app fetches the token through the calling
+ * request; but asking for the token directly (`octokit.auth({ type: "installation" })`,
+ * what clone and push do) went to api.github.com. In a process that had made no API call
+ * yet (the first clone after a restart) every GitHub task failed there. Every token request
+ * now goes to the configured host.
+ */
+function authOnHost(
+  auth: Record<string, unknown> | undefined,
+  baseUrl: string,
+): Record<string, unknown> | undefined {
+  const request = auth?.request as RequestWithDefaults | undefined;
+  if (!auth || typeof request?.defaults !== "function") return auth;
+  return { ...auth, request: request.defaults({ baseUrl }) };
 }
 
 /**

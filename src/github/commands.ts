@@ -6,6 +6,7 @@ import { reviewPullRequest } from "../domain/pr-review.js";
 import { createTask, decide, type Decision } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../jobs/scheduler.js";
+import type { Logger } from "../util/logger.js";
 import type { InstallationOctokit } from "./client.js";
 import { helpText, parseCommand, type Command } from "./command-parser.js";
 import { queueForDelivery } from "./delivery.js";
@@ -22,9 +23,13 @@ import {
 } from "./threads.js";
 
 /*
- * Comment commands (SPEC §9). The webhook handler only recognises a command and queues a
- * job; the job checks the author's write access through the API, acknowledges with a
- * reaction, and does the work through the same domain functions as the API.
+ * Comment commands (SPEC §9). The webhook handler only recognises a command and queues an
+ * acknowledgement job; that job checks the author's write access through the API, reacts
+ * with 👀 and only then queues the command job, which does the work through the same domain
+ * functions as the API. Acknowledging is its own job kind with its own concurrency, so a
+ * burst of commands is acknowledged within seconds instead of each reaction waiting behind
+ * the work of the commands before it (and behind their writes in Probot's per-installation
+ * write throttle: the reactions enter it first).
  */
 
 const MAX_BODY = 65_536;
@@ -41,17 +46,23 @@ const commandJobSchema = z.strictObject({
   body: z.string().max(MAX_BODY),
   issue_title: z.string(),
   issue_body: z.string().max(MAX_BODY),
+  /** Set by the acknowledgement job: write access checked and 👀 posted. Jobs queued
+   * before acknowledging was split off lack it and acknowledge themselves. */
+  acknowledged: z.literal(true).optional(),
 });
 export type CommandJob = z.infer<typeof commandJobSchema>;
 
 export const COMMAND_JOB = { name: "github.command", schema: commandJobSchema };
+export const ACK_JOB = { name: "github.command-ack", schema: commandJobSchema };
+/** Acknowledging is a permission read and one reaction: many may run at once. */
+const ACK_CONCURRENCY = 8;
 
 /** Comments that come from bots (this App included) are never commands. */
 function fromBot(user: { type?: string; login?: string } | null | undefined): boolean {
   return !user || user.type === "Bot" || Boolean(user.login?.endsWith("[bot]"));
 }
 
-/** `issue_comment.created`: a command is queued for the workers; anything else is ignored. */
+/** `issue_comment.created`: a command is queued for acknowledgement; anything else is ignored. */
 export const commandHandlers: HandlerGroup = (probot, deps) => {
   probot.on("issue_comment.created", async (context) => {
     const { comment, issue, repository, installation } = context.payload;
@@ -59,7 +70,7 @@ export const commandHandlers: HandlerGroup = (probot, deps) => {
     if (!parseCommand(comment.body ?? "", deps.github.slug)) return;
     await queueForDelivery(
       deps.scheduler,
-      COMMAND_JOB,
+      ACK_JOB,
       {
         installation_id: installation.id,
         repo_id: String(repository.id),
@@ -114,6 +125,60 @@ const DECISIONS: Record<string, { decision: Decision; waiting: string; done: str
   },
 };
 
+/**
+ * Checks the author's write access and reacts with 👀. `false`: no write access, the command
+ * is ignored. A failed reaction is logged and does not stop the command.
+ */
+async function acknowledge(
+  octokit: InstallationOctokit,
+  job: CommandJob,
+  log: Logger,
+): Promise<boolean> {
+  if (!(await hasWriteAccess(octokit, job.repo_full_name, job.author))) {
+    log.info({ author: job.author }, "command ignored: the author has no write access");
+    return false;
+  }
+  try {
+    await octokit.rest.reactions.createForIssueComment({
+      ...ownerAndRepo(job.repo_full_name),
+      comment_id: job.comment_id,
+      content: "eyes",
+    });
+  } catch (error) {
+    log.warn({ err: error }, "could not react to the command; carrying it out anyway");
+  }
+  return true;
+}
+
+/**
+ * The job that acknowledges a comment command and then queues it. Running it twice (a lock
+ * lost to a crash) posts the same reaction again, which GitHub keeps once, and queues the
+ * command once (unique by comment).
+ */
+export function commandAckJob(deps: GithubHandlerDeps): JobKind<CommandJob> {
+  const logger = deps.logger.child({ component: "github-commands" });
+  return {
+    ...ACK_JOB,
+    concurrency: ACK_CONCURRENCY,
+    async run(job) {
+      const command = parseCommand(job.body, deps.github.slug);
+      if (!command) return;
+      const log = logger.child({
+        command: command.name,
+        repo: job.repo_full_name,
+        number: job.number,
+      });
+      const octokit = await deps.client.octokit(job.installation_id);
+      if (!(await acknowledge(octokit, job, log))) return;
+      await deps.scheduler.enqueue(
+        COMMAND_JOB,
+        { ...job, acknowledged: true },
+        { unique: { "data.comment_id": job.comment_id } },
+      );
+    },
+  };
+}
+
 /** The job that carries out a comment command. */
 export function commandJob(deps: GithubHandlerDeps): JobKind<CommandJob> {
   const logger = deps.logger.child({ component: "github-commands" });
@@ -131,15 +196,7 @@ export function commandJob(deps: GithubHandlerDeps): JobKind<CommandJob> {
         number: job.number,
       });
       const octokit = await deps.client.octokit(job.installation_id);
-      if (!(await hasWriteAccess(octokit, job.repo_full_name, job.author))) {
-        log.info({ author: job.author }, "command ignored: the author has no write access");
-        return;
-      }
-      await octokit.rest.reactions.createForIssueComment({
-        ...ownerAndRepo(job.repo_full_name),
-        comment_id: job.comment_id,
-        content: "eyes",
-      });
+      if (!job.acknowledged && !(await acknowledge(octokit, job, log))) return;
       const thread: Thread = {
         installation_id: job.installation_id,
         repo_full_name: job.repo_full_name,

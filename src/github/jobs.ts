@@ -1,6 +1,6 @@
 import type { JobKind } from "../jobs/scheduler.js";
 import { ciJob } from "./ci.js";
-import { commandJob } from "./commands.js";
+import { commandAckJob, commandJob } from "./commands.js";
 import type { GithubHandlerDeps } from "./deps.js";
 import { labelJob } from "./issues.js";
 import { noticeJob } from "./notices.js";
@@ -9,6 +9,7 @@ import { outcomeJob } from "./outcomes.js";
 /** The jobs the App's handlers queue, run by the workers. */
 export function githubJobs(deps: GithubHandlerDeps): Array<JobKind<never>> {
   return [
+    commandAckJob(deps),
     commandJob(deps),
     labelJob(deps),
     ciJob(deps),

@@ -2,9 +2,11 @@ import { verify } from "@octokit/webhooks-methods";
 import type { Probot } from "probot";
 import type { Models } from "../db/models.js";
 import { errors } from "../errors.js";
+import { countWebhook } from "../metrics/index.js";
 import type { Logger } from "../util/logger.js";
 import type { GithubReceiver } from "../http/types.js";
 import { inDelivery } from "./delivery.js";
+import { payloadProblems } from "./payloads.js";
 
 /**
  * The door for GitHub deliveries: verify the signature (401 on mismatch), then hand the
@@ -17,7 +19,7 @@ export function createGithubReceiver(deps: {
   models: Models;
   logger: Logger;
 }): GithubReceiver {
-  return {
+  const receiver: GithubReceiver = {
     async receive({ id, name, signature, rawBody }) {
       if (!signature || !(await verify(deps.secret, rawBody, signature).catch(() => false))) {
         throw errors.unauthorized("The webhook signature does not match the configured secret.");
@@ -33,6 +35,17 @@ export function createGithubReceiver(deps: {
       } catch {
         throw errors.invalidJson();
       }
+      const problems = payloadProblems(name, payload);
+      if (problems.length > 0) {
+        deps.logger.warn(
+          { deliveryId: id, event: name, problems },
+          "signed GitHub delivery with a malformed body refused",
+        );
+        throw errors.validation(
+          problems,
+          `The ${name} delivery's body does not have the shape GitHub sends.`,
+        );
+      }
       // Duplicates are recognised where a delivery acts (github/delivery.ts), so a delivery
       // that acts on nothing costs no database write.
       const outcome = await inDelivery(deps.models, () =>
@@ -45,5 +58,13 @@ export function createGithubReceiver(deps: {
       }
       return "accepted";
     },
+  };
+  return {
+    receive: (d) =>
+      countWebhook(
+        "github",
+        () => receiver.receive(d),
+        (outcome) => outcome,
+      ),
   };
 }

@@ -8,6 +8,19 @@ import { errors } from "../errors.js";
 import type { AppContext, HttpDeps } from "./types.js";
 import { requireKey, optionalKey } from "./middleware/auth.js";
 import { parseInput } from "./middleware/validate.js";
+import {
+  checkIdempotencyKey,
+  claimIdempotencyKey,
+  requestFingerprint,
+  type Claim,
+} from "./idempotency.js";
+import {
+  pageRequest,
+  setNextPageHeaders,
+  takePage,
+  type PageRequest,
+  type SortKey,
+} from "./paging.js";
 
 export type Method = "get" | "post" | "patch" | "delete" | "put";
 export type Auth = "key" | "optional-key" | "none";
@@ -38,6 +51,21 @@ export interface RouteSpec<
   response: ResponseSpec;
   /** Error statuses the route may answer with besides the common ones. */
   errors?: number[];
+  /** The created resource's URL, sent as `Location` (every 201; 202 when it can be polled). */
+  location?: (result: never) => string;
+  /**
+   * A paged list (http/paging.ts): the query takes `limit` and `cursor`, the handler answers
+   * the items after `page.after` (all of them, or at least `limit + 1` when it reads a page
+   * from the database), sorted descending by `key`, and this layer cuts the page.
+   */
+  page?: { key: (item: never, index: number) => SortKey };
+  /**
+   * Honours `Idempotency-Key` (http/idempotency.ts). Defaults to true for a POST that answers
+   * 201 or 202: every POST that creates something.
+   */
+  idempotent?: boolean;
+  /** Answers with the RateLimit headers (http/rate-limit.ts); documented in the OpenAPI. */
+  rateLimited?: boolean;
   handler: (
     ctx: AppContext,
     input: {
@@ -46,6 +74,8 @@ export interface RouteSpec<
       params: z.infer<P>;
       principal: Principal | undefined;
       deps: HttpDeps;
+      /** Paged lists only: the page asked for. */
+      page: PageRequest;
     },
   ) => Promise<unknown>;
 }
@@ -62,6 +92,15 @@ export function route<
 // Routes are collected from many modules with their own schema types.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyRoute = RouteSpec<any, any, any>;
+
+type PageQuery = { limit: number; cursor?: string | undefined };
+
+/** Every POST that creates something (201, or 202 for queued work) takes Idempotency-Key. */
+export function isIdempotent(spec: AnyRoute): boolean {
+  return (
+    spec.idempotent ?? (spec.method === "post" && (spec.status === 201 || spec.status === 202))
+  );
+}
 
 /** True for a parsed body with content; `null`, `{}` and no body at all carry none. */
 function carriesContent(body: unknown): boolean {
@@ -90,15 +129,59 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: HttpDeps):
       }
       const query = spec.query ? parseInput(spec.query, { ...ctx.query }, "query") : undefined;
       const params = spec.params ? parseInput(spec.params, { ...ctx.params }, "path") : undefined;
-      const result = await spec.handler(ctx, {
-        body,
-        query,
-        params,
-        principal: ctx.state.principal,
-        deps,
-      });
+      const principal = ctx.state.principal;
+      const idempotencyKey = isIdempotent(spec) ? ctx.get("idempotency-key") : "";
+      let claim: Claim | undefined;
+      if (idempotencyKey) {
+        checkIdempotencyKey(idempotencyKey);
+        // Keys are the account's; sign-up (no key yet) scopes them to the client address.
+        const scope = principal ? `account:${principal.accountId}` : `address:${ctx.ip}`;
+        claim = await claimIdempotencyKey(
+          deps.models,
+          scope,
+          idempotencyKey,
+          requestFingerprint({
+            method: ctx.method,
+            path: ctx.path,
+            query: { ...ctx.query },
+            body: ctx.state.body,
+          }),
+        );
+        if (claim.kind === "replay") {
+          ctx.status = claim.answer.status;
+          for (const [name, value] of Object.entries(claim.answer.headers)) ctx.set(name, value);
+          ctx.set("Idempotent-Replayed", "true");
+          if (claim.answer.status !== 204) ctx.body = claim.answer.body;
+          return;
+        }
+      }
+      const page = spec.page ? pageRequest(query as PageQuery) : { limit: Number.MAX_SAFE_INTEGER };
+      let result: unknown;
+      try {
+        result = await spec.handler(ctx, { body, query, params, principal, deps, page });
+      } catch (error) {
+        if (claim?.kind === "run") await claim.abandon().catch(() => undefined);
+        throw error;
+      }
+      if (spec.page) {
+        const served = takePage(result as never[], page, spec.page.key);
+        setNextPageHeaders(ctx, served.next);
+        result = served.items;
+      }
+      const headers: Record<string, string> = {};
+      if (spec.location) headers.Location = spec.location(result as never);
+      for (const [name, value] of Object.entries(headers)) ctx.set(name, value);
       ctx.status = spec.status;
       if (spec.status !== 204) ctx.body = result;
+      if (claim?.kind === "run") {
+        // JSON as sent, so a replay answers exactly the same body.
+        const sent =
+          spec.status === 204 ? null : (JSON.parse(JSON.stringify(result ?? null)) as unknown);
+        await claim.finish({ status: spec.status, body: sent, headers }).catch((error: unknown) => {
+          // The work is done: answer it. A retry finds the record pending until its lease ends.
+          deps.logger.error({ err: error, path: ctx.path }, "storing an idempotent answer failed");
+        });
+      }
     };
     const middleware = auth ? [auth, handle] : [handle];
     router[spec.method](spec.operationId, spec.path, ...(middleware as RouterMiddleware[]));

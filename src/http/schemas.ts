@@ -20,3 +20,22 @@ export const errorBody = z
   .meta({ id: "Error" });
 
 export const noContent = z.undefined();
+
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [k: string]: JsonValue };
+
+/**
+ * Any JSON value. Named (`JsonValue` in the OpenAPI components): a recursive schema without
+ * an id is emitted as `__schema0`, a name that collides between routes and breaks generators.
+ */
+export const jsonValue: z.ZodType<JsonValue> = z
+  .lazy(() =>
+    z.union([
+      z.string(),
+      z.number(),
+      z.boolean(),
+      z.null(),
+      z.array(jsonValue),
+      z.record(z.string(), jsonValue),
+    ]),
+  )
+  .meta({ id: "JsonValue", description: "any JSON value" });

@@ -39,7 +39,14 @@ export async function workingCopyDiff(
   const files = names.split("\0").filter(Boolean);
   if (files.length === 0) return { diff: "", files, truncated: false };
   const full = redactText(
-    await run(["diff", "--cached", "--no-color", "--no-ext-diff", "--find-renames"]),
+    await run([
+      "diff",
+      "--cached",
+      "--no-color",
+      "--no-ext-diff",
+      "--no-textconv",
+      "--find-renames",
+    ]),
   );
   if (full.length <= maxChars) return { diff: full, files, truncated: false };
   return {

@@ -23,6 +23,7 @@ import type { RepoIndex } from "../indexer/index.js";
 import type { ReadyModelClient } from "../llm/provider.js";
 import type { PricedUsage } from "../llm/types.js";
 import type { JobKind, Scheduler } from "../jobs/scheduler.js";
+import { recordStage } from "../metrics/index.js";
 import type { Logger } from "../util/logger.js";
 import type { GithubClient } from "../github/client.js";
 import { BudgetExceededError, describeFailure, StageError } from "./errors.js";
@@ -138,7 +139,7 @@ export function createPipeline(deps: PipelineDeps) {
       );
       if (current?.phase !== outcome.wait.phase || current.status !== outcome.wait.status)
         await moveTo(taskDeps, task._id, outcome.wait.phase, outcome.wait.status);
-      if (task.thread && taskDeps.notifyThread)
+      if ((task.thread || task.report_to) && taskDeps.notifyThread)
         await taskDeps.notifyThread(
           task._id,
           outcome.wait.status === "awaiting_diff_approval" ? "diff" : "plan",
@@ -248,6 +249,7 @@ export function createPipeline(deps: PipelineDeps) {
       });
       finished = outcome;
       logger.info({ ms: Math.round(performance.now() - started) }, "stage finished");
+      recordStage(stage.name, "done", started);
       await applyOutcome(task, outcome);
     } catch (error) {
       if (controller.signal.aborted || (await hasEnded(models, taskId))) {
@@ -262,6 +264,7 @@ export function createPipeline(deps: PipelineDeps) {
         status: "failed",
         error: describeFailure(error, stage.phase),
       });
+      recordStage(stage.name, "failed", started);
     } finally {
       clearInterval(heartbeat);
       clearInterval(endedCheck);
@@ -332,6 +335,8 @@ export function createPipeline(deps: PipelineDeps) {
       input_tokens: task.cost?.input_tokens ?? 0,
       output_tokens: task.cost?.output_tokens ?? 0,
       usd: task.cost?.usd ?? 0,
+      cached_input_tokens: task.cost?.cached_input_tokens ?? 0,
+      cache_write_tokens: task.cost?.cache_write_tokens ?? 0,
     };
     const ctx: StageContext = {
       task,
@@ -357,6 +362,8 @@ export function createPipeline(deps: PipelineDeps) {
         cost.input_tokens += usage.inputTokens;
         cost.output_tokens += usage.outputTokens;
         cost.usd += usage.usd;
+        cost.cached_input_tokens += usage.cachedInputTokens ?? 0;
+        cost.cache_write_tokens += usage.cacheWriteTokens ?? 0;
         await ctx.update({ cost: { ...cost } });
         if (cost.usd >= config.llm.maxTaskCostUsd)
           throw new BudgetExceededError(cost.usd, config.llm.maxTaskCostUsd);

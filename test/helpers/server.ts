@@ -21,6 +21,8 @@ export function testConfig(env: Record<string, string | undefined> = {}): Config
     LOG_LEVEL: "silent",
     MONGODB_URI: testDatabaseUri(),
     SIGNUP_RATE_LIMIT: "100000",
+    // The tests clone and push local repositories (see ALLOW_LOCAL_REPOS in the README).
+    ALLOW_LOCAL_REPOS: "true",
     // Working copies of tasks go to the system's temp folder, never into the checkout.
     DATA_DIR: path.join(os.tmpdir(), `foreman-test-${process.pid}`),
     ...env,

@@ -157,6 +157,8 @@ describe("the OpenAPI document", () => {
     const list = doc.paths["/agents"].get;
     expect(list.parameters).toEqual([
       expect.objectContaining({ name: "category", in: "query", required: false }),
+      expect.objectContaining({ name: "limit", in: "query", required: false }),
+      expect.objectContaining({ name: "cursor", in: "query", required: false }),
     ]);
     expect(list.parameters[0].schema.enum).toEqual(CATEGORIES);
     expect(doc.paths["/agents/categories"].get).toBeDefined();

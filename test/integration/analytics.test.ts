@@ -77,7 +77,13 @@ function taskDoc(seed: Seed, accountId: string): Record<string, unknown> {
     finished_at: finished,
     pr_url: seed.pr ? `https://github.com/acme/app/pull/${seed.id.slice(1)}` : null,
     pr_state: seed.pr ?? null,
-    cost: { input_tokens: 10, output_tokens: 5, usd: seed.usd },
+    cost: {
+      input_tokens: 10,
+      output_tokens: 5,
+      usd: seed.usd,
+      cached_input_tokens: 6,
+      cache_write_tokens: 1,
+    },
     agent_name: seed.agent ?? null,
   };
 }
@@ -131,6 +137,8 @@ describe("GET /analytics/velocity", () => {
       duration_seconds: { median: 450, p90: 1200, count: 4 },
       pull_requests: { opened: 2, merged: 1, merge_rate: 0.5 },
       cost_usd: { total: 1.1, per_successful_task: 0.55 },
+      // five tasks of 10 input tokens each: 6 read from the cache, 1 written, 3 uncached
+      tokens: { input: 50, cached_input: 30, cache_write: 5, uncached_input: 15, output: 25 },
     });
     expect(res.body.by_agent).toEqual([
       {

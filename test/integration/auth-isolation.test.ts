@@ -16,6 +16,7 @@ let ownerSecondKeyId: string;
 let taskId: string;
 let automationId: string;
 let reportId: string;
+let integrationId: string;
 
 interface Case {
   method: string;
@@ -77,6 +78,17 @@ beforeAll(async () => {
   });
   expect(auto.status).toBe(201);
   automationId = auto.body.id;
+  const slack = await server.api("POST", "/integrations", {
+    key: owner.key,
+    body: {
+      type: "slack",
+      name: "owner-slack",
+      settings: { default_repo: { workspace_id: workspaceId, repo_id: "acme/app" } },
+      secrets: { signing_secret: "owner-signing-secret-0123", bot_token: "xoxb-owner-0123456789" },
+    },
+  });
+  expect(slack.status).toBe(201);
+  integrationId = slack.body.id;
   const scan = await server.api("POST", "/health-reports/acme%2Fapp/scan", { key: owner.key });
   expect(scan.status).toBe(202);
   reportId = scan.body.id;
@@ -89,6 +101,16 @@ beforeAll(async () => {
       foreign: (res) => {
         expect(res.status).toBe(200);
         expect(res.body.id).not.toBe(owner.id);
+      },
+    },
+    listKeys: {
+      method: "GET",
+      path: "/keys",
+      foreign: (res) => {
+        expect(res.status).toBe(200);
+        const ids = res.body.map((k: { id: string }) => k.id);
+        expect(ids).not.toContain(owner.id);
+        expect(ids).not.toContain(ownerSecondKeyId);
       },
     },
     revokeKey: {
@@ -251,6 +273,37 @@ beforeAll(async () => {
       path: `/automations/${automationId}`,
       foreign: notFound,
     },
+    createIntegration: {
+      method: "POST",
+      path: "/integrations",
+      body: {
+        type: "slack",
+        name: "sneaky",
+        settings: { default_repo: { workspace_id: workspaceId, repo_id: "acme/app" } },
+        secrets: { signing_secret: "sneaky-signing-secret-01", bot_token: "xoxb-sneaky-0123456" },
+      },
+      foreign: notFound,
+    },
+    listIntegrations: {
+      method: "GET",
+      path: "/integrations",
+      foreign: (res) => {
+        expect(res.status).toBe(200);
+        expect(res.body).toEqual([]);
+      },
+    },
+    getIntegration: { method: "GET", path: `/integrations/${integrationId}`, foreign: notFound },
+    updateIntegration: {
+      method: "PATCH",
+      path: `/integrations/${integrationId}`,
+      body: { enabled: false },
+      foreign: notFound,
+    },
+    deleteIntegration: {
+      method: "DELETE",
+      path: `/integrations/${integrationId}`,
+      foreign: notFound,
+    },
     scanRepository: { method: "POST", path: "/health-reports/acme%2Fapp/scan", foreign: notFound },
     getLatestHealthReport: { method: "GET", path: "/health-reports/acme%2Fapp", foreign: notFound },
     listHealthReports: {
@@ -342,7 +395,7 @@ describe("protected routes", () => {
     expect(mine.body[0]).toMatchObject({
       full_name: "acme/app",
       name: "app",
-      default_branch: "main",
+      default_branch: null, // not given, and the remote does not answer (ls-remote)
     });
     const keys = await server.service.db.models.ApiKey.findOne({ key_id: ownerSecondKeyId }).lean();
     expect(keys?.revoked_at).toBeNull();

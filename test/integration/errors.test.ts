@@ -221,7 +221,7 @@ describe("OpenAPI and probes", () => {
   });
 
   it("/healthz and /readyz answer without a key; /readyz is 503 when the database is gone", async () => {
-    expect((await server.api("GET", "/healthz")).body).toEqual({ status: "ok" });
+    expect((await server.api("GET", "/healthz")).body).toEqual({ status: "ok", database: "ok" });
     expect((await server.api("GET", "/readyz")).body).toEqual({ status: "ready", database: "ok" });
     const lonely = await startTestServer({
       env: { MONGODB_URI: server.service.config.mongodbUri },

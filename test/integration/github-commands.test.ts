@@ -263,11 +263,18 @@ describe("comment commands", () => {
       .reply(200, { permission: "read", role_name: "read", user: { login: "Codertocat" } });
     expect(await deliver("issue_comment", c)).toBe(202);
     await until("the permission check", async () => check.isDone());
-    await until("the command job", async () =>
-      server.service.db.models.Once.exists({ _id: `gh-command:${c.comment.id}` }),
+    const jobs = server.service.db.connection.collection("jobs");
+    await until("the acknowledgement job", async () =>
+      jobs.findOne({
+        name: "github.command-ack",
+        "data.comment_id": c.comment.id,
+        lastFinishedAt: { $ne: null },
+      }),
     );
-    // Give the job a moment to (wrongly) go on, then check nothing else happened.
-    await new Promise((r) => setTimeout(r, 300));
+    // The command was never queued, so nothing else can happen.
+    expect(
+      await jobs.countDocuments({ name: "github.command", "data.comment_id": c.comment.id }),
+    ).toBe(0);
     expect(await server.service.db.models.Task.countDocuments()).toBe(before);
   });
 
@@ -370,6 +377,58 @@ describe("comment commands", () => {
     });
     expect(cloned?.payload.message).toContain("(branch changes, shallow)");
   });
+});
+
+describe("a burst of commands", () => {
+  it("acknowledges every comment while the work of the first ones is still held up", async () => {
+    // More commands than a worker runs at once (TASK_CONCURRENCY 4), within the free tier's
+    // 10 tasks a month with the other tests of this file.
+    const N = 6;
+    const comments = Array.from({ length: N }, (_, i) => comment(`/task Add file ${i + 1}.`));
+    const acks = comments.map((c) => acknowledged("Codertocat", c.comment.id));
+    // Every "Task created" answer is held until all reactions are in: before acknowledging
+    // was split from the work, the commands queued behind the held ones were never
+    // acknowledged, and this test timed out waiting for their reactions.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let answered = 0;
+    const work = comments.map((c) =>
+      gh(API)
+        .post(`${REPO_PATH}/issues/${c.issue.number}/comments`, (body: { body: string }) =>
+          body.body.includes("created"),
+        )
+        .reply(async () => {
+          await held;
+          answered += 1;
+          return [201, { id: c.comment.id + 1 }];
+        }),
+    );
+    const plans = comments.map((c) =>
+      gh(API)
+        .post(`${REPO_PATH}/issues/${c.issue.number}/comments`, (body: { body: string }) =>
+          body.body.includes("**Plan for task"),
+        )
+        .reply(201, { id: c.comment.id + 2 }),
+    );
+    const statuses = await Promise.all(comments.map((c) => deliver("issue_comment", c)));
+    expect(statuses).toEqual(Array(N).fill(202));
+
+    await until("every reaction", async () => acks.every((a) => a.isDone()), 60_000);
+    expect(answered).toBe(0);
+    release();
+    await until(
+      "every command's answer and plan",
+      async () => [...work, ...plans].every((s) => s.isDone()),
+      90_000,
+    );
+    expect(answered).toBe(N);
+    const tasks = await server.service.db.models.Task.find({ description: /Add file \d+\./ });
+    expect(tasks).toHaveLength(N);
+    await server.service.db.models.Task.updateMany(
+      { _id: { $in: tasks.map((t) => t._id) } },
+      { $set: { status: "cancelled", phase: "FAILED" } },
+    );
+  }, 180_000);
 });
 
 describe("the agent label", () => {

@@ -708,7 +708,7 @@ describe("linking refusals", () => {
     watchGithub(
       nock(WEB)
         .post("/login/oauth/access_token")
-        .reply(200, { access_token: `ghu_${"f".repeat(36)}`, token_type: "bearer" }),
+        .reply(200, { access_token: `ghu_${"f".repeat(36)}`, token_type: "bearer", scope: "" }),
     );
     watchGithub(
       nock(API).get("/user/installations").query(true).reply(503, { message: "Unavailable" }),

@@ -40,7 +40,10 @@ describe("GitHub webhook endpoint", () => {
       duplicate: true,
     });
     expect(
-      await jobs.countDocuments({ name: "github.command", "data.comment_id": command.comment.id }),
+      await jobs.countDocuments({
+        name: "github.command-ack",
+        "data.comment_id": command.comment.id,
+      }),
     ).toBe(1);
 
     // An installation event writes directly: its delivery id is claimed once.

@@ -1,12 +1,11 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../../src/db/embedded.js";
+import { freePort, serverAccepts } from "../../src/db/embedded.js";
 
 const root = path.resolve(import.meta.dirname, "../..");
 const main = path.join(root, "dist", "main.js");
@@ -58,19 +57,12 @@ function exited(child: ChildProcess): Promise<number | null> {
     : new Promise((r) => child.once("exit", (code) => r(code)));
 }
 
-async function portOpen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect(port, "127.0.0.1");
-    socket.once("connect", () => (socket.destroy(), resolve(true)));
-    socket.once("error", () => resolve(false));
-  });
-}
-
-async function databasePort(): Promise<number> {
+/** The embedded server's URI (its Unix socket) from the launcher's running.json. */
+async function databaseUri(): Promise<string> {
   const running = JSON.parse(await readFile(path.join(dataDir, "db", "running.json"), "utf8")) as {
     uri: string;
   };
-  return Number(new URL(running.uri).port);
+  return running.uri;
 }
 
 describe("the built service", () => {
@@ -91,10 +83,10 @@ describe("the built service", () => {
     expect(created.status).toBe(201);
     const { key, id } = (await created.json()) as { key: string; id: string };
 
-    const dbPort = await databasePort();
+    const dbUri = await databaseUri();
     child.kill("SIGTERM");
     expect(await exited(child)).toBe(0);
-    expect(await portOpen(dbPort)).toBe(false);
+    expect(await serverAccepts(dbUri)).toBe(false);
 
     child = await startBuilt(port);
     const me = await fetch(`http://127.0.0.1:${port}/keys/me`, { headers: { "x-api-key": key } });
@@ -102,13 +94,13 @@ describe("the built service", () => {
     expect(await me.json()).toMatchObject({ id, name: "survivor", tier: "free" });
 
     // Killed outright, the service still takes its database server with it.
-    const secondDbPort = await databasePort();
+    const secondDbUri = await databaseUri();
     child.kill("SIGKILL");
     await exited(child);
     const deadline = Date.now() + 10_000;
-    while ((await portOpen(secondDbPort)) && Date.now() < deadline)
+    while ((await serverAccepts(secondDbUri)) && Date.now() < deadline)
       await new Promise((r) => setTimeout(r, 200));
-    expect(await portOpen(secondDbPort)).toBe(false);
+    expect(await serverAccepts(secondDbUri)).toBe(false);
   });
 
   it("refuses a bad configuration with every problem listed", async () => {

@@ -172,7 +172,13 @@ describe("task lifecycle", () => {
     });
     expect(task.body.plan).toHaveLength(2);
     // 3 calls × (1000 in, 100 out) at $3 / $15 per million tokens.
-    expect(task.body.cost).toEqual({ input_tokens: 3000, output_tokens: 300, usd: 0.0135 });
+    expect(task.body.cost).toEqual({
+      input_tokens: 3000,
+      output_tokens: 300,
+      usd: 0.0135,
+      cached_input_tokens: 0,
+      cache_write_tokens: 0,
+    });
 
     // Replay on the other process, from the start and from a sequence number.
     const replay = await openTaskStream(secondApi.url, id, key);

@@ -12,8 +12,9 @@ import { openTaskStream } from "../helpers/ws.js";
 
 /*
  * A worker process killed with SIGKILL in the middle of PLANNING (its model call hangs):
- * another worker process resumes the stage once the dead worker's lock expires, and the
- * event stream has every event once, in order.
+ * another worker process resumes the stage (at once when it runs on the same host and
+ * DATA_DIR, which tells it the holder is dead: src/jobs/identity.ts; else once the lock
+ * expires), and the event stream has every event once, in order.
  */
 
 const root = path.resolve(import.meta.dirname, "../..");
@@ -64,6 +65,8 @@ function startWorker(extra: Record<string, string> = {}): ChildProcess {
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
     HOME: process.env.HOME,
+    // The tests clone local repositories (the clone URL policy refuses them otherwise).
+    ALLOW_LOCAL_REPOS: "true",
     MONGODB_URI: uri,
     DATA_DIR: dataDir,
     LOG_LEVEL: "warn",
@@ -139,6 +142,33 @@ describe("a worker killed mid-stage", () => {
     await replay.waitFor((e) => e.event_type === "phase" && e.phase === "AWAITING_APPROVAL");
     expect(replay.events).toEqual(stream.events);
     replay.close();
+    stream.close();
+    for (const child of children) if (child.exitCode === null) child.kill("SIGKILL");
+  }, 120_000);
+
+  it("is retaken at once by its restarted successor on the same DATA_DIR, not after the lock lifetime", async () => {
+    const { key, id } = await queueTask("Change it after a crash");
+    const stream = await openTaskStream(api.url, id, key);
+    hangs = 1;
+    const seen = model.requests.length;
+    // A lock lifetime far longer than the wait below: only the dead-predecessor check can
+    // explain a resumption within it.
+    const first = startWorker({ JOB_LOCK_LIFETIME_S: "120" });
+    await until(() => model.requests.length > seen, 60_000, "the model call");
+    first.kill("SIGKILL");
+    await new Promise((r) => first.once("exit", r));
+    const restartedAt = Date.now();
+    startWorker({ JOB_LOCK_LIFETIME_S: "120" });
+    await stream.waitFor(
+      (e) => e.event_type === "phase" && e.phase === "AWAITING_APPROVAL",
+      20_000,
+    );
+    expect(Date.now() - restartedAt).toBeLessThan(20_000);
+    expect(
+      stream.events.some((e) => /^Resuming PLANNING \(attempt 2\)/.test(String(e.message))),
+    ).toBe(true);
+    const task = await api.api("GET", `/tasks/${id}`, { key });
+    expect(task.body).toMatchObject({ status: "awaiting_approval", phase: "AWAITING_APPROVAL" });
     stream.close();
     for (const child of children) if (child.exitCode === null) child.kill("SIGKILL");
   }, 120_000);

@@ -30,7 +30,7 @@ describe("plain-git workspaces", () => {
     expect(tools).toMatchObject({
       name: "tools",
       full_name: "tools",
-      default_branch: "main",
+      default_branch: null, // not given, and the remote does not answer (ls-remote)
       clone_url: "/srv/git/tools.git",
     });
     expect(site).toMatchObject({ name: "site", full_name: "acme/site", default_branch: "trunk" });

@@ -1,5 +1,6 @@
 import type { PlanStep, TaskRecord } from "../../db/models.js";
 import { headCommit, runGit } from "../../util/git.js";
+import { remoteArgs } from "./clone.js";
 import type { ReviewResult } from "../review-tool.js";
 import { redactText } from "../../util/redact.js";
 import { StageError } from "../errors.js";
@@ -133,14 +134,14 @@ export const publishStage: Stage = {
   async run(ctx) {
     await ensureWorkingCopy(ctx);
     const branch = await commitChange(ctx);
-    await runGit(
-      ["push", "--force", "--quiet", await ctx.cloneUrl(), `HEAD:refs/heads/${branch}`],
-      {
-        cwd: ctx.workdir,
-        timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
-        signal: ctx.signal,
-      },
-    );
+    const url = await ctx.cloneUrl();
+    const config = await remoteArgs(ctx, url);
+    await runGit(["push", "--force", "--quiet", "--no-verify", url, `HEAD:refs/heads/${branch}`], {
+      config,
+      cwd: ctx.workdir,
+      timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
+      signal: ctx.signal,
+    });
     await ctx.update({ branch });
     await ctx.log(`Pushed branch ${branch} to ${ctx.task.repo.full_name}.`);
     if (ctx.task.repo.kind !== "github") {

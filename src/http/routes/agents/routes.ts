@@ -1,4 +1,6 @@
 import { z } from "zod";
+import { positionKey } from "../../paging.js";
+import type { TaskView } from "../../../domain/tasks.js";
 import {
   AGENT_CATEGORIES,
   getAgent,
@@ -31,6 +33,8 @@ export const agentRoutes: AnyRoute[] = [
     query: listAgentsQuery,
     status: 200,
     response: { description: "Agents", schema: z.array(agentSummary) },
+    // A fixed list, answered whole: the position is the key.
+    page: { key: (_agent: unknown, index: number) => [positionKey(index)] },
     async handler(_ctx, { query }) {
       return listAgents(query.category).map(toAgentSummary);
     },
@@ -78,6 +82,7 @@ export const agentRoutes: AnyRoute[] = [
     status: 201,
     response: { description: "The new task", schema: task },
     errors: [404, 429],
+    location: (t: TaskView) => `/tasks/${t.id}`,
     async handler(_ctx, { params, body, principal, deps }) {
       return toTaskView(await runAgentTask(tasksOf(deps), principal!.accountId, params.name, body));
     },

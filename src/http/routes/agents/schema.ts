@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { pageFields } from "../../paging.js";
 import { AGENT_CATEGORIES } from "../../../domain/agents.js";
 import { opaqueId } from "../../schemas.js";
 import { skillName } from "../skills/schema.js";
@@ -15,6 +16,7 @@ export const agentCategory = z.enum(AGENT_CATEGORIES);
 
 export const listAgentsQuery = z.strictObject({
   category: agentCategory.optional().describe("only the agents of this category"),
+  ...pageFields,
 });
 
 /** Any path name is looked up (404 when unknown); only a malformed one is 400. */

@@ -49,6 +49,15 @@ export const velocityReport = z
     from: timestamp.describe("00:00 UTC of the first day of the period"),
     to: timestamp.describe("when the figures were computed"),
     ...figures,
+    tokens: z
+      .object({
+        input: z.number().int().describe("every prompt token of the period's tasks"),
+        cached_input: z.number().int().describe("part of input read from the prompt cache"),
+        cache_write: z.number().int().describe("part of input written to the prompt cache"),
+        uncached_input: z.number().int().describe("input − cached_input − cache_write"),
+        output: z.number().int(),
+      })
+      .describe("model tokens of the period's tasks, cached and uncached input apart"),
     by_agent: z.array(
       z.object({
         agent_name: z.string().nullable().describe("null: tasks not run through an agent"),

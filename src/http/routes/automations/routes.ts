@@ -9,9 +9,14 @@ import {
   toAutomationView,
   updateAutomation,
   type AutomationInput,
+  type AutomationView,
 } from "../../../domain/automations.js";
-import { parseInput } from "../../middleware/validate.js";
+import { errors } from "../../../errors.js";
+import { parseInput, reservedKeys } from "../../middleware/validate.js";
+import type { AppContext } from "../../types.js";
+import { pageQuery } from "../../paging.js";
 import { consume } from "../../rate-limit.js";
+import { countWebhook } from "../../../metrics/index.js";
 import { route, tasksOf, type AnyRoute } from "../../route.js";
 import { noContent } from "../../schemas.js";
 import {
@@ -22,6 +27,23 @@ import {
   webhookPayload,
   webhookResult,
 } from "./schema.js";
+
+/**
+ * Refuses `$`-keys and `__proto__`/`constructor`/`prototype` keys anywhere in the raw
+ * trigger_config: the schema would drop a `__proto__` match rule silently (leaving an
+ * automation that matches every payload), so the raw body is checked, not the parsed one.
+ */
+function refuseReservedKeys(ctx: AppContext): void {
+  const raw = ctx.state.body as { trigger_config?: unknown } | undefined;
+  const bad = reservedKeys(raw?.trigger_config, "body.trigger_config");
+  if (bad.length > 0)
+    throw errors.validation(
+      bad.map((path) => ({
+        path,
+        message: "Keys may not start with $ or be __proto__, constructor or prototype.",
+      })),
+    );
+}
 
 export const automationRoutes: AnyRoute[] = [
   route({
@@ -37,7 +59,9 @@ export const automationRoutes: AnyRoute[] = [
     status: 201,
     response: { description: "The new automation", schema: automation },
     errors: [404],
-    async handler(_ctx, { body, principal, deps }) {
+    location: (a: AutomationView) => `/automations/${a.id}`,
+    async handler(ctx, { body, principal, deps }) {
+      refuseReservedKeys(ctx);
       const created = await createAutomation(
         deps.models,
         deps.cron,
@@ -53,12 +77,15 @@ export const automationRoutes: AnyRoute[] = [
     operationId: "listAutomations",
     tag: "automations",
     summary: "The account's automations, newest first",
+    description: "Paged (see Paging).",
     auth: "key",
+    query: pageQuery,
     status: 200,
     response: { description: "Automations", schema: z.array(automation) },
-    async handler(_ctx, { principal, deps }) {
+    page: { key: (a: AutomationView) => [a.created_at, a.id] },
+    async handler(_ctx, { principal, deps, page }) {
       const now = new Date();
-      return (await listAutomations(deps.models, principal!.accountId)).map((a) =>
+      return (await listAutomations(deps.models, principal!.accountId, page)).map((a) =>
         toAutomationView(a, now),
       );
     },
@@ -77,17 +104,21 @@ export const automationRoutes: AnyRoute[] = [
     status: 200,
     response: { description: "What the payload fired", schema: webhookResult },
     errors: [413, 429],
+    rateLimited: true,
     async handler(ctx, { body, deps }) {
-      await consume(deps.limiters.incomingWebhook, ctx.ip);
-      return evaluateWebhook(
-        tasksOf(deps),
-        {
-          payload: body,
-          rawBody: ctx.state.rawBody ?? "",
-          signature: ctx.get("x-hub-signature-256") || undefined,
-        },
-        deps.logger,
-      );
+      const deliver = async () => {
+        await consume(ctx, deps.limiters.incomingWebhook, ctx.ip);
+        return evaluateWebhook(
+          tasksOf(deps),
+          {
+            payload: body,
+            rawBody: ctx.state.rawBody ?? "",
+            signature: ctx.get("x-hub-signature-256") || undefined,
+          },
+          deps.logger,
+        );
+      };
+      return countWebhook("automation", deliver, (r) => (r.matched > 0 ? "matched" : "no_match"));
     },
   }),
   route({
@@ -119,7 +150,8 @@ export const automationRoutes: AnyRoute[] = [
     status: 200,
     response: { description: "The updated automation", schema: automation },
     errors: [404],
-    async handler(_ctx, { params, body, principal, deps }) {
+    async handler(ctx, { params, body, principal, deps }) {
+      refuseReservedKeys(ctx);
       const current = await getAutomation(deps.models, principal!.accountId, params.id);
       if (Object.keys(body).length === 0) return toAutomationView(current);
       const input = parseInput(automationBody, mergePatch(current, body), "body");

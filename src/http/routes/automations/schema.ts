@@ -3,7 +3,7 @@ import { AUTOMATION_TRIGGERS } from "../../../db/models.js";
 import { scheduleProblem, timezoneProblem } from "../../../domain/automation-cron.js";
 import { DOT_PATH, isValidGlob } from "../../../domain/automation-templates.js";
 import { SECRET_PLACEHOLDER, TEMPLATE_MAX_CHARS } from "../../../domain/automations.js";
-import { opaqueId, timestamp } from "../../schemas.js";
+import { jsonValue, opaqueId, timestamp } from "../../schemas.js";
 
 const repoRef = z
   .string()
@@ -49,7 +49,7 @@ export const cronConfig = z.strictObject({ schedule, timezone: timezone.default(
 
 export const webhookConfig = z.strictObject({
   match: z
-    .record(z.string().max(200), z.json())
+    .record(z.string().max(200), jsonValue)
     .superRefine((match, ctx) => {
       const keys = Object.keys(match);
       if (keys.length > 50) ctx.addIssue({ code: "custom", message: "at most 50 entries" });

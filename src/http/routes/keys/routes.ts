@@ -1,9 +1,25 @@
-import { createAccountWithKey, createKey, describeKey, revokeKey } from "../../../domain/keys.js";
+import { z } from "zod";
+import {
+  createAccountWithKey,
+  createKey,
+  describeKey,
+  listKeys,
+  revokeKey,
+  type KeyListing,
+  type NewKey,
+} from "../../../domain/keys.js";
 import { errors } from "../../../errors.js";
 import { consume } from "../../rate-limit.js";
 import { route } from "../../route.js";
 import { noContent } from "../../schemas.js";
-import { generateKeyBody, keyParams, keyUsage, newKey } from "./schema.js";
+import {
+  generateKeyBody,
+  keyListing,
+  keyParams,
+  keyUsage,
+  listKeysQuery,
+  newKey,
+} from "./schema.js";
 
 export const keyRoutes = [
   route({
@@ -19,6 +35,8 @@ export const keyRoutes = [
     status: 201,
     response: { description: "The new key", schema: newKey },
     errors: [403, 429],
+    location: (created: NewKey) => `/keys/${created.id}`,
+    rateLimited: true,
     async handler(ctx, { body, principal, deps }) {
       if (principal) return createKey(deps.models, principal.accountId, body.name);
       if (!deps.config.openSignup) {
@@ -26,7 +44,7 @@ export const keyRoutes = [
           "Open sign-up is disabled on this server; ask an operator for a key, or call with an existing key.",
         );
       }
-      await consume(deps.limiters.signup, ctx.ip);
+      await consume(ctx, deps.limiters.signup, ctx.ip);
       const created = await createAccountWithKey(deps.models, body.name);
       deps.logger.info({ accountId: created.account_id, keyId: created.id }, "account created");
       return {
@@ -35,6 +53,23 @@ export const keyRoutes = [
         name: created.name,
         created_at: created.created_at,
       };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/keys",
+    operationId: "listKeys",
+    tag: "keys",
+    summary: "The keys of the caller's account, newest first",
+    description:
+      "Revoked keys included (`revoked_at` set). Shows each key's `prefix`, never its value. Paged (see Paging).",
+    auth: "key",
+    query: listKeysQuery,
+    status: 200,
+    response: { description: "Keys", schema: z.array(keyListing) },
+    page: { key: (k: KeyListing) => [k.created_at, k.id] },
+    async handler(_ctx, { principal, deps, page }) {
+      return listKeys(deps.models, principal!.accountId, page);
     },
   }),
   route({

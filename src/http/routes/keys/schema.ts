@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { pageQuery } from "../../paging.js";
 import { label, opaqueId, timestamp } from "../../schemas.js";
 
 export const generateKeyBody = z.strictObject({ name: label(100) });
@@ -24,3 +25,20 @@ export const keyUsage = z
   .meta({ id: "KeyUsage" });
 
 export const keyParams = z.strictObject({ key_id: opaqueId });
+
+export const keyListing = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    prefix: z
+      .string()
+      .describe("the first characters of the key, to recognise it; never the secret part"),
+    created_at: timestamp,
+    last_used_at: timestamp
+      .nullable()
+      .describe("when the key last authenticated a request, to the minute; null: never"),
+    revoked_at: timestamp.nullable(),
+  })
+  .meta({ id: "ApiKey" });
+
+export const listKeysQuery = pageQuery;

@@ -33,6 +33,8 @@ export const prismRoutes: AnyRoute[] = [
     status: 201,
     response: { description: "The created tasks and their execution levels", schema: queuedTasks },
     errors: [404, 429],
+    // Several tasks are created; Location names the first (GET /tasks lists them all).
+    location: (queued: { queued: string[] }) => `/tasks/${queued.queued[0] ?? ""}`,
     async handler(_ctx, { body, principal, deps }) {
       return queuePlannedTasks(tasksOf(deps), principal!.accountId, body);
     },

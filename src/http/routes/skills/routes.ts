@@ -8,7 +8,11 @@ import {
   listListings,
   listSkills,
   setPublished,
+  BUILTIN_SKILLS,
+  type ListingView,
+  type SkillView,
 } from "../../../domain/skills.js";
+import { pageQuery, positionKey } from "../../paging.js";
 import { route, type AnyRoute } from "../../route.js";
 import {
   createSkillBody,
@@ -32,8 +36,16 @@ export const skillRoutes: AnyRoute[] = [
     description:
       "The account's own skills, newest first, then the built-ins. Items leave out `system_prompt_addition`; GET /skills/{name} has it.",
     auth: "key",
+    query: pageQuery,
     status: 200,
     response: { description: "Skills", schema: z.array(skillSummary) },
+    // Own skills by (created_at, id), then the built-ins by their fixed position.
+    page: {
+      key: (s: SkillView) =>
+        s.builtin
+          ? ["0", positionKey(BUILTIN_SKILLS.findIndex((b) => b.name === s.name))]
+          : ["1", s.created_at, s.id],
+    },
     async handler(_ctx, { principal, deps }) {
       return listSkills(deps.models, principal!.accountId);
     },
@@ -51,6 +63,7 @@ export const skillRoutes: AnyRoute[] = [
     status: 201,
     response: { description: "The new skill", schema: skill },
     errors: [409],
+    location: (s: SkillView) => `/skills/${s.name}`,
     async handler(_ctx, { body, principal, deps }) {
       return createSkill(deps.models, principal!.accountId, body);
     },
@@ -135,8 +148,10 @@ export const skillRoutes: AnyRoute[] = [
     query: listListingsQuery,
     status: 200,
     response: { description: "Published skills", schema: z.array(listingSummary) },
-    async handler(_ctx, { query, principal, deps }) {
-      return listListings(deps.models, principal!.accountId, query);
+    page: { key: (l: ListingView) => [l.published_at, l.id] },
+    async handler(_ctx, { query, principal, deps, page }) {
+      const filter = { ...query, limit: page.limit + 1, after: page.after };
+      return listListings(deps.models, principal!.accountId, filter);
     },
   }),
   route({
@@ -168,6 +183,7 @@ export const skillRoutes: AnyRoute[] = [
     status: 201,
     response: { description: "The installed copy", schema: skill },
     errors: [404, 409],
+    location: (s: SkillView) => `/skills/${s.name}`,
     async handler(_ctx, { params, body, principal, deps }) {
       return installListing(deps.models, principal!.accountId, params.id, body.name);
     },

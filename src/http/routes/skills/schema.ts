@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { pageFields } from "../../paging.js";
 import { opaqueId, timestamp } from "../../schemas.js";
 
 /** A skill's handle (SPEC §6): kebab-case, 1..64 characters. */
@@ -60,8 +61,10 @@ export const listing = z
   .meta({ id: "MarketplaceSkill" });
 
 export const listListingsQuery = z.strictObject({
-  limit: z.coerce.number().int().min(1).max(200).default(50),
-  before: opaqueId.optional().describe("a listing id: the page continues after it"),
+  ...pageFields,
+  before: opaqueId
+    .optional()
+    .describe("a listing id: the page continues after it (older form of `cursor`)"),
   q: z
     .string()
     .trim()

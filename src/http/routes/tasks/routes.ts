@@ -7,6 +7,7 @@ import {
   listTasks,
   toTaskView,
   type Decision,
+  type TaskView,
 } from "../../../domain/tasks.js";
 import type { Principal } from "../../../domain/keys.js";
 import { reviewPullRequest } from "../../../domain/pr-review.js";
@@ -49,6 +50,7 @@ export const taskRoutes: AnyRoute[] = [
     status: 201,
     response: { description: "The new task", schema: task },
     errors: [404, 429],
+    location: (t: TaskView) => `/tasks/${t.id}`,
     async handler(_ctx, { body, principal, deps }) {
       return toTaskView(await createTask(tasksOf(deps), principal!.accountId, body));
     },
@@ -59,13 +61,16 @@ export const taskRoutes: AnyRoute[] = [
     operationId: "listTasks",
     tag: "tasks",
     summary: "The account's tasks, newest first",
-    description: "Paged with `limit` and `before` (the last id of the previous page).",
+    description:
+      "Paged (see Paging: `limit`, `cursor`, the `Link` and `X-Next-Cursor` headers); `before` (the last id of the previous page) still works.",
     auth: "key",
     query: listTasksQuery,
     status: 200,
     response: { description: "Tasks", schema: z.array(task) },
-    async handler(_ctx, { query, principal, deps }) {
-      return (await listTasks(deps.models, principal!.accountId, query)).map(toTaskView);
+    page: { key: (t: TaskView) => [t.created_at, t.id] },
+    async handler(_ctx, { query, principal, deps, page }) {
+      const filter = { ...query, limit: page.limit + 1, after: page.after };
+      return (await listTasks(deps.models, principal!.accountId, filter)).map(toTaskView);
     },
   }),
   // Before the /tasks/:id routes, so "review" is never taken for a task id.

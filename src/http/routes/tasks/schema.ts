@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { pageFields } from "../../paging.js";
 import { MEMORY_KINDS, TASK_PHASES, TASK_STATUSES } from "../../../db/models.js";
 import { REVIEW_SEVERITIES, REVIEW_VERDICTS } from "../../../pipeline/review-tool.js";
 import { opaqueId, timestamp } from "../../schemas.js";
@@ -28,8 +29,10 @@ export const createTaskBody = z.strictObject({
 });
 
 export const listTasksQuery = z.strictObject({
-  limit: z.coerce.number().int().min(1).max(200).default(50),
-  before: opaqueId.optional().describe("a task id: the page continues after it"),
+  ...pageFields,
+  before: opaqueId
+    .optional()
+    .describe("a task id: the page continues after it (older form of `cursor`)"),
   workspace_id: opaqueId.optional(),
   repo_id: repoRef.optional(),
   status: z.enum(TASK_STATUSES).optional(),
@@ -83,9 +86,17 @@ export const task = z
     branch: z.string().nullable().describe("the pushed branch, null until pushed"),
     depends_on: z.array(z.string()),
     cost: z.object({
-      input_tokens: z.number().int(),
+      input_tokens: z.number().int().describe("all prompt tokens, cached or not"),
       output_tokens: z.number().int(),
       usd: z.number(),
+      cached_input_tokens: z
+        .number()
+        .int()
+        .describe("part of input_tokens read from the provider's prompt cache (billed lower)"),
+      cache_write_tokens: z
+        .number()
+        .int()
+        .describe("part of input_tokens written to the prompt cache (Anthropic bills 1.25×)"),
     }),
     checks: z
       .object({

@@ -5,7 +5,9 @@ import {
   listWorkspaces,
   toRepoView,
   toWorkspaceView,
+  type WorkspaceView,
 } from "../../../domain/workspaces.js";
+import { pageQuery, positionKey } from "../../paging.js";
 import { startLink } from "../../../domain/linking.js";
 import { route } from "../../route.js";
 import {
@@ -24,14 +26,18 @@ export const workspaceRoutes = [
     operationId: "createWorkspace",
     tag: "workspaces",
     summary: "Create a plain-git workspace",
-    description: "Repositories are any git remotes; the result of a task there is a pushed branch.",
+    description:
+      "Repositories are git remotes: https://, ssh:// or user@host:path on public hosts (local paths, file://, loopback, private, link-local and metadata addresses, other transports are refused with 400 unless the operator sets ALLOW_LOCAL_REPOS=true). The result of a task there is a pushed branch.",
     auth: "key",
     body: createWorkspaceBody,
     status: 201,
     response: { description: "The workspace with its repositories", schema: workspaceWithRepos },
     errors: [409],
+    location: (w: WorkspaceView) => `/workspaces/${w.id}`,
     async handler(_ctx, { body, principal, deps }) {
-      const ws = await createGitWorkspace(deps.models, principal!.accountId, body);
+      const ws = await createGitWorkspace(deps.models, principal!.accountId, body, {
+        allowLocalRepos: deps.config.allowLocalRepos,
+      });
       return { ...toWorkspaceView(ws), repos: ws.repos.map(toRepoView) };
     },
   }),
@@ -41,11 +47,15 @@ export const workspaceRoutes = [
     operationId: "listWorkspaces",
     tag: "workspaces",
     summary: "Workspaces of the caller's account, newest first",
+    description: "Paged (see Paging).",
     auth: "key",
+    query: pageQuery,
     status: 200,
     response: { description: "Workspaces", schema: z.array(workspace) },
-    async handler(_ctx, { principal, deps }) {
-      return (await listWorkspaces(deps.models, principal!.accountId)).map(toWorkspaceView);
+    page: { key: (w: WorkspaceView) => [w.created_at, w.id] },
+    async handler(_ctx, { principal, deps, page }) {
+      const found = await listWorkspaces(deps.models, principal!.accountId, page);
+      return found.map(toWorkspaceView);
     },
   }),
   // Before /workspaces/:id, so that "link" is never read as a workspace id.
@@ -87,9 +97,13 @@ export const workspaceRoutes = [
     tag: "workspaces",
     summary: "Repositories of one workspace",
     auth: "key",
+    description: "In the workspace's order; paged (see Paging).",
     params: workspaceParams,
+    query: pageQuery,
     status: 200,
     response: { description: "Repositories", schema: z.array(repository) },
+    // Answered whole from the workspace document: the position is the key.
+    page: { key: (_repo: unknown, index: number) => [positionKey(index)] },
     errors: [404],
     async handler(_ctx, { params, principal, deps }) {
       const ws = await getWorkspace(deps.models, principal!.accountId, params.id);

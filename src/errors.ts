@@ -112,6 +112,12 @@ const DATABASE_OUTAGE_NAMES = new Set([
  * started, and "Connection was force closed".
  */
 const MONGOOSE_OUTAGE = /before initial connection is complete|Connection was force closed/;
+/*
+ * A socket error the driver let through unwrapped (mongodb 7 rethrows a write's EPIPE on a
+ * connection whose server was killed): a network errno raised inside the driver.
+ */
+const SOCKET_ERRNOS = new Set(["EPIPE", "ECONNRESET", "ECONNREFUSED", "ENOENT", "ETIMEDOUT"]);
+const DRIVER_FRAME = /[\\/]node_modules[\\/]mongodb[\\/]lib[\\/]/;
 /** Server answers of a server going down: InterruptedAtShutdown, ShutdownInProgress, ... */
 const DATABASE_OUTAGE_CODES = new Set([91, 11600, 11602, 189, 10107, 13436]);
 
@@ -124,6 +130,14 @@ export function isDatabaseOutage(error: unknown): boolean {
     if (name === "MongooseError" && typeof message === "string" && MONGOOSE_OUTAGE.test(message))
       return true;
     if (typeof code === "number" && name === "MongoServerError" && DATABASE_OUTAGE_CODES.has(code))
+      return true;
+    const stack = (e as { stack?: unknown }).stack;
+    if (
+      typeof code === "string" &&
+      SOCKET_ERRNOS.has(code) &&
+      typeof stack === "string" &&
+      DRIVER_FRAME.test(stack)
+    )
       return true;
     e = cause;
   }

@@ -52,6 +52,7 @@ export const envSchema = z.object({
   SLACK_API_URL: url,
   ALLOW_LOCAL_REPOS: flag(false),
   HTTP_REQUEST_TIMEOUT_S: positiveInt(30, 3600),
+  HTTP_HANDLER_TIMEOUT_S: positiveInt(30, 3600),
   /** Proxy hops in front of the service: `false`/0 none, `true` one, or a count. */
   TRUST_PROXY: z
     .string()
@@ -177,6 +178,8 @@ export interface Config {
   allowLocalRepos: boolean;
   /** Time a client has to send a whole request (headers and body), then 408 and close. */
   httpRequestTimeoutMs: number;
+  /** The time the service has to answer a request once it has it (HTTP_HANDLER_TIMEOUT_S). */
+  httpHandlerTimeoutMs: number;
   /**
    * Reverse-proxy hops trusted for `X-Forwarded-For`: the client address is the entry this
    * many places from the right (as Express's `trust proxy` with a number); 0 ignores the header.
@@ -379,6 +382,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     slackApiUrl: env.SLACK_API_URL,
     allowLocalRepos: env.ALLOW_LOCAL_REPOS,
     httpRequestTimeoutMs: env.HTTP_REQUEST_TIMEOUT_S * 1000,
+    httpHandlerTimeoutMs: env.HTTP_HANDLER_TIMEOUT_S * 1000,
     logLevel: env.LOG_LEVEL,
     llm: {
       provider,

@@ -49,6 +49,11 @@ export async function connectDatabase(
     // instead of queueing: the API answers 503 upstream_unavailable (http/middleware/errors.ts)
     // rather than holding requests, and everything works again once the server is back.
     serverSelectionTimeoutMS: DATABASE_WAIT_MS,
+    // A call that selected the server just as it went away waits at most this long for a
+    // pooled connection (the driver's default wait is unbounded). A command already written
+    // when the server died can still hang in mongodb 7 (its client-side timeoutMS is gone);
+    // the API bounds those requests with HTTP_HANDLER_TIMEOUT_S (http/middleware/deadline.ts).
+    waitQueueTimeoutMS: DATABASE_WAIT_MS,
     bufferCommands: false,
     maxPoolSize: 50,
     autoIndex: false,

@@ -4,6 +4,7 @@ import { randomUUID } from "node:crypto";
 import { dashboard } from "./dashboard.js";
 import { AppError, errors } from "../errors.js";
 import { jsonBody, readRawBody } from "./middleware/body.js";
+import { handlerDeadline } from "./middleware/deadline.js";
 import { errorHandler } from "./middleware/errors.js";
 import { mountManifestFlow } from "../github/manifest.js";
 import { bearerMatches } from "../metrics/http.js";
@@ -85,6 +86,14 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
     }
   });
   app.use(errorHandler(deps.logger));
+  app.use(
+    handlerDeadline(deps.config.httpHandlerTimeoutMs, (error, ctx) =>
+      deps.logger.warn(
+        { err: error, method: ctx.method, path: ctx.path, requestId: ctx.state.requestId },
+        "request failed after its deadline answered",
+      ),
+    ),
+  );
   app.use(dashboard());
   app.use(
     jsonBody({

@@ -44,4 +44,20 @@ describe("database outages", () => {
     expect(toAppError(duplicate)).toMatchObject({ status: 500, code: "internal" });
     expect(toAppError(new Error("bug"))).toMatchObject({ status: 500, code: "internal" });
   });
+
+  it("include a socket errno the driver rethrows unwrapped, but not the same errno elsewhere", () => {
+    const driverFrame =
+      "    at Connection.writeCommand (/srv/node_modules/mongodb/lib/cmap/connection.js:408:29)";
+    const epipe = Object.assign(new Error("write EPIPE"), {
+      code: "EPIPE",
+      syscall: "write",
+      stack: `Error: write EPIPE\n    at afterWriteDispatched (node:internal/stream_base_commons:161:15)\n${driverFrame}`,
+    });
+    expect(toAppError(epipe)).toMatchObject({ status: 503, code: "upstream_unavailable" });
+    const elsewhere = Object.assign(new Error("write EPIPE"), {
+      code: "EPIPE",
+      stack: "Error: write EPIPE\n    at ChildProcess.write (/srv/dist/util/sandbox.js:1:1)",
+    });
+    expect(toAppError(elsewhere)).toMatchObject({ status: 500, code: "internal" });
+  });
 });

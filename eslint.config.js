@@ -16,6 +16,18 @@ export default tseslint.config(
     },
   },
   {
+    // Plain Node scripts and tool configs (CommonJS for dependency-cruiser).
+    files: ["**/*.mjs", "**/*.cjs"],
+    languageOptions: {
+      globals: {
+        process: "readonly",
+        console: "readonly",
+        module: "writable",
+        require: "readonly",
+      },
+    },
+  },
+  {
     files: ["src/cli/**", "scripts/**", "bench/**"],
     rules: { "no-console": "off" },
   },

@@ -11,7 +11,7 @@
  * Context and an installation Octokit per event), the handlers' filtering and, for commands,
  * the job enqueue (one insert into `jobs`, which also recognises a repeated delivery:
  * src/github/delivery.ts). Deliveries that act on nothing write nothing.
- *   bare probot      `new Probot({appId, privateKey, secret, Octokit})` as src/github/app.ts
+ *   bare probot      `new Probot({appId, privateKey, secret, Octokit})` as src/github-api/app.ts
  *                    builds it (retries and throttling off), behind Probot's
  *                    `createNodeMiddleware(app => app.onAny(async () => {}))` on a node:http
  *                    server: it verifies the signature, builds the same Context and answers 200
@@ -37,7 +37,7 @@
  *
  * The jobs collection grows during the run: every command (2 in 10) inserts a `jobs` row,
  * a single insert (~1 ms on FerretDB) with an `_id` derived from its unique fields
- * (src/jobs/scheduler.ts; Agenda's own unique upsert scanned the whole collection on
+ * (src/queue/scheduler.ts; Agenda's own unique upsert scanned the whole collection on
  * FerretDB and grew from ~6 ms to ~240 ms over 1,000 jobs). No job is run or pruned here.
  * The p99 of each round is printed, so any growth shows as a trend. At the defaults the run
  * adds about 340 jobs.

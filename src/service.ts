@@ -10,8 +10,8 @@ import { TaskEventHub } from "./domain/task-event-hub.js";
 import { WORKSPACES_MARKER, type WorkspaceRecord } from "./domain/workspaces.js";
 import type { Tier } from "./db/models.js";
 import { TaskEventLog } from "./domain/task-events.js";
-import { createProbot } from "./github/app.js";
-import { createGithubClient } from "./github/client.js";
+import { createProbot } from "./github-api/app.js";
+import { createGithubClient } from "./github-api/client.js";
 import { createTaskStreams } from "./http/task-streams.js";
 import { buildIndex } from "./indexer/index.js";
 import { createModelClient, requireModel, type ModelSettings } from "./llm/provider.js";
@@ -19,11 +19,14 @@ import { createIntake, type Intake } from "./pipeline/intake.js";
 import { createPipeline, type Pipeline } from "./pipeline/runner.js";
 import { StageError } from "./pipeline/errors.js";
 import { createGithubReceiver } from "./github/receiver.js";
+import { mountManifestFlow } from "./github/manifest.js";
+import { handleSlack, SLACK_ENDPOINTS, type SlackEndpoint } from "./integrations/slack.js";
 import { registerHandlers } from "./github/handlers.js";
 import { githubJobs } from "./github/jobs.js";
 import { createThreadNotifier } from "./github/notices.js";
 import { createIntegrationNotifier, integrationNoticeJob } from "./integrations/notices.js";
-import { createRateLimiters, ensureRateLimitIndexes } from "./http/rate-limit.js";
+import { createRateLimiters } from "./http/rate-limit.js";
+import { ensureRateLimitIndexes } from "./domain/request-records.js";
 import { startHttpServer, type RunningServer } from "./http/server.js";
 import { createCronJobs, cronJobKind, reconcileCronJobs } from "./jobs/cron.js";
 import {
@@ -33,7 +36,7 @@ import {
   HEALTH_SWEEP_JOB,
 } from "./jobs/health-scan.js";
 import { pruneOnceMarkers } from "./jobs/housekeeping.js";
-import { createScheduler, type Scheduler } from "./jobs/scheduler.js";
+import { createScheduler, type Scheduler } from "./queue/scheduler.js";
 import { startMetricsServer, type MetricsServer } from "./metrics/http.js";
 import { detachMetricsDatabase, enableMetrics } from "./metrics/index.js";
 import { createLogger, type Logger } from "./util/logger.js";
@@ -41,7 +44,7 @@ import {
   processIdentity,
   retakeFromDeadPredecessors,
   setIdentityDataDir,
-} from "./jobs/identity.js";
+} from "./queue/identity.js";
 import { checkSandbox, configureSandbox } from "./util/sandbox.js";
 
 export interface ServiceOptions {
@@ -87,7 +90,7 @@ export function modelSettings(config: Config): ModelSettings | undefined {
   };
 }
 
-/** How often workers look for locks of dead processes of their DATA_DIR (jobs/identity.ts). */
+/** How often workers look for locks of dead processes of their DATA_DIR (queue/identity.ts). */
 const RETAKE_CHECK_MS = 30_000;
 
 /** Starts the roles asked for: database first, then jobs, then the HTTP door. */
@@ -112,7 +115,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const scheduler = await createScheduler({
     db: db.connection.db!,
     logger,
-    // host, pid and DATA_DIR: see jobs/identity.ts.
+    // host, pid and DATA_DIR: see queue/identity.ts.
     name: processIdentity(),
     concurrency: config.pipeline.taskConcurrency,
     lockLifetimeMs: config.jobs.lockLifetimeMs,
@@ -290,6 +293,19 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           connection: db.connection,
         }),
         github,
+        slack: {
+          endpoints: SLACK_ENDPOINTS,
+          handle: (id, endpoint, request) =>
+            handleSlack(
+              { tasks: pipeline.taskDeps, logger, apiUrl: config.slackApiUrl },
+              id,
+              endpoint as SlackEndpoint,
+              request,
+            ),
+        },
+        mountPages: config.github
+          ? undefined
+          : (router) => mountManifestFlow(router, { config, logger }),
         accountViews,
         tasks: pipeline.taskDeps,
         streams,

@@ -1,5 +1,5 @@
 import type { Collection, Document } from "mongodb";
-import { isDuplicateKey } from "./duplicate-key.js";
+import { isDuplicateKey } from "../util/duplicate-key.js";
 
 /**
  * Takes the once-marker `id` (a unique `_id` insert into `once_markers`, atomic on MongoDB and

@@ -1,4 +1,4 @@
-import type { AgentDefinition } from "./agents.js";
+import { AGENT_CATEGORIES, type AgentCategory, type AgentDefinition } from "./agent-types.js";
 
 /*
  * The twenty built-in agents (interface "Agents", SPEC §6) as data. Each template is the
@@ -496,3 +496,20 @@ export const AGENT_CATALOG: readonly AgentDefinition[] = [
     }),
   },
 ];
+
+/** The catalogue in listing order: by category (the order above), then as written. */
+export const BUILTIN_AGENTS: readonly AgentDefinition[] = [...AGENT_CATALOG].sort(
+  (a, b) => AGENT_CATEGORIES.indexOf(a.category) - AGENT_CATEGORIES.indexOf(b.category),
+);
+
+const BY_NAME = new Map(BUILTIN_AGENTS.map((a) => [a.name, a]));
+
+/** A built-in agent by name, or undefined. */
+export function findAgent(name: string): AgentDefinition | undefined {
+  return BY_NAME.get(name);
+}
+
+/** The agents of one category, or all of them. */
+export function listAgents(category?: AgentCategory): AgentDefinition[] {
+  return BUILTIN_AGENTS.filter((a) => !category || a.category === category);
+}

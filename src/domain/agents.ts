@@ -1,6 +1,7 @@
 import type { TaskRecord } from "../db/models.js";
 import { errors } from "../errors.js";
-import { AGENT_CATALOG } from "./agent-catalog.js";
+import type { AgentDefinition } from "./agent-types.js";
+import { findAgent } from "./agent-catalog.js";
 import { createTask, type CreateTaskInput, type TaskDeps } from "./tasks.js";
 
 /*
@@ -9,40 +10,8 @@ import { createTask, type CreateTaskInput, type TaskDeps } from "./tasks.js";
  * the agent's template, so it claims quota and runs the pipeline like any other task.
  */
 
-export const AGENT_CATEGORIES = [
-  "security",
-  "quality",
-  "testing",
-  "docs",
-  "performance",
-  "infra",
-  "architecture",
-] as const;
-export type AgentCategory = (typeof AGENT_CATEGORIES)[number];
-
-export interface AgentDefinition {
-  name: string;
-  description: string;
-  category: AgentCategory;
-  task_template: string;
-}
-
-/** The catalogue in listing order: by category (the order above), then as written. */
-export const BUILTIN_AGENTS: readonly AgentDefinition[] = [...AGENT_CATALOG].sort(
-  (a, b) => AGENT_CATEGORIES.indexOf(a.category) - AGENT_CATEGORIES.indexOf(b.category),
-);
-
-const BY_NAME = new Map(BUILTIN_AGENTS.map((a) => [a.name, a]));
-
-/** A built-in agent by name, or undefined. */
-export function findAgent(name: string): AgentDefinition | undefined {
-  return BY_NAME.get(name);
-}
-
-/** The agents of one category, or all of them. */
-export function listAgents(category?: AgentCategory): AgentDefinition[] {
-  return BUILTIN_AGENTS.filter((a) => !category || a.category === category);
-}
+export { AGENT_CATEGORIES, type AgentCategory, type AgentDefinition } from "./agent-types.js";
+export { BUILTIN_AGENTS, findAgent, listAgents } from "./agent-catalog.js";
 
 /** An agent by name; an unknown name is `not_found`. */
 export function getAgent(name: string): AgentDefinition {

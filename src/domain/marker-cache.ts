@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { Models } from "../db/models.js";
-import { isDuplicateKey } from "../db/duplicate-key.js";
+import { isDuplicateKey } from "../util/duplicate-key.js";
 
 /*
  * Cross-process signals without change streams (FerretDB has none): a marker is one

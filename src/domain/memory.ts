@@ -1,5 +1,5 @@
 import type { MemoryKind, MemoryView, Models, RepoMemoryDoc } from "../db/models.js";
-import { isDuplicateKey } from "../db/duplicate-key.js";
+import { isDuplicateKey } from "../util/duplicate-key.js";
 import { sha256 } from "../util/ids.js";
 import { redactText } from "../util/redact.js";
 

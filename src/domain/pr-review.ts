@@ -1,7 +1,7 @@
 import type { Config } from "../config/env.js";
 import type { Models, RepositoryDoc } from "../db/models.js";
 import { errors, isAppError } from "../errors.js";
-import type { GithubClient, InstallationOctokit } from "../github/client.js";
+import type { GithubClient, InstallationOctokit } from "../github-api/client.js";
 import {
   LlmError,
   LlmNotConfiguredError,
@@ -11,7 +11,7 @@ import {
 import type { ModelClient } from "../llm/provider.js";
 import { runToolLoop } from "../llm/tool-loop.js";
 import type { PricedUsage } from "../llm/types.js";
-import { REVIEW_RULES, submitReviewTool, type ReviewResult } from "../pipeline/review-tool.js";
+import { REVIEW_RULES, submitReviewTool, type ReviewResult } from "../tools/review-tool.js";
 import type { Logger } from "../util/logger.js";
 import { redactText, registerSecret } from "../util/redact.js";
 import type { WorkspaceRecord } from "./workspaces.js";

@@ -11,7 +11,7 @@ import {
 import type { ModelClient } from "../llm/provider.js";
 import { runToolLoop } from "../llm/tool-loop.js";
 import type { ToolSpec } from "../llm/types.js";
-import { specPlannerSystemPrompt, specPlannerUserPrompt } from "../pipeline/prompts.js";
+import { specPlannerSystemPrompt, specPlannerUserPrompt } from "./prism-prompts.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
 import { listSkills } from "./skills.js";

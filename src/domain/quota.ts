@@ -1,7 +1,7 @@
 import type { Models, Tier } from "../db/models.js";
 import { errors } from "../errors.js";
 import { accountChanged, accountChangedSoon } from "./account-views.js";
-import { isDuplicateKey } from "../db/duplicate-key.js";
+import { isDuplicateKey } from "../util/duplicate-key.js";
 
 /*
  * Monthly task allowance. Each counted task holds one slot document whose `_id` is

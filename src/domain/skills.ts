@@ -1,6 +1,6 @@
 import { afterFilter, type SortKey } from "./paging.js";
 import type { Models, SkillDoc } from "../db/models.js";
-import { isDuplicateKey } from "../db/duplicate-key.js";
+import { isDuplicateKey } from "../util/duplicate-key.js";
 import { errors } from "../errors.js";
 import { newId } from "../util/ids.js";
 

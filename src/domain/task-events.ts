@@ -1,7 +1,7 @@
 import { EventEmitter } from "node:events";
 import type { Models, TaskPhase, TaskStatus } from "../db/models.js";
 import { redactDeep } from "../util/redact.js";
-import { isDuplicateKey } from "../db/duplicate-key.js";
+import { isDuplicateKey } from "../util/duplicate-key.js";
 
 /*
  * The per-task event log of SPEC §5. Every event is stored before anyone sees it, with a

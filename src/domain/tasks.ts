@@ -4,13 +4,13 @@ import { rm } from "node:fs/promises";
 import type { Models, TaskPhase, TaskRecord, TaskStatus, Tier } from "../db/models.js";
 import { errors } from "../errors.js";
 import { newId } from "../util/ids.js";
-import { findAgent } from "./agents.js";
+import { findAgent } from "./agent-catalog.js";
 import { memoryScopeOf, remember, type MemoryView } from "./memory.js";
 import { claimQuota } from "./quota.js";
 import { findSkill } from "./skills.js";
 import { isTerminalEvent, type TaskEventLog } from "./task-events.js";
 import { resolveRepo, type WorkspaceRecord } from "./workspaces.js";
-import { isDuplicateKey } from "../db/duplicate-key.js";
+import { isDuplicateKey } from "../util/duplicate-key.js";
 import { recordTaskEnded } from "../metrics/index.js";
 
 /*

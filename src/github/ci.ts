@@ -5,13 +5,13 @@ import { z } from "zod";
 import { fireCiFailureAutomations } from "../domain/automations.js";
 import { createTask } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
-import type { JobKind } from "../jobs/scheduler.js";
+import type { JobKind } from "../queue/scheduler.js";
 import { configNames } from "../verify/checks.js";
 import { redactText } from "../util/redact.js";
-import type { InstallationOctokit } from "./client.js";
+import type { InstallationOctokit } from "../github-api/client.js";
 import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
-import { sanitizeUntrusted } from "./sanitize.js";
+import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import {
   ownerAndRepo,
   reply,

@@ -5,13 +5,13 @@ import { agentTaskDescription, BUILTIN_AGENTS, findAgent } from "../domain/agent
 import { reviewPullRequest } from "../domain/pr-review.js";
 import { createTask, decide, type Decision } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
-import type { JobKind } from "../jobs/scheduler.js";
+import type { JobKind } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
-import type { InstallationOctokit } from "./client.js";
+import type { InstallationOctokit } from "../github-api/client.js";
 import { helpText, parseCommand, type Command } from "./command-parser.js";
 import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
-import { sanitizeUntrusted } from "./sanitize.js";
+import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import {
   hasWriteAccess,
   howToLink,

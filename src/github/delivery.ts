@@ -1,7 +1,7 @@
 import { claimOnce } from "../db/once.js";
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { Models } from "../db/models.js";
-import type { JobKind, Scheduler } from "../jobs/scheduler.js";
+import type { JobKind, Scheduler } from "../queue/scheduler.js";
 
 /*
  * "A delivery id seen before is ignored", decided where a delivery acts, not at the door.

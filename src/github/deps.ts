@@ -2,10 +2,10 @@ import type { Probot } from "probot";
 import type { Config, GithubAppConfig } from "../config/env.js";
 import type { Models } from "../db/models.js";
 import type { TaskDeps } from "../domain/tasks.js";
-import type { Scheduler } from "../jobs/scheduler.js";
+import type { Scheduler } from "../queue/scheduler.js";
 import type { ModelClient } from "../llm/provider.js";
 import type { Logger } from "../util/logger.js";
-import type { GithubClient } from "./client.js";
+import type { GithubClient } from "../github-api/client.js";
 
 /**
  * What the GitHub App's event handlers need. Handlers are thin: they check who is asking,

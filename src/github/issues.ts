@@ -2,10 +2,10 @@ import { claimOnce } from "../db/once.js";
 import { z } from "zod";
 import { createTask } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
-import type { JobKind } from "../jobs/scheduler.js";
+import type { JobKind } from "../queue/scheduler.js";
 import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
-import { sanitizeUntrusted } from "./sanitize.js";
+import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import {
   hasWriteAccess,
   howToLink,

@@ -1,4 +1,4 @@
-import type { JobKind } from "../jobs/scheduler.js";
+import type { JobKind } from "../queue/scheduler.js";
 import { ciJob } from "./ci.js";
 import { commandAckJob, commandJob } from "./commands.js";
 import type { GithubHandlerDeps } from "./deps.js";

@@ -1,10 +1,10 @@
 import { claimOnce } from "../db/once.js";
 import { z } from "zod";
 import type { PlanStep, TaskRecord } from "../db/models.js";
-import type { JobKind, Scheduler } from "../jobs/scheduler.js";
+import type { JobKind, Scheduler } from "../queue/scheduler.js";
 import type { Models } from "../db/models.js";
-import type { ReviewResult } from "../pipeline/review-tool.js";
-import { planMarkdown } from "../pipeline/stages/publish.js";
+import type { ReviewResult } from "../tools/review-tool.js";
+import { planMarkdown } from "../domain/plan-text.js";
 import type { GithubHandlerDeps } from "./deps.js";
 import { reply } from "./threads.js";
 

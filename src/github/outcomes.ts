@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { JobKind } from "../jobs/scheduler.js";
+import type { JobKind } from "../queue/scheduler.js";
 import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
 

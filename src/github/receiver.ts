@@ -4,7 +4,6 @@ import type { Models } from "../db/models.js";
 import { errors } from "../errors.js";
 import { countWebhook } from "../metrics/index.js";
 import type { Logger } from "../util/logger.js";
-import type { GithubReceiver } from "../http/types.js";
 import { inDelivery } from "./delivery.js";
 import { payloadProblems } from "./payloads.js";
 
@@ -13,6 +12,16 @@ import { payloadProblems } from "./payloads.js";
  * event to Probot, whose handlers only enqueue work. A delivery seen before acts on nothing
  * and is answered `duplicate` (unique inserts decide, across processes: github/delivery.ts).
  */
+/** What the HTTP door calls with a delivery (http/types.ts declares the same shape). */
+export interface GithubReceiver {
+  receive(delivery: {
+    id: string;
+    name: string;
+    signature: string;
+    rawBody: string;
+  }): Promise<"accepted" | "duplicate">;
+}
+
 export function createGithubReceiver(deps: {
   probot: Probot;
   secret: string;

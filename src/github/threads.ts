@@ -2,7 +2,7 @@ import type { Models } from "../db/models.js";
 import { installationWorkspaceId } from "../domain/linking.js";
 import type { WorkspaceRecord } from "../domain/workspaces.js";
 import { redactText } from "../util/redact.js";
-import type { InstallationOctokit } from "./client.js";
+import type { InstallationOctokit } from "../github-api/client.js";
 
 /*
  * A thread is an issue or pull request conversation: where commands come from and where the

@@ -6,12 +6,10 @@ import { AppError, errors } from "../errors.js";
 import { jsonBody, readRawBody } from "./middleware/body.js";
 import { handlerDeadline } from "./middleware/deadline.js";
 import { errorHandler } from "./middleware/errors.js";
-import { mountManifestFlow } from "../github/manifest.js";
 import { bearerMatches } from "../metrics/http.js";
 import { httpMetrics, renderMetrics } from "../metrics/index.js";
 import { buildOpenApi } from "./openapi.js";
-import { mountRoutes, tasksOf, type AnyRoute } from "./route.js";
-import { handleSlack, type SlackEndpoint } from "../integrations/slack.js";
+import { mountRoutes, type AnyRoute } from "./route.js";
 import { agentRoutes } from "./routes/agents/routes.js";
 import { automationRoutes } from "./routes/automations/routes.js";
 import { analyticsRoutes } from "./routes/analytics/routes.js";
@@ -46,7 +44,6 @@ export function allRoutes(): AnyRoute[] {
   ];
 }
 
-const SLACK_ENDPOINTS: SlackEndpoint[] = ["commands", "interactions", "events"];
 /** Vendor webhook paths, which read and verify their own raw bodies. */
 const VENDOR_DOOR = /^\/integrations\/[^/]+\/(slack|linear|jira)\//;
 
@@ -131,8 +128,8 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
     });
   }
 
-  // No App yet: the page that registers one from app.yml (github/manifest.ts).
-  if (!deps.config.github) mountManifestFlow(router as unknown as Router, deps);
+  // No App yet: the page that registers one from app.yml (github/manifest.ts, via service.ts).
+  deps.mountPages?.(router as unknown as Router);
 
   router.post(webhookPath, async (ctx) => {
     if (!deps.github)
@@ -150,20 +147,15 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
 
   // Slack's doors: signed by Slack, no API key; the integration's id names the secret.
   router.post("/integrations/:id/slack/:endpoint", async (ctx) => {
-    const endpoint = ctx.params.endpoint as SlackEndpoint;
-    if (!SLACK_ENDPOINTS.includes(endpoint)) throw errors.notFound("route");
+    const endpoint = ctx.params.endpoint!;
+    if (!deps.slack?.endpoints.includes(endpoint)) throw errors.notFound("route");
     const rawBody = await readRawBody(ctx as AppContext);
-    const answer = await handleSlack(
-      { tasks: tasksOf(deps), logger: deps.logger, apiUrl: deps.config.slackApiUrl },
-      ctx.params.id!,
-      endpoint,
-      {
-        rawBody,
-        signature: ctx.get("x-slack-signature"),
-        timestamp: ctx.get("x-slack-request-timestamp"),
-        contentType: ctx.get("content-type"),
-      },
-    );
+    const answer = await deps.slack.handle(ctx.params.id!, endpoint, {
+      rawBody,
+      signature: ctx.get("x-slack-signature"),
+      timestamp: ctx.get("x-slack-request-timestamp"),
+      contentType: ctx.get("content-type"),
+    });
     ctx.status = answer.status;
     ctx.body = answer.body;
   });

@@ -1,6 +1,6 @@
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
-import { isDuplicateKey } from "../db/duplicate-key.js";
+import { isDuplicateKey } from "../util/duplicate-key.js";
 import type { Models } from "../db/models.js";
 import { AppError, errors } from "../errors.js";
 import { sha256 } from "../util/ids.js";
@@ -186,12 +186,4 @@ export async function claimIdempotencyKey(
     await delay(pause);
     pause = Math.min(pause * 2, 250);
   }
-}
-
-/** Drops expired records (housekeeping; lookups also ignore them). */
-export async function pruneIdempotencyRecords(models: Models, now = new Date()): Promise<number> {
-  const result = await models.IdempotencyRecord.collection.deleteMany({
-    expires_at: { $lt: now },
-  });
-  return result.deletedCount;
 }

@@ -1,30 +1,12 @@
 import type { Collection, Document } from "mongodb";
 import type { Connection } from "mongoose";
-import { isDuplicateKey } from "../db/duplicate-key.js";
-import {
-  RateLimiterMemory,
-  RateLimiterMongo,
-  RateLimiterRes,
-  type RateLimiterAbstract,
-} from "rate-limiter-flexible";
+import { isDuplicateKey } from "../util/duplicate-key.js";
+import { RateLimiterMemory, RateLimiterMongo, RateLimiterRes } from "rate-limiter-flexible";
 import { AppError, errors } from "../errors.js";
-import type { AppContext } from "./types.js";
+import { RATE_LIMIT_COLLECTION } from "../domain/request-records.js";
+import type { AppContext, NamedLimiter, RateLimiters } from "./types.js";
 
-/** One named limit: the name appears in the RateLimit headers. */
-export interface NamedLimiter {
-  name: string;
-  points: number;
-  windowS: number;
-  limiter: RateLimiterAbstract;
-}
-
-export interface RateLimiters {
-  signup: NamedLimiter;
-  incomingWebhook: NamedLimiter;
-}
-
-/** Counters of every limiter, one document per counted request (housekeeping prunes them). */
-export const RATE_LIMIT_COLLECTION = "rate_limits";
+export type { NamedLimiter, RateLimiters };
 
 /**
  * RateLimiterMongo with a store operation that is atomic on FerretDB too. The library counts
@@ -99,16 +81,6 @@ export function createRateLimiters(options: {
       options.webhookWindowMs ?? 60_000,
     ),
   };
-}
-
-/** The index the slot count reads by. */
-export async function ensureRateLimitIndexes(connection: Connection): Promise<void> {
-  await connection.collection(RATE_LIMIT_COLLECTION).createIndex({ key: 1, window: 1 });
-}
-
-/** Drops counters whose window has ended (they are ignored already; this keeps the store small). */
-export async function pruneRateLimits(connection: Connection, now = new Date()): Promise<void> {
-  await connection.collection(RATE_LIMIT_COLLECTION).deleteMany({ expire: { $lt: now } });
 }
 
 /**

@@ -1,4 +1,5 @@
-import type { GithubClient } from "../github/client.js";
+import type Router from "@koa/router";
+import type { GithubClient } from "../github-api/client.js";
 import type { ModelClient } from "../llm/provider.js";
 import type { Context } from "koa";
 import type { Config } from "../config/env.js";
@@ -9,7 +10,7 @@ import type { CronJobs } from "../domain/automations.js";
 import type { Principal } from "../domain/keys.js";
 import type { TaskDeps } from "../domain/tasks.js";
 import type { Logger } from "../util/logger.js";
-import type { RateLimiters } from "./rate-limit.js";
+import type { RateLimiterAbstract } from "rate-limiter-flexible";
 
 /** What the HTTP door needs from the rest of the process. */
 export interface HttpDeps {
@@ -21,6 +22,10 @@ export interface HttpDeps {
   accountViews?: AccountViewCache | undefined;
   /** Task operations (creation, gates, cancel); the pipeline's side of them. */
   tasks?: TaskDeps | undefined;
+  /** Slack's door (integrations/slack.ts), composed by service.ts. */
+  slack?: VendorDoor | undefined;
+  /** Pages another door mounts on this server (github/manifest.ts before an App exists). */
+  mountPages?: ((router: Router) => void) | undefined;
   /** Handles a GitHub webhook delivery; absent when the GitHub App part is off. */
   github?: GithubReceiver | undefined;
   /** Installation clients of the GitHub App; absent when the App is not configured. */
@@ -31,6 +36,16 @@ export interface HttpDeps {
   cron?: CronJobs | undefined;
   /** Queues health scans (jobs/health-scan.ts). */
   healthScans?: { enqueue(reportId: string): Promise<void> } | undefined;
+}
+
+/** A vendor's signed door (Slack): checks the request's signature itself, takes no key. */
+export interface VendorDoor {
+  endpoints: readonly string[];
+  handle(
+    integrationId: string,
+    endpoint: string,
+    request: { rawBody: string; signature: string; timestamp: string; contentType: string },
+  ): Promise<{ status: number; body: unknown }>;
 }
 
 export interface GithubReceiver {
@@ -50,3 +65,16 @@ export interface AppState {
 }
 
 export type AppContext = Context & { state: AppState };
+
+/** One named limit (http/rate-limit.ts): the name appears in the RateLimit headers. */
+export interface NamedLimiter {
+  name: string;
+  points: number;
+  windowS: number;
+  limiter: RateLimiterAbstract;
+}
+
+export interface RateLimiters {
+  signup: NamedLimiter;
+  incomingWebhook: NamedLimiter;
+}

@@ -2,12 +2,12 @@ import { z } from "zod";
 import { claimOnce } from "../db/once.js";
 import type { Models, TaskRecord } from "../db/models.js";
 import type { TaskDeps } from "../domain/tasks.js";
-import type { JobKind, Scheduler } from "../jobs/scheduler.js";
+import type { JobKind, Scheduler } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
 import { postSlackNotice } from "./slack.js";
-import { findIntegration } from "./store.js";
-import type { TaskSource } from "./types.js";
+import { findIntegration } from "../domain/integrations/store.js";
+import type { TaskSource } from "../domain/integrations/types.js";
 
 /*
  * What a task tells the chat thread or issue it came from: its plan and its change at the

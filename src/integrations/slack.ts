@@ -5,12 +5,12 @@ import { claimOnce } from "../db/once.js";
 import type { TaskRecord } from "../db/models.js";
 import { createTask, decide, getTask, type Decision, type TaskDeps } from "../domain/tasks.js";
 import { errors, isAppError } from "../errors.js";
-import { sanitizeUntrusted } from "../github/sanitize.js";
+import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
-import { findIntegration, type IntegrationRecord } from "./store.js";
-import type { SlackSecrets, SlackSettings } from "./kinds.js";
-import type { RepoTarget, TaskSource } from "./types.js";
+import { findIntegration, type IntegrationRecord } from "../domain/integrations/store.js";
+import type { SlackSecrets, SlackSettings } from "../domain/integrations/kinds.js";
+import type { RepoTarget, TaskSource } from "../domain/integrations/types.js";
 
 /*
  * The Slack door: a slash command (`/foreman task [owner/repo] <what>`, `status`, `help`) and
@@ -28,7 +28,8 @@ export interface SlackDeps {
   apiUrl?: string | undefined;
 }
 
-export type SlackEndpoint = "commands" | "interactions" | "events";
+export const SLACK_ENDPOINTS = ["commands", "interactions", "events"] as const;
+export type SlackEndpoint = (typeof SLACK_ENDPOINTS)[number];
 
 export interface DoorAnswer {
   status: number;

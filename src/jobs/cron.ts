@@ -6,7 +6,7 @@ import { DEFAULT_TIMEZONE } from "../domain/automation-cron.js";
 import { runCronJob, type CronJobs } from "../domain/automations.js";
 import type { TaskDeps } from "../domain/tasks.js";
 import type { Logger } from "../util/logger.js";
-import type { JobKind } from "./scheduler.js";
+import type { JobKind } from "../queue/scheduler.js";
 
 /*
  * Cron automations on Agenda: one repeating job per automation (name CRON_JOB_NAME, unique

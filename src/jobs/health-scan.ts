@@ -1,5 +1,5 @@
 import { mkdir, rm } from "node:fs/promises";
-import { acquireLease, beatLease, releaseLease } from "./lease.js";
+import { acquireLease, beatLease, releaseLease } from "../queue/lease.js";
 import path from "node:path";
 import { z } from "zod";
 import type { Config } from "../config/env.js";
@@ -12,14 +12,14 @@ import {
 import { recordDefaultBranch } from "../domain/linking.js";
 import { resolveRepo } from "../domain/workspaces.js";
 import { AppError } from "../errors.js";
-import type { GithubClient } from "../github/client.js";
+import type { GithubClient } from "../github-api/client.js";
 import type { CiSource } from "../health/ci.js";
 import { scanRepository } from "../health/scanner.js";
 import { GitError, runGit, shallowClone } from "../util/git.js";
 import { remoteGitArgs, RemoteUrlError } from "../util/remote-url.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
-import type { JobKind, Scheduler } from "./scheduler.js";
+import type { JobKind, Scheduler } from "../queue/scheduler.js";
 
 /*
  * The health-scan job (SPEC §8): a fresh shallow clone under DATA_DIR/health, the metrics,

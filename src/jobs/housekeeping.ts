@@ -1,8 +1,7 @@
 import { z } from "zod";
 import type { Models } from "../db/models.js";
-import type { JobKind } from "./scheduler.js";
-import { pruneIdempotencyRecords } from "../http/idempotency.js";
-import { pruneRateLimits } from "../http/rate-limit.js";
+import type { JobKind } from "../queue/scheduler.js";
+import { pruneIdempotencyRecords, pruneRateLimits } from "../domain/request-records.js";
 
 /** Markers older than this are dropped; GitHub does not redeliver after a few days. */
 export const ONCE_MARKER_RETENTION_DAYS = 14;
@@ -17,7 +16,7 @@ export const pruneOnceMarkers = (models: Models): JobKind<Record<string, never>>
   concurrency: 1,
   async run() {
     const cutoff = new Date(Date.now() - ONCE_MARKER_RETENTION_DAYS * 86_400_000);
-    // Job-lock markers (jobs/exclusive-locks.ts) matter only while a lookup could still see
+    // Job-lock markers (queue/exclusive-locks.ts) matter only while a lookup could still see
     // the job state they name, minutes at most; one per run of every job, so they go sooner.
     // One delete for both: each is a scan of the collection on FerretDB.
     await models.Once.deleteMany({

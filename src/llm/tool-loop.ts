@@ -227,7 +227,7 @@ export async function runToolLoop<F>(options: ToolLoopOptions<F>): Promise<ToolL
         continue;
       }
       // Tools report mistakes the model can fix as text starting with "Error: " (see
-      // indexer/read-tools.ts); those count as failures for the finish rule above.
+      // tools/read-tools.ts); those count as failures for the finish rule above.
       if (output.startsWith("Error: ")) earlierFailed = true;
       results.push(toolResult(call, bound(output, maxResult), output.startsWith("Error: ")));
     }

@@ -1,12 +1,12 @@
-import { createReadTools } from "../indexer/read-tools.js";
-import { createWriteTools, type FileChange } from "../indexer/write-tools.js";
+import { createReadTools } from "../tools/read-tools.js";
+import { createWriteTools, type FileChange } from "../tools/write-tools.js";
 import { runToolLoop } from "../llm/tool-loop.js";
 import { memoryPromptBlock } from "../domain/memory.js";
 import { skillForTask, type SkillDefinition } from "../domain/skills.js";
-import { createRememberTool, createRunCommandTool, finishTool } from "./agent-tools.js";
+import { createRememberTool, createRunCommandTool, finishTool } from "../tools/agent-tools.js";
 import { agentSystemPrompt, readRepositoryInstructions } from "./prompts.js";
 import { describeCall, firstLine, progressLog } from "./progress.js";
-import type { StageContext } from "./runner.js";
+import type { StageContext } from "./stage.js";
 
 /*
  * One tool-using agent over the working copy: the loop IMPLEMENTING and FIXING share. It

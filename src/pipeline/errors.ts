@@ -8,13 +8,9 @@ import { redactText } from "../util/redact.js";
  * (CONVENTIONS: "pipeline failures map to task outcomes in one place").
  */
 
-/** A failure a stage reports on purpose, with the sentence the user should read. */
-export class StageError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "StageError";
-  }
-}
+import { StageError } from "../util/stage-error.js";
+
+export { StageError };
 
 /** The task's model spending reached MAX_TASK_COST_USD. */
 export class BudgetExceededError extends Error {

@@ -1,4 +1,4 @@
-import type { StageContext } from "./runner.js";
+import type { StageContext } from "./stage.js";
 
 /*
  * Progress lines of a model loop (planning, implementing, fixing): what the model calls and

@@ -1,13 +1,9 @@
 import path from "node:path";
-import { acquireLease, beatLease, releaseLease } from "../jobs/lease.js";
+import { acquireLease, beatLease, releaseLease } from "../queue/lease.js";
 import { z } from "zod";
 import type { Config } from "../config/env.js";
-import type { Models, TaskPhase, TaskRecord, TaskStatus } from "../db/models.js";
-import {
-  isTerminalEvent,
-  type TaskEventLog,
-  type TaskEventPayload,
-} from "../domain/task-events.js";
+import type { Models, TaskPhase, TaskRecord } from "../db/models.js";
+import { isTerminalEvent, type TaskEventLog } from "../domain/task-events.js";
 import {
   endTask,
   hasEnded,
@@ -15,17 +11,15 @@ import {
   moveTo,
   repairEnding,
   STAGE_NAMES,
-  type Ending,
   type StageName,
   type TaskDeps,
 } from "../domain/tasks.js";
 import type { RepoIndex } from "../indexer/index.js";
 import type { ReadyModelClient } from "../llm/provider.js";
-import type { PricedUsage } from "../llm/types.js";
-import type { JobKind, Scheduler } from "../jobs/scheduler.js";
+import type { JobKind, Scheduler } from "../queue/scheduler.js";
 import { recordStage } from "../metrics/index.js";
 import type { Logger } from "../util/logger.js";
-import type { GithubClient } from "../github/client.js";
+import type { GithubClient } from "../github-api/client.js";
 import { BudgetExceededError, describeFailure, StageError } from "./errors.js";
 import { signalQueued } from "./intake.js";
 import { STAGES } from "./stages/index.js";
@@ -46,42 +40,8 @@ import { AppError } from "../errors.js";
  *   worker, and STAGE_MAX_ATTEMPTS bounds how often, after which the task fails.
  */
 
-export type StageOutcome =
-  { next: StageName } | { wait: { phase: TaskPhase; status: TaskStatus } } | { end: Ending };
-
-/** What a stage function gets: the task, its working copy, and ways to report progress. */
-export interface StageContext {
-  task: TaskRecord;
-  config: Config;
-  models: Models;
-  logger: Logger;
-  workdir: string;
-  attempt: number;
-  signal: AbortSignal;
-  log(message: string): Promise<void>;
-  emit(payload: TaskEventPayload): Promise<void>;
-  update(set: Record<string, unknown>): Promise<void>;
-  /** Adds a model call's tokens and price to the task; throws when the budget is used up. */
-  addUsage(usage: PricedUsage): Promise<void>;
-  /** The working copy's index: from memory, or rebuilt when another process built it. */
-  index(): Promise<RepoIndex>;
-  /** Builds the index of the working copy afresh and keeps it for the later stages. */
-  buildIndex(): Promise<RepoIndex>;
-  /** The configured model; throws LlmNotConfiguredError when there is none. */
-  model(): ReadyModelClient;
-  /** The URL to clone the task's repository from, with credentials where needed. */
-  cloneUrl(): Promise<string>;
-  /** Moves the task to another phase of the same stage (VERIFYING ⇄ FIXING). */
-  setPhase(phase: TaskPhase): Promise<void>;
-  /** The GitHub App's clients, when the App is configured. */
-  github: GithubClient | undefined;
-}
-
-export interface Stage {
-  name: StageName;
-  phase: TaskPhase;
-  run(ctx: StageContext): Promise<StageOutcome>;
-}
+export type { Stage, StageContext, StageOutcome } from "./stage.js";
+import type { StageContext, StageOutcome } from "./stage.js";
 
 export interface PipelineDeps {
   config: Config;

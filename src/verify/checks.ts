@@ -7,7 +7,7 @@ import { readdir, readFile, stat } from "node:fs/promises";
 import path from "node:path";
 import { parse } from "yaml";
 import { z } from "zod";
-import { StageError } from "../pipeline/errors.js";
+import { StageError } from "../util/stage-error.js";
 
 export interface Check {
   name: string;

@@ -1,6 +1,6 @@
 import nock from "nock";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { REVIEW_RULES } from "../../src/pipeline/review-tool.js";
+import { REVIEW_RULES } from "../../src/tools/review-tool.js";
 import {
   callTool,
   lastUserMessage,

@@ -1,7 +1,7 @@
 import mongoose from "mongoose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createScheduler } from "../../src/jobs/scheduler.js";
+import { createScheduler } from "../../src/queue/scheduler.js";
 import { createLogger } from "../../src/util/logger.js";
 import { until } from "../helpers/github-fake.js";
 import { startTestServer, testDatabaseUri } from "../helpers/server.js";

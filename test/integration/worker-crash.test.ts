@@ -13,7 +13,7 @@ import { openTaskStream } from "../helpers/ws.js";
 /*
  * A worker process killed with SIGKILL in the middle of PLANNING (its model call hangs):
  * another worker process resumes the stage (at once when it runs on the same host and
- * DATA_DIR, which tells it the holder is dead: src/jobs/identity.ts; else once the lock
+ * DATA_DIR, which tells it the holder is dead: src/queue/identity.ts; else once the lock
  * expires), and the event stream has every event once, in order.
  */
 

@@ -1,6 +1,6 @@
 import nock from "nock";
 import { afterEach, describe, expect, it } from "vitest";
-import { createProbot, installationCloneUrl } from "../../src/github/app.js";
+import { createProbot, installationCloneUrl } from "../../src/github-api/app.js";
 import { createLogger } from "../../src/util/logger.js";
 import { redactText } from "../../src/util/redact.js";
 import { testPrivateKey } from "../helpers/github.js";

@@ -5,7 +5,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildIndex, type RepoIndex } from "../../src/indexer/index.js";
-import { createReadTools } from "../../src/indexer/read-tools.js";
+import { createReadTools } from "../../src/tools/read-tools.js";
 import { mayHoldSecrets } from "../../src/indexer/skip.js";
 import type { ExecutableTool } from "../../src/llm/types.js";
 

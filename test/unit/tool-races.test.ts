@@ -4,9 +4,9 @@ import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { buildIndex } from "../../src/indexer/index.js";
-import { createReadTools } from "../../src/indexer/read-tools.js";
+import { createReadTools } from "../../src/tools/read-tools.js";
 import { holdsSecrets, mayHoldSecrets } from "../../src/indexer/skip.js";
-import { createWriteTools } from "../../src/indexer/write-tools.js";
+import { createWriteTools } from "../../src/tools/write-tools.js";
 import type { ExecutableTool } from "../../src/llm/types.js";
 
 /*

@@ -18,7 +18,7 @@ import {
   createWriteTools,
   type FileChange,
   type WriteToolOptions,
-} from "../../src/indexer/write-tools.js";
+} from "../../src/tools/write-tools.js";
 import type { ExecutableTool } from "../../src/llm/types.js";
 
 let root: string;

@@ -1,7 +1,7 @@
 import { rm } from "node:fs/promises";
 import type { MemoryKind } from "../../db/models.js";
 import { memoryScopeOf, remember } from "../../domain/memory.js";
-import type { Stage } from "../runner.js";
+import type { Stage } from "../stage.js";
 
 /**
  * CLEANUP: what the task taught about the repository goes to its memory (verification

@@ -4,7 +4,7 @@ import { recordDefaultBranch } from "../../domain/linking.js";
 import { headCommit, runGit, shallowClone } from "../../util/git.js";
 import { remoteGitArgs, RemoteUrlError } from "../../util/remote-url.js";
 import { StageError } from "../errors.js";
-import type { Stage, StageContext } from "../runner.js";
+import type { Stage, StageContext } from "../stage.js";
 
 /**
  * The clone-URL policy (src/util/remote-url.ts) checked again right before git reaches a

@@ -4,7 +4,7 @@ import { redactText } from "../../util/redact.js";
 import { agentContext, runAgent, type AgentRun } from "../agent.js";
 import { StageError } from "../errors.js";
 import { implementUserPrompt } from "../prompts.js";
-import type { Stage, StageContext } from "../runner.js";
+import type { Stage, StageContext } from "../stage.js";
 import { ensureWorkingCopy } from "./working-copy.js";
 
 /** One parallel worker's share of the plan: whole steps, and the files they touch. */

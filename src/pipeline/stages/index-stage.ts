@@ -1,4 +1,4 @@
-import type { Stage } from "../runner.js";
+import type { Stage } from "../stage.js";
 import { ensureWorkingCopy } from "./working-copy.js";
 
 /** INDEXING: builds the index that search_code, list_files and the planning context use. */

@@ -1,5 +1,5 @@
 import type { StageName } from "../../domain/tasks.js";
-import type { Stage } from "../runner.js";
+import type { Stage } from "../stage.js";
 import { cleanupStage } from "./cleanup.js";
 import { cloneStage } from "./clone.js";
 import { implementStage } from "./implement.js";

@@ -1,13 +1,13 @@
 import { z } from "zod";
 import { planningContext } from "../../indexer/planning-context.js";
-import { createReadTools } from "../../indexer/read-tools.js";
+import { createReadTools } from "../../tools/read-tools.js";
 import { memoryScopeOf, recall } from "../../domain/memory.js";
 import { runToolLoop } from "../../llm/tool-loop.js";
 import type { ToolSpec } from "../../llm/types.js";
 import { redactText } from "../../util/redact.js";
 import { agentContext } from "../agent.js";
 import { planningSystemPrompt, planningUserPrompt } from "../prompts.js";
-import type { Stage } from "../runner.js";
+import type { Stage } from "../stage.js";
 import { describeCall, firstLine, progressLog } from "../progress.js";
 import { ensureWorkingCopy } from "./working-copy.js";
 

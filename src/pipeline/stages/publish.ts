@@ -1,11 +1,12 @@
 import type { PlanStep, TaskRecord } from "../../db/models.js";
 import { headCommit, runGit } from "../../util/git.js";
 import { remoteArgs } from "./clone.js";
-import type { ReviewResult } from "../review-tool.js";
+import type { ReviewResult } from "../../tools/review-tool.js";
 import { redactText } from "../../util/redact.js";
 import { StageError } from "../errors.js";
-import type { Stage, StageContext } from "../runner.js";
+import type { Stage, StageContext } from "../stage.js";
 import { ensureWorkingCopy } from "./working-copy.js";
+import { planMarkdown } from "../../domain/plan-text.js";
 
 /** The branch a task's change is pushed to: readable, and unique per task. */
 export function branchName(task: Pick<TaskRecord, "_id" | "description" | "plan_summary">): string {
@@ -28,27 +29,6 @@ function changeTitle(task: Pick<TaskRecord, "description" | "plan_summary">): st
   const sentence = source.split(/(?<=\.)\s/)[0] ?? source;
   const title = sentence.replace(/\.$/, "");
   return title.length <= 72 ? title : `${title.slice(0, 71).trimEnd()}…`;
-}
-
-/**
- * A plan as a Markdown list: the step, its title, its files, then its description, on an
- * indented line of its own (`block`, as in the pull request) or after a dash.
- */
-export function planMarkdown(
-  plan: PlanStep[] | null | undefined,
-  layout: "block" | "inline",
-): string {
-  return (plan ?? [])
-    .map((s) => {
-      const files = s.files.length ? ` (${s.files.map((f) => `\`${f}\``).join(", ")})` : "";
-      const description = !s.description
-        ? ""
-        : layout === "block"
-          ? `\n   ${s.description.replace(/\n/g, "\n   ")}`
-          : ` — ${s.description}`;
-      return `${s.step}. **${s.title}**${files}${description}`;
-    })
-    .join("\n");
 }
 
 /** The pull request's body: the plan, the review's summary and the checks that passed. */

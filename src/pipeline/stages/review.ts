@@ -1,11 +1,11 @@
 import type { CheckRecord, PlanStep } from "../../db/models.js";
-import { createReadTools } from "../../indexer/read-tools.js";
+import { createReadTools } from "../../tools/read-tools.js";
 import { runToolLoop } from "../../llm/tool-loop.js";
 import { redactText } from "../../util/redact.js";
 import { diffForPrompt, workingCopyDiff } from "../diff.js";
 import { reviewUserPrompt } from "../prompts.js";
-import { REVIEW_RULES, submitReviewTool } from "../review-tool.js";
-import type { Stage } from "../runner.js";
+import { REVIEW_RULES, submitReviewTool } from "../../tools/review-tool.js";
+import type { Stage } from "../stage.js";
 import { ensureWorkingCopy } from "./working-copy.js";
 
 /** One line naming the checks that ran, for prompts and the pull request. */

@@ -10,7 +10,7 @@ import { describeResult } from "../../util/sandbox.js";
 import { agentContext, runAgent } from "../agent.js";
 import { diffForPrompt, excludeBuildOutput, workingCopyDiff } from "../diff.js";
 import { fixUserPrompt } from "../prompts.js";
-import type { Stage } from "../runner.js";
+import type { Stage } from "../stage.js";
 import { ensureWorkingCopy } from "./working-copy.js";
 
 /** Lines of a failing check's output copied into the task log (the model gets more). */

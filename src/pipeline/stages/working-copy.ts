@@ -1,6 +1,6 @@
 import { stat } from "node:fs/promises";
 import { StageError } from "../errors.js";
-import type { StageContext } from "../runner.js";
+import type { StageContext } from "../stage.js";
 import { cloneStage } from "./clone.js";
 
 /**

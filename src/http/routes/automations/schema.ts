@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { AUTOMATION_TRIGGERS } from "../../../db/models.js";
+import { AUTOMATION_TRIGGERS } from "../../../domain/vocabulary.js";
 import { scheduleProblem, timezoneProblem } from "../../../domain/automation-cron.js";
 import { DOT_PATH, isValidGlob } from "../../../domain/automation-templates.js";
 import { SECRET_PLACEHOLDER, TEMPLATE_MAX_CHARS } from "../../../domain/automations.js";

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { pageFields } from "../../paging.js";
-import { HEALTH_REPORT_STATUSES } from "../../../db/models.js";
+import { HEALTH_REPORT_STATUSES } from "../../../domain/vocabulary.js";
 import { opaqueId, timestamp } from "../../schemas.js";
 
 /** A repository id, or its `owner/name` URL-encoded (`owner%2Fname`). */

@@ -7,7 +7,7 @@ import {
   toIntegrationView,
   updateIntegration,
   type IntegrationView,
-} from "../../../integrations/store.js";
+} from "../../../domain/integrations/store.js";
 import { pageQuery } from "../../paging.js";
 import { route, type AnyRoute } from "../../route.js";
 import { noContent } from "../../schemas.js";

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { INTEGRATION_KINDS } from "../../../integrations/kinds.js";
-import { INTEGRATION_TYPES } from "../../../integrations/types.js";
+import { INTEGRATION_KINDS } from "../../../domain/integrations/kinds.js";
+import { INTEGRATION_TYPES } from "../../../domain/integrations/types.js";
 import { label, opaqueId, timestamp } from "../../schemas.js";
 
 const create = <T extends keyof typeof INTEGRATION_KINDS>(type: T) =>

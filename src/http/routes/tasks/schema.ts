@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { pageFields } from "../../paging.js";
-import { MEMORY_KINDS, TASK_PHASES, TASK_STATUSES } from "../../../db/models.js";
-import { REVIEW_SEVERITIES, REVIEW_VERDICTS } from "../../../pipeline/review-tool.js";
+import { MEMORY_KINDS, TASK_PHASES, TASK_STATUSES } from "../../../domain/vocabulary.js";
+import { REVIEW_SEVERITIES, REVIEW_VERDICTS } from "../../../tools/review-tool.js";
 import { opaqueId, timestamp } from "../../schemas.js";
 
 const repoRef = z

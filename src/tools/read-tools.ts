@@ -9,8 +9,8 @@ import { z } from "zod";
 import type { ExecutableTool } from "../llm/types.js";
 import { openInside, PathError, resolveInside } from "../util/paths.js";
 
-import type { RepoIndex } from "./index.js";
-import { holdsSecrets, looksBinary, mayHoldSecrets } from "./skip.js";
+import type { RepoIndex } from "../indexer/index.js";
+import { holdsSecrets, looksBinary, mayHoldSecrets } from "../indexer/skip.js";
 
 /** Caps on one tool result, so a single call cannot flood the model's context. */
 const MAX_LIST_LINES = 500;

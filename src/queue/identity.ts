@@ -40,9 +40,9 @@ export function isDeadPredecessor(holder: unknown): boolean {
 
 /**
  * Frees what dead predecessors held: their job locks are moved back past the lock lifetime
- * (so the job store takes them over at its next poll, see jobs/exclusive-locks.ts, with a
+ * (so the job store takes them over at its next poll, see queue/exclusive-locks.ts, with a
  * lock marker of its own: the expired time names this takeover), and their leases are
- * released (the next run takes the next attempt, see jobs/lease.ts).
+ * released (the next run takes the next attempt, see queue/lease.ts).
  */
 export async function retakeFromDeadPredecessors(
   db: Db,

@@ -3,7 +3,7 @@ import { Agenda, InMemoryNotificationChannel, type Job } from "agenda";
 import type { Collection, Db } from "mongodb";
 import mongoose from "mongoose";
 import { createHash } from "node:crypto";
-import { isDuplicateKey } from "../db/duplicate-key.js";
+import { isDuplicateKey } from "../util/duplicate-key.js";
 import { ExclusiveJobRepository } from "./exclusive-locks.js";
 import type { ZodType } from "zod";
 import type { Logger } from "../util/logger.js";

@@ -12,7 +12,7 @@ import path from "node:path";
 import { z } from "zod";
 import type { ExecutableTool } from "../llm/types.js";
 import { inCheckedDir, openInside, PathError, resolveInside } from "../util/paths.js";
-import { looksBinary, mayHoldSecrets } from "./skip.js";
+import { looksBinary, mayHoldSecrets } from "../indexer/skip.js";
 
 /** Default cap on the size of a file the model writes. */
 const DEFAULT_MAX_WRITE_BYTES = 1024 * 1024;

@@ -1,9 +1,9 @@
 import type { z } from "zod";
-import type { Models } from "../db/models.js";
-import { resolveRepo } from "../domain/workspaces.js";
-import { errors } from "../errors.js";
-import { newId } from "../util/ids.js";
-import { registerSecret } from "../util/redact.js";
+import type { Models } from "../../db/models.js";
+import { resolveRepo } from "../workspaces.js";
+import { errors } from "../../errors.js";
+import { newId } from "../../util/ids.js";
+import { registerSecret } from "../../util/redact.js";
 import { INTEGRATION_KINDS } from "./kinds.js";
 import type { IntegrationType, RepoTarget } from "./types.js";
 

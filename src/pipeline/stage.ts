@@ -1,0 +1,51 @@
+import type { Config } from "../config/env.js";
+import type { Models, TaskPhase, TaskRecord, TaskStatus } from "../db/models.js";
+import type { TaskEventPayload } from "../domain/task-events.js";
+import type { Ending, StageName } from "../domain/tasks.js";
+import type { GithubClient } from "../github-api/client.js";
+import type { RepoIndex } from "../indexer/index.js";
+import type { ReadyModelClient } from "../llm/provider.js";
+import type { PricedUsage } from "../llm/types.js";
+import type { Logger } from "../util/logger.js";
+
+/*
+ * The contract between the runner (runner.ts) and its stages (stages/): kept apart from both
+ * so that stages import it without importing the runner that imports them.
+ */
+
+export type StageOutcome =
+  { next: StageName } | { wait: { phase: TaskPhase; status: TaskStatus } } | { end: Ending };
+
+/** What a stage function gets: the task, its working copy, and ways to report progress. */
+export interface StageContext {
+  task: TaskRecord;
+  config: Config;
+  models: Models;
+  logger: Logger;
+  workdir: string;
+  attempt: number;
+  signal: AbortSignal;
+  log(message: string): Promise<void>;
+  emit(payload: TaskEventPayload): Promise<void>;
+  update(set: Record<string, unknown>): Promise<void>;
+  /** Adds a model call's tokens and price to the task; throws when the budget is used up. */
+  addUsage(usage: PricedUsage): Promise<void>;
+  /** The working copy's index: from memory, or rebuilt when another process built it. */
+  index(): Promise<RepoIndex>;
+  /** Builds the index of the working copy afresh and keeps it for the later stages. */
+  buildIndex(): Promise<RepoIndex>;
+  /** The configured model; throws LlmNotConfiguredError when there is none. */
+  model(): ReadyModelClient;
+  /** The URL to clone the task's repository from, with credentials where needed. */
+  cloneUrl(): Promise<string>;
+  /** Moves the task to another phase of the same stage (VERIFYING ⇄ FIXING). */
+  setPhase(phase: TaskPhase): Promise<void>;
+  /** The GitHub App's clients, when the App is configured. */
+  github: GithubClient | undefined;
+}
+
+export interface Stage {
+  name: StageName;
+  phase: TaskPhase;
+  run(ctx: StageContext): Promise<StageOutcome>;
+}

@@ -1,6 +1,7 @@
 /**
  * The one place that names error codes. Domain code throws these; the HTTP error
- * middleware renders them as SPEC §1 bodies; anything else becomes a 500 `internal`.
+ * middleware renders them as error bodies (docs/api.md, "Errors"); anything else becomes a 500
+ * `internal`.
  */
 export type ErrorCode =
   | "invalid_json"

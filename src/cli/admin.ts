@@ -15,7 +15,7 @@ import { createLogger, type Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
 
 /*
- * Operator command-line tool (SPEC §2: tiers are set here, never over HTTP).
+ * Operator command-line tool (tiers are set here, never over HTTP: README.md, "Operator CLI").
  *   npm run admin -- <command>            (after npm run build)
  *   npx tsx src/cli/admin.ts <command>    (development)
  * Exit codes: 0 done, 1 failure (unknown account or key, database unreachable), 2 usage.

@@ -34,7 +34,10 @@ const url = z
   .transform((v) => (v === undefined || v.trim() === "" ? undefined : v.trim()))
   .pipe(z.url({ message: "must be an absolute URL" }).optional());
 
-/** Every environment variable the service reads. Names of SPEC §11 are kept exactly. */
+/**
+ * Every environment variable the service reads. Names are kept exactly (README.md,
+ * "Configuration").
+ */
 export const envSchema = z.object({
   NODE_ENV: z.enum(["development", "production", "test"]).default("development"),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
@@ -216,7 +219,10 @@ export interface Config {
     /** Runs of one stage (a worker stopping mid-stage counts) before the task fails. */
     stageMaxAttempts: number;
   };
-  /** Health scans (SPEC §8): time budgets and the registries asked. */
+  /**
+   * Health scans (docs/api.md, "Health reports and analytics"): time budgets and the
+   * registries asked.
+   */
   health: {
     scanTimeoutMs: number;
     coverageTimeoutMs: number;

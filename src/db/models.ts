@@ -271,9 +271,10 @@ export const AUTOMATION_TRIGGERS = ["cron", "webhook", "ci_failure"] as const;
 export type AutomationTrigger = (typeof AUTOMATION_TRIGGERS)[number];
 
 /**
- * A rule that creates tasks (SPEC §7, domain/automations.ts). `trigger_config` is stored in
- * a storage-safe form: a webhook's `match` is a list of `{path, json}` pairs, because its
- * keys are dot-paths and its values may hold any JSON (dots and `$` in keys included).
+ * A rule that creates tasks (docs/api.md, "Automations"; domain/automations.ts).
+ * `trigger_config` is stored in a storage-safe form: a webhook's `match` is a list of
+ * `{path, json}` pairs, because its keys are dot-paths and its values may hold any JSON (dots
+ * and `$` in keys included).
  */
 const automationSchema = new Schema(
   {
@@ -302,9 +303,10 @@ export const HEALTH_REPORT_STATUSES = ["pending", "running", "completed", "faile
 export type HealthReportStatus = (typeof HEALTH_REPORT_STATUSES)[number];
 
 /**
- * A health scan of one repository (SPEC §8, domain/health-reports.ts): queued `pending`,
- * `running` while a worker measures it (with a heartbeat), then `completed` with score,
- * grade and metrics or `failed` with an error. Only ids are stored, never the clone URL.
+ * A health scan of one repository (docs/api.md, "Health reports and analytics";
+ * domain/health-reports.ts): queued `pending`, `running` while a worker measures it (with a
+ * heartbeat), then `completed` with score, grade and metrics or `failed` with an error. Only
+ * ids are stored, never the clone URL.
  */
 const healthReportSchema = new Schema(
   {

@@ -1,7 +1,7 @@
 import { AGENT_CATEGORIES, type AgentCategory, type AgentDefinition } from "./agent-types.js";
 
 /*
- * The twenty built-in agents (interface "Agents", SPEC §6) as data. Each template is the
+ * The twenty built-in agents (docs/api.md, "Agents") as data. Each template is the
  * description of the task an agent run creates, so it is written to a coding model: what to
  * look for, what to change, how to verify, and what not to touch. Every template ends the
  * same way when there is nothing to do, so an agent run on a clean repository changes

@@ -5,7 +5,7 @@ import { findAgent } from "./agent-catalog.js";
 import { createTask, type CreateTaskInput, type TaskDeps } from "./tasks.js";
 
 /*
- * Built-in agents: ready-made task templates (interface "Agents", SPEC §6). The catalogue is
+ * Built-in agents: ready-made task templates (docs/api.md, "Agents"). The catalogue is
  * data (agent-catalog.ts); running an agent creates an ordinary task whose description is
  * the agent's template, so it claims quota and runs the pipeline like any other task.
  */

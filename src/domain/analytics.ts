@@ -1,11 +1,11 @@
 import type { Models, TaskStatus } from "../db/models.js";
 
 /*
- * Velocity analytics (SPEC §8) over the account's own tasks. A period of N days is the N
- * UTC calendar days ending today (today included, so far): every task created from 00:00
- * UTC N-1 days ago on counts, and every figure of a task is counted on the day it was
- * created. One query with a projection reads the period; the figures are computed here
- * (FerretDB's aggregation support is limited).
+ * Velocity analytics (docs/api.md, "GET /analytics/velocity") over the account's own tasks. A
+ * period of N days is the N UTC calendar days ending today (today included, so far): every task
+ * created from 00:00 UTC N-1 days ago on counts, and every figure of a task is counted on the
+ * day it was created. One query with a projection reads the period; the figures are computed
+ * here (FerretDB's aggregation support is limited).
  */
 
 export const VELOCITY_PERIODS = [7, 30, 90] as const;

@@ -1,9 +1,9 @@
 import { CronExpressionParser } from "cron-parser";
 
 /*
- * Cron schedules of automations (SPEC §7): five fields, an IANA time zone (UTC by default),
- * and the slots they define. Agenda runs the jobs with the same parser (cron-parser), so a
- * schedule accepted here is one Agenda can repeat.
+ * Cron schedules of automations (docs/api.md, "Cron"): five fields, an IANA time zone (UTC by
+ * default), and the slots they define. Agenda runs the jobs with the same parser (cron-parser),
+ * so a schedule accepted here is one Agenda can repeat.
  */
 
 export const DEFAULT_TIMEZONE = "UTC";

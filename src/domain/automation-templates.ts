@@ -2,9 +2,10 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 import picomatch from "picomatch";
 
 /*
- * The pure rules of automations (SPEC §7): dot-paths into trigger data, `match` of webhook
- * payloads, `{{dot.path}}` templates, webhook signatures and CI-failure globs. No I/O here,
- * so each rule is tested on its own (test/unit/automation-templates.test.ts).
+ * The pure rules of automations (docs/api.md, "Automations"): dot-paths into trigger data,
+ * `match` of webhook payloads, `{{dot.path}}` templates, webhook signatures and CI-failure
+ * globs. No I/O here, so each rule is tested on its own
+ * (test/unit/automation-templates.test.ts).
  */
 
 /** A dot-path: non-empty segments without whitespace, braces or dots, joined by dots. */

@@ -23,19 +23,22 @@ import { createTask, type CreateTaskInput, type TaskDeps } from "./tasks.js";
 import { listWorkspaces, resolveRepo } from "./workspaces.js";
 
 /*
- * Automations (SPEC §7): rules of an account that create tasks on a cron schedule, from an
- * incoming webhook, or when a GitHub check fails. Every firing goes through `createTask`, so
- * it claims the owner's quota like any other task; a firing that creates no task (quota used
- * up, repository gone, empty description) is recorded on the automation as `last_refusal`.
- * Cron slots fire once across all workers: each firing first inserts a unique marker
- * `cron:<automation>:<slot>` (atomic on FerretDB and MongoDB alike).
+ * Automations (docs/api.md, "Automations"): rules of an account that create tasks on a cron
+ * schedule, from an incoming webhook, or when a GitHub check fails. Every firing goes through
+ * `createTask`, so it claims the owner's quota like any other task; a firing that creates no
+ * task (quota used up, repository gone, empty description) is recorded on the automation as
+ * `last_refusal`. Cron slots fire once across all workers: each firing first inserts a unique
+ * marker `cron:<automation>:<slot>` (atomic on FerretDB and MongoDB alike).
  */
 
 /** How a stored webhook secret is shown; sending it back in a PATCH keeps the secret. */
 export const SECRET_PLACEHOLDER = "********";
 /** Longest task template accepted. */
 export const TEMPLATE_MAX_CHARS = 10_000;
-/** Tasks take descriptions up to this length (SPEC §4); longer renderings are cut. */
+/**
+ * Tasks take descriptions up to this length (docs/api.md, "POST /tasks"); longer renderings
+ * are cut.
+ */
 const DESCRIPTION_MAX_CHARS = 20_000;
 const TRUNCATED = "\n[truncated]";
 /** A cron slot reached later than this (workers down or busy) is skipped, not fired late. */
@@ -627,7 +630,8 @@ export async function fireCiFailureAutomations(
     });
     if (result.outcome === "created") {
       tasks.push(result.task_id);
-      // At most one fix task per head commit (SPEC §7): the oldest matching automation's.
+      // At most one fix task per head commit (docs/api.md, "CI failures" under
+      // "Automations"): the oldest matching automation's.
       break;
     }
   }

@@ -8,10 +8,11 @@ import { redactText } from "../util/redact.js";
 import { listWorkspaces, resolveRepo, type WorkspaceRecord } from "./workspaces.js";
 
 /*
- * Health reports (SPEC §8): a scan is requested through the API (a `pending` report and a
- * job), measured by a worker (jobs/health-scan.ts) and ended once, `completed` or `failed`,
- * by whoever gets there first (a unique marker, atomic on FerretDB too). A sweep fails
- * reports whose worker went away, so none stays `pending` or `running` for ever.
+ * Health reports (docs/api.md, "Health reports and analytics"): a scan is requested through the
+ * API (a `pending` report and a job), measured by a worker (jobs/health-scan.ts) and ended
+ * once, `completed` or `failed`, by whoever gets there first (a unique marker, atomic on
+ * FerretDB too). A sweep fails reports whose worker went away, so none stays `pending` or
+ * `running` for ever.
  */
 
 export interface HealthReportRecord {

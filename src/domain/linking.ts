@@ -12,7 +12,8 @@ import { bumpMarker } from "./marker-cache.js";
 import { WORKSPACES_MARKER, type WorkspaceRecord } from "./workspaces.js";
 
 /*
- * GitHub App installations as workspaces, and linking them to accounts (SPEC §3).
+ * GitHub App installations as workspaces, and linking them to accounts (docs/api.md,
+ * "GitHub App: installations and linking").
  *
  * Each installation is one workspace, `gh-<installation id>`: deterministic, so a repeated
  * or racing `installation.created` and the setup redirect meet on the same row through a
@@ -346,7 +347,7 @@ export async function recordDefaultBranch(
   );
 }
 
-/* Linking (SPEC §3). */
+/* Linking (docs/api.md, "GitHub App: installations and linking"). */
 
 /** The GitHub App settings linking needs, or a 503 that says what to set. */
 function linkingConfig(github: GithubAppConfig | undefined): GithubAppConfig & {

@@ -17,9 +17,10 @@ import { redactText, registerSecret } from "../util/redact.js";
 import type { WorkspaceRecord } from "./workspaces.js";
 
 /*
- * `POST /tasks/review/` (SPEC §4): an AI review of an existing pull request of one of the
- * caller's GitHub workspaces, optionally posted back as a pull-request review. No task is
- * created; the only URLs fetched are the GitHub API's, for a repository the account owns.
+ * `POST /tasks/review/` (docs/api.md, "POST /tasks/review/"): an AI review of an existing pull
+ * request of one of the caller's GitHub workspaces, optionally posted back as a pull-request
+ * review. No task is created; the only URLs fetched are the GitHub API's, for a repository the
+ * account owns.
  */
 
 export interface PrReviewDeps {

@@ -18,11 +18,12 @@ import { listSkills } from "./skills.js";
 import { createTasks, type TaskDeps } from "./tasks.js";
 
 /*
- * The spec planner (SPEC §6): `POST /prism/parse` asks the model for a task graph with
- * `submit_tasks` (SPEC §12) and checks it; `POST /prism/queue` checks a graph and creates its
- * tasks at once. The graph rules are the same for both: ids unique, dependencies only on
- * listed ids, no cycle. Running the graph is the intake's job (pipeline/intake.ts): a task
- * starts when every task it depends on is DONE and fails when one of them fails.
+ * The spec planner (docs/api.md, "Spec planner"): `POST /prism/parse` asks the model for a task
+ * graph with `submit_tasks` (docs/architecture.md, "Model tool protocol") and checks it;
+ * `POST /prism/queue` checks a graph and creates its tasks at once. The graph rules are the
+ * same for both: ids unique, dependencies only on listed ids, no cycle. Running the graph is
+ * the intake's job (pipeline/intake.ts): a task starts when every task it depends on is DONE
+ * and fails when one of them fails.
  */
 
 /** A planned task item of the interface. */
@@ -93,8 +94,9 @@ export interface ItemProblem {
 type GraphItem = Pick<PlannedTask, "id" | "depends_on">;
 
 /**
- * The graph rules of SPEC §6: unique ids, dependencies only on listed ids, no cycle (one
- * cycle is named, as `1 -> 3 -> 1` where `->` reads "depends on"). Empty when the graph is valid.
+ * The graph rules (docs/api.md, "Spec planner"): unique ids, dependencies only on listed ids,
+ * no cycle (one cycle is named, as `1 -> 3 -> 1` where `->` reads "depends on"). Empty when the
+ * graph is valid.
  */
 export function taskGraphProblems(items: readonly GraphItem[]): ItemProblem[] {
   const problems: ItemProblem[] = [];
@@ -241,7 +243,10 @@ function skillProblems(items: readonly PlannedTask[], known: ReadonlySet<string>
   );
 }
 
-/** `submit_tasks` of SPEC §12; its arguments are refused with the graph and skill problems. */
+/**
+ * `submit_tasks` (docs/architecture.md, "Model tool protocol"); its arguments are refused with
+ * the graph and skill problems.
+ */
 function submitTasksTool(known: ReadonlySet<string>): ToolSpec<{ tasks: PlannedTask[] }> {
   return {
     name: "submit_tasks",

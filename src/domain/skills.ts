@@ -5,10 +5,10 @@ import { errors } from "../errors.js";
 import { newId } from "../util/ids.js";
 
 /*
- * Skills: named instruction additions attached to a task (SPEC §6). Built-ins live in code
- * and are the same for every account; an account's own skills are documents whose `_id` is
- * `${account}:${name}`, so a duplicate name is a duplicate-key error (409), atomic on every
- * MongoDB-compatible server. The marketplace (release 1.2.0, an extension here) lists the
+ * Skills: named instruction additions attached to a task (docs/api.md, "Skills"). Built-ins
+ * live in code and are the same for every account; an account's own skills are documents whose
+ * `_id` is `${account}:${name}`, so a duplicate name is a duplicate-key error (409), atomic on
+ * every MongoDB-compatible server. The marketplace (release 1.2.0, an extension here) lists the
  * skills their owners published; installing one copies it into the installer's account.
  */
 

@@ -4,11 +4,12 @@ import { redactDeep } from "../util/redact.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
 
 /*
- * The per-task event log of SPEC §5. Every event is stored before anyone sees it, with a
- * sequence number that rises by one per task. Taking a sequence number is a unique `_id`
- * insert (`${task}:${seq}`), atomic on FerretDB and MongoDB alike, so two writers can never
- * share a number and a number is never skipped. Sequence 1 is the task's creation (phase
- * QUEUED), read from the task document itself so creating a task is one write.
+ * The per-task event log (docs/api.md, "WebSocket /tasks/{id}/ws"; docs/architecture.md,
+ * "Task events"). Every event is stored before anyone sees it, with a sequence number that
+ * rises by one per task. Taking a sequence number is a unique `_id` insert (`${task}:${seq}`),
+ * atomic on FerretDB and MongoDB alike, so two writers can never share a number and a number
+ * is never skipped. Sequence 1 is the task's creation (phase QUEUED), read from the task
+ * document itself so creating a task is one write.
  */
 
 export type TaskEventPayload =

@@ -14,8 +14,8 @@ import { isDuplicateKey } from "../util/duplicate-key.js";
 import { recordTaskEnded } from "../metrics/index.js";
 
 /*
- * Tasks (SPEC §4): creation, reading, the two gates and cancellation. The pipeline moves a
- * task between phases; everything that ends a task goes through `endTask`, whose unique
+ * Tasks (docs/api.md, "Tasks"): creation, reading, the two gates and cancellation. The pipeline
+ * moves a task between phases; everything that ends a task goes through `endTask`, whose unique
  * marker makes the first ending win (a cancel racing a failure, two rejects at once).
  */
 
@@ -256,7 +256,7 @@ export interface BatchTaskInput extends CreateTaskInput {
 }
 
 /**
- * Creates several tasks at once, all or nothing (SPEC §2, `POST /prism/queue`): repositories
+ * Creates several tasks at once, all or nothing (docs/api.md, "POST /prism/queue"): repositories
  * are resolved first, one quota claim covers every task, and when the insert fails the tasks
  * it wrote are removed and the claim released. Skill and agent names are the caller's to check.
  */
@@ -517,7 +517,7 @@ async function rememberRejection(
   await remember(models, memoryScopeOf(task), task._id, [{ kind: "rejection", text }]);
 }
 
-/** Stops a task at any non-terminal point (extension of SPEC §4). */
+/** Stops a task at any non-terminal point (docs/api.md, "POST /tasks/{id}/cancel (extension)"). */
 export async function cancelTask(
   deps: TaskDeps,
   accountId: string,

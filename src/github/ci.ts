@@ -21,11 +21,12 @@ import {
 } from "./threads.js";
 
 /*
- * CI failures (issue #5, SPEC §7/§9): a failed check run, check suite or workflow run starts
- * a fix task for the failing branch when the repository asks for it (`ci_failure:` in its
- * config file on the default branch) or a `ci_failure` automation matches. Guards: one fix
- * task per head commit; the service's own fix branches get one fix attempt at most; nothing
- * when the default branch fails the same check (the thread is told instead).
+ * CI failures (issue #5; docs/api.md, "CI failures" under "The GitHub App" and under
+ * "Automations"): a failed check run, check suite or workflow run starts a fix task for the
+ * failing branch when the repository asks for it (`ci_failure:` in its config file on the
+ * default branch) or a `ci_failure` automation matches. Guards: one fix task per head commit;
+ * the service's own fix branches get one fix attempt at most; nothing when the default branch
+ * fails the same check (the thread is told instead).
  */
 
 const FAILING = new Set(["failure", "timed_out", "startup_failure"]);

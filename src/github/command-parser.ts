@@ -1,7 +1,8 @@
 /*
- * Comment commands (SPEC §9): `/task <text>`, `/agent <name> [text]`, `/review`, `/approve`,
- * `/reject`, `/approve-diff`, `/reject-diff`, `/status`, `/help`, also addressed as
- * `@<app-slug> <command> ...`. A command starts a line outside quotes and code blocks.
+ * Comment commands (docs/api.md, "Comment commands"): `/task <text>`, `/agent <name> [text]`,
+ * `/review`, `/approve`, `/reject`, `/approve-diff`, `/reject-diff`, `/status`, `/help`, also
+ * addressed as `@<app-slug> <command> ...`. A command starts a line outside quotes and code
+ * blocks.
  */
 
 export const COMMAND_NAMES = [

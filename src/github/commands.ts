@@ -23,11 +23,11 @@ import {
 } from "./threads.js";
 
 /*
- * Comment commands (SPEC §9). The webhook handler only recognises a command and queues an
- * acknowledgement job; that job checks the author's write access through the API, reacts
- * with 👀 and only then queues the command job, which does the work through the same domain
- * functions as the API. Acknowledging is its own job kind with its own concurrency, so a
- * burst of commands is acknowledged within seconds instead of each reaction waiting behind
+ * Comment commands (docs/api.md, "Comment commands"). The webhook handler only recognises a
+ * command and queues an acknowledgement job; that job checks the author's write access through
+ * the API, reacts with 👀 and only then queues the command job, which does the work through the
+ * same domain functions as the API. Acknowledging is its own job kind with its own concurrency,
+ * so a burst of commands is acknowledged within seconds instead of each reaction waiting behind
  * the work of the commands before it (and behind their writes in Probot's per-installation
  * write throttle: the reactions enter it first).
  */

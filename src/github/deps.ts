@@ -9,7 +9,8 @@ import type { GithubClient } from "../github-api/client.js";
 
 /**
  * What the GitHub App's event handlers need. Handlers are thin: they check who is asking,
- * record what GitHub told them, and call the same domain functions as the API (SPEC §9).
+ * record what GitHub told them, and call the same domain functions as the API (docs/api.md,
+ * "The GitHub App").
  */
 export interface GithubHandlerDeps {
   config: Config;

@@ -15,7 +15,10 @@ const GROUPS: HandlerGroup[] = [
   outcomeHandlers,
 ];
 
-/** Registers the App's event handlers (SPEC §9) on the Probot instance. */
+/**
+ * Registers the App's event handlers (docs/api.md, "Events the App handles") on the Probot
+ * instance.
+ */
 export function registerHandlers(probot: Probot, deps: GithubHandlerDeps): void {
   for (const group of GROUPS) group(probot, deps);
 }

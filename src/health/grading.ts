@@ -1,7 +1,7 @@
 /*
- * The overall score and grade of a health report (SPEC §8). The weights say how much each
- * metric counts; metrics without a score (null) are left out and the weights of the others
- * are renormalised to sum to 1, so an unavailable metric neither helps nor hurts.
+ * The overall score and grade of a health report (docs/api.md, "The report"). The weights say
+ * how much each metric counts; metrics without a score (null) are left out and the weights of
+ * the others are renormalised to sum to 1, so an unavailable metric neither helps nor hurts.
  */
 import { METRIC_NAMES, type MetricName, type Metrics } from "./types.js";
 
@@ -15,7 +15,7 @@ export const METRIC_WEIGHTS: Readonly<Record<MetricName, number>> = {
   dependency_freshness: 10,
 };
 
-/** SPEC §8's grade table: the lowest score of each grade, best first. */
+/** The grade table of docs/api.md, "The report": the lowest score of each grade, best first. */
 export const GRADE_TABLE: ReadonlyArray<readonly [grade: string, min: number]> = [
   ["A+", 97],
   ["A", 93],

@@ -1,8 +1,8 @@
 /*
- * The health scan of one working copy: reads the files once, measures the six metrics of
- * SPEC §8 (coverage runs the repository's tests through the sandbox; freshness, advisories
- * and CI ask registries and GitHub over HTTP, bounded), and weighs them into a score and a
- * grade. The caller clones and removes the working copy.
+ * The health scan of one working copy: reads the files once, measures the six metrics
+ * (docs/api.md, "The report"; coverage runs the repository's tests through the sandbox;
+ * freshness, advisories and CI ask registries and GitHub over HTTP, bounded), and weighs them
+ * into a score and a grade. The caller clones and removes the working copy.
  */
 import { measureCiPassRate, type CiSource } from "./ci.js";
 import { measureCoverage } from "./coverage.js";

@@ -1,7 +1,7 @@
 /*
- * The shapes of a health report's metrics (SPEC §8). Every metric says whether its figure
- * was measured (`measured: true`) or only estimated / unavailable (`measured: false`, with
- * the reason in `details.reason`).
+ * The shapes of a health report's metrics (docs/api.md, "The report"). Every metric says
+ * whether its figure was measured (`measured: true`) or only estimated / unavailable
+ * (`measured: false`, with the reason in `details.reason`).
  */
 
 export const METRIC_NAMES = [

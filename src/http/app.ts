@@ -162,7 +162,7 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
 
   app.use(router.routes());
   // Without `throw`, the router sets 405/501 and the Allow header; the error middleware
-  // then renders the SPEC §1 body for it.
+  // then renders the error body for it (docs/api.md, "Errors").
   app.use(router.allowedMethods());
   return app;
 }

@@ -9,9 +9,10 @@ import type { Logger } from "../util/logger.js";
 import type { TaskStreams } from "./ws.js";
 
 /*
- * /tasks/{id}/ws (SPEC §5): replay, then live events, each message `{event_type, ...payload,
- * seq, ts}`; closed with 1000 after `done` or `error`. Sockets are pinged, slow readers are
- * closed, and a socket whose key is revoked is closed (1008) within KEY_CHECK_MS.
+ * /tasks/{id}/ws (docs/api.md, "WebSocket /tasks/{id}/ws"): replay, then live events, each
+ * message `{event_type, ...payload, seq, ts}`; closed with 1000 after `done` or `error`.
+ * Sockets are pinged, slow readers are closed, and a socket whose key is revoked is closed
+ * (1008) within KEY_CHECK_MS.
  *
  * Slow readers: all sockets of the process together may hold `bufferBudgetBytes` unsent
  * (WS_BUFFER_BUDGET_KB). Each open socket gets an equal share of it (at least MIN_SHARE, at

@@ -50,7 +50,8 @@ function presentedKey(req: IncomingMessage): {
 
 /**
  * Handles HTTP upgrades on the API's own server: authentication and the task check happen
- * before the handshake, so a bad key is a 401 and a foreign task a 404 (SPEC §5).
+ * before the handshake, so a bad key is a 401 and a foreign task a 404 (docs/api.md,
+ * "WebSocket /tasks/{id}/ws").
  */
 export function createUpgradeHandler(deps: {
   models: Models;

@@ -22,12 +22,12 @@ import { redactText } from "../util/redact.js";
 import type { JobKind, Scheduler } from "../queue/scheduler.js";
 
 /*
- * The health-scan job (SPEC §8): a fresh shallow clone under DATA_DIR/health, the metrics,
- * the report, the clone removed. What keeps a report from staying `pending`/`running`:
- * a lease per run (a unique insert, kept alive by a heartbeat that also touches Agenda's
- * lock), so a run whose worker died is taken over after the lock lifetime, at most
- * MAX_ATTEMPTS times; HEALTH_SCAN_TIMEOUT_S bounds a run; and the sweep job fails what
- * no worker finishes (domain/health-reports.ts sweepHealthReports).
+ * The health-scan job (docs/api.md, "How scans run"): a fresh shallow clone under
+ * DATA_DIR/health, the metrics, the report, the clone removed. What keeps a report from staying
+ * `pending`/`running`: a lease per run (a unique insert, kept alive by a heartbeat that also
+ * touches Agenda's lock), so a run whose worker died is taken over after the lock lifetime, at
+ * most MAX_ATTEMPTS times; HEALTH_SCAN_TIMEOUT_S bounds a run; and the sweep job fails what no
+ * worker finishes (domain/health-reports.ts sweepHealthReports).
  */
 
 const scanSchema = z.strictObject({ report_id: z.string().min(1).max(100) });

@@ -8,7 +8,7 @@ import type { ModelProvider } from "./types.js";
 
 export { LlmNotConfiguredError } from "./errors.js";
 
-/** How to reach the model, as assembled from the configuration (SPEC §11). */
+/** How to reach the model, as assembled from the configuration (README.md, "Configuration"). */
 export interface ModelSettings {
   provider: ModelProvider;
   /** Required for openai-compatible; for anthropic/openai it points at a proxy. */
@@ -59,7 +59,10 @@ export interface ReadyModelClient {
   readonly model: SdkLanguageModel;
 }
 
-/** Stands in when no model is configured, so the service still starts (SPEC §11). */
+/**
+ * Stands in when no model is configured, so the service still starts (docs/operations.md,
+ * "Workers, tasks and crashes").
+ */
 export interface MissingModelClient {
   readonly configured: false;
   /** Why nothing is usable: the message of the LlmNotConfiguredError thrown on use. */

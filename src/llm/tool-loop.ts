@@ -28,9 +28,9 @@ import { requireModel, type ModelClient, type ReadyModelClient } from "./provide
 import type { ExecutableTool, PricedUsage, ToolSpec, Usage } from "./types.js";
 
 /*
- * The one way the pipeline talks to a model (SPEC §12). Every step is a single model call;
- * the AI SDK never executes a tool itself (no `execute` is handed to it), so budget,
- * cancellation and the step count stay here.
+ * The one way the pipeline talks to a model (docs/architecture.md, "Model tool protocol").
+ * Every step is a single model call; the AI SDK never executes a tool itself (no `execute` is
+ * handed to it), so budget, cancellation and the step count stay here.
  */
 
 export interface ToolLoopOptions<F = unknown> {

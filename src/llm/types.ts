@@ -1,8 +1,9 @@
 import type { ZodType } from "zod";
 
 /*
- * The model tool protocol (SPEC §12) as the pipeline sees it. Providers differ in wire format
- * (OpenAI and Anthropic tool calling); everything above src/llm speaks only these types.
+ * The model tool protocol (docs/architecture.md, "Model tool protocol") as the pipeline sees
+ * it. Providers differ in wire format (OpenAI and Anthropic tool calling); everything above
+ * src/llm speaks only these types.
  */
 
 /** A tool the model may call: its contract name, what it does, and its argument schema. */
@@ -36,5 +37,8 @@ export interface PricedUsage extends Usage {
   priced: boolean;
 }
 
-/** The model API families the service can talk to (SPEC §11 `LLM_PROVIDER`). */
+/**
+ * The model API families the service can talk to (`LLM_PROVIDER` in README.md,
+ * "Configuration").
+ */
 export type ModelProvider = "anthropic" | "openai" | "openai-compatible";

@@ -16,12 +16,12 @@ import type { Logger } from "../util/logger.js";
  * workers polling at once start each task once. A worker in the creating process is kicked
  * at once; others see the queued-tasks marker change within TASK_POLL_MS and scan then.
  *
- * Dependencies (spec planner, SPEC §6): the intake remembers which unfinished tasks the
- * waiting tasks depend on, and every poll asks (one `_id` lookup) whether one of them has
- * ended; if so it scans. A dependent therefore starts, or fails, within TASK_POLL_MS of its
- * dependency ending, in whichever process that ended, with nothing to signal. Failing a
- * dependent makes the scan run again, so the failure reaches dependents of dependents
- * (transitively) in the same pass.
+ * Dependencies (spec planner; docs/api.md, "POST /prism/queue"): the intake remembers which
+ * unfinished tasks the waiting tasks depend on, and every poll asks (one `_id` lookup) whether
+ * one of them has ended; if so it scans. A dependent therefore starts, or fails, within
+ * TASK_POLL_MS of its dependency ending, in whichever process that ended, with nothing to
+ * signal. Failing a dependent makes the scan run again, so the failure reaches dependents of
+ * dependents (transitively) in the same pass.
  */
 
 const QUEUED_MARKER = "tasks-queued";

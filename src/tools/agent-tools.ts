@@ -3,9 +3,9 @@ import type { ExecutableTool, ToolSpec } from "../llm/types.js";
 import { describeResult, runSandboxed } from "../util/sandbox.js";
 
 /*
- * The implementing and fixing tools beyond reading and writing files (SPEC §12):
- * `run_command` (same sandbox and limits as verification), `finish`, and an extra
- * `remember` for conventions worth keeping in the repository's memory.
+ * The implementing and fixing tools beyond reading and writing files (docs/architecture.md,
+ * "Model tool protocol"): `run_command` (same sandbox and limits as verification), `finish`,
+ * and an extra `remember` for conventions worth keeping in the repository's memory.
  */
 
 /** Output of one run_command shown to the model, at most (head and tail are kept). */

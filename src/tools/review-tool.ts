@@ -2,8 +2,9 @@ import { z } from "zod";
 import type { ToolSpec } from "../llm/types.js";
 
 /*
- * `submit_review` of SPEC §12: how the model answers in REVIEWING and in
- * `POST /tasks/review/`. The stored review and the API's answer have this shape.
+ * `submit_review` (docs/architecture.md, "Model tool protocol"): how the model answers in
+ * REVIEWING and in `POST /tasks/review/`. The stored review and the API's answer have this
+ * shape.
  */
 
 export const REVIEW_VERDICTS = ["approve", "comment", "request_changes"] as const;

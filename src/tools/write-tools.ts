@@ -1,9 +1,10 @@
 /*
  * The tools a model uses to change a working copy: write_file, edit_file and delete_file
- * (SPEC §12). Every path is confined by resolveInside; on top of that a write never goes
- * through a symbolic link, never touches files that may hold credentials, and, for a
- * parallel worker, only touches the files of its part of the plan. Mistakes the model can
- * fix come back as text starting with "Error: "; only unexpected failures throw.
+ * (docs/architecture.md, "Model tool protocol"). Every path is confined by resolveInside; on
+ * top of that a write never goes through a symbolic link, never touches files that may hold
+ * credentials, and, for a parallel worker, only touches the files of its part of the plan.
+ * Mistakes the model can fix come back as text starting with "Error: "; only unexpected
+ * failures throw.
  */
 import { randomBytes } from "node:crypto";
 import { chmod, lstat, mkdir, realpath, rename, unlink, writeFile } from "node:fs/promises";

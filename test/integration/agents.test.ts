@@ -11,10 +11,10 @@ import { startTestServer, type TestServer } from "../helpers/server.js";
 import { openTaskStream } from "../helpers/ws.js";
 
 /*
- * The built-in agents (SPEC §6): the catalogue of twenty in exactly seven categories, the
- * category filter, the single view with its template, and runs that create tasks and claim
- * quota. The last part runs a task on a real repository with the fake model and checks that
- * the agent's template and the account's own skill reach the planning prompts.
+ * The built-in agents (docs/api.md, "Agents"): the catalogue of twenty in exactly seven
+ * categories, the category filter, the single view with its template, and runs that create
+ * tasks and claim quota. The last part runs a task on a real repository with the fake model and
+ * checks that the agent's template and the account's own skill reach the planning prompts.
  */
 
 const CATEGORIES = [

@@ -7,7 +7,7 @@ import { startTestServer, testDatabaseUri, type TestServer } from "../helpers/se
 /**
  * The HTTP conventions of docs/api.md: Idempotency-Key, Location, paging by cursor, the
  * RateLimit headers and limits shared by processes, X-Forwarded-For behind TRUST_PROXY hops,
- * GET /keys, and SPEC §1 error bodies for everything the parsers refuse.
+ * GET /keys, and error bodies (docs/api.md, "Errors") for everything the parsers refuse.
  */
 let server: TestServer;
 

@@ -17,7 +17,7 @@ const errorShape = (code: string) => ({
   error: expect.objectContaining({ code, message: expect.any(String) }),
 });
 
-describe("error bodies and statuses (SPEC §1)", () => {
+describe("error bodies and statuses (docs/api.md, Errors)", () => {
   it("400 invalid_json for a malformed body", async () => {
     const res = await server.api("POST", "/workspaces", {
       key,

@@ -912,7 +912,7 @@ describe("default branches", () => {
 });
 
 describe("app.yml", () => {
-  it("subscribes to the events of SPEC §9 and asks for exactly the permissions used", async () => {
+  it("subscribes to the events the App handles (docs/api.md) and asks for exactly the permissions used", async () => {
     const manifest = parseYaml(
       await readFile(new URL("../../app.yml", import.meta.url), "utf8"),
     ) as Record<string, unknown>;

@@ -11,8 +11,8 @@ import { startTestServer, type TestServer } from "../helpers/server.js";
 import { openTaskStream } from "../helpers/ws.js";
 
 /*
- * Skills (SPEC §6): built-ins and the account's own, the naming rules, the single view and
- * the list, deletion, account isolation, tasks that name an own skill; and the skill
+ * Skills (docs/api.md, "Skills"): built-ins and the account's own, the naming rules, the single
+ * view and the list, deletion, account isolation, tasks that name an own skill; and the skill
  * marketplace (release 1.2.0, an extension): publish, browse, install a copy, unpublish.
  */
 

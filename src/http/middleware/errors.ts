@@ -37,8 +37,9 @@ export function toAppError(error: unknown): AppError {
 }
 
 /**
- * The error middleware: every error status answers with the SPEC §1 body, never a stack
- * trace or a secret. Routes that match nothing answer 404 `not_found` in the same format.
+ * The error middleware: every error status answers with the one error body (docs/api.md,
+ * "Errors"), never a stack trace or a secret. Routes that match nothing answer 404 `not_found`
+ * in the same format.
  */
 export function errorHandler(logger: Logger) {
   return async function handleErrors(ctx: AppContext, next: Next): Promise<void> {

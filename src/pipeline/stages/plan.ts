@@ -20,7 +20,7 @@ const relativePath = z
     message: "must be a path relative to the repository root, without '..'",
   });
 
-/** `submit_plan` of SPEC §12. */
+/** `submit_plan` (docs/architecture.md, "Model tool protocol"). */
 export const submitPlanTool: ToolSpec<{
   summary: string;
   steps: Array<{ title: string; description: string; files: string[] }>;

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { pageFields } from "../../paging.js";
 import { opaqueId, timestamp } from "../../schemas.js";
 
-/** A skill's handle (SPEC §6): kebab-case, 1..64 characters. */
+/** A skill's handle (docs/api.md, "POST /skills"): kebab-case, 1..64 characters. */
 export const skillName = z
   .string()
   .min(1)

@@ -49,7 +49,7 @@ module.exports = {
       severity: "error",
       comment: "The parts below the domain know nothing of the domain, the pipeline or the doors.",
       from: {
-        path: "^src/(db|llm|indexer|verify|health|tools|queue|github-api|metrics|util|config)/",
+        path: "^src/(db|llm|indexer|verify|health|ecosystems|tools|queue|github-api|metrics|util|config)/",
       },
       to: { path: `^src/(domain|pipeline|${DOORS.join("|")})/|^src/(service|main)\\.ts$` },
     },

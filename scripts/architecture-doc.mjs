@@ -17,7 +17,18 @@ const LAYERS = [
   ["domain", ["domain"]],
   [
     "parts",
-    ["tools", "indexer", "verify", "health", "llm", "github-api", "queue", "db", "metrics"],
+    [
+      "tools",
+      "indexer",
+      "verify",
+      "health",
+      "ecosystems",
+      "llm",
+      "github-api",
+      "queue",
+      "db",
+      "metrics",
+    ],
   ],
   ["base", ["util", "config", "errors.ts"]],
 ];

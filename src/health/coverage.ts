@@ -23,6 +23,7 @@ import { readFile, rm, stat } from "node:fs/promises";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { describeResult, runSandboxed, type SandboxResult } from "../util/sandbox.js";
+import { findLockfile, INSTALL, UNLOCKED_INSTALL } from "../ecosystems/javascript.js";
 import { isTestPath, languageOf, type RepoFiles, type ScanFile } from "./files.js";
 import { clampScore, type MetricResult } from "./types.js";
 
@@ -266,15 +267,6 @@ function timedOutAttempt(result: SandboxResult, command: string, notes: string[]
   };
 }
 
-const LOCKFILES: ReadonlyArray<readonly [string, string]> = [
-  ["pnpm-lock.yaml", "pnpm install --frozen-lockfile"],
-  ["yarn.lock", "yarn install --frozen-lockfile"],
-  ["bun.lockb", "bun install --frozen-lockfile"],
-  ["bun.lock", "bun install --frozen-lockfile"],
-  ["package-lock.json", "npm ci --no-audit --no-fund"],
-  ["npm-shrinkwrap.json", "npm ci --no-audit --no-fund"],
-];
-
 function nonEmpty(value: unknown): boolean {
   return typeof value === "object" && value !== null && Object.keys(value).length > 0;
 }
@@ -333,13 +325,8 @@ async function javascriptAttempt(
   const root = options.root;
   const declares = nonEmpty(pkg.dependencies) || nonEmpty(pkg.devDependencies);
   if (declares && !(await exists(path.join(root, "node_modules")))) {
-    let install: string | undefined;
-    for (const [lockfile, command] of LOCKFILES)
-      if (await exists(path.join(root, lockfile))) {
-        install = command;
-        break;
-      }
-    install ??= "npm install --no-audit --no-fund";
+    const locked = await findLockfile(root);
+    const install = locked ? INSTALL[locked.manager].command : UNLOCKED_INSTALL;
     const result = await run(install, options, budget);
     if (!result) return { ok: false, reason: outOfTime(budget), command: install, notes };
     if (!result.ok)

@@ -8,6 +8,7 @@ import path from "node:path";
 import { parse } from "yaml";
 import { z } from "zod";
 import { StageError } from "../util/stage-error.js";
+import { findLockfile, INSTALL, type PackageManager } from "../ecosystems/javascript.js";
 
 export interface Check {
   name: string;
@@ -147,25 +148,6 @@ function parseConfig(file: string, text: string): ConfigLists {
 
 // --- ecosystem detection ------------------------------------------------------------------
 
-type PackageManager = "npm" | "pnpm" | "yarn" | "bun";
-
-/* In precedence order: a stray package-lock.json next to pnpm-lock.yaml is the usual leftover. */
-const LOCKFILES: ReadonlyArray<readonly [string, PackageManager]> = [
-  ["pnpm-lock.yaml", "pnpm"],
-  ["yarn.lock", "yarn"],
-  ["bun.lockb", "bun"],
-  ["bun.lock", "bun"],
-  ["package-lock.json", "npm"],
-  ["npm-shrinkwrap.json", "npm"],
-];
-
-const INSTALL: Record<PackageManager, { command: string; short: string }> = {
-  npm: { command: "npm ci --no-audit --no-fund", short: "npm ci" },
-  pnpm: { command: "pnpm install --frozen-lockfile", short: "pnpm install" },
-  yarn: { command: "yarn install --frozen-lockfile", short: "yarn install" },
-  bun: { command: "bun install --frozen-lockfile", short: "bun install" },
-};
-
 /** Script names, in run order: the fast static checks first, the slow tests last. */
 const SCRIPT_GROUPS: readonly (readonly string[])[] = [
   ["typecheck", "type-check", "tsc"],
@@ -213,15 +195,9 @@ async function detectPackageJson(workdir: string, notes: string[]): Promise<Foun
   }
   const manifest = pkg as Record<string, unknown>;
 
-  let lockfile: string | undefined;
-  let manager: PackageManager = "npm";
-  for (const [name, owner] of LOCKFILES) {
-    if (await isFile(workdir, name)) {
-      lockfile = name;
-      manager = owner;
-      break;
-    }
-  }
+  const locked = await findLockfile(workdir);
+  const lockfile = locked?.lockfile;
+  const manager: PackageManager = locked?.manager ?? "npm";
 
   const scripts = manifest.scripts;
   const checks: Check[] = [];

@@ -4,6 +4,7 @@ import type { Models } from "../db/models.js";
 import { errors } from "../errors.js";
 import { countWebhook } from "../metrics/index.js";
 import type { Logger } from "../util/logger.js";
+import type { GithubReceiver } from "../github-api/receiver.js";
 import { inDelivery } from "./delivery.js";
 import { payloadProblems } from "./payloads.js";
 
@@ -12,15 +13,6 @@ import { payloadProblems } from "./payloads.js";
  * event to Probot, whose handlers only enqueue work. A delivery seen before acts on nothing
  * and is answered `duplicate` (unique inserts decide, across processes: github/delivery.ts).
  */
-/** What the HTTP door calls with a delivery (http/types.ts declares the same shape). */
-export interface GithubReceiver {
-  receive(delivery: {
-    id: string;
-    name: string;
-    signature: string;
-    rawBody: string;
-  }): Promise<"accepted" | "duplicate">;
-}
 
 export function createGithubReceiver(deps: {
   probot: Probot;

@@ -11,6 +11,9 @@ import type { Principal } from "../domain/keys.js";
 import type { TaskDeps } from "../domain/tasks.js";
 import type { Logger } from "../util/logger.js";
 import type { RateLimiterAbstract } from "rate-limiter-flexible";
+import type { GithubReceiver } from "../github-api/receiver.js";
+
+export type { GithubReceiver };
 
 /** What the HTTP door needs from the rest of the process. */
 export interface HttpDeps {
@@ -46,15 +49,6 @@ export interface VendorDoor {
     endpoint: string,
     request: { rawBody: string; signature: string; timestamp: string; contentType: string },
   ): Promise<{ status: number; body: unknown }>;
-}
-
-export interface GithubReceiver {
-  receive(delivery: {
-    id: string;
-    name: string;
-    signature: string;
-    rawBody: string;
-  }): Promise<"accepted" | "duplicate">;
 }
 
 export interface AppState {

@@ -1,5 +1,5 @@
 import { mkdir, rm } from "node:fs/promises";
-import { acquireLease, beatLease, releaseLease } from "../queue/lease.js";
+import { runLeased } from "../queue/lease.js";
 import path from "node:path";
 import { z } from "zod";
 import type { Config } from "../config/env.js";
@@ -132,117 +132,111 @@ export function createHealthScanJob(deps: HealthJobDeps): JobKind<HealthScanJob>
       _id: data.report_id as never,
     })) as HealthReportRecord | null;
     if (!report || report.status === "completed" || report.status === "failed") return;
-    const lease = await acquireLease(models, {
-      prefix: `health-lease:${report._id}`,
-      scope: "health-lease",
-      ttlMs,
-      maxAttempts: MAX_ATTEMPTS,
-    });
-    if (lease === "busy") return;
-    if (lease === "exhausted") {
+    const result = await runLeased(
+      models,
+      {
+        prefix: `health-lease:${report._id}`,
+        scope: "health-lease",
+        ttlMs,
+        maxAttempts: MAX_ATTEMPTS,
+        beat: async () => {
+          await models.HealthReport.collection.updateOne(
+            { _id: report._id as never, status: "running" },
+            { $set: { heartbeat_at: new Date() } },
+          );
+          await touch();
+        },
+        onBeatError: (error) => logger.warn({ err: error }, "heartbeat failed"),
+        timeout: { ms: config.health.scanTimeoutMs, reason: "the scan timed out" },
+      },
+      async (run) => {
+        const now = new Date();
+        await models.HealthReport.collection.updateOne(
+          { _id: report._id as never, status: { $in: ["pending", "running"] } },
+          {
+            $set: {
+              status: "running",
+              started_at: report.started_at ?? now,
+              heartbeat_at: now,
+              attempts: run.lease.attempt + 1,
+              updated_at: now,
+            },
+          },
+        );
+        const workdir = path.join(config.dataDir, "health", `${report._id}-${run.lease.attempt}`);
+        let commit: string | null = null;
+        const started = performance.now();
+        try {
+          const source = await cloneSource(report);
+          // A clone left by an earlier run whose worker died on this machine goes too.
+          for (let attempt = 0; attempt <= run.lease.attempt; attempt++)
+            await rm(path.join(config.dataDir, "health", `${report._id}-${attempt}`), {
+              recursive: true,
+              force: true,
+            });
+          await mkdir(path.dirname(workdir), { recursive: true });
+          await shallowClone(source.url, source.branch, workdir, {
+            config: source.gitConfig,
+            timeoutMs: config.pipeline.commandTimeoutS * 1000,
+            signal: run.signal,
+          });
+          commit = (await runGit(["rev-parse", "HEAD"], { cwd: workdir })).trim();
+          if (!source.branch) {
+            // No branch known: the clone followed the remote's HEAD; remember what it found.
+            const found = (
+              await runGit(["symbolic-ref", "--short", "HEAD"], { cwd: workdir })
+            ).trim();
+            if (source.ci.kind === "github") source.ci.branch = found;
+            await recordDefaultBranch(models, report.workspace_id, report.repo_id, found).catch(
+              (error: unknown) =>
+                logger.warn({ err: error }, "could not record the default branch"),
+            );
+          }
+          await models.HealthReport.collection.updateOne(
+            { _id: report._id as never },
+            { $set: { commit_sha: commit } },
+          );
+          const result = await scanRepository({
+            root: workdir,
+            coverageTimeoutMs: config.health.coverageTimeoutMs,
+            registry: config.health.registry,
+            ci: source.ci,
+            signal: run.signal,
+          });
+          await finishReport(models, report._id, {
+            status: "completed",
+            commit_sha: commit,
+            score: result.score,
+            grade: result.grade,
+            metrics: result.metrics,
+            weights: result.weights,
+          });
+          logger.info(
+            { score: result.score, ms: Math.round(performance.now() - started) },
+            "health scan finished",
+          );
+        } catch (error) {
+          const message = describeScanFailure(
+            error,
+            run.signal.aborted,
+            config.health.scanTimeoutMs,
+          );
+          logger.warn({ err: error }, "health scan failed");
+          await finishReport(models, report._id, {
+            status: "failed",
+            error: message,
+            commit_sha: commit,
+          });
+        } finally {
+          await rm(workdir, { recursive: true, force: true }).catch(() => undefined);
+        }
+      },
+    );
+    if (result === "exhausted")
       await finishReport(models, report._id, {
         status: "failed",
         error: `The worker running this scan stopped ${MAX_ATTEMPTS} times before finishing it; the workers' logs say why.`,
       });
-      return;
-    }
-    const beat = async () => {
-      const now = new Date();
-      await beatLease(models, lease.id);
-      await models.HealthReport.collection.updateOne(
-        { _id: report._id as never, status: "running" },
-        { $set: { heartbeat_at: now } },
-      );
-      await touch();
-    };
-    const now = new Date();
-    await models.HealthReport.collection.updateOne(
-      { _id: report._id as never, status: { $in: ["pending", "running"] } },
-      {
-        $set: {
-          status: "running",
-          started_at: report.started_at ?? now,
-          heartbeat_at: now,
-          attempts: lease.attempt + 1,
-          updated_at: now,
-        },
-      },
-    );
-    const heartbeat = setInterval(
-      () => void beat().catch((error: unknown) => logger.warn({ err: error }, "heartbeat failed")),
-      Math.max(250, Math.floor(ttlMs / 4)),
-    );
-    heartbeat.unref();
-    const controller = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort(new Error("the scan timed out"));
-    }, config.health.scanTimeoutMs);
-    timer.unref();
-    const workdir = path.join(config.dataDir, "health", `${report._id}-${lease.attempt}`);
-    let commit: string | null = null;
-    const started = performance.now();
-    try {
-      const source = await cloneSource(report);
-      // A clone left by an earlier run whose worker died on this machine goes too.
-      for (let attempt = 0; attempt <= lease.attempt; attempt++)
-        await rm(path.join(config.dataDir, "health", `${report._id}-${attempt}`), {
-          recursive: true,
-          force: true,
-        });
-      await mkdir(path.dirname(workdir), { recursive: true });
-      await shallowClone(source.url, source.branch, workdir, {
-        config: source.gitConfig,
-        timeoutMs: config.pipeline.commandTimeoutS * 1000,
-        signal: controller.signal,
-      });
-      commit = (await runGit(["rev-parse", "HEAD"], { cwd: workdir })).trim();
-      if (!source.branch) {
-        // No branch known: the clone followed the remote's HEAD; remember what it found.
-        const found = (await runGit(["symbolic-ref", "--short", "HEAD"], { cwd: workdir })).trim();
-        if (source.ci.kind === "github") source.ci.branch = found;
-        await recordDefaultBranch(models, report.workspace_id, report.repo_id, found).catch(
-          (error: unknown) => logger.warn({ err: error }, "could not record the default branch"),
-        );
-      }
-      await models.HealthReport.collection.updateOne(
-        { _id: report._id as never },
-        { $set: { commit_sha: commit } },
-      );
-      const result = await scanRepository({
-        root: workdir,
-        coverageTimeoutMs: config.health.coverageTimeoutMs,
-        registry: config.health.registry,
-        ci: source.ci,
-        signal: controller.signal,
-      });
-      await finishReport(models, report._id, {
-        status: "completed",
-        commit_sha: commit,
-        score: result.score,
-        grade: result.grade,
-        metrics: result.metrics,
-        weights: result.weights,
-      });
-      logger.info(
-        { score: result.score, ms: Math.round(performance.now() - started) },
-        "health scan finished",
-      );
-    } catch (error) {
-      const message = describeScanFailure(error, timedOut, config.health.scanTimeoutMs);
-      logger.warn({ err: error }, "health scan failed");
-      await finishReport(models, report._id, {
-        status: "failed",
-        error: message,
-        commit_sha: commit,
-      });
-    } finally {
-      clearInterval(heartbeat);
-      clearTimeout(timer);
-      await releaseLease(models, lease.id).catch(() => undefined);
-      await rm(workdir, { recursive: true, force: true }).catch(() => undefined);
-    }
   }
 
   return {

@@ -1,5 +1,5 @@
 import path from "node:path";
-import { acquireLease, beatLease, releaseLease } from "../queue/lease.js";
+import { runLeased } from "../queue/lease.js";
 import { z } from "zod";
 import type { Config } from "../config/env.js";
 import type { Models, TaskPhase, TaskRecord } from "../db/models.js";
@@ -125,7 +125,7 @@ export function createPipeline(deps: PipelineDeps) {
       hasEnded(models, taskId),
       models.Once.collection.findOne({ _id: doneId as never }),
     ]);
-    let task = found as unknown as TaskRecord | null;
+    const task = found as unknown as TaskRecord | null;
     if (!task) return;
     if (ended) {
       if (!isTerminal(task.status)) await repairEnding(taskDeps, taskId);
@@ -135,105 +135,102 @@ export function createPipeline(deps: PipelineDeps) {
       await applyOutcome(task, done.outcome as StageOutcome);
       return;
     }
-    const lease = await acquireLease(models, {
-      prefix: `lease:${taskId}:${stage.name}`,
-      scope: "lease",
-      ttlMs: config.jobs.lockLifetimeMs,
-      maxAttempts: config.pipeline.stageMaxAttempts,
-      holder,
-    });
-    if (lease === "busy") {
+    const claimed: TaskRecord = task;
+    const result = await runLeased(
+      models,
+      {
+        prefix: `lease:${taskId}:${stage.name}`,
+        scope: "lease",
+        ttlMs: config.jobs.lockLifetimeMs,
+        maxAttempts: config.pipeline.stageMaxAttempts,
+        holder,
+        beat: touch,
+        onBeatError: (error) => logger.warn({ err: error }, "stage heartbeat failed"),
+      },
+      async (run) => {
+        let task = claimed;
+        // A cancel in this process ends the stage at once; one in another process within
+        // ENDED_CHECK_MS (one `_id` lookup each time).
+        const stopLocal = events.onLocal(taskId, (event) => {
+          if (isTerminalEvent(event)) run.abort(new Error("task ended"));
+        });
+        const endedCheck = setInterval(() => {
+          hasEnded(models, taskId).then(
+            (ended) => ended && run.abort(new Error("task ended")),
+            () => undefined,
+          );
+        }, ENDED_CHECK_MS);
+        endedCheck.unref();
+        const started = performance.now();
+        // Set once the stage's outcome is stored: the lease no longer matters (a repeated job
+        // finds the outcome first), and a task going on has not ended.
+        let finished: StageOutcome | undefined;
+        try {
+          if (task.phase !== stage.phase) {
+            const extra = task.started_at ? {} : { started_at: new Date() };
+            // hasEnded was looked up above, before the lease.
+            const moved = await moveTo(taskDeps, taskId, stage.phase, "running", extra, {
+              endChecked: true,
+            });
+            if (!moved) return;
+            task = { ...task, phase: stage.phase, status: "running", ...extra };
+          } else if (run.lease.attempt > 0) {
+            await ensurePhaseEvent(taskId, stage.phase);
+            await events.append(taskId, {
+              event_type: "log",
+              message: `Resuming ${stage.phase} (attempt ${run.lease.attempt + 1}): the worker running it stopped.`,
+            });
+          }
+          task = await withRepo(task);
+          const ctx = createContext(task, run.lease.attempt, run.signal, logger);
+          logger.info({ attempt: run.lease.attempt }, "stage started");
+          const outcome = await stage.run(ctx);
+          if (run.signal.aborted) return;
+          await models.Once.collection.insertOne({
+            _id: doneId as never,
+            scope: "stage-done",
+            outcome,
+            created_at: new Date(),
+          });
+          finished = outcome;
+          run.keep();
+          logger.info({ ms: Math.round(performance.now() - started) }, "stage finished");
+          recordStage(stage.name, "done", started);
+          await applyOutcome(task, outcome);
+        } catch (error) {
+          if (run.signal.aborted || (await hasEnded(models, taskId))) {
+            logger.info("stage stopped: the task ended");
+            return;
+          }
+          logger.warn(
+            { err: error, ms: Math.round(performance.now() - started) },
+            "stage failed; failing the task",
+          );
+          await endTask(taskDeps, taskId, {
+            status: "failed",
+            error: describeFailure(error, stage.phase),
+          });
+          recordStage(stage.name, "failed", started);
+        } finally {
+          clearInterval(endedCheck);
+          stopLocal();
+          if (finished && "end" in finished) forgetTask(taskId);
+          else if (!finished || "wait" in finished) {
+            if (await hasEnded(models, taskId).catch(() => false)) forgetTask(taskId);
+          }
+        }
+      },
+    );
+    if (result === "busy") {
       logger.debug("stage is held by a live worker; leaving it");
       return;
     }
-    if (lease === "exhausted") {
+    if (result === "exhausted") {
       await endTask(taskDeps, taskId, {
         status: "failed",
         error: `The worker running ${stage.phase} stopped before finishing it, ${config.pipeline.stageMaxAttempts === 1 ? "and STAGE_MAX_ATTEMPTS allows one run" : `${config.pipeline.stageMaxAttempts} times (STAGE_MAX_ATTEMPTS)`}; the task was given up. The workers' logs say why they stopped.`,
       });
       return forgetTask(taskId);
-    }
-
-    const controller = new AbortController();
-    const heartbeat = setInterval(
-      () =>
-        void (async () => {
-          await beatLease(models, lease.id);
-          await touch();
-        })().catch((error: unknown) => logger.warn({ err: error }, "stage heartbeat failed")),
-      Math.max(250, Math.floor(config.jobs.lockLifetimeMs / 4)),
-    );
-    heartbeat.unref();
-    // A cancel in this process ends the stage at once; one in another process within
-    // ENDED_CHECK_MS (one `_id` lookup each time).
-    const stopLocal = events.onLocal(taskId, (event) => {
-      if (isTerminalEvent(event)) controller.abort(new Error("task ended"));
-    });
-    const endedCheck = setInterval(() => {
-      hasEnded(models, taskId).then(
-        (ended) => ended && controller.abort(new Error("task ended")),
-        () => undefined,
-      );
-    }, ENDED_CHECK_MS);
-    endedCheck.unref();
-    const started = performance.now();
-    // Set once the stage's outcome is stored: the lease no longer matters (a repeated job
-    // finds the outcome first), and a task going on has not ended.
-    let finished: StageOutcome | undefined;
-    try {
-      if (task.phase !== stage.phase) {
-        const extra = task.started_at ? {} : { started_at: new Date() };
-        // hasEnded was looked up above, before the lease.
-        const moved = await moveTo(taskDeps, taskId, stage.phase, "running", extra, {
-          endChecked: true,
-        });
-        if (!moved) return;
-        task = { ...task, phase: stage.phase, status: "running", ...extra };
-      } else if (lease.attempt > 0) {
-        await ensurePhaseEvent(taskId, stage.phase);
-        await events.append(taskId, {
-          event_type: "log",
-          message: `Resuming ${stage.phase} (attempt ${lease.attempt + 1}): the worker running it stopped.`,
-        });
-      }
-      task = await withRepo(task);
-      const ctx = createContext(task, lease.attempt, controller.signal, logger);
-      logger.info({ attempt: lease.attempt }, "stage started");
-      const outcome = await stage.run(ctx);
-      if (controller.signal.aborted) return;
-      await models.Once.collection.insertOne({
-        _id: doneId as never,
-        scope: "stage-done",
-        outcome,
-        created_at: new Date(),
-      });
-      finished = outcome;
-      logger.info({ ms: Math.round(performance.now() - started) }, "stage finished");
-      recordStage(stage.name, "done", started);
-      await applyOutcome(task, outcome);
-    } catch (error) {
-      if (controller.signal.aborted || (await hasEnded(models, taskId))) {
-        logger.info("stage stopped: the task ended");
-        return;
-      }
-      logger.warn(
-        { err: error, ms: Math.round(performance.now() - started) },
-        "stage failed; failing the task",
-      );
-      await endTask(taskDeps, taskId, {
-        status: "failed",
-        error: describeFailure(error, stage.phase),
-      });
-      recordStage(stage.name, "failed", started);
-    } finally {
-      clearInterval(heartbeat);
-      clearInterval(endedCheck);
-      stopLocal();
-      if (!finished) await releaseLease(models, lease.id).catch(() => undefined);
-      if (finished && "end" in finished) forgetTask(taskId);
-      else if (!finished || "wait" in finished) {
-        if (await hasEnded(models, taskId).catch(() => false)) forgetTask(taskId);
-      }
     }
   }
 

@@ -48,3 +48,69 @@ export async function beatLease(models: Models, leaseId: string): Promise<void> 
 export async function releaseLease(models: Models, leaseId: string): Promise<void> {
   await models.Once.collection.updateOne({ _id: leaseId as never }, { $set: { released: true } });
 }
+
+/** What a leased run's work gets: its attempt, a signal that stops it, and its controls. */
+export interface LeasedRun {
+  lease: { id: string; attempt: number };
+  signal: AbortSignal;
+  /** Stops the work (its signal aborts with `reason`). */
+  abort(reason: Error): void;
+  /** Keeps the lease taken at the end: the work's outcome is stored, nothing runs it again. */
+  keep(): void;
+}
+
+/**
+ * Runs `work` once at a time across processes, taken over when its worker dies: the one
+ * durable-job runner of the pipeline's stages and the health scans. It takes the lease
+ * (`busy` and `exhausted` are answered without running anything), beats it every quarter of
+ * `ttlMs` (with `beat`, e.g. the job's own touch), aborts the work after `timeoutMs`, and
+ * releases the lease when the work stops unless it called `keep()`.
+ */
+export async function runLeased<T>(
+  models: Models,
+  options: {
+    prefix: string;
+    scope: string;
+    ttlMs: number;
+    maxAttempts: number;
+    holder?: string;
+    /** Called at every heartbeat after the lease's own. */
+    beat?: () => Promise<void>;
+    onBeatError(error: unknown): void;
+    timeout?: { ms: number; reason: string };
+  },
+  work: (run: LeasedRun) => Promise<T>,
+): Promise<{ value: T } | "busy" | "exhausted"> {
+  const lease = await acquireLease(models, options);
+  if (lease === "busy" || lease === "exhausted") return lease;
+  const controller = new AbortController();
+  let kept = false;
+  const heartbeat = setInterval(
+    () =>
+      void (async () => {
+        await beatLease(models, lease.id);
+        await options.beat?.();
+      })().catch(options.onBeatError),
+    Math.max(250, Math.floor(options.ttlMs / 4)),
+  );
+  heartbeat.unref();
+  const timer = options.timeout
+    ? setTimeout(() => controller.abort(new Error(options.timeout!.reason)), options.timeout.ms)
+    : undefined;
+  timer?.unref();
+  try {
+    const value = await work({
+      lease,
+      signal: controller.signal,
+      abort: (reason) => controller.abort(reason),
+      keep: () => {
+        kept = true;
+      },
+    });
+    return { value };
+  } finally {
+    clearInterval(heartbeat);
+    if (timer) clearTimeout(timer);
+    if (!kept) await releaseLease(models, lease.id).catch(() => undefined);
+  }
+}

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { pageFields } from "../../paging.js";
 import { HEALTH_REPORT_STATUSES } from "../../../domain/vocabulary.js";
 import { opaqueId, timestamp } from "../../schemas.js";
+import { METRIC_NAMES, type MetricName } from "../../../health/types.js";
 
 /** A repository id, or its `owner/name` URL-encoded (`owner%2Fname`). */
 export const repoPathParams = z.strictObject({
@@ -48,6 +49,12 @@ const metric = z
   })
   .meta({ id: "HealthMetric" });
 
+/* One entry per metric of health/types.ts: a new metric is in the API without an edit here. */
+const metricShape = Object.fromEntries(METRIC_NAMES.map((name) => [name, metric])) as Record<
+  MetricName,
+  typeof metric
+>;
+
 export const healthReport = z
   .object({
     id: z.string(),
@@ -60,17 +67,7 @@ export const healthReport = z
     status: z.enum(HEALTH_REPORT_STATUSES),
     score: z.number().int().min(0).max(100).nullable().describe("null until completed"),
     grade: z.string().nullable().describe("A+ … F; null until completed"),
-    metrics: z
-      .object({
-        test_coverage: metric,
-        tech_debt: metric,
-        security: metric,
-        documentation: metric,
-        dependency_freshness: metric,
-        ci_pass_rate: metric,
-      })
-      .nullable()
-      .describe("null until completed"),
+    metrics: z.object(metricShape).nullable().describe("null until completed"),
     weights: z
       .record(z.string(), z.number())
       .nullable()

@@ -108,37 +108,47 @@ export function findBuiltinSkill(name: string): SkillDefinition | undefined {
 
 export type SkillRecord = SkillDoc & { _id: string; created_at: Date; updated_at: Date };
 
-export interface SkillView {
+/** A skill as lists show it: without its instruction text. */
+export interface SkillSummaryView {
   id: string;
   name: string;
   description: string;
-  system_prompt_addition?: string;
   created_at: string;
   builtin: boolean;
   published: boolean;
   installed_from: string | null;
 }
 
-export interface ListingView {
+/** One skill, with its instruction text. */
+export interface SkillView extends SkillSummaryView {
+  system_prompt_addition: string;
+}
+
+/** A published skill as the marketplace lists it: without its instruction text. */
+export interface ListingSummaryView {
   id: string;
   name: string;
   description: string;
-  system_prompt_addition?: string;
   published_at: string;
   installs: number;
   owned: boolean;
+}
+
+/** One published skill, with its instruction text. */
+export interface ListingView extends ListingSummaryView {
+  system_prompt_addition: string;
 }
 
 function skillKey(accountId: string, name: string): string {
   return `${accountId}:${name}`;
 }
 
-function builtinView(skill: SkillDefinition, full: boolean): SkillView {
+function builtinView(skill: SkillDefinition): SkillView {
   return {
     id: `builtin:${skill.name}`,
     name: skill.name,
     description: skill.description,
-    ...(full ? { system_prompt_addition: skill.system_prompt_addition } : {}),
+    system_prompt_addition: skill.system_prompt_addition,
     created_at: BUILTIN_CREATED_AT,
     builtin: true,
     published: false,
@@ -146,18 +156,24 @@ function builtinView(skill: SkillDefinition, full: boolean): SkillView {
   };
 }
 
-/** An account's skill as the API shows it; lists leave `system_prompt_addition` out. */
-export function toSkillView(doc: SkillRecord, full: boolean): SkillView {
+/** An account's skill as the API shows it. */
+export function toSkillView(doc: SkillRecord): SkillView {
   return {
     id: doc.id,
     name: doc.name,
     description: doc.description,
-    ...(full ? { system_prompt_addition: doc.system_prompt_addition } : {}),
+    system_prompt_addition: doc.system_prompt_addition,
     created_at: new Date(doc.created_at).toISOString(),
     builtin: false,
     published: doc.published ?? false,
     installed_from: doc.installed_from ?? null,
   };
+}
+
+/** A skill as lists show it: `system_prompt_addition` left out. */
+function skillSummary(view: SkillView): SkillSummaryView {
+  const { system_prompt_addition: _addition, ...summary } = view;
+  return summary;
 }
 
 async function findOwnSkill(
@@ -200,15 +216,15 @@ export async function skillForTask(
 }
 
 /** The account's own skills, newest first, then the built-ins a name of theirs does not hide. */
-export async function listSkills(models: Models, accountId: string): Promise<SkillView[]> {
+export async function listSkills(models: Models, accountId: string): Promise<SkillSummaryView[]> {
   const docs = (await models.Skill.collection
     .find({ account_id: accountId })
     .sort({ created_at: -1, _id: -1 })
     .toArray()) as unknown as SkillRecord[];
   const own = new Set(docs.map((d) => d.name));
   return [
-    ...docs.map((d) => toSkillView(d, false)),
-    ...BUILTIN_SKILLS.filter((s) => !own.has(s.name)).map((s) => builtinView(s, false)),
+    ...docs.map((d) => skillSummary(toSkillView(d))),
+    ...BUILTIN_SKILLS.filter((s) => !own.has(s.name)).map((s) => skillSummary(builtinView(s))),
   ];
 }
 
@@ -219,9 +235,9 @@ export async function getSkill(
   name: string,
 ): Promise<SkillView> {
   const own = await findOwnSkill(models, accountId, name);
-  if (own) return toSkillView(own, true);
+  if (own) return toSkillView(own);
   const builtin = findBuiltinSkill(name);
-  if (builtin) return builtinView(builtin, true);
+  if (builtin) return builtinView(builtin);
   throw errors.notFound("skill");
 }
 
@@ -253,7 +269,7 @@ export async function createSkill(
       system_prompt_addition: input.system_prompt_addition,
       installed_from: installedFrom,
     });
-    return toSkillView(doc.toObject() as SkillRecord, true);
+    return toSkillView(doc.toObject() as SkillRecord);
   } catch (error) {
     if (isDuplicateKey(error))
       throw errors.conflict(`This account already has a skill named "${input.name}".`);
@@ -301,19 +317,25 @@ export async function setPublished(
   }
   const now = await findOwnSkill(models, accountId, name);
   if (!now) throw errors.notFound("skill"); // deleted meanwhile
-  return toSkillView(now, true);
+  return toSkillView(now);
 }
 
-function toListingView(doc: SkillRecord, accountId: string, full: boolean): ListingView {
+function toListingView(doc: SkillRecord, accountId: string): ListingView {
   return {
     id: doc.id,
     name: doc.name,
     description: doc.description,
-    ...(full ? { system_prompt_addition: doc.system_prompt_addition } : {}),
+    system_prompt_addition: doc.system_prompt_addition,
     published_at: new Date(doc.published_at ?? doc.created_at).toISOString(),
     installs: doc.install_count ?? 0,
     owned: doc.account_id === accountId,
   };
+}
+
+/** A published skill as the marketplace lists it: `system_prompt_addition` left out. */
+function listingSummary(view: ListingView): ListingSummaryView {
+  const { system_prompt_addition: _addition, ...summary } = view;
+  return summary;
 }
 
 export interface ListingFilter {
@@ -333,7 +355,7 @@ export async function listListings(
   models: Models,
   accountId: string,
   filter: ListingFilter,
-): Promise<ListingView[]> {
+): Promise<ListingSummaryView[]> {
   const and: Record<string, unknown>[] = [{ published: true }];
   if (filter.q) {
     const pattern = { $regex: escapeRegex(filter.q), $options: "i" };
@@ -360,7 +382,7 @@ export async function listListings(
     .sort({ published_at: -1, id: -1 })
     .limit(filter.limit)
     .toArray()) as unknown as SkillRecord[];
-  return docs.map((d) => toListingView(d, accountId, false));
+  return docs.map((d) => listingSummary(toListingView(d, accountId)));
 }
 
 async function findListing(models: Models, listingId: string): Promise<SkillRecord> {
@@ -378,7 +400,7 @@ export async function getListing(
   accountId: string,
   listingId: string,
 ): Promise<ListingView> {
-  return toListingView(await findListing(models, listingId), accountId, true);
+  return toListingView(await findListing(models, listingId), accountId);
 }
 
 /**

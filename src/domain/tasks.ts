@@ -1,7 +1,7 @@
 import { afterFilter, type SortKey } from "./paging.js";
 import { claimOnce } from "../db/once.js";
 import { rm } from "node:fs/promises";
-import type { Models, TaskPhase, TaskRecord, TaskStatus, Tier } from "../db/models.js";
+import type { CheckRecord, Models, TaskPhase, TaskRecord, TaskStatus, Tier } from "../db/models.js";
 import { errors } from "../errors.js";
 import { newId } from "../util/ids.js";
 import { findAgent } from "./agent-catalog.js";
@@ -12,6 +12,7 @@ import { isTerminalEvent, type TaskEventLog } from "./task-events.js";
 import { resolveRepo, type WorkspaceRecord } from "./workspaces.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
 import { recordTaskEnded } from "../metrics/index.js";
+import type { ReviewResult } from "../tools/review-tool.js";
 
 /*
  * Tasks (docs/api.md, "Tasks"): creation, reading, the two gates and cancellation. The pipeline
@@ -79,7 +80,8 @@ export interface TaskView {
   plan: Array<{ step: number; title: string; description: string; files: string[] }> | null;
   plan_summary: string | null;
   diff: string | null;
-  review: unknown;
+  /** What REVIEWING stored: the model's `submit_review` (pipeline/stages/review.ts). */
+  review: ReviewResult | null;
   branch: string | null;
   depends_on: string[];
   cost: {
@@ -90,7 +92,7 @@ export interface TaskView {
     cache_write_tokens: number;
   };
   memories_used: MemoryView[];
-  checks: unknown;
+  checks: CheckRecord | null;
 }
 
 /** The task as the API shows it. */

@@ -25,15 +25,48 @@ import {
 export type Method = "get" | "post" | "patch" | "delete" | "put";
 export type Auth = "key" | "optional-key" | "none";
 
-export interface ResponseSpec {
+export interface ResponseSpec<R extends ZodType | undefined = ZodType | undefined> {
   description: string;
-  schema?: ZodType;
+  schema?: R;
 }
+
+/**
+ * What a handler answers for the response schema `R`. Nothing parses or fills in the answer
+ * on its way out (mountRoutes sends the handler's value as JSON), and the OpenAPI document
+ * describes responses as the schema's output (openapi.ts, `io: "output"`): so the value must
+ * already be the schema's output, defaults applied (`z.output`, not `z.input`). A route
+ * without a body (no schema, or `noContent`) answers nothing.
+ */
+export type HandlerResult<R> =
+  // AnyRoute (R = any): any answer; each route was checked against its own schema.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  0 extends 1 & R ? any : HandlerResultOf<R>;
+
+type HandlerResultOf<R> = [R] extends [ZodType]
+  ? [z.output<R>] extends [undefined]
+    ? void
+    : z.output<R>
+  : void;
+
+/** One item of a paged list's answer. */
+type ItemOf<R> = HandlerResult<R> extends ReadonlyArray<infer T> ? T : never;
+
+/**
+ * The caller a handler sees: always there behind `auth: "key"` (requireKey answered 401
+ * otherwise), perhaps behind "optional-key", never on a route without a key.
+ */
+export type PrincipalOf<A extends Auth> = A extends "key"
+  ? Principal
+  : A extends "optional-key"
+    ? Principal | undefined
+    : undefined;
 
 export interface RouteSpec<
   B extends ZodType = ZodType,
   Q extends ZodType = ZodType,
   P extends ZodType = ZodType,
+  R extends ZodType | undefined = ZodType | undefined,
+  A extends Auth = Auth,
 > {
   method: Method;
   /** Koa-router style path, e.g. `/keys/:key_id`. */
@@ -42,23 +75,23 @@ export interface RouteSpec<
   summary: string;
   description?: string;
   tag: string;
-  auth: Auth;
+  auth: A;
   body?: B;
   query?: Q;
   params?: P;
   /** The status a successful call answers with, and what it returns. */
   status: number;
-  response: ResponseSpec;
+  response: ResponseSpec<R>;
   /** Error statuses the route may answer with besides the common ones. */
   errors?: number[];
   /** The created resource's URL, sent as `Location` (every 201; 202 when it can be polled). */
-  location?: (result: never) => string;
+  location?: (result: HandlerResult<R>) => string;
   /**
    * A paged list (http/paging.ts): the query takes `limit` and `cursor`, the handler answers
    * the items after `page.after` (all of them, or at least `limit + 1` when it reads a page
    * from the database), sorted descending by `key`, and this layer cuts the page.
    */
-  page?: { key: (item: never, index: number) => SortKey };
+  page?: { key: (item: ItemOf<R>, index: number) => SortKey };
   /**
    * Honours `Idempotency-Key` (http/idempotency.ts). Defaults to true for a POST that answers
    * 201 or 202: every POST that creates something.
@@ -66,32 +99,44 @@ export interface RouteSpec<
   idempotent?: boolean;
   /** Answers with the RateLimit headers (http/rate-limit.ts); documented in the OpenAPI. */
   rateLimited?: boolean;
+  /**
+   * A page for browsers: when the client prefers text/html to JSON, the answer is this
+   * rendering of the handler's result (as `text/html; charset=utf-8`) instead of the JSON.
+   */
+  html?: (result: HandlerResult<R>) => string;
   handler: (
     ctx: AppContext,
     input: {
       body: z.infer<B>;
       query: z.infer<Q>;
       params: z.infer<P>;
-      principal: Principal | undefined;
+      principal: PrincipalOf<A>;
       deps: HttpDeps;
       /** Paged lists only: the page asked for. */
       page: PageRequest;
     },
-  ) => Promise<unknown>;
+  ) => Promise<HandlerResult<R>>;
 }
 
-/** Identity helper that keeps the zod inference of one route's schemas. */
+/**
+ * Identity helper that keeps the zod inference of one route's schemas: the handler's input
+ * from the request schemas and `auth`, its answer from the response schema.
+ */
 export function route<
   B extends ZodType = ZodType,
   Q extends ZodType = ZodType,
   P extends ZodType = ZodType,
->(spec: RouteSpec<B, Q, P>): RouteSpec<B, Q, P> {
+  R extends ZodType | undefined = undefined,
+  A extends Auth = Auth,
+>(
+  spec: RouteSpec<B, Q, P, R, A>,
+): RouteSpec<NoInfer<B>, NoInfer<Q>, NoInfer<P>, NoInfer<R>, NoInfer<A>> {
   return spec;
 }
 
 // Routes are collected from many modules with their own schema types.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type AnyRoute = RouteSpec<any, any, any>;
+export type AnyRoute = RouteSpec<any, any, any, any, any>;
 
 type PageQuery = { limit: number; cursor?: string | undefined };
 
@@ -156,7 +201,8 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: HttpDeps):
         }
       }
       const page = spec.page ? pageRequest(query as PageQuery) : { limit: Number.MAX_SAFE_INTEGER };
-      let result: unknown;
+      // AnyRoute: each route's own spec checked its handler's answer against its schema.
+      let result: Awaited<ReturnType<AnyRoute["handler"]>>;
       try {
         result = await spec.handler(ctx, { body, query, params, principal, deps, page });
       } catch (error) {
@@ -164,13 +210,17 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: HttpDeps):
         throw error;
       }
       if (spec.page) {
-        const served = takePage(result as never[], page, spec.page.key);
+        const served = takePage(result, page, spec.page.key);
         setNextPageHeaders(ctx, served.next);
         result = served.items;
       }
       const headers: Record<string, string> = {};
-      if (spec.location) headers.Location = spec.location(result as never);
+      if (spec.location) headers.Location = spec.location(result);
       for (const [name, value] of Object.entries(headers)) ctx.set(name, value);
+      if (spec.html && ctx.accepts("application/json", "text/html") === "text/html") {
+        ctx.type = "text/html; charset=utf-8";
+        result = spec.html(result);
+      }
       ctx.status = spec.status;
       if (spec.status !== 204) ctx.body = result;
       if (claim?.kind === "run") {

@@ -84,7 +84,7 @@ export const agentRoutes: AnyRoute[] = [
     errors: [404, 429],
     location: (t: TaskView) => `/tasks/${t.id}`,
     async handler(_ctx, { params, body, principal, deps }) {
-      return toTaskView(await runAgentTask(tasksOf(deps), principal!.accountId, params.name, body));
+      return toTaskView(await runAgentTask(tasksOf(deps), principal.accountId, params.name, body));
     },
   }),
 ];

@@ -17,7 +17,7 @@ export const analyticsRoutes: AnyRoute[] = [
     status: 200,
     response: { description: "The figures", schema: velocityReport },
     async handler(_ctx, { query, principal, deps }) {
-      return velocity(deps.models, principal!.accountId, query.period);
+      return velocity(deps.models, principal.accountId, query.period);
     },
   }),
   route({
@@ -33,7 +33,7 @@ export const analyticsRoutes: AnyRoute[] = [
     status: 200,
     response: { description: "Days, oldest first", schema: z.array(timelineRow) },
     async handler(_ctx, { query, principal, deps }) {
-      return velocityTimeline(deps.models, principal!.accountId, query.period);
+      return velocityTimeline(deps.models, principal.accountId, query.period);
     },
   }),
 ];

@@ -8,7 +8,6 @@ import {
   mergePatch,
   toAutomationView,
   updateAutomation,
-  type AutomationInput,
   type AutomationView,
 } from "../../../domain/automations.js";
 import { errors } from "../../../errors.js";
@@ -62,12 +61,7 @@ export const automationRoutes: AnyRoute[] = [
     location: (a: AutomationView) => `/automations/${a.id}`,
     async handler(ctx, { body, principal, deps }) {
       refuseReservedKeys(ctx);
-      const created = await createAutomation(
-        deps.models,
-        deps.cron,
-        principal!.accountId,
-        body as AutomationInput,
-      );
+      const created = await createAutomation(deps.models, deps.cron, principal.accountId, body);
       return toAutomationView(created);
     },
   }),
@@ -85,7 +79,7 @@ export const automationRoutes: AnyRoute[] = [
     page: { key: (a: AutomationView) => [a.created_at, a.id] },
     async handler(_ctx, { principal, deps, page }) {
       const now = new Date();
-      return (await listAutomations(deps.models, principal!.accountId, page)).map((a) =>
+      return (await listAutomations(deps.models, principal.accountId, page)).map((a) =>
         toAutomationView(a, now),
       );
     },
@@ -133,7 +127,7 @@ export const automationRoutes: AnyRoute[] = [
     response: { description: "The automation", schema: automation },
     errors: [404],
     async handler(_ctx, { params, principal, deps }) {
-      return toAutomationView(await getAutomation(deps.models, principal!.accountId, params.id));
+      return toAutomationView(await getAutomation(deps.models, principal.accountId, params.id));
     },
   }),
   route({
@@ -152,17 +146,11 @@ export const automationRoutes: AnyRoute[] = [
     errors: [404],
     async handler(ctx, { params, body, principal, deps }) {
       refuseReservedKeys(ctx);
-      const current = await getAutomation(deps.models, principal!.accountId, params.id);
+      const current = await getAutomation(deps.models, principal.accountId, params.id);
       if (Object.keys(body).length === 0) return toAutomationView(current);
       const input = parseInput(automationBody, mergePatch(current, body), "body");
       const repoChanged = body.repo_id !== undefined || body.workspace_id !== undefined;
-      const updated = await updateAutomation(
-        deps.models,
-        deps.cron,
-        current,
-        input as AutomationInput,
-        repoChanged,
-      );
+      const updated = await updateAutomation(deps.models, deps.cron, current, input, repoChanged);
       return toAutomationView(updated);
     },
   }),
@@ -179,7 +167,7 @@ export const automationRoutes: AnyRoute[] = [
     response: { description: "Deleted", schema: noContent },
     errors: [404],
     async handler(_ctx, { params, principal, deps }) {
-      await deleteAutomation(deps.models, deps.cron, principal!.accountId, params.id);
+      await deleteAutomation(deps.models, deps.cron, principal.accountId, params.id);
     },
   }),
 ];

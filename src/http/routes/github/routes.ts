@@ -1,6 +1,5 @@
 import { completeLink } from "../../../domain/linking.js";
 import { route } from "../../route.js";
-import type { AppContext } from "../../types.js";
 import { setupQuery, setupResult, type SetupResult } from "./schema.js";
 
 function escapeHtml(text: string): string {
@@ -10,10 +9,8 @@ function escapeHtml(text: string): string {
   );
 }
 
-/** A browser lands on the setup URL: it gets a small page; API clients get JSON. */
-function answer(ctx: AppContext, result: SetupResult): SetupResult | string {
-  if (ctx.accepts("application/json", "text/html") !== "text/html") return result;
-  ctx.type = "text/html; charset=utf-8";
+/** A browser lands on the setup URL: it gets a small page (API clients get JSON). */
+function setupPage(result: SetupResult): string {
   const facts = result.linked
     ? `<p>Workspace <code>${escapeHtml(result.workspace_id ?? "")}</code> (${escapeHtml(
         result.account_login ?? "",
@@ -40,9 +37,10 @@ export const githubRoutes = [
     status: 200,
     response: { description: "What happened", schema: setupResult },
     errors: [403, 409, 502, 503],
-    async handler(ctx, { query, deps }) {
+    html: setupPage,
+    async handler(_ctx, { query, deps }) {
       if (query.setup_action === "request") {
-        return answer(ctx, {
+        return {
           linked: false,
           message:
             "The installation was requested; an owner of the account has to approve it on GitHub. Once it is installed, link it with POST /workspaces/link.",
@@ -51,10 +49,10 @@ export const githubRoutes = [
           account_login: null,
           repo_count: null,
           suspended: null,
-        });
+        };
       }
       if (query.state === undefined) {
-        return answer(ctx, {
+        return {
           linked: false,
           message:
             "The installation was updated on GitHub; the service learns about repository changes from webhook events, so there is nothing to do here. To link an installation to an account, use POST /workspaces/link.",
@@ -63,7 +61,7 @@ export const githubRoutes = [
           account_login: null,
           repo_count: null,
           suspended: null,
-        });
+        };
       }
       const { workspace } = await completeLink(
         {
@@ -79,7 +77,7 @@ export const githubRoutes = [
         },
       );
       const suspended = Boolean(workspace.github?.suspended_at);
-      return answer(ctx, {
+      return {
         linked: true,
         message: `Installation ${workspace.github?.installation_id} (${workspace.github?.account_login}) is linked to your account${suspended ? "; it is suspended on GitHub, so no task can run there until it is unsuspended" : ""}.`,
         workspace_id: workspace._id,
@@ -87,7 +85,7 @@ export const githubRoutes = [
         account_login: workspace.github?.account_login ?? null,
         repo_count: workspace.repos.length,
         suspended,
-      });
+      };
     },
   }),
 ];

@@ -45,7 +45,7 @@ export const healthReportRoutes: AnyRoute[] = [
       const scans = scansOf(deps);
       const report = await requestScan(
         deps.models,
-        principal!.accountId,
+        principal.accountId,
         { repo_id: params.repo_id, workspace_id: query.workspace_id },
         (id) => scans.enqueue(id),
       );
@@ -67,7 +67,7 @@ export const healthReportRoutes: AnyRoute[] = [
     errors: [404],
     async handler(_ctx, { params, query, principal, deps }) {
       return toHealthReportView(
-        await latestReport(deps.models, principal!.accountId, params.repo_id, query.workspace_id),
+        await latestReport(deps.models, principal.accountId, params.repo_id, query.workspace_id),
       );
     },
   }),
@@ -88,12 +88,7 @@ export const healthReportRoutes: AnyRoute[] = [
     page: { key: (r: HealthReportView) => [r.created_at, r.id] },
     async handler(_ctx, { params, query, principal, deps, page }) {
       const filter = { ...query, limit: page.limit + 1, after: page.after };
-      const reports = await reportHistory(
-        deps.models,
-        principal!.accountId,
-        params.repo_id,
-        filter,
-      );
+      const reports = await reportHistory(deps.models, principal.accountId, params.repo_id, filter);
       return reports.map(toHealthReportView);
     },
   }),
@@ -114,7 +109,7 @@ export const healthReportRoutes: AnyRoute[] = [
       return toHealthReportView(
         await getReport(
           deps.models,
-          principal!.accountId,
+          principal.accountId,
           params.repo_id,
           params.report_id,
           query.workspace_id,

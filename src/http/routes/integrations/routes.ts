@@ -33,7 +33,7 @@ export const integrationRoutes: AnyRoute[] = [
     response: { description: "The integration (without its secrets)", schema: integration },
     location: (i: IntegrationView) => `/integrations/${i.id}`,
     async handler(_ctx, { body, principal, deps }) {
-      return createIntegration(deps.models, principal!.accountId, body);
+      return createIntegration(deps.models, principal.accountId, body);
     },
   }),
   route({
@@ -48,7 +48,7 @@ export const integrationRoutes: AnyRoute[] = [
     response: { description: "Integrations, newest first", schema: z.array(integration) },
     page: { key: (i: IntegrationView) => [i.created_at, i.id] },
     async handler(_ctx, { principal, deps }) {
-      return listIntegrations(deps.models, principal!.accountId);
+      return listIntegrations(deps.models, principal.accountId);
     },
   }),
   route({
@@ -63,7 +63,7 @@ export const integrationRoutes: AnyRoute[] = [
     response: { description: "The integration (without its secrets)", schema: integration },
     async handler(_ctx, { params, principal, deps }) {
       return toIntegrationView(
-        await getIntegrationRecord(deps.models, principal!.accountId, params.id),
+        await getIntegrationRecord(deps.models, principal.accountId, params.id),
       );
     },
   }),
@@ -80,7 +80,7 @@ export const integrationRoutes: AnyRoute[] = [
     status: 200,
     response: { description: "The updated integration", schema: integration },
     async handler(_ctx, { params, body, principal, deps }) {
-      return updateIntegration(deps.models, principal!.accountId, params.id, body);
+      return updateIntegration(deps.models, principal.accountId, params.id, body);
     },
   }),
   route({
@@ -94,7 +94,7 @@ export const integrationRoutes: AnyRoute[] = [
     status: 204,
     response: { description: "Removed", schema: noContent },
     async handler(_ctx, { params, principal, deps }) {
-      await deleteIntegration(deps.models, principal!.accountId, params.id);
+      await deleteIntegration(deps.models, principal.accountId, params.id);
     },
   }),
 ];

@@ -69,7 +69,7 @@ export const keyRoutes = [
     response: { description: "Keys", schema: z.array(keyListing) },
     page: { key: (k: KeyListing) => [k.created_at, k.id] },
     async handler(_ctx, { principal, deps, page }) {
-      return listKeys(deps.models, principal!.accountId, page);
+      return listKeys(deps.models, principal.accountId, page);
     },
   }),
   route({
@@ -82,7 +82,7 @@ export const keyRoutes = [
     status: 200,
     response: { description: "Tier and monthly usage", schema: keyUsage },
     async handler(_ctx, { principal, deps }) {
-      return describeKey(deps.models, principal!, deps.accountViews);
+      return describeKey(deps.models, principal, deps.accountViews);
     },
   }),
   route({
@@ -97,7 +97,7 @@ export const keyRoutes = [
     response: { description: "Revoked; the key answers 401 from now on", schema: noContent },
     errors: [404],
     async handler(_ctx, { params, principal, deps }) {
-      await revokeKey(deps.models, principal!.accountId, params.key_id);
+      await revokeKey(deps.models, principal.accountId, params.key_id);
     },
   }),
 ];

@@ -17,7 +17,7 @@ export const prismRoutes: AnyRoute[] = [
     response: { description: "Planned task items, in dependency order", schema: plannedTasks },
     errors: [502, 503],
     async handler(_ctx, { body, principal, deps }) {
-      return parseSpec(deps, principal!.accountId, body.spec);
+      return parseSpec(deps, principal.accountId, body.spec);
     },
   }),
   route({
@@ -36,7 +36,7 @@ export const prismRoutes: AnyRoute[] = [
     // Several tasks are created; Location names the first (GET /tasks lists them all).
     location: (queued: { queued: string[] }) => `/tasks/${queued.queued[0] ?? ""}`,
     async handler(_ctx, { body, principal, deps }) {
-      return queuePlannedTasks(tasksOf(deps), principal!.accountId, body);
+      return queuePlannedTasks(tasksOf(deps), principal.accountId, body);
     },
   }),
 ];

@@ -9,7 +9,8 @@ import {
   listSkills,
   setPublished,
   BUILTIN_SKILLS,
-  type ListingView,
+  type ListingSummaryView,
+  type SkillSummaryView,
   type SkillView,
 } from "../../../domain/skills.js";
 import { pageQuery, positionKey } from "../../paging.js";
@@ -41,13 +42,13 @@ export const skillRoutes: AnyRoute[] = [
     response: { description: "Skills", schema: z.array(skillSummary) },
     // Own skills by (created_at, id), then the built-ins by their fixed position.
     page: {
-      key: (s: SkillView) =>
+      key: (s: SkillSummaryView) =>
         s.builtin
           ? ["0", positionKey(BUILTIN_SKILLS.findIndex((b) => b.name === s.name))]
           : ["1", s.created_at, s.id],
     },
     async handler(_ctx, { principal, deps }) {
-      return listSkills(deps.models, principal!.accountId);
+      return listSkills(deps.models, principal.accountId);
     },
   }),
   route({
@@ -65,7 +66,7 @@ export const skillRoutes: AnyRoute[] = [
     errors: [409],
     location: (s: SkillView) => `/skills/${s.name}`,
     async handler(_ctx, { body, principal, deps }) {
-      return createSkill(deps.models, principal!.accountId, body);
+      return createSkill(deps.models, principal.accountId, body);
     },
   }),
   route({
@@ -82,7 +83,7 @@ export const skillRoutes: AnyRoute[] = [
     response: { description: "The skill", schema: skill },
     errors: [404],
     async handler(_ctx, { params, principal, deps }) {
-      return getSkill(deps.models, principal!.accountId, params.name);
+      return getSkill(deps.models, principal.accountId, params.name);
     },
   }),
   route({
@@ -99,7 +100,7 @@ export const skillRoutes: AnyRoute[] = [
     response: { description: "Deleted" },
     errors: [403, 404],
     async handler(_ctx, { params, principal, deps }) {
-      await deleteSkill(deps.models, principal!.accountId, params.name);
+      await deleteSkill(deps.models, principal.accountId, params.name);
     },
   }),
   route({
@@ -116,7 +117,7 @@ export const skillRoutes: AnyRoute[] = [
     response: { description: "The skill, `published: true`", schema: skill },
     errors: [403, 404],
     async handler(_ctx, { params, principal, deps }) {
-      return setPublished(deps.models, principal!.accountId, params.name, true);
+      return setPublished(deps.models, principal.accountId, params.name, true);
     },
   }),
   route({
@@ -133,7 +134,7 @@ export const skillRoutes: AnyRoute[] = [
     response: { description: "The skill, `published: false`", schema: skill },
     errors: [403, 404],
     async handler(_ctx, { params, principal, deps }) {
-      return setPublished(deps.models, principal!.accountId, params.name, false);
+      return setPublished(deps.models, principal.accountId, params.name, false);
     },
   }),
   route({
@@ -148,10 +149,10 @@ export const skillRoutes: AnyRoute[] = [
     query: listListingsQuery,
     status: 200,
     response: { description: "Published skills", schema: z.array(listingSummary) },
-    page: { key: (l: ListingView) => [l.published_at, l.id] },
+    page: { key: (l: ListingSummaryView) => [l.published_at, l.id] },
     async handler(_ctx, { query, principal, deps, page }) {
       const filter = { ...query, limit: page.limit + 1, after: page.after };
-      return listListings(deps.models, principal!.accountId, filter);
+      return listListings(deps.models, principal.accountId, filter);
     },
   }),
   route({
@@ -166,7 +167,7 @@ export const skillRoutes: AnyRoute[] = [
     response: { description: "The published skill", schema: listing },
     errors: [404],
     async handler(_ctx, { params, principal, deps }) {
-      return getListing(deps.models, principal!.accountId, params.id);
+      return getListing(deps.models, principal.accountId, params.id);
     },
   }),
   route({
@@ -185,7 +186,7 @@ export const skillRoutes: AnyRoute[] = [
     errors: [404, 409],
     location: (s: SkillView) => `/skills/${s.name}`,
     async handler(_ctx, { params, body, principal, deps }) {
-      return installListing(deps.models, principal!.accountId, params.id, body.name);
+      return installListing(deps.models, principal.accountId, params.id, body.name);
     },
   }),
 ];

@@ -52,7 +52,7 @@ export const taskRoutes: AnyRoute[] = [
     errors: [404, 429],
     location: (t: TaskView) => `/tasks/${t.id}`,
     async handler(_ctx, { body, principal, deps }) {
-      return toTaskView(await createTask(tasksOf(deps), principal!.accountId, body));
+      return toTaskView(await createTask(tasksOf(deps), principal.accountId, body));
     },
   }),
   route({
@@ -70,7 +70,7 @@ export const taskRoutes: AnyRoute[] = [
     page: { key: (t: TaskView) => [t.created_at, t.id] },
     async handler(_ctx, { query, principal, deps, page }) {
       const filter = { ...query, limit: page.limit + 1, after: page.after };
-      return (await listTasks(deps.models, principal!.accountId, filter)).map(toTaskView);
+      return (await listTasks(deps.models, principal.accountId, filter)).map(toTaskView);
     },
   }),
   // Before the /tasks/:id routes, so "review" is never taken for a task id.
@@ -88,7 +88,7 @@ export const taskRoutes: AnyRoute[] = [
     response: { description: "The review", schema: pullRequestReview },
     errors: [404, 409, 502, 503],
     async handler(_ctx, { body, principal, deps }) {
-      return reviewPullRequest(deps, principal!.accountId, body);
+      return reviewPullRequest(deps, principal.accountId, body);
     },
   }),
   route({
@@ -103,7 +103,7 @@ export const taskRoutes: AnyRoute[] = [
     response: { description: "The task", schema: task },
     errors: [404],
     async handler(_ctx, { params, principal, deps }) {
-      return toTaskView(await getTask(deps.models, principal!.accountId, params.id));
+      return toTaskView(await getTask(deps.models, principal.accountId, params.id));
     },
   }),
   ...DECISIONS.map(({ decision, summary, operationId }) =>
@@ -121,7 +121,7 @@ export const taskRoutes: AnyRoute[] = [
       errors: [404, 409],
       async handler(_ctx, { params, principal, deps }) {
         return toTaskView(
-          await decide(tasksOf(deps), principal!.accountId, params.id, decision, who(principal!)),
+          await decide(tasksOf(deps), principal.accountId, params.id, decision, who(principal)),
         );
       },
     }),
@@ -141,7 +141,7 @@ export const taskRoutes: AnyRoute[] = [
     errors: [404, 409],
     async handler(_ctx, { params, principal, deps }) {
       return toTaskView(
-        await cancelTask(tasksOf(deps), principal!.accountId, params.id, who(principal!)),
+        await cancelTask(tasksOf(deps), principal.accountId, params.id, who(principal)),
       );
     },
   }),

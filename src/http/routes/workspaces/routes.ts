@@ -35,7 +35,7 @@ export const workspaceRoutes = [
     errors: [409],
     location: (w: WorkspaceView) => `/workspaces/${w.id}`,
     async handler(_ctx, { body, principal, deps }) {
-      const ws = await createGitWorkspace(deps.models, principal!.accountId, body, {
+      const ws = await createGitWorkspace(deps.models, principal.accountId, body, {
         allowLocalRepos: deps.config.allowLocalRepos,
       });
       return { ...toWorkspaceView(ws), repos: ws.repos.map(toRepoView) };
@@ -54,7 +54,7 @@ export const workspaceRoutes = [
     response: { description: "Workspaces", schema: z.array(workspace) },
     page: { key: (w: WorkspaceView) => [w.created_at, w.id] },
     async handler(_ctx, { principal, deps, page }) {
-      const found = await listWorkspaces(deps.models, principal!.accountId, page);
+      const found = await listWorkspaces(deps.models, principal.accountId, page);
       return found.map(toWorkspaceView);
     },
   }),
@@ -72,7 +72,7 @@ export const workspaceRoutes = [
     response: { description: "The state and where to send the user", schema: linkStart },
     errors: [503],
     async handler(_ctx, { principal, deps }) {
-      return startLink(deps.models, deps.config.github, principal!.accountId);
+      return startLink(deps.models, deps.config.github, principal.accountId);
     },
   }),
   route({
@@ -87,7 +87,7 @@ export const workspaceRoutes = [
     response: { description: "The workspace", schema: workspace },
     errors: [404],
     async handler(_ctx, { params, principal, deps }) {
-      return toWorkspaceView(await getWorkspace(deps.models, principal!.accountId, params.id));
+      return toWorkspaceView(await getWorkspace(deps.models, principal.accountId, params.id));
     },
   }),
   route({
@@ -106,7 +106,7 @@ export const workspaceRoutes = [
     page: { key: (_repo: unknown, index: number) => [positionKey(index)] },
     errors: [404],
     async handler(_ctx, { params, principal, deps }) {
-      const ws = await getWorkspace(deps.models, principal!.accountId, params.id);
+      const ws = await getWorkspace(deps.models, principal.accountId, params.id);
       return ws.repos.map(toRepoView);
     },
   }),

@@ -1,8 +1,8 @@
-import { claimOnce } from "../db/once.js";
 import { z } from "zod";
 import type { TaskRecord } from "../db/models.js";
 import { agentTaskDescription, BUILTIN_AGENTS, findAgent } from "../domain/agents.js";
 import { reviewPullRequest } from "../domain/pr-review.js";
+import { claimMarker, markers } from "../domain/markers.js";
 import { createTask, decide, type Decision } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
@@ -186,8 +186,7 @@ export function commandJob(deps: GithubHandlerDeps): JobKind<CommandJob> {
     ...COMMAND_JOB,
     async run(job) {
       // Agenda's lock is not atomic on every backend: the comment is acted on once.
-      const markers = deps.models.Once.collection;
-      if (!(await claimOnce(markers, `gh-command:${job.comment_id}`, "github-command"))) return;
+      if (!(await claimMarker(deps.models, markers.githubCommand(job.comment_id)))) return;
       const command = parseCommand(job.body, deps.github.slug);
       if (!command) return;
       const log = logger.child({

@@ -11,6 +11,7 @@ import {
 } from "../domain/health-reports.js";
 import { recordDefaultBranch } from "../domain/linking.js";
 import { resolveRepo } from "../domain/workspaces.js";
+import { markers } from "../domain/markers.js";
 import { AppError } from "../errors.js";
 import type { GithubClient } from "../github-api/client.js";
 import type { CiSource } from "../health/ci.js";
@@ -133,8 +134,7 @@ export function createHealthScanJob(deps: HealthJobDeps): JobKind<HealthScanJob>
     })) as HealthReportRecord | null;
     if (!report || report.status === "completed" || report.status === "failed") return;
     const lease = await acquireLease(models, {
-      prefix: `health-lease:${report._id}`,
-      scope: "health-lease",
+      attempt: (attempt) => markers.healthLease(report._id, attempt),
       ttlMs,
       maxAttempts: MAX_ATTEMPTS,
     });

@@ -1,4 +1,5 @@
 import type { Models, Tier } from "../db/models.js";
+import { markers } from "./markers.js";
 import { bumpMarker, bumpMarkerSoon, MarkerCache } from "./marker-cache.js";
 
 /*
@@ -10,7 +11,7 @@ import { bumpMarker, bumpMarkerSoon, MarkerCache } from "./marker-cache.js";
  * this cache: the limit is always decided on the database.
  */
 
-const GENERATION_ID = "accounts-generation";
+const GENERATION_ID = markers.generation("accounts-generation");
 /** Changes on unlimited tiers (one per task created) reach other processes this late at most. */
 const COALESCE_MS = 100;
 

@@ -1,5 +1,5 @@
 import { afterFilter, type PageRequest } from "./paging.js";
-import { claimOnce } from "../db/once.js";
+import { claimMarker, markers } from "./markers.js";
 import { mapConcurrently } from "../util/concurrency.js";
 import type { AutomationTrigger, Models } from "../db/models.js";
 import { errors, isAppError } from "../errors.js";
@@ -672,9 +672,8 @@ async function fireSlot(deps: TaskDeps, a: AutomationRecord, slot: Date): Promis
   if (!isSlot(schedule, timezone, slot)) return { outcome: "skipped", reason: "not_a_slot" };
   if (a.armed_at && slot.getTime() <= new Date(a.armed_at).getTime())
     return { outcome: "skipped", reason: "before_armed" };
-  const markerId = `cron:${a._id}:${slot.toISOString()}`;
-  if (!(await claimOnce(deps.models.Once.collection, markerId, "automation-cron")))
-    return { outcome: "skipped", reason: "duplicate" };
+  const marker = markers.cronSlot(a._id, slot);
+  if (!(await claimMarker(deps.models, marker))) return { outcome: "skipped", reason: "duplicate" };
   try {
     return await fire(deps, {
       automation: a,
@@ -683,7 +682,7 @@ async function fireSlot(deps: TaskDeps, a: AutomationRecord, slot: Date): Promis
     });
   } catch (error) {
     // Nothing was created: let another worker's run of the same slot try again.
-    await deps.models.Once.collection.deleteOne({ _id: markerId as never }).catch(() => undefined);
+    await deps.models.Once.collection.deleteOne({ _id: marker.id as never }).catch(() => undefined);
     throw error;
   }
 }

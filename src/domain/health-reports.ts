@@ -1,5 +1,5 @@
 import { afterFilter, type SortKey } from "./paging.js";
-import { claimOnce } from "../db/once.js";
+import { claimMarker, markers } from "./markers.js";
 import type { HealthReportStatus, Models, RepositoryDoc } from "../db/models.js";
 import { errors } from "../errors.js";
 import type { Metrics } from "../health/types.js";
@@ -278,7 +278,7 @@ export async function finishReport(
   reportId: string,
   outcome: ReportOutcome,
 ): Promise<boolean> {
-  const ended = await claimOnce(models.Once.collection, `health-end:${reportId}`, "health-end", {
+  const ended = await claimMarker(models, markers.healthEnd(reportId), {
     status: outcome.status,
   });
   if (!ended) return false;

@@ -1,6 +1,6 @@
 import { exchangeWebFlowCode } from "@octokit/oauth-methods";
 import { Octokit } from "@octokit/rest";
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import type { GithubAppConfig } from "../config/env.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
 import type { Models, RepositoryDoc } from "../db/models.js";
@@ -9,6 +9,7 @@ import type { GithubClient } from "../github-api/client.js";
 import type { Logger } from "../util/logger.js";
 import { forgetSecret, registerSecret } from "../util/redact.js";
 import { bumpMarker } from "./marker-cache.js";
+import { claimMarker, markers } from "./markers.js";
 import { WORKSPACES_MARKER, type WorkspaceRecord } from "./workspaces.js";
 
 /*
@@ -26,8 +27,6 @@ import { WORKSPACES_MARKER, type WorkspaceRecord } from "./workspaces.js";
 
 /** How long a link state may be used after `POST /workspaces/link`. */
 export const LINK_STATE_TTL_MS = 15 * 60_000;
-const STATE_SCOPE = "github-link-state";
-const LINK_SCOPE = "github-link";
 const GITHUB_TIMEOUT_MS = 15_000;
 /** At 100 per page: more installations than any one user can see. */
 const MAX_PAGES = 50;
@@ -39,7 +38,7 @@ export function installationWorkspaceId(installationId: number): string {
 
 /** The stored `_id` of a link state: its sha256, so the database never holds the value. */
 export function linkStateId(state: string): string {
-  return `link-state:${createHash("sha256").update(state).digest("base64url")}`;
+  return markers.linkState(state).id;
 }
 
 /** What the service keeps of an installation's account. */
@@ -127,33 +126,23 @@ const LOCK_WAIT_MS = 15_000;
  * it has expired; holders keep it for two small writes.
  */
 async function withRowLock<T>(models: Models, id: string, fn: () => Promise<T>): Promise<T> {
-  const lockId = `workspace-lock:${id}`;
+  const lock = markers.workspaceLock(id);
   const deadline = Date.now() + LOCK_WAIT_MS;
   for (;;) {
-    try {
-      const now = new Date();
-      await models.Once.collection.insertOne({
-        _id: lockId as never,
-        scope: "workspace-lock",
-        expires_at: new Date(now.getTime() + LOCK_TTL_MS),
-        created_at: now,
-        updated_at: now,
-      });
-      break;
-    } catch (error) {
-      if (!isDuplicateKey(error)) throw error;
-      await models.Once.collection.deleteOne({
-        _id: lockId as never,
-        expires_at: { $lt: new Date() },
-      });
-      if (Date.now() > deadline) throw new Error(`workspace ${id} stayed locked; giving up`);
-      await new Promise((resolve) => setTimeout(resolve, 10 + Math.random() * 40));
-    }
+    const now = new Date();
+    const expires_at = new Date(now.getTime() + LOCK_TTL_MS);
+    if (await claimMarker(models, lock, { expires_at, created_at: now, updated_at: now })) break;
+    await models.Once.collection.deleteOne({
+      _id: lock.id as never,
+      expires_at: { $lt: new Date() },
+    });
+    if (Date.now() > deadline) throw new Error(`workspace ${id} stayed locked; giving up`);
+    await new Promise((resolve) => setTimeout(resolve, 10 + Math.random() * 40));
   }
   try {
     return await fn();
   } finally {
-    await models.Once.collection.deleteOne({ _id: lockId as never }).catch(() => undefined);
+    await models.Once.collection.deleteOne({ _id: lock.id as never }).catch(() => undefined);
   }
 }
 
@@ -388,14 +377,15 @@ export async function startLink(
   const config = linkingConfig(github);
   const state = randomBytes(32).toString("base64url");
   const expiresAt = new Date(now.getTime() + LINK_STATE_TTL_MS);
-  await models.Once.collection.insertOne({
-    _id: linkStateId(state) as never,
-    scope: STATE_SCOPE,
+  const stored = await claimMarker(models, markers.linkState(state), {
     account_id: accountId,
     expires_at: expiresAt,
     created_at: now,
     updated_at: now,
   });
+  // 32 random bytes do not repeat; were they to, the request fails as the insert's
+  // duplicate-key error made it before claimMarker.
+  if (!stored) throw new Error("a new link state collided with a stored one");
   const installUrl = new URL(
     `${config.webUrl}/apps/${encodeURIComponent(config.slug)}/installations/new`,
   );
@@ -419,26 +409,21 @@ export async function consumeLinkState(
   state: string,
   now = new Date(),
 ): Promise<{ accountId: string }> {
-  const id = linkStateId(state);
-  const doc = (await models.Once.collection.findOne({ _id: id as never })) as {
+  const doc = (await models.Once.collection.findOne({
+    _id: markers.linkState(state).id as never,
+  })) as {
     account_id?: string;
     expires_at?: Date;
   } | null;
   if (!doc?.account_id || !doc.expires_at) throw badState("The link state is not known.");
   if (doc.expires_at.getTime() <= now.getTime())
     throw badState("The link state has expired (states are valid for 15 minutes).");
-  try {
-    await models.Once.collection.insertOne({
-      _id: `${id}:used` as never,
-      scope: STATE_SCOPE,
-      expires_at: doc.expires_at,
-      created_at: now,
-      updated_at: now,
-    });
-  } catch (error) {
-    if (isDuplicateKey(error)) throw badState("The link state has been used already.");
-    throw error;
-  }
+  const firstUse = await claimMarker(models, markers.linkStateUsed(state), {
+    expires_at: doc.expires_at,
+    created_at: now,
+    updated_at: now,
+  });
+  if (!firstUse) throw badState("The link state has been used already.");
   return { accountId: doc.account_id };
 }
 
@@ -603,20 +588,14 @@ export async function completeLink(
   if (existing?.account_id && existing.account_id !== accountId)
     throw errors.conflict("This installation is already linked to another account.");
   // The first link of an installation is decided by a unique insert (two accounts racing).
-  const linkMarker = `${LINK_SCOPE}:${info.id}`;
-  let claimed = false;
-  try {
-    await deps.models.Once.collection.insertOne({
-      _id: linkMarker as never,
-      scope: LINK_SCOPE,
-      account_id: accountId,
-      created_at: now,
-      updated_at: now,
-    });
-    claimed = true;
-  } catch (error) {
-    if (!isDuplicateKey(error)) throw error;
-    const marker = await deps.models.Once.collection.findOne({ _id: linkMarker as never });
+  const linkMarker = markers.githubLink(info.id);
+  const claimed = await claimMarker(deps.models, linkMarker, {
+    account_id: accountId,
+    created_at: now,
+    updated_at: now,
+  });
+  if (!claimed) {
+    const marker = await deps.models.Once.collection.findOne({ _id: linkMarker.id as never });
     if (marker?.account_id !== accountId && !(existing?.account_id === accountId))
       throw errors.conflict("This installation is already linked to another account.");
   }
@@ -665,7 +644,7 @@ export async function completeLink(
   } catch (error) {
     if (claimed)
       await deps.models.Once.collection
-        .deleteOne({ _id: linkMarker as never })
+        .deleteOne({ _id: linkMarker.id as never })
         .catch(() => undefined);
     throw error;
   }

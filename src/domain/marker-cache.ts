@@ -1,23 +1,28 @@
 import { randomBytes } from "node:crypto";
 import type { Models } from "../db/models.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
+import type { Marker } from "./markers.js";
+
+/** A generation marker of the catalogue (`markers.generation`, db/once.ts). */
+type Generation = Marker<"marker">;
 
 /*
  * Cross-process signals without change streams (FerretDB has none): a marker is one
  * `once_markers` document whose `value` changes whenever what it stands for changes. Writers
  * bump it; readers poll it by `_id`, the one lookup FerretDB serves from an index. The
  * per-process caches of hot reads (account views and tiers, workspaces) and the workers'
- * intake of queued tasks all follow a marker.
+ * intake of queued tasks all follow a marker. Unlike the other once-markers it is upserted,
+ * not claimed: every bump rewrites it.
  */
 
 /** Bumps a marker: every reader sees a new value at its next poll. */
-export async function bumpMarker(models: Models, markerId: string): Promise<void> {
+export async function bumpMarker(models: Models, marker: Generation): Promise<void> {
   try {
     await models.Once.collection.updateOne(
-      { _id: markerId as never },
+      { _id: marker.id as never },
       {
         $set: {
-          scope: "marker",
+          scope: marker.scope,
           value: randomBytes(8).toString("hex"),
           updated_at: new Date(),
         },
@@ -38,23 +43,23 @@ let nextModelId = 0;
  * Bumps a marker within `delayMs`, once for every call made in the meantime: for changes
  * frequent enough (task creation) that one write each would cost more than they tell.
  */
-export function bumpMarkerSoon(models: Models, markerId: string, delayMs: number): void {
+export function bumpMarkerSoon(models: Models, marker: Generation, delayMs: number): void {
   let modelId = modelIds.get(models);
   if (modelId === undefined) modelIds.set(models, (modelId = nextModelId++));
-  const key = `${modelId}:${markerId}`;
+  const key = `${modelId}:${marker.id}`;
   if (pendingBumps.has(key)) return;
   const timer = setTimeout(() => {
     pendingBumps.delete(key);
-    bumpMarker(models, markerId).catch(() => undefined);
+    bumpMarker(models, marker).catch(() => undefined);
   }, delayMs);
   timer.unref();
   pendingBumps.set(key, timer);
 }
 
 /** A marker's current value (undefined before its first bump). */
-export async function readMarker(models: Models, markerId: string): Promise<unknown> {
+export async function readMarker(models: Models, marker: Generation): Promise<unknown> {
   const doc = await models.Once.collection.findOne(
-    { _id: markerId as never },
+    { _id: marker.id as never },
     { projection: { value: 1 } },
   );
   return doc?.value;
@@ -71,7 +76,7 @@ export class MarkerCache<T> {
 
   constructor(
     private readonly models: Models,
-    private readonly markerId: string,
+    private readonly marker: Generation,
     private readonly pollMs: number,
     private readonly load: (id: string) => Promise<T | null>,
     private readonly maxAgeMs = 30_000,
@@ -95,7 +100,7 @@ export class MarkerCache<T> {
   }
 
   private async poll(): Promise<void> {
-    const value = await readMarker(this.models, this.markerId);
+    const value = await readMarker(this.models, this.marker);
     if (value !== this.generation) {
       this.generation = value;
       this.entries.clear();

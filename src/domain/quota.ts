@@ -1,4 +1,5 @@
 import type { Models, Tier } from "../db/models.js";
+import { markers } from "./markers.js";
 import { errors } from "../errors.js";
 import { accountChanged, accountChangedSoon } from "./account-views.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
@@ -14,7 +15,7 @@ import { isDuplicateKey } from "../util/duplicate-key.js";
 const LIMITS: Record<Tier, number | null> = { free: 10, pro: null };
 
 /** The marker bumped by every tier change; caches of account tiers watch it. */
-export const TIERS_MARKER = "account-tiers-generation";
+export const TIERS_MARKER = markers.generation("account-tiers-generation");
 
 export function monthlyLimitFor(tier: Tier): number | null {
   return LIMITS[tier];

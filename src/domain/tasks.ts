@@ -1,5 +1,4 @@
 import { afterFilter, type SortKey } from "./paging.js";
-import { claimOnce } from "../db/once.js";
 import { rm } from "node:fs/promises";
 import type { CheckRecord, Models, TaskPhase, TaskRecord, TaskStatus, Tier } from "../db/models.js";
 import { errors } from "../errors.js";
@@ -10,7 +9,7 @@ import { claimQuota } from "./quota.js";
 import { findSkill } from "./skills.js";
 import { isTerminalEvent, type TaskEventLog } from "./task-events.js";
 import { resolveRepo, type WorkspaceRecord } from "./workspaces.js";
-import { isDuplicateKey } from "../util/duplicate-key.js";
+import { claimMarker, markers } from "./markers.js";
 import { recordTaskEnded } from "../metrics/index.js";
 import type { ReviewResult } from "../tools/review-tool.js";
 
@@ -381,7 +380,7 @@ export interface Ending {
  * the task had already ended (the caller lost the race).
  */
 export async function endTask(deps: TaskDeps, taskId: string, ending: Ending): Promise<boolean> {
-  const won = await claimOnce(deps.models.Once.collection, `task-end:${taskId}`, "task-end", {
+  const won = await claimMarker(deps.models, markers.taskEnd(taskId), {
     ending: { status: ending.status, error: ending.error ?? null, pr_url: ending.pr_url },
   });
   if (!won) return false;
@@ -433,7 +432,9 @@ async function applyEnding(deps: TaskDeps, taskId: string, ending: Ending): Prom
  * show it yet (the ending process stopped, or a racing write overwrote it).
  */
 export async function repairEnding(deps: TaskDeps, taskId: string): Promise<void> {
-  const marker = await deps.models.Once.collection.findOne({ _id: `task-end:${taskId}` as never });
+  const marker = await deps.models.Once.collection.findOne({
+    _id: markers.taskEnd(taskId).id as never,
+  });
   const ending = marker?.ending as Ending | undefined;
   if (!ending) return;
   await applyEnding(deps, taskId, {
@@ -447,7 +448,7 @@ export async function repairEnding(deps: TaskDeps, taskId: string): Promise<void
 export async function hasEnded(models: Models, taskId: string): Promise<boolean> {
   return Boolean(
     await models.Once.collection.findOne(
-      { _id: `task-end:${taskId}` as never },
+      { _id: markers.taskEnd(taskId).id as never },
       { projection: { _id: 1 } },
     ),
   );
@@ -481,13 +482,15 @@ export async function decide(
       `The task is not awaiting ${gate.label} (status ${task.status}, phase ${task.phase}).`,
     );
   }
-  try {
-    await deps.models.Once.create({ _id: `gate:${taskId}:${gate.gate}`, scope: "gate" });
-  } catch (error) {
-    if (isDuplicateKey(error))
-      throw errors.invalidState(`The ${gate.label} of this task has already been decided.`);
-    throw error;
-  }
+  // Stored as mongoose's `Once.create` stored it before: the schema's expires_at and timestamps.
+  const now = new Date();
+  const decided = await claimMarker(deps.models, markers.gate(taskId, gate.gate), {
+    expires_at: null,
+    created_at: now,
+    updated_at: now,
+  });
+  if (!decided)
+    throw errors.invalidState(`The ${gate.label} of this task has already been decided.`);
   if (decision === "reject" || decision === "reject-diff") {
     const what = decision === "reject" ? "plan" : "diff";
     await endTask(deps, taskId, {

@@ -1,4 +1,5 @@
 import { afterFilter, type PageRequest } from "./paging.js";
+import { markers } from "./markers.js";
 import type { Models, RepositoryDoc, WorkspaceDoc } from "../db/models.js";
 import { errors } from "../errors.js";
 import { remoteHead } from "../util/git.js";
@@ -33,7 +34,7 @@ export interface WorkspaceView {
 }
 
 /** The marker bumped by every change to an existing workspace; workspace caches watch it. */
-export const WORKSPACES_MARKER = "workspaces-generation";
+export const WORKSPACES_MARKER = markers.generation("workspaces-generation");
 
 export type WorkspaceRecord = WorkspaceDoc & { _id: string; created_at: Date; updated_at: Date };
 

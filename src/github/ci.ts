@@ -1,8 +1,8 @@
-import { claimOnce } from "../db/once.js";
 import picomatch from "picomatch";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { fireCiFailureAutomations } from "../domain/automations.js";
+import { claimMarker, markerExists, markers } from "../domain/markers.js";
 import { createTask } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
@@ -332,8 +332,8 @@ export function ciJob(deps: GithubHandlerDeps): JobKind<CiJob> {
       }
       // Several events report one failure (check run, suite, workflow run): after the first
       // started a fix, the others stop here without asking GitHub anything.
-      const headKey = `ci-fix:${job.repo_id}:${job.check.head_sha}`;
-      if (await deps.models.Once.exists({ _id: headKey })) return;
+      const headMarker = markers.ciFix(job.repo_id, job.check.head_sha);
+      if (await markerExists(deps.models, headMarker)) return;
       const octokit = await deps.client.octokit(job.installation_id);
       const config = await repoCiConfig(deps, octokit, job);
       const byConfig =
@@ -353,11 +353,11 @@ export function ciJob(deps: GithubHandlerDeps): JobKind<CiJob> {
         return;
       }
       // One fix task per head commit, whichever of the failure events arrives first.
-      if (!(await once(deps, headKey))) return;
+      if (!(await claimMarker(deps.models, headMarker))) return;
       // The service's own fix branch gets one fix attempt, not a loop of them.
       if (
         job.check.head_branch.startsWith(FIX_BRANCH_PREFIX) &&
-        !(await once(deps, `ci-fix-branch:${job.repo_id}:${job.check.head_branch}`))
+        !(await claimMarker(deps.models, markers.ciFixBranch(job.repo_id, job.check.head_branch)))
       ) {
         log.info("CI failure ignored: this fix branch already had its fix attempt");
         return;
@@ -442,8 +442,4 @@ export function ciJob(deps: GithubHandlerDeps): JobKind<CiJob> {
         );
     },
   };
-}
-
-function once(deps: GithubHandlerDeps, id: string): Promise<boolean> {
-  return claimOnce(deps.models.Once.collection, id, "github-ci");
 }

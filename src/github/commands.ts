@@ -1,14 +1,14 @@
-import { claimOnce } from "../db/once.js";
 import { z } from "zod";
 import type { TaskRecord } from "../db/models.js";
 import { agentTaskDescription, BUILTIN_AGENTS, findAgent } from "../domain/agents.js";
 import { reviewPullRequest } from "../domain/pr-review.js";
+import { claimMarker, markers } from "../domain/markers.js";
 import { createTask, decide, type Decision } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
 import type { InstallationOctokit } from "../github-api/client.js";
-import { helpText, parseCommand, type Command } from "./command-parser.js";
+import { helpText, parseCommand, type Command, type CommandName } from "./command-parser.js";
 import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
@@ -102,29 +102,6 @@ async function threadTasks(
     .toArray()) as unknown as TaskRecord[];
 }
 
-const DECISIONS: Record<string, { decision: Decision; waiting: string; done: string }> = {
-  approve: {
-    decision: "approve",
-    waiting: "awaiting_approval",
-    done: "Plan approved; implementing it now. The change will be posted here for approval.",
-  },
-  reject: {
-    decision: "reject",
-    waiting: "awaiting_approval",
-    done: "Plan rejected; the task is cancelled.",
-  },
-  "approve-diff": {
-    decision: "approve-diff",
-    waiting: "awaiting_diff_approval",
-    done: "Change approved; pushing the branch and opening the pull request.",
-  },
-  "reject-diff": {
-    decision: "reject-diff",
-    waiting: "awaiting_diff_approval",
-    done: "Change rejected; the task is cancelled and nothing was pushed.",
-  },
-};
-
 /**
  * Checks the author's write access and reacts with 👀. `false`: no write access, the command
  * is ignored. A failed reaction is logged and does not stop the command.
@@ -186,8 +163,7 @@ export function commandJob(deps: GithubHandlerDeps): JobKind<CommandJob> {
     ...COMMAND_JOB,
     async run(job) {
       // Agenda's lock is not atomic on every backend: the comment is acted on once.
-      const markers = deps.models.Once.collection;
-      if (!(await claimOnce(markers, `gh-command:${job.comment_id}`, "github-command"))) return;
+      if (!(await claimMarker(deps.models, markers.githubCommand(job.comment_id)))) return;
       const command = parseCommand(job.body, deps.github.slug);
       if (!command) return;
       const log = logger.child({
@@ -204,7 +180,7 @@ export function commandJob(deps: GithubHandlerDeps): JobKind<CommandJob> {
         is_pull_request: job.is_pull_request,
       };
       try {
-        const answer = await carryOut(deps, octokit, job, thread, command);
+        const answer = await carryOut({ deps, octokit, job, thread, command });
         if (answer) await reply(octokit, thread, answer);
         log.info("command carried out");
       } catch (error) {
@@ -223,105 +199,181 @@ export function commandJob(deps: GithubHandlerDeps): JobKind<CommandJob> {
   };
 }
 
+/** What every command's handler gets. */
+export interface CommandContext {
+  deps: GithubHandlerDeps;
+  octokit: InstallationOctokit;
+  job: CommandJob;
+  thread: Thread;
+  command: Command;
+}
+
+/** What a command that acts on the account gets: its installation is linked and usable. */
+export interface LinkedContext extends CommandContext {
+  accountId: string;
+  /** Who decided, for the task's event log. */
+  who: string;
+  /** The fields of a task started from this thread. */
+  base: {
+    workspace_id: string;
+    repo_id: string;
+    source: "github";
+    origin: { kind: "comment"; author: string; comment_url: string };
+    thread: Thread;
+  };
+}
+
+/** The reply to post, if any. */
+type Reply = Promise<string | null>;
+
+/**
+ * One command's handler. `linked: true` handlers run only for an installation linked to an
+ * account and usable; others are answered how to link (or that it is suspended) first.
+ */
+export type CommandHandler =
+  | { linked: false; run: (ctx: CommandContext) => Reply }
+  | { linked: true; run: (ctx: LinkedContext) => Reply };
+
+/**
+ * Every command the parser knows, with its handler. Keyed by the parser's `CommandName`: a
+ * name added to COMMAND_NAMES without a handler here, or a handler for a name the parser
+ * does not know, does not compile (test/unit/github-command-registry.test.ts).
+ */
+export type CommandRegistry = { readonly [N in CommandName]: CommandHandler };
+
+const linked = (run: (ctx: LinkedContext) => Reply): CommandHandler => ({ linked: true, run });
+
+/** The reply to `/approve`, `/reject`, `/approve-diff` and `/reject-diff`. */
+const DECISIONS: Record<Decision, { waiting: string; done: string }> = {
+  approve: {
+    waiting: "awaiting_approval",
+    done: "Plan approved; implementing it now. The change will be posted here for approval.",
+  },
+  reject: {
+    waiting: "awaiting_approval",
+    done: "Plan rejected; the task is cancelled.",
+  },
+  "approve-diff": {
+    waiting: "awaiting_diff_approval",
+    done: "Change approved; pushing the branch and opening the pull request.",
+  },
+  "reject-diff": {
+    waiting: "awaiting_diff_approval",
+    done: "Change rejected; the task is cancelled and nothing was pushed.",
+  },
+};
+
+/** A gate command: decides for the thread's task that waits at that gate. */
+function decision(name: Decision): CommandHandler {
+  const entry = DECISIONS[name];
+  return linked(async ({ deps, job, accountId, who }) => {
+    const tasks = await threadTasks(deps, accountId, job);
+    const waiting = tasks.find((t) => t.status === entry.waiting);
+    if (!waiting) {
+      const latest = tasks[0];
+      return latest
+        ? `No task of this thread is waiting for ${entry.waiting === "awaiting_approval" ? "plan" : "diff"} approval. Latest: ${statusText(latest)}`
+        : "No task has been started from this thread yet. `/task <text>` starts one.";
+    }
+    await decide(deps.tasks, accountId, waiting._id, name, who);
+    return `Task \`${waiting._id}\`: ${entry.done}`;
+  });
+}
+
+export const COMMANDS: CommandRegistry = {
+  task: linked(async (ctx) => {
+    const text = sanitizeUntrusted(ctx.command.text);
+    if (!text) return "Say what to do: `/task <what to change>`.";
+    return startThreadTask(ctx, text);
+  }),
+  agent: linked(async (ctx) => {
+    const text = sanitizeUntrusted(ctx.command.text);
+    const [name = "", ...rest] = text.split(/\s+/);
+    const agent = findAgent(name);
+    if (!agent)
+      return `${name ? `There is no agent named \`${name}\`.` : "Name an agent: `/agent <name> [details]`."} Agents: ${BUILTIN_AGENTS.map((a) => `\`${a.name}\``).join(", ")}.`;
+    return startThreadTask(ctx, agentTaskDescription(agent, rest.join(" ")), agent.name);
+  }),
+  review: linked(async ({ deps, job, accountId }) => {
+    if (!job.is_pull_request) return "`/review` works on pull requests only.";
+    const webUrl = deps.client.webUrl.replace(/\/+$/, "");
+    const review = await reviewPullRequest(
+      {
+        config: deps.config,
+        models: deps.models,
+        logger: deps.logger,
+        githubClient: deps.client,
+        modelClient: deps.modelClient,
+      },
+      accountId,
+      { pr_url: `${webUrl}/${job.repo_full_name}/pull/${job.number}`, post: true },
+    );
+    return review.posted ? null : `Review: ${review.verdict.replace("_", " ")}. ${review.summary}`;
+  }),
+  approve: decision("approve"),
+  reject: decision("reject"),
+  "approve-diff": decision("approve-diff"),
+  "reject-diff": decision("reject-diff"),
+  status: linked(async ({ deps, job, accountId }) => {
+    const [latest] = await threadTasks(deps, accountId, job);
+    if (!latest) return "No task has been started from this thread yet. `/task <text>` starts one.";
+    return statusText(latest);
+  }),
+  help: { linked: false, run: async ({ deps }) => helpText(deps.github.slug) },
+};
+
 /** Carries out one command; returns the reply to post, if any. */
-async function carryOut(
-  deps: GithubHandlerDeps,
-  octokit: InstallationOctokit,
-  job: CommandJob,
-  thread: Thread,
-  command: Command,
-): Promise<string | null> {
-  if (command.name === "help") return helpText(deps.github.slug);
+async function carryOut(ctx: CommandContext): Reply {
+  const handler = COMMANDS[ctx.command.name];
+  if (!handler.linked) return handler.run(ctx);
+  const { deps, job, thread } = ctx;
   const workspace = await workspaceOfInstallation(deps.models, job.installation_id);
   if (!usableWorkspace(workspace)) {
     if (workspace?.account_id)
       return "This GitHub App installation is suspended or was removed, so it cannot run tasks. Unsuspend it in the installation's settings.";
     return howToLink(deps.github.slug);
   }
-  const accountId = workspace.account_id;
-  const who = `@${job.author} on GitHub`;
-  const base = {
-    workspace_id: workspace._id,
-    repo_id: job.repo_id,
-    source: "github",
-    origin: { kind: "comment", author: job.author, comment_url: job.comment_url },
-    thread,
-  };
+  return handler.run({
+    ...ctx,
+    accountId: workspace.account_id,
+    who: `@${job.author} on GitHub`,
+    base: {
+      workspace_id: workspace._id,
+      repo_id: job.repo_id,
+      source: "github",
+      origin: { kind: "comment", author: job.author, comment_url: job.comment_url },
+      thread,
+    },
+  });
+}
 
-  switch (command.name) {
-    case "task":
-    case "agent": {
-      let description: string;
-      let agentName: string | undefined;
-      const text = sanitizeUntrusted(command.text);
-      if (command.name === "agent") {
-        const [name = "", ...rest] = text.split(/\s+/);
-        const agent = findAgent(name);
-        if (!agent)
-          return `${name ? `There is no agent named \`${name}\`.` : "Name an agent: `/agent <name> [details]`."} Agents: ${BUILTIN_AGENTS.map((a) => `\`${a.name}\``).join(", ")}.`;
-        agentName = agent.name;
-        description = agentTaskDescription(agent, rest.join(" "));
-      } else {
-        if (!text) return "Say what to do: `/task <what to change>`.";
-        description = text;
-      }
-      description = `${description}\n\n${threadContext(job)}`.slice(0, 20_000);
-      let baseBranch: string | undefined;
-      if (job.is_pull_request) {
-        const { data: pr } = await octokit.rest.pulls.get({
-          ...ownerAndRepo(job.repo_full_name),
-          pull_number: job.number,
-        });
-        if (pr.head.repo?.full_name !== job.repo_full_name)
-          return "This pull request comes from a fork, and the service can only push branches to this repository. Run the task on an issue instead, or push the branch here.";
-        baseBranch = pr.head.ref;
-      }
-      const task = await createTask(deps.tasks, accountId, {
-        ...base,
-        description,
-        ...(agentName ? { agent_name: agentName } : {}),
-        ...(baseBranch ? { base_branch: baseBranch } : {}),
-      });
-      return `Task \`${task._id}\` created${agentName ? ` (agent \`${agentName}\`)` : ""}${baseBranch ? ` on branch \`${baseBranch}\`` : ""}. I will post the plan here for approval.`;
-    }
-    case "review": {
-      if (!job.is_pull_request) return "`/review` works on pull requests only.";
-      const webUrl = deps.client.webUrl.replace(/\/+$/, "");
-      const review = await reviewPullRequest(
-        {
-          config: deps.config,
-          models: deps.models,
-          logger: deps.logger,
-          githubClient: deps.client,
-          modelClient: deps.modelClient,
-        },
-        accountId,
-        { pr_url: `${webUrl}/${job.repo_full_name}/pull/${job.number}`, post: true },
-      );
-      return review.posted
-        ? null
-        : `Review: ${review.verdict.replace("_", " ")}. ${review.summary}`;
-    }
-    case "status": {
-      const [latest] = await threadTasks(deps, accountId, job);
-      if (!latest)
-        return "No task has been started from this thread yet. `/task <text>` starts one.";
-      return statusText(latest);
-    }
-    default: {
-      const entry = DECISIONS[command.name]!;
-      const tasks = await threadTasks(deps, accountId, job);
-      const waiting = tasks.find((t) => t.status === entry.waiting);
-      if (!waiting) {
-        const latest = tasks[0];
-        return latest
-          ? `No task of this thread is waiting for ${entry.waiting === "awaiting_approval" ? "plan" : "diff"} approval. Latest: ${statusText(latest)}`
-          : "No task has been started from this thread yet. `/task <text>` starts one.";
-      }
-      await decide(deps.tasks, accountId, waiting._id, entry.decision, who);
-      return `Task \`${waiting._id}\`: ${entry.done}`;
-    }
+/**
+ * `/task` and `/agent`: creates the task with the thread as context (on a pull request, on
+ * its branch) and answers with its id.
+ */
+async function startThreadTask(
+  { deps, octokit, job, accountId, base }: LinkedContext,
+  what: string,
+  agentName?: string,
+): Reply {
+  const description = `${what}\n\n${threadContext(job)}`.slice(0, 20_000);
+  let baseBranch: string | undefined;
+  if (job.is_pull_request) {
+    const { data: pr } = await octokit.rest.pulls.get({
+      ...ownerAndRepo(job.repo_full_name),
+      pull_number: job.number,
+    });
+    if (pr.head.repo?.full_name !== job.repo_full_name)
+      return "This pull request comes from a fork, and the service can only push branches to this repository. Run the task on an issue instead, or push the branch here.";
+    baseBranch = pr.head.ref;
   }
+  const task = await createTask(deps.tasks, accountId, {
+    ...base,
+    description,
+    ...(agentName ? { agent_name: agentName } : {}),
+    ...(baseBranch ? { base_branch: baseBranch } : {}),
+  });
+  return `Task \`${task._id}\` created${agentName ? ` (agent \`${agentName}\`)` : ""}${baseBranch ? ` on branch \`${baseBranch}\`` : ""}. I will post the plan here for approval.`;
 }
 
 /** The issue or pull request the command came from, as context for the task (untrusted). */

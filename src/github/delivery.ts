@@ -1,6 +1,6 @@
-import { claimOnce } from "../db/once.js";
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { Models } from "../db/models.js";
+import { claimMarker, dropMarkers, markers, type Marker } from "../domain/markers.js";
 import type { JobKind, Scheduler } from "../queue/scheduler.js";
 
 /*
@@ -26,7 +26,7 @@ import type { JobKind, Scheduler } from "../queue/scheduler.js";
 interface DeliveryState {
   acted: number;
   repeated: number;
-  claims: string[];
+  claims: Marker[];
 }
 
 const current = new AsyncLocalStorage<DeliveryState>();
@@ -45,8 +45,7 @@ export async function inDelivery(
   try {
     await current.run(state, dispatch);
   } catch (error) {
-    if (state.claims.length > 0)
-      await models.Once.deleteMany({ _id: { $in: state.claims } }).catch(() => undefined);
+    if (state.claims.length > 0) await dropMarkers(models, state.claims).catch(() => undefined);
     throw error;
   }
   return { duplicate: state.acted > 0 && state.repeated === state.acted };
@@ -74,9 +73,9 @@ export async function queueForDelivery<T>(
  * means it was claimed before and the handler must not apply it again.
  */
 export async function claimDelivery(models: Models, deliveryId: string): Promise<boolean> {
-  const id = `delivery:${deliveryId}`;
-  const fresh = await claimOnce(models.Once.collection, id, "github-delivery");
-  if (fresh) current.getStore()?.claims.push(id);
+  const marker = markers.githubDelivery(deliveryId);
+  const fresh = await claimMarker(models, marker);
+  if (fresh) current.getStore()?.claims.push(marker);
   record(fresh);
   return fresh;
 }

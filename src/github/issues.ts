@@ -1,5 +1,5 @@
-import { claimOnce } from "../db/once.js";
 import { z } from "zod";
+import { claimMarker, markers } from "../domain/markers.js";
 import { createTask } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
@@ -70,14 +70,7 @@ export function labelJob(deps: GithubHandlerDeps): JobKind<LabelJob> {
   return {
     ...LABEL_JOB,
     async run(job) {
-      if (
-        !(await claimOnce(
-          deps.models.Once.collection,
-          `gh-label:${job.delivery_key}`,
-          "github-label",
-        ))
-      )
-        return;
+      if (!(await claimMarker(deps.models, markers.githubLabel(job.delivery_key)))) return;
       const octokit = await deps.client.octokit(job.installation_id);
       if (!(await hasWriteAccess(octokit, job.repo_full_name, job.sender))) {
         logger.info({ sender: job.sender }, "label ignored: the sender has no write access");

@@ -1,9 +1,9 @@
-import { claimOnce } from "../db/once.js";
 import { z } from "zod";
 import type { PlanStep, TaskRecord } from "../db/models.js";
 import type { JobKind, Scheduler } from "../queue/scheduler.js";
 import type { Models } from "../db/models.js";
 import type { ReviewResult } from "../tools/review-tool.js";
+import { claimMarker, markers } from "../domain/markers.js";
 import { planMarkdown } from "../domain/plan-text.js";
 import type { GithubHandlerDeps } from "./deps.js";
 import { reply } from "./threads.js";
@@ -103,8 +103,7 @@ export function noticeJob(deps: GithubHandlerDeps): JobKind<z.infer<typeof notic
   return {
     ...NOTICE_JOB,
     async run({ task_id, kind }) {
-      const markers = deps.models.Once.collection;
-      if (!(await claimOnce(markers, `gh-notice:${task_id}:${kind}`, "github-notice"))) return;
+      if (!(await claimMarker(deps.models, markers.githubNotice(task_id, kind)))) return;
       const task = (await deps.models.Task.collection.findOne({
         _id: task_id as never,
       })) as unknown as TaskRecord | null;

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { claimOnce } from "../db/once.js";
 import type { Models, TaskRecord } from "../db/models.js";
+import { claimMarker, markers } from "../domain/markers.js";
 import type { TaskDeps } from "../domain/tasks.js";
 import type { JobKind, Scheduler } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
@@ -68,11 +68,7 @@ export function integrationNoticeJob(deps: {
               { ...task, report_to: source },
               kind,
             );
-          await claimOnce(
-            models.Once.collection,
-            `int-notice:${task_id}:${kind}`,
-            "integration-notice",
-          );
+          await claimMarker(models, markers.integrationNotice(task_id, kind));
           logger.info({ task: task_id, kind, type: source.type }, "notice posted");
           return;
         } catch (error) {

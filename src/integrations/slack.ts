@@ -1,8 +1,8 @@
 import { isValidSlackRequest } from "@slack/bolt";
 import { WebClient, type Block, type KnownBlock } from "@slack/web-api";
 import { z } from "zod";
-import { claimOnce } from "../db/once.js";
 import type { TaskRecord } from "../db/models.js";
+import { claimMarker, markers } from "../domain/markers.js";
 import { createTask, decide, getTask, type Decision, type TaskDeps } from "../domain/tasks.js";
 import { errors, isAppError } from "../errors.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
@@ -234,13 +234,7 @@ export async function handleSlack(
       return { status: 200, body: {} };
     }
     const id = event_id ?? `${event.channel}:${event.ts}`;
-    if (
-      !(await claimOnce(
-        deps.tasks.models.Once.collection,
-        `slack:${integration._id}:${id}`,
-        "slack-delivery",
-      ))
-    )
+    if (!(await claimMarker(deps.tasks.models, markers.slackDelivery(integration._id, id))))
       return { status: 200, body: {} };
     const text = (event.text ?? "").replace(/<@[A-Z0-9]+>/g, " ").trim();
     const thread_ts = event.thread_ts ?? event.ts;
@@ -274,10 +268,9 @@ export async function handleSlack(
       };
     if (
       cmd.trigger_id &&
-      !(await claimOnce(
-        deps.tasks.models.Once.collection,
-        `slack:${integration._id}:${cmd.trigger_id}`,
-        "slack-delivery",
+      !(await claimMarker(
+        deps.tasks.models,
+        markers.slackDelivery(integration._id, cmd.trigger_id),
       ))
     )
       return { status: 200, body: {} };
@@ -334,10 +327,9 @@ export async function handleSlack(
   }
   if (
     payload.trigger_id &&
-    !(await claimOnce(
-      deps.tasks.models.Once.collection,
-      `slack:${integration._id}:${payload.trigger_id}`,
-      "slack-delivery",
+    !(await claimMarker(
+      deps.tasks.models,
+      markers.slackDelivery(integration._id, payload.trigger_id),
     ))
   )
     return { status: 200, body: {} };

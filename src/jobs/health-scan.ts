@@ -11,6 +11,7 @@ import {
 } from "../domain/health-reports.js";
 import { recordDefaultBranch } from "../domain/linking.js";
 import { resolveRepo } from "../domain/workspaces.js";
+import { markers } from "../domain/markers.js";
 import { AppError } from "../errors.js";
 import type { GithubClient } from "../github-api/client.js";
 import type { CiSource } from "../health/ci.js";
@@ -135,8 +136,7 @@ export function createHealthScanJob(deps: HealthJobDeps): JobKind<HealthScanJob>
     const result = await runLeased(
       models,
       {
-        prefix: `health-lease:${report._id}`,
-        scope: "health-lease",
+        attempt: (attempt) => markers.healthLease(report._id, attempt),
         ttlMs,
         maxAttempts: MAX_ATTEMPTS,
         beat: async () => {

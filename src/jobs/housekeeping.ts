@@ -2,6 +2,7 @@ import { z } from "zod";
 import type { Models } from "../db/models.js";
 import type { JobKind } from "../queue/scheduler.js";
 import { pruneIdempotencyRecords, pruneRateLimits } from "../domain/request-records.js";
+import { markers } from "../domain/markers.js";
 
 /** Markers older than this are dropped; GitHub does not redeliver after a few days. */
 export const ONCE_MARKER_RETENTION_DAYS = 14;
@@ -22,7 +23,10 @@ export const pruneOnceMarkers = (models: Models): JobKind<Record<string, never>>
     await models.Once.deleteMany({
       $or: [
         { created_at: { $lt: cutoff } },
-        { scope: "job-lock", created_at: { $lt: new Date(Date.now() - JOB_LOCK_RETENTION_MS) } },
+        {
+          scope: markers.jobLock.scope,
+          created_at: { $lt: new Date(Date.now() - JOB_LOCK_RETENTION_MS) },
+        },
       ],
     });
     // Agenda finds due jobs with a query FerretDB answers by scanning the collection, so

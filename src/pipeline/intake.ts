@@ -7,6 +7,7 @@ import {
   type TaskDeps,
 } from "../domain/tasks.js";
 import { bumpMarkerSoon, readMarker } from "../domain/marker-cache.js";
+import { markers } from "../domain/markers.js";
 import type { Logger } from "../util/logger.js";
 
 /*
@@ -24,7 +25,7 @@ import type { Logger } from "../util/logger.js";
  * dependents (transitively) in the same pass.
  */
 
-const QUEUED_MARKER = "tasks-queued";
+const QUEUED_MARKER = markers.generation("tasks-queued");
 const SAFETY_SCAN_MS = 30_000;
 const COALESCE_MS = 50;
 /** Unfinished dependencies watched between scans, at most (beyond: the safety scan). */

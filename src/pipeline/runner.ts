@@ -24,6 +24,7 @@ import { BudgetExceededError, describeFailure, StageError } from "./errors.js";
 import { signalQueued } from "./intake.js";
 import { STAGES } from "./stages/index.js";
 import { resolveRepo } from "../domain/workspaces.js";
+import { claimMarker, markers } from "../domain/markers.js";
 import { AppError } from "../errors.js";
 
 /*
@@ -117,13 +118,13 @@ export function createPipeline(deps: PipelineDeps) {
     const stage = STAGES[job.stage];
     const taskId = job.task_id;
     const logger = deps.logger.child({ task: taskId, stage: stage.name });
-    const doneId = `stage-done:${taskId}:${stage.name}`;
+    const doneMarker = markers.stageDone(taskId, stage.name);
     // Three independent `_id` lookups, in parallel: the task, its end marker, the stage's
     // stored outcome.
     const [found, ended, done] = await Promise.all([
       models.Task.collection.findOne({ _id: taskId as never }),
       hasEnded(models, taskId),
-      models.Once.collection.findOne({ _id: doneId as never }),
+      models.Once.collection.findOne({ _id: doneMarker.id as never }),
     ]);
     const task = found as unknown as TaskRecord | null;
     if (!task) return;
@@ -139,8 +140,7 @@ export function createPipeline(deps: PipelineDeps) {
     const result = await runLeased(
       models,
       {
-        prefix: `lease:${taskId}:${stage.name}`,
-        scope: "lease",
+        attempt: (attempt) => markers.stageLease(taskId, stage.name, attempt),
         ttlMs: config.jobs.lockLifetimeMs,
         maxAttempts: config.pipeline.stageMaxAttempts,
         holder,
@@ -186,12 +186,10 @@ export function createPipeline(deps: PipelineDeps) {
           logger.info({ attempt: run.lease.attempt }, "stage started");
           const outcome = await stage.run(ctx);
           if (run.signal.aborted) return;
-          await models.Once.collection.insertOne({
-            _id: doneId as never,
-            scope: "stage-done",
-            outcome,
-            created_at: new Date(),
-          });
+          // Another worker recorded an outcome first (it took the lease over): this run fails the
+          // task as the duplicate-key error of the unique insert did before claimMarker.
+          if (!(await claimMarker(models, doneMarker, { outcome })))
+            throw new Error(`the outcome of stage ${stage.name} was recorded by another worker`);
           finished = outcome;
           run.keep();
           logger.info({ ms: Math.round(performance.now() - started) }, "stage finished");

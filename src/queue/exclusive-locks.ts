@@ -1,4 +1,4 @@
-import { claimOnce } from "../db/once.js";
+import { claimOnce, markers } from "../db/once.js";
 import { MongoJobRepository } from "@agendajs/mongo-backend";
 import type { JobParameters, JobRepositoryOptions } from "agenda";
 import { ObjectId } from "mongodb";
@@ -177,11 +177,10 @@ export class ExclusiveJobRepository extends MongoJobRepository {
    * removes the marker (unlockJob).
    */
   private async claim(job: JobParameters, seenLockedAt: Date | null): Promise<boolean> {
-    const time = (date: Date | null | undefined) => (date ? new Date(date).getTime() : "-");
-    const id = `job-lock:${String(job._id)}:${time(job.nextRunAt)}:${time(job.lastRunAt)}:${time(seenLockedAt)}`;
-    if (!(await claimOnce(this.markers(), id, "job-lock"))) return false;
+    const marker = markers.jobLock(String(job._id), job.nextRunAt, job.lastRunAt, seenLockedAt);
+    if (!(await claimOnce(this.markers(), marker))) return false;
     if (this.claims.size >= MAX_HINTS) this.claims.delete(this.claims.keys().next().value!);
-    this.claims.set(String(job._id), id);
+    this.claims.set(String(job._id), marker.id);
     return true;
   }
 

@@ -1,11 +1,12 @@
 import type { Models } from "../db/models.js";
-import { claimOnce } from "../db/once.js";
+import { claimOnce, type Marker } from "../db/once.js";
 import { processIdentity } from "./identity.js";
 
 /*
  * Leases of long-running work (a pipeline stage, a health scan) that must run once at a time
- * and be taken over when its worker dies: attempt n is the once-marker `<prefix>:<n>`, whose
- * holder beats `heartbeat_at` while it works and sets `released` when it stops.
+ * and be taken over when its worker dies: attempt n is the once-marker `attempt(n)` (a kind of
+ * db/once.ts: `lease:<task>:<stage>:<n>`, `health-lease:<report>:<n>`), whose holder beats
+ * `heartbeat_at` while it works and sets `released` when it stops.
  */
 
 export type Lease = { id: string; attempt: number } | "busy" | "exhausted";
@@ -17,18 +18,24 @@ export type Lease = { id: string; attempt: number } | "busy" | "exhausted";
  */
 export async function acquireLease(
   models: Models,
-  options: { prefix: string; scope: string; ttlMs: number; maxAttempts: number; holder?: string },
+  options: {
+    attempt: (attempt: number) => Marker;
+    ttlMs: number;
+    maxAttempts: number;
+    holder?: string;
+  },
 ): Promise<Lease> {
-  const { prefix, scope, ttlMs, maxAttempts, holder } = options;
+  const { ttlMs, maxAttempts, holder } = options;
   for (let attempt = 0; attempt < maxAttempts; attempt += 1) {
-    const id = `${prefix}:${attempt}`;
+    const marker = options.attempt(attempt);
+    const id = marker.id;
     // holder_id lets a restarted process of this DATA_DIR release it at once (identity.ts).
     const fields = {
       heartbeat_at: new Date(),
       holder_id: processIdentity(),
       ...(holder ? { holder } : {}),
     };
-    if (await claimOnce(models.Once.collection, id, scope, fields)) return { id, attempt };
+    if (await claimOnce(models.Once.collection, marker, fields)) return { id, attempt };
     const lease = await models.Once.collection.findOne({ _id: id as never });
     const beat = lease?.heartbeat_at instanceof Date ? lease.heartbeat_at.getTime() : 0;
     if (lease?.released !== true && Date.now() - beat < ttlMs) return "busy";
@@ -69,8 +76,8 @@ export interface LeasedRun {
 export async function runLeased<T>(
   models: Models,
   options: {
-    prefix: string;
-    scope: string;
+    /** The once-marker of attempt n (a kind of the catalogue in db/once.ts). */
+    attempt: (attempt: number) => Marker;
     ttlMs: number;
     maxAttempts: number;
     holder?: string;

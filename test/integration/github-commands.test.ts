@@ -352,6 +352,29 @@ describe("comment commands", () => {
     expect(statusText).toContain(`Task \`${String(latest!._id)}\` is in phase ${latest!.phase}`);
   });
 
+  it("answers /agent without a known agent, /review on an issue and a bare /task with what to do", async () => {
+    const cases: [string, (reply: string) => void][] = [
+      [
+        "/agent no-such-agent fix it",
+        (reply) => {
+          expect(reply).toMatch(/^There is no agent named `no-such-agent`\. Agents: `[^`]+`/);
+        },
+      ],
+      ["/review", (reply) => expect(reply).toBe("`/review` works on pull requests only.")],
+      ["/task", (reply) => expect(reply).toBe("Say what to do: `/task <what to change>`.")],
+    ];
+    for (const [body, check] of cases) {
+      const c = comment(body);
+      let text = "";
+      const ack = acknowledged("Codertocat", c.comment.id);
+      const answered = replyIn(c.issue.number, (b) => (text = b));
+      expect(await deliver("issue_comment", c)).toBe(202);
+      await until(`the answer to ${body}`, async () => answered.isDone());
+      expect(ack.isDone()).toBe(true);
+      check(text);
+    }
+  });
+
   it("works on the pull request's branch for /task on a pull request", async () => {
     const c = comment("/task Tidy the README", { pr: true });
     const replies: string[] = [];

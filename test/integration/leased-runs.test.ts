@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Models } from "../../src/db/models.js";
+import { markers } from "../../src/db/once.js";
 import { runLeased } from "../../src/queue/lease.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
@@ -21,9 +22,9 @@ afterAll(async () => {
   await server?.stop();
 });
 
+/* Leases of a made-up health report: a real marker kind, ids no other test uses. */
 const options = (prefix: string, extra: Partial<Parameters<typeof runLeased>[1]> = {}) => ({
-  prefix,
-  scope: "test-lease",
+  attempt: (attempt: number) => markers.healthLease(prefix, attempt),
   ttlMs: 60_000,
   maxAttempts: 2,
   onBeatError: (error: unknown) => {
@@ -78,7 +79,9 @@ describe("runLeased", () => {
     );
     expect(result).toEqual({ value: "Error: too slow" });
     expect(beats).toBeGreaterThanOrEqual(2);
-    const lease = await models.Once.collection.findOne({ _id: `${prefix}:0` as never });
+    const lease = await models.Once.collection.findOne({
+      _id: markers.healthLease(prefix, 0).id as never,
+    });
     expect(lease?.released).toBe(true);
   });
 });

@@ -1,0 +1,32 @@
+import type { Models } from "../db/models.js";
+import { claimOnce, type Marker } from "../db/once.js";
+
+/*
+ * Once-markers for the doors, the pipeline and the domain: the catalogue of their ids
+ * (db/once.ts, re-exported here) and the few things done with one. A door claims its
+ * delivery, command and notice markers here, never through the database modules.
+ */
+
+export { markers, type GenerationName, type Marker, type MarkerScope } from "../db/once.js";
+
+/**
+ * Takes `marker` once across processes: true for the one caller that inserted it, false
+ * for every other. `fields` are stored with it.
+ */
+export function claimMarker(
+  models: Models,
+  marker: Marker,
+  fields?: Record<string, unknown> & { created_at?: Date },
+): Promise<boolean> {
+  return claimOnce(models.Once.collection, marker, fields);
+}
+
+/** True when `marker` has been claimed (and not dropped or pruned since). */
+export async function markerExists(models: Models, marker: Marker): Promise<boolean> {
+  return Boolean(await models.Once.exists({ _id: marker.id }));
+}
+
+/** Drops claimed markers, so that the work they stand for may be done again. */
+export async function dropMarkers(models: Models, claimed: readonly Marker[]): Promise<void> {
+  await models.Once.deleteMany({ _id: { $in: claimed.map((marker) => marker.id) } });
+}

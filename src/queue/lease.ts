@@ -11,20 +11,21 @@ import { processIdentity } from "./identity.js";
 
 export type Lease = { id: string; attempt: number } | "busy" | "exhausted";
 
+export interface LeaseOptions {
+  /** The once-marker of attempt n (a kind of the catalogue in db/once.ts). */
+  attempt: (attempt: number) => Marker;
+  /** A holder that has not beaten for this long is dead; its attempt is taken over. */
+  ttlMs: number;
+  maxAttempts: number;
+  holder?: string;
+}
+
 /**
  * Takes the first attempt not taken yet; a taken attempt whose holder still beats (within
  * `ttlMs`) and has not released it means the work is running elsewhere ("busy"), and
  * `maxAttempts` taken attempts mean it was given up on ("exhausted").
  */
-export async function acquireLease(
-  models: Models,
-  options: {
-    attempt: (attempt: number) => Marker;
-    ttlMs: number;
-    maxAttempts: number;
-    holder?: string;
-  },
-): Promise<Lease> {
+export async function acquireLease(models: Models, options: LeaseOptions): Promise<Lease> {
   const { ttlMs, maxAttempts, holder } = options;
   for (let attempt = 0; attempt < maxAttempts; attempt += 1) {
     const marker = options.attempt(attempt);
@@ -75,12 +76,7 @@ export interface LeasedRun {
  */
 export async function runLeased<T>(
   models: Models,
-  options: {
-    /** The once-marker of attempt n (a kind of the catalogue in db/once.ts). */
-    attempt: (attempt: number) => Marker;
-    ttlMs: number;
-    maxAttempts: number;
-    holder?: string;
+  options: LeaseOptions & {
     /** Called at every heartbeat after the lease's own. */
     beat?: () => Promise<void>;
     onBeatError(error: unknown): void;

@@ -298,7 +298,10 @@ export async function alternatingRounds(
   const width = Math.max(...subjects.map((s) => s.name.length));
   const samples = new Map<string, LoadSample[]>(subjects.map((s) => [s.name, []]));
   for (let round = 1; round <= settings.rounds; round++) {
-    for (const subject of subjects) {
+    // Every other round in reverse order: when the subjects share a database that grows
+    // (POST /tasks), the one always run second would always meet the bigger collections.
+    const order = round % 2 === 1 ? subjects : [...subjects].reverse();
+    for (const subject of order) {
       const after = before?.(subject);
       const sample = await load(subject, settings.durationS);
       samples.get(subject.name)!.push(sample);

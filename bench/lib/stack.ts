@@ -46,6 +46,8 @@ export async function startBenchStack(
       MONGODB_URI: uri,
       DATA_DIR: path.join(tmp, "data"),
       SIGNUP_RATE_LIMIT: "1000000",
+      // The benchmarks' repositories are local folders, refused by default (README, "Sandbox").
+      ALLOW_LOCAL_REPOS: "true",
       SHUTDOWN_GRACE_S: "5",
       ...env,
     }),

@@ -66,8 +66,8 @@ export const metricsOverhead: Benchmark = {
           MONGODB_URI: uri,
           DATA_DIR: path.join(tmp, "data-on"),
           SIGNUP_RATE_LIMIT: "1000000",
-      // The benchmarks' repositories are local folders, refused by default (README, "Sandbox").
-      ALLOW_LOCAL_REPOS: "true",
+          // The benchmarks' repositories are local folders, refused by default (README, "Sandbox").
+          ALLOW_LOCAL_REPOS: "true",
           SHUTDOWN_GRACE_S: "5",
           METRICS_TOKEN: TOKEN,
         }),

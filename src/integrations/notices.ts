@@ -5,6 +5,7 @@ import type { TaskDeps } from "../domain/tasks.js";
 import type { JobKind, Scheduler } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
+import { postLinearNotice } from "./linear.js";
 import { postSlackNotice } from "./slack.js";
 import { findIntegration } from "../domain/integrations/store.js";
 import type { TaskSource } from "../domain/integrations/types.js";
@@ -42,6 +43,7 @@ export function integrationNoticeJob(deps: {
   tasks: TaskDeps;
   logger: Logger;
   slackApiUrl?: string | undefined;
+  linearApiUrl?: string | undefined;
   /** Waits between attempts (ms); tests shorten it. */
   backoffMs?: number;
 }): JobKind<z.infer<typeof jobSchema>> {
@@ -64,6 +66,13 @@ export function integrationNoticeJob(deps: {
           if (source.type === "slack")
             await postSlackNotice(
               { tasks: deps.tasks, logger, apiUrl: deps.slackApiUrl },
+              integration,
+              { ...task, report_to: source },
+              kind,
+            );
+          else if (source.type === "linear")
+            await postLinearNotice(
+              { tasks: deps.tasks, logger, apiUrl: deps.linearApiUrl },
               integration,
               { ...task, report_to: source },
               kind,

@@ -20,6 +20,7 @@ import { createPipeline, type Pipeline } from "./pipeline/runner.js";
 import { StageError } from "./pipeline/errors.js";
 import { createGithubReceiver } from "./github/receiver.js";
 import { mountManifestFlow } from "./github/manifest.js";
+import { handleJira } from "./integrations/jira.js";
 import { handleLinear } from "./integrations/linear.js";
 import { handleSlack, SLACK_ENDPOINTS, type SlackEndpoint } from "./integrations/slack.js";
 import { registerHandlers } from "./github/handlers.js";
@@ -310,6 +311,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
             ),
         },
         trackers: {
+          jira: {
+            handle: (id, request) => handleJira({ tasks: pipeline.taskDeps, logger }, id, request),
+          },
           linear: {
             handle: (id, request) =>
               handleLinear(

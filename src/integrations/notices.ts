@@ -5,6 +5,7 @@ import type { TaskDeps } from "../domain/tasks.js";
 import type { JobKind, Scheduler } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
+import { postJiraNotice } from "./jira.js";
 import { postLinearNotice } from "./linear.js";
 import { postSlackNotice } from "./slack.js";
 import { findIntegration } from "../domain/integrations/store.js";
@@ -77,6 +78,8 @@ export function integrationNoticeJob(deps: {
               { ...task, report_to: source },
               kind,
             );
+          else if (source.type === "jira")
+            await postJiraNotice(integration, { ...task, report_to: source }, kind);
           await claimOnce(
             models.Once.collection,
             `int-notice:${task_id}:${kind}`,

@@ -66,7 +66,7 @@ export function toIntegrationView(record: IntegrationRecord): IntegrationView {
 }
 
 /** Types whose webhooks exist; the others' settings are defined but nothing would use them. */
-const DOORS_BUILT: IntegrationType[] = ["slack", "linear"];
+const DOORS_BUILT: IntegrationType[] = ["slack", "linear", "jira"];
 
 function remember(record: IntegrationRecord): IntegrationRecord {
   for (const value of Object.values(record.secrets ?? {})) registerSecret(value);

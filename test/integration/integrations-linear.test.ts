@@ -56,7 +56,10 @@ interface LinearCall {
   variables: Record<string, unknown>;
 }
 
-/** Linear's GraphQL API, faked: records each operation; the first comment fails once (500). */
+/**
+ * Linear's GraphQL API, faked: records each operation; the first comment fails once (500),
+ * and every comment on the issue "issue-broken" fails.
+ */
 async function startFakeLinear() {
   const calls: LinearCall[] = [];
   let failNextComment = true;
@@ -73,7 +76,7 @@ async function startFakeLinear() {
       res.setHeader("content-type", "application/json");
       let data: unknown = {};
       if (op === "ForemanComment") {
-        if (failNextComment) {
+        if (failNextComment || variables.issueId === "issue-broken") {
           failNextComment = false;
           res.statusCode = 500;
           res.end(JSON.stringify({ errors: [{ message: "Linear is having a moment" }] }));
@@ -308,5 +311,24 @@ describe("integrations: Linear", () => {
     expect(moves.at(-1)).toEqual({ id: "issue-1", stateId: "st-done" });
     // Nothing of the secrets went to Linear.
     expect(JSON.stringify(linear.calls.map((c) => c.variables))).not.toContain(WEBHOOK_SECRET);
+  });
+
+  it("reports on the task when Linear keeps refusing its comments, and loses nothing", async () => {
+    const res = await deliver(labelled("issue-broken", "Add a farewell helper"));
+    const taskId = String(res.body.task_id);
+    expect(taskId).toMatch(/^task_/);
+    const events = server.service.db.models.TaskEvent.collection;
+    const logged = await waitFor("the failure on the task", async () => {
+      const found = await events.findOne({
+        task_id: taskId,
+        "payload.message": /Could not post the plan to linear after 4 attempts/,
+      });
+      return found ?? undefined;
+    });
+    expect(String(logged.payload.message)).toContain("Linear is having a moment");
+    // The task itself is intact and still waits for its plan approval.
+    expect((await server.api("GET", `/tasks/${taskId}`, { key })).body.status).toBe(
+      "awaiting_approval",
+    );
   });
 });

@@ -178,6 +178,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       logger,
       slackApiUrl: config.slackApiUrl,
       linearApiUrl: config.linearApiUrl,
+      allowLocalSites: config.allowLocalRepos,
     }),
   );
   const notifyGithub = pipeline.taskDeps.notifyThread;
@@ -312,7 +313,12 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         },
         trackers: {
           jira: {
-            handle: (id, request) => handleJira({ tasks: pipeline.taskDeps, logger }, id, request),
+            handle: (id, request) =>
+              handleJira(
+                { tasks: pipeline.taskDeps, logger, allowLocal: config.allowLocalRepos },
+                id,
+                request,
+              ),
           },
           linear: {
             handle: (id, request) =>

@@ -1,4 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
+import { lookup } from "node:dns/promises";
+import ipaddr from "ipaddr.js";
 import { Version3Client } from "jira.js";
 import { z } from "zod";
 import { claimOnce } from "../db/once.js";
@@ -8,6 +10,7 @@ import { errors, isAppError } from "../errors.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
+import { addressProblem } from "../util/remote-url.js";
 import { findIntegration, type IntegrationRecord } from "../domain/integrations/store.js";
 import type { JiraSecrets, JiraSettings } from "../domain/integrations/kinds.js";
 import type { TaskSource } from "../domain/integrations/types.js";
@@ -27,6 +30,8 @@ import { commentCommand, issueText, trackerNotice, type NoticeKind } from "./tra
 export interface JiraDeps {
   tasks: TaskDeps;
   logger: Logger;
+  /** Lets site_url be http:// or a non-public host (ALLOW_LOCAL_REPOS: development, tests). */
+  allowLocal?: boolean | undefined;
 }
 
 export interface JiraRequest {
@@ -87,8 +92,31 @@ const jiraEvent = z.looseObject({
     .optional(),
 });
 
-export function jiraClient(integration: IntegrationRecord): Version3Client {
+/**
+ * The site is the account's to name, so the service checks it before calling it: https and
+ * a host resolving only to public addresses (the clone URL policy's address check), so an
+ * integration cannot make the service call its own network.
+ */
+async function checkSite(siteUrl: string, allowLocal: boolean): Promise<void> {
+  if (allowLocal) return;
+  const url = new URL(siteUrl);
+  if (url.protocol !== "https:") throw new Error("The Jira site_url must be an https:// URL.");
+  const host = url.hostname.replace(/^\[|\]$/g, "");
+  const addresses = ipaddr.isValid(host)
+    ? [host]
+    : (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+  for (const address of addresses) {
+    const problem = addressProblem(address);
+    if (problem) throw new Error(`The Jira site ${host} resolves to ${problem}.`);
+  }
+}
+
+export async function jiraClient(
+  integration: IntegrationRecord,
+  allowLocal = false,
+): Promise<Version3Client> {
   const settings = integration.settings as JiraSettings;
+  await checkSite(settings.site_url, allowLocal);
   const secrets = integration.secrets as JiraSecrets;
   return new Version3Client({
     host: settings.site_url,
@@ -230,11 +258,11 @@ export async function handleJira(
       return { status: 200, body: { ok: true, task_id: task._id } };
     } catch (error) {
       if (!isAppError(error)) throw error;
-      await commentOnJiraIssue(
-        jiraClient(integration),
-        issue.key,
-        `Could not start a task: ${error.message}`,
-      ).catch((err: unknown) => logger.warn({ err }, "jira reply failed"));
+      await jiraClient(integration, deps.allowLocal)
+        .then((client) =>
+          commentOnJiraIssue(client, issue.key, `Could not start a task: ${error.message}`),
+        )
+        .catch((err: unknown) => logger.warn({ err }, "jira reply failed"));
       return OK;
     }
   }
@@ -251,7 +279,7 @@ export async function handleJira(
       { sort: { created_at: -1 } },
     )) as unknown as (TaskRecord & { report_to: TaskSource }) | null;
     if (!task) return OK;
-    const client = jiraClient(integration);
+    const client = await jiraClient(integration, deps.allowLocal);
     const author = event.comment.author;
     // A project member here is a user Jira lets transition the issue.
     const allowed = await client.userSearch.findUsersWithAllPermissions({
@@ -292,11 +320,12 @@ export async function handleJira(
 
 /** Posts a task's notice on its Jira issue, taking the configured transition first. */
 export async function postJiraNotice(
+  deps: Pick<JiraDeps, "allowLocal">,
   integration: IntegrationRecord,
   task: TaskRecord & { report_to: TaskSource },
   kind: NoticeKind,
 ): Promise<void> {
-  const client = jiraClient(integration);
+  const client = await jiraClient(integration, deps.allowLocal);
   const key = task.report_to.ref.issue_key;
   if (!key) return;
   const { transitions } = integration.settings as JiraSettings;

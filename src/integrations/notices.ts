@@ -45,6 +45,8 @@ export function integrationNoticeJob(deps: {
   logger: Logger;
   slackApiUrl?: string | undefined;
   linearApiUrl?: string | undefined;
+  /** Jira sites may be http:// or non-public hosts (ALLOW_LOCAL_REPOS). */
+  allowLocalSites?: boolean | undefined;
   /** Waits between attempts (ms); tests shorten it. */
   backoffMs?: number;
 }): JobKind<z.infer<typeof jobSchema>> {
@@ -79,7 +81,12 @@ export function integrationNoticeJob(deps: {
               kind,
             );
           else if (source.type === "jira")
-            await postJiraNotice(integration, { ...task, report_to: source }, kind);
+            await postJiraNotice(
+              { allowLocal: deps.allowLocalSites },
+              integration,
+              { ...task, report_to: source },
+              kind,
+            );
           await claimOnce(
             models.Once.collection,
             `int-notice:${task_id}:${kind}`,

@@ -20,6 +20,8 @@ import { createPipeline, type Pipeline } from "./pipeline/runner.js";
 import { StageError } from "./pipeline/errors.js";
 import { createGithubReceiver } from "./github/receiver.js";
 import { mountManifestFlow } from "./github/manifest.js";
+import { handleJira } from "./integrations/jira.js";
+import { handleLinear } from "./integrations/linear.js";
 import { handleSlack, SLACK_ENDPOINTS, type SlackEndpoint } from "./integrations/slack.js";
 import { registerHandlers } from "./github/handlers.js";
 import { githubJobs } from "./github/jobs.js";
@@ -171,7 +173,13 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   }
   // Tasks from Slack (and the other integrations) report back where they were asked for.
   scheduler.define(
-    integrationNoticeJob({ tasks: pipeline.taskDeps, logger, slackApiUrl: config.slackApiUrl }),
+    integrationNoticeJob({
+      tasks: pipeline.taskDeps,
+      logger,
+      slackApiUrl: config.slackApiUrl,
+      linearApiUrl: config.linearApiUrl,
+      allowLocalSites: config.allowLocalRepos,
+    }),
   );
   const notifyGithub = pipeline.taskDeps.notifyThread;
   const notifyIntegration = createIntegrationNotifier(db.models, scheduler);
@@ -302,6 +310,24 @@ export async function startService(options: ServiceOptions): Promise<Service> {
               endpoint as SlackEndpoint,
               request,
             ),
+        },
+        trackers: {
+          jira: {
+            handle: (id, request) =>
+              handleJira(
+                { tasks: pipeline.taskDeps, logger, allowLocal: config.allowLocalRepos },
+                id,
+                request,
+              ),
+          },
+          linear: {
+            handle: (id, request) =>
+              handleLinear(
+                { tasks: pipeline.taskDeps, logger, apiUrl: config.linearApiUrl },
+                id,
+                request,
+              ),
+          },
         },
         mountPages: config.github
           ? undefined

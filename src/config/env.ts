@@ -53,6 +53,8 @@ export const envSchema = z.object({
   AUTOMATION_WEBHOOK_RATE_WINDOW_S: positiveInt(60, 86_400),
   /** Slack's Web API base: https://slack.com/api/ (GovSlack and tests point elsewhere). */
   SLACK_API_URL: url,
+  /** Linear's GraphQL endpoint: https://api.linear.app/graphql (tests point elsewhere). */
+  LINEAR_API_URL: url,
   ALLOW_LOCAL_REPOS: flag(false),
   HTTP_REQUEST_TIMEOUT_S: positiveInt(30, 3600),
   HTTP_HANDLER_TIMEOUT_S: positiveInt(30, 3600),
@@ -177,6 +179,7 @@ export interface Config {
   /** Deliveries to POST /automations/webhook per client address per window, per process. */
   automationWebhookRateLimit: { max: number; windowMs: number };
   slackApiUrl: string | undefined;
+  linearApiUrl: string | undefined;
   /** Plain-git remotes may be local paths, file:// or non-public hosts (development, tests). */
   allowLocalRepos: boolean;
   /** Time a client has to send a whole request (headers and body), then 408 and close. */
@@ -386,6 +389,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     },
     trustProxy: env.TRUST_PROXY,
     slackApiUrl: env.SLACK_API_URL,
+    linearApiUrl: env.LINEAR_API_URL,
     allowLocalRepos: env.ALLOW_LOCAL_REPOS,
     httpRequestTimeoutMs: env.HTTP_REQUEST_TIMEOUT_S * 1000,
     httpHandlerTimeoutMs: env.HTTP_HANDLER_TIMEOUT_S * 1000,

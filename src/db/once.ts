@@ -94,6 +94,16 @@ export const markers = {
     integrationId,
     deliveryId,
   ]),
+  /** A Linear webhook delivery (integrations/linear.ts). */
+  linearDelivery: kind("linear", "linear-delivery", (integrationId: string, deliveryId: string) => [
+    integrationId,
+    deliveryId,
+  ]),
+  /** A Jira webhook delivery (integrations/jira.ts). */
+  jiraDelivery: kind("jira", "jira-delivery", (integrationId: string, deliveryId: string) => [
+    integrationId,
+    deliveryId,
+  ]),
   /** A notice posted to an integration (integrations/notices.ts). */
   integrationNotice: kind("int-notice", "integration-notice", (taskId: string, notice: string) => [
     taskId,

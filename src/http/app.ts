@@ -160,6 +160,23 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
     ctx.body = answer.body;
   });
 
+  // Linear's and Jira's webhooks: signed by the vendor, no API key.
+  for (const vendor of ["linear", "jira"] as const)
+    router.post(`/integrations/:id/${vendor}/webhook`, async (ctx) => {
+      const door = deps.trackers?.[vendor];
+      if (!door) throw errors.notFound("route");
+      const rawBody = await readRawBody(ctx as AppContext);
+      const answer = await door.handle(ctx.params.id!, {
+        rawBody,
+        signature: ctx.get(vendor === "linear" ? "linear-signature" : "x-hub-signature"),
+        delivery: ctx.get(
+          vendor === "linear" ? "linear-delivery" : "x-atlassian-webhook-identifier",
+        ),
+      });
+      ctx.status = answer.status;
+      ctx.body = answer.body;
+    });
+
   app.use(router.routes());
   // Without `throw`, the router sets 405/501 and the Allow header; the error middleware
   // then renders the error body for it (docs/api.md, "Errors").

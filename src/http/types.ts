@@ -27,6 +27,8 @@ export interface HttpDeps {
   tasks?: TaskDeps | undefined;
   /** Slack's door (integrations/slack.ts), composed by service.ts. */
   slack?: VendorDoor | undefined;
+  /** Linear's and Jira's webhooks (integrations/linear.ts, jira.ts), composed by service.ts. */
+  trackers?: Partial<Record<"linear" | "jira", TrackerDoor>> | undefined;
   /** Pages another door mounts on this server (github/manifest.ts before an App exists). */
   mountPages?: ((router: Router) => void) | undefined;
   /** Handles a GitHub webhook delivery; absent when the GitHub App part is off. */
@@ -48,6 +50,14 @@ export interface VendorDoor {
     integrationId: string,
     endpoint: string,
     request: { rawBody: string; signature: string; timestamp: string; contentType: string },
+  ): Promise<{ status: number; body: unknown }>;
+}
+
+/** An issue tracker's signed webhook (Linear, Jira): checks its own signature, takes no key. */
+export interface TrackerDoor {
+  handle(
+    integrationId: string,
+    request: { rawBody: string; signature: string; delivery: string },
   ): Promise<{ status: number; body: unknown }>;
 }
 

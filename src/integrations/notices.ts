@@ -5,6 +5,8 @@ import type { TaskDeps } from "../domain/tasks.js";
 import type { JobKind, Scheduler } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
+import { postJiraNotice } from "./jira.js";
+import { postLinearNotice } from "./linear.js";
 import { postSlackNotice } from "./slack.js";
 import { findIntegration } from "../domain/integrations/store.js";
 import type { TaskSource } from "../domain/integrations/types.js";
@@ -42,6 +44,9 @@ export function integrationNoticeJob(deps: {
   tasks: TaskDeps;
   logger: Logger;
   slackApiUrl?: string | undefined;
+  linearApiUrl?: string | undefined;
+  /** Jira sites may be http:// or non-public hosts (ALLOW_LOCAL_REPOS). */
+  allowLocalSites?: boolean | undefined;
   /** Waits between attempts (ms); tests shorten it. */
   backoffMs?: number;
 }): JobKind<z.infer<typeof jobSchema>> {
@@ -64,6 +69,20 @@ export function integrationNoticeJob(deps: {
           if (source.type === "slack")
             await postSlackNotice(
               { tasks: deps.tasks, logger, apiUrl: deps.slackApiUrl },
+              integration,
+              { ...task, report_to: source },
+              kind,
+            );
+          else if (source.type === "linear")
+            await postLinearNotice(
+              { tasks: deps.tasks, logger, apiUrl: deps.linearApiUrl },
+              integration,
+              { ...task, report_to: source },
+              kind,
+            );
+          else if (source.type === "jira")
+            await postJiraNotice(
+              { allowLocal: deps.allowLocalSites },
               integration,
               { ...task, report_to: source },
               kind,

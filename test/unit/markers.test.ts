@@ -49,6 +49,20 @@ const PINNED: Record<keyof typeof markers, [Marker, string, string][]> = {
       "slack-delivery",
     ],
   ],
+  linearDelivery: [
+    [
+      markers.linearDelivery("int-2", "wh-1:1700000000"),
+      "linear:int-2:wh-1:1700000000",
+      "linear-delivery",
+    ],
+  ],
+  jiraDelivery: [
+    [
+      markers.jiraDelivery("int-3", "jira:issue_updated:17:10001:"),
+      "jira:int-3:jira:issue_updated:17:10001:",
+      "jira-delivery",
+    ],
+  ],
   integrationNotice: [
     [markers.integrationNotice("t1", "end"), "int-notice:t1:end", "integration-notice"],
   ],

@@ -100,3 +100,7 @@ export const INTEGRATION_KINDS = {
 
 export type SlackSettings = z.infer<typeof slackKind.settings>;
 export type SlackSecrets = z.infer<typeof slackKind.secrets>;
+export type LinearSettings = z.infer<typeof linearKind.settings>;
+export type LinearSecrets = z.infer<typeof linearKind.secrets>;
+export type JiraSettings = z.infer<typeof jiraKind.settings>;
+export type JiraSecrets = z.infer<typeof jiraKind.secrets>;

@@ -66,7 +66,7 @@ export function toIntegrationView(record: IntegrationRecord): IntegrationView {
 }
 
 /** Types whose webhooks exist; the others' settings are defined but nothing would use them. */
-const DOORS_BUILT: IntegrationType[] = ["slack"];
+const DOORS_BUILT: IntegrationType[] = ["slack", "linear", "jira"];
 
 function remember(record: IntegrationRecord): IntegrationRecord {
   for (const value of Object.values(record.secrets ?? {})) registerSecret(value);
@@ -117,7 +117,7 @@ export async function createIntegration(
     throw errors.validation([
       {
         path: "type",
-        message: `${input.type} integrations are not available on this server yet (only slack).`,
+        message: `${input.type} integrations are not available on this server yet (only ${DOORS_BUILT.join(", ")}).`,
       },
     ]);
   const settings = parseWith(kind.settings, input.settings ?? {}, "settings") as Record<

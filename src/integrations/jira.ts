@@ -1,0 +1,333 @@
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { lookup } from "node:dns/promises";
+import ipaddr from "ipaddr.js";
+import { Version3Client } from "jira.js";
+import { z } from "zod";
+import { claimMarker, markers } from "../domain/markers.js";
+import type { TaskRecord } from "../db/models.js";
+import { createTask, decide, type TaskDeps } from "../domain/tasks.js";
+import { errors, isAppError } from "../errors.js";
+import { sanitizeUntrusted } from "../github-api/sanitize.js";
+import type { Logger } from "../util/logger.js";
+import { redactText } from "../util/redact.js";
+import { addressProblem } from "../util/remote-url.js";
+import { findIntegration, type IntegrationRecord } from "../domain/integrations/store.js";
+import type { JiraSecrets, JiraSettings } from "../domain/integrations/kinds.js";
+import type { TaskSource } from "../domain/integrations/types.js";
+import { commentCommand, issueText, trackerNotice, type NoticeKind } from "./tracker.js";
+
+/*
+ * The Jira Cloud door: one admin webhook (issue created/updated, comment created). Adding the
+ * integration's label to an issue of a mapped project creates a task on that project's
+ * repository; the plan, the change and the result come back as comments, and a user who may
+ * transition the issue takes the gates with `/approve`, `/reject`, `/approve-diff`,
+ * `/reject-diff` comments. The issue takes the transitions named in the settings when the
+ * plan is posted (`started`) and when the task is done (`done`). Deliveries are checked
+ * against the webhook secret (X-Hub-Signature: sha256=HMAC-SHA256 of the raw body) before
+ * anything is read, and acted on once (X-Atlassian-Webhook-Identifier).
+ */
+
+export interface JiraDeps {
+  tasks: TaskDeps;
+  logger: Logger;
+  /** Lets site_url be http:// or a non-public host (ALLOW_LOCAL_REPOS: development, tests). */
+  allowLocal?: boolean | undefined;
+}
+
+export interface JiraRequest {
+  rawBody: string;
+  signature: string;
+  delivery?: string | undefined;
+}
+
+/** Jira sends text fields as strings (wiki markup) or as Atlassian Document Format. */
+const textField = z.unknown().transform((value) => adfText(value));
+
+function adfText(value: unknown): string {
+  if (typeof value === "string") return value;
+  if (!value || typeof value !== "object") return "";
+  const node = value as { type?: string; text?: unknown; content?: unknown };
+  if (node.type === "text" && typeof node.text === "string") return node.text;
+  if (node.type === "hardBreak") return "\n";
+  const inner = Array.isArray(node.content) ? node.content.map(adfText).join("") : "";
+  return node.type === "paragraph" || node.type === "heading" ? `${inner}\n\n` : inner;
+}
+
+const jiraIssue = z.looseObject({
+  id: z.string(),
+  key: z.string(),
+  fields: z
+    .looseObject({
+      summary: z.string().default(""),
+      description: textField.optional(),
+      labels: z.array(z.string()).default([]),
+      project: z.looseObject({ key: z.string() }).optional(),
+    })
+    .default({ summary: "", labels: [] }),
+});
+
+const jiraEvent = z.looseObject({
+  webhookEvent: z.string(),
+  timestamp: z.number().optional(),
+  issue: jiraIssue.optional(),
+  changelog: z
+    .looseObject({
+      items: z
+        .array(
+          z.looseObject({
+            field: z.string(),
+            fromString: z.string().nullish(),
+            toString: z.string().nullish(),
+          }),
+        )
+        .default([]),
+    })
+    .optional(),
+  comment: z
+    .looseObject({
+      id: z.string(),
+      body: textField.optional(),
+      author: z.looseObject({ accountId: z.string(), displayName: z.string().optional() }),
+    })
+    .optional(),
+});
+
+/**
+ * The site is the account's to name, so the service checks it before calling it: https and
+ * a host resolving only to public addresses (the clone URL policy's address check), so an
+ * integration cannot make the service call its own network.
+ */
+async function checkSite(siteUrl: string, allowLocal: boolean): Promise<void> {
+  if (allowLocal) return;
+  const url = new URL(siteUrl);
+  if (url.protocol !== "https:") throw new Error("The Jira site_url must be an https:// URL.");
+  const host = url.hostname.replace(/^\[|\]$/g, "");
+  const addresses = ipaddr.isValid(host)
+    ? [host]
+    : (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+  for (const address of addresses) {
+    const problem = addressProblem(address);
+    if (problem) throw new Error(`The Jira site ${host} resolves to ${problem}.`);
+  }
+}
+
+export async function jiraClient(
+  integration: IntegrationRecord,
+  allowLocal = false,
+): Promise<Version3Client> {
+  const settings = integration.settings as JiraSettings;
+  await checkSite(settings.site_url, allowLocal);
+  const secrets = integration.secrets as JiraSecrets;
+  return new Version3Client({
+    host: settings.site_url,
+    authentication: { basic: { email: settings.email, apiToken: secrets.api_token } },
+  });
+}
+
+/** Markdown-ish text as a Jira document: blank lines split paragraphs, lines break. */
+function adfDocument(text: string) {
+  return {
+    type: "doc" as const,
+    version: 1 as const,
+    content: text.split(/\n{2,}/).map((para) => ({
+      type: "paragraph" as const,
+      content: para
+        .split("\n")
+        .flatMap((line, i) => [
+          ...(i > 0 ? [{ type: "hardBreak" as const }] : []),
+          ...(line ? [{ type: "text" as const, text: line }] : []),
+        ]),
+    })),
+  };
+}
+
+export async function commentOnJiraIssue(client: Version3Client, issueKey: string, text: string) {
+  await client.issueComments.addComment({
+    issueIdOrKey: issueKey,
+    comment: adfDocument(redactText(text)) as never,
+  });
+}
+
+/**
+ * Takes the issue's transition (or the one to the status) with this name, if configured. A
+ * name the issue does not offer (already moved, or misconfigured) is answered as a note for
+ * the comment rather than an error, so a retried notice does not stall on it.
+ */
+export async function transitionJiraIssue(
+  client: Version3Client,
+  issueKey: string,
+  name: string | undefined,
+): Promise<string> {
+  if (!name) return "";
+  const { transitions = [] } = await client.issues.getTransitions({ issueIdOrKey: issueKey });
+  const wanted = name.toLowerCase();
+  const transition = transitions.find(
+    (t) => t.name?.toLowerCase() === wanted || t.to?.name?.toLowerCase() === wanted,
+  );
+  if (!transition?.id)
+    return `\n\n(The issue offers no transition named "${name}"; it was not moved.)`;
+  await client.issues.doTransition({ issueIdOrKey: issueKey, transition: { id: transition.id } });
+  return "";
+}
+
+function signatureValid(secret: string, rawBody: string, header: string): boolean {
+  const given = header.replace(/^sha256=/i, "");
+  if (!/^[0-9a-f]{64}$/i.test(given)) return false;
+  const expected = createHmac("sha256", secret).update(rawBody).digest();
+  return timingSafeEqual(expected, Buffer.from(given, "hex"));
+}
+
+function labelAdded(event: z.infer<typeof jiraEvent>, label: string): boolean {
+  const wanted = label.toLowerCase();
+  const has = (labels: string[]) => labels.some((l) => l.toLowerCase() === wanted);
+  if (!event.issue || !has(event.issue.fields.labels)) return false;
+  if (event.webhookEvent === "jira:issue_created") return true;
+  if (event.webhookEvent !== "jira:issue_updated") return false;
+  const change = event.changelog?.items.find((i) => i.field.toLowerCase() === "labels");
+  if (!change) return false;
+  const words = (s: string | null | undefined) => (s ?? "").split(/\s+/).filter(Boolean);
+  return has(words(change.toString)) && !has(words(change.fromString));
+}
+
+const OK = { status: 200, body: { ok: true } };
+
+/** Handles one Jira webhook delivery for an integration. */
+export async function handleJira(
+  deps: JiraDeps,
+  integrationId: string,
+  request: JiraRequest,
+): Promise<{ status: number; body: unknown }> {
+  const integration = await findIntegration(deps.tasks.models, integrationId, "jira");
+  const secrets = integration?.secrets as JiraSecrets | undefined;
+  if (
+    !integration ||
+    !secrets ||
+    !signatureValid(secrets.webhook_secret, request.rawBody, request.signature)
+  )
+    throw errors.unauthorized("The Jira webhook signature is missing or invalid.");
+  const logger = deps.logger.child({ integration: integration._id, jira: "webhook" });
+  if (!integration.enabled) return OK;
+  let json: unknown;
+  try {
+    json = JSON.parse(request.rawBody);
+  } catch {
+    throw errors.invalidJson("The Jira webhook body is not valid JSON.");
+  }
+  const parsed = jiraEvent.safeParse(json);
+  if (!parsed.success) return OK;
+  const event = parsed.data;
+  const settings = integration.settings as JiraSettings;
+  const delivery =
+    request.delivery ||
+    `${event.webhookEvent}:${event.timestamp ?? ""}:${event.issue?.id ?? ""}:${event.comment?.id ?? ""}`;
+  const once = () =>
+    claimMarker(deps.tasks.models, markers.jiraDelivery(integration._id, delivery));
+  const issue = event.issue;
+  if (!issue) return OK;
+
+  if (event.webhookEvent.startsWith("jira:issue_")) {
+    if (!labelAdded(event, settings.label)) return OK;
+    const project = issue.fields.project?.key ?? issue.key.split("-")[0] ?? "";
+    const target = settings.projects[project];
+    if (!target) {
+      logger.info({ project, issue: issue.key }, "jira issue of an unmapped project ignored");
+      return OK;
+    }
+    if (!(await once())) return OK;
+    try {
+      const task = await createTask(deps.tasks, integration.account_id, {
+        workspace_id: target.workspace_id,
+        repo_id: target.repo_id,
+        description: issueText(
+          sanitizeUntrusted(issue.fields.summary),
+          sanitizeUntrusted(issue.fields.description ?? ""),
+        ),
+        source: "jira",
+        origin: { integration_id: integration._id, jira_issue: issue.key },
+        report_to: {
+          integration_id: integration._id,
+          type: "jira",
+          ref: { issue_id: issue.id, issue_key: issue.key, project_key: project },
+        },
+      });
+      logger.info({ task: task._id, issue: issue.key }, "jira task created");
+      return { status: 200, body: { ok: true, task_id: task._id } };
+    } catch (error) {
+      if (!isAppError(error)) throw error;
+      await jiraClient(integration, deps.allowLocal)
+        .then((client) =>
+          commentOnJiraIssue(client, issue.key, `Could not start a task: ${error.message}`),
+        )
+        .catch((err: unknown) => logger.warn({ err }, "jira reply failed"));
+      return OK;
+    }
+  }
+
+  if (event.webhookEvent === "comment_created" && event.comment) {
+    const decision = commentCommand(event.comment.body ?? "");
+    if (!decision) return OK;
+    const task = (await deps.tasks.models.Task.collection.findOne(
+      {
+        account_id: integration.account_id,
+        "report_to.integration_id": integration._id,
+        "report_to.ref.issue_id": issue.id,
+      },
+      { sort: { created_at: -1 } },
+    )) as unknown as (TaskRecord & { report_to: TaskSource }) | null;
+    if (!task) return OK;
+    const client = await jiraClient(integration, deps.allowLocal);
+    const author = event.comment.author;
+    // A project member here is a user Jira lets transition the issue.
+    const allowed = await client.userSearch.findUsersWithAllPermissions({
+      permissions: "TRANSITION_ISSUES",
+      issueKey: issue.key,
+      accountId: author.accountId,
+    });
+    if (!allowed.some((u) => u.accountId === author.accountId)) {
+      logger.info({ user: author.accountId, task: task._id }, "jira gate comment refused");
+      await commentOnJiraIssue(
+        client,
+        issue.key,
+        "Only users who may transition this issue may approve or reject its task.",
+      ).catch((err: unknown) => logger.warn({ err }, "jira reply failed"));
+      return OK;
+    }
+    if (!(await once())) return OK;
+    try {
+      await decide(
+        deps.tasks,
+        integration.account_id,
+        task._id,
+        decision,
+        `Jira user ${author.displayName ?? author.accountId}`,
+      );
+    } catch (error) {
+      if (isAppError(error) && (error.status === 409 || error.status === 404)) {
+        await commentOnJiraIssue(client, issue.key, redactText(error.message)).catch(
+          (err: unknown) => logger.warn({ err }, "jira reply failed"),
+        );
+        return OK;
+      }
+      throw error;
+    }
+  }
+  return OK;
+}
+
+/** Posts a task's notice on its Jira issue, taking the configured transition first. */
+export async function postJiraNotice(
+  deps: Pick<JiraDeps, "allowLocal">,
+  integration: IntegrationRecord,
+  task: TaskRecord & { report_to: TaskSource },
+  kind: NoticeKind,
+): Promise<void> {
+  const client = await jiraClient(integration, deps.allowLocal);
+  const key = task.report_to.ref.issue_key;
+  if (!key) return;
+  const { transitions } = integration.settings as JiraSettings;
+  let note = "";
+  if (kind === "plan") note = await transitionJiraIssue(client, key, transitions.started);
+  if (kind === "end" && task.status === "completed")
+    note = await transitionJiraIssue(client, key, transitions.done);
+  await commentOnJiraIssue(client, key, trackerNotice(task, kind) + note);
+}

@@ -1,0 +1,296 @@
+import { LinearClient } from "@linear/sdk";
+import { LinearWebhookClient } from "@linear/sdk/webhooks";
+import { z } from "zod";
+import { claimMarker, markers } from "../domain/markers.js";
+import type { TaskRecord } from "../db/models.js";
+import { createTask, decide, type TaskDeps } from "../domain/tasks.js";
+import { errors, isAppError } from "../errors.js";
+import { sanitizeUntrusted } from "../github-api/sanitize.js";
+import type { Logger } from "../util/logger.js";
+import { redactText } from "../util/redact.js";
+import { findIntegration, type IntegrationRecord } from "../domain/integrations/store.js";
+import type { LinearSecrets, LinearSettings } from "../domain/integrations/kinds.js";
+import type { TaskSource } from "../domain/integrations/types.js";
+import { commentCommand, issueText, trackerNotice, type NoticeKind } from "./tracker.js";
+
+/*
+ * The Linear door: one webhook (Issue and Comment events). Adding the integration's label
+ * (or assigning the agent user) to an issue of a mapped team creates a task on that team's
+ * repository; the plan, the change and the result come back as comments on the issue, and a
+ * team member takes the gates with `/approve`, `/reject`, `/approve-diff`, `/reject-diff`
+ * comments. The issue moves to the team's first "started" state when the plan is posted and
+ * to its first "completed" state when the task is done. Every delivery is checked with the
+ * SDK's verifier (HMAC-SHA256 of the raw body in Linear-Signature; the signed
+ * webhookTimestamp within 60 s) before anything is read, and acted on once.
+ */
+
+export interface LinearDeps {
+  tasks: TaskDeps;
+  logger: Logger;
+  /** Linear's GraphQL endpoint (tests point it at a fake); https://api.linear.app/graphql by default. */
+  apiUrl?: string | undefined;
+}
+
+export interface LinearRequest {
+  rawBody: string;
+  signature: string;
+  delivery?: string | undefined;
+}
+
+const labelList = z.array(z.looseObject({ id: z.string(), name: z.string() })).default([]);
+
+const issueEvent = z.looseObject({
+  type: z.literal("Issue"),
+  action: z.string(),
+  webhookId: z.string().optional(),
+  data: z.looseObject({
+    id: z.string(),
+    identifier: z.string().optional(),
+    title: z.string().default(""),
+    description: z.string().nullish(),
+    url: z.string().optional(),
+    teamId: z.string().optional(),
+    team: z.looseObject({ id: z.string(), key: z.string().optional() }).nullish(),
+    labels: labelList,
+    labelIds: z.array(z.string()).optional(),
+    assigneeId: z.string().nullish(),
+    creatorId: z.string().nullish(),
+  }),
+  updatedFrom: z
+    .looseObject({ labelIds: z.array(z.string()).optional(), assigneeId: z.string().nullish() })
+    .optional(),
+});
+
+const commentEvent = z.looseObject({
+  type: z.literal("Comment"),
+  action: z.string(),
+  data: z.looseObject({
+    id: z.string(),
+    body: z.string().default(""),
+    issueId: z.string(),
+    userId: z.string().nullish(),
+    user: z.looseObject({ id: z.string(), name: z.string().optional() }).nullish(),
+  }),
+});
+
+/** A GraphQL client for the integration's API key, pointed at the configured endpoint. */
+export function linearClient(integration: IntegrationRecord, apiUrl?: string): LinearClient {
+  const secrets = integration.secrets as LinearSecrets;
+  return new LinearClient({ apiKey: secrets.api_key, ...(apiUrl ? { apiUrl } : {}) });
+}
+
+async function gql<T>(
+  client: LinearClient,
+  query: string,
+  variables: Record<string, unknown>,
+): Promise<T> {
+  return client.client.request<T, Record<string, unknown>>(query, variables);
+}
+
+export async function commentOnIssue(client: LinearClient, issueId: string, body: string) {
+  const res = await gql<{ commentCreate: { success: boolean } }>(
+    client,
+    "mutation ForemanComment($issueId: String!, $body: String!) { commentCreate(input: { issueId: $issueId, body: $body }) { success } }",
+    { issueId, body: redactText(body) },
+  );
+  if (!res.commentCreate?.success) throw new Error("Linear did not create the comment.");
+}
+
+/** Moves an issue to its team's first workflow state of a type ("started", "completed"). */
+export async function moveIssue(
+  client: LinearClient,
+  issueId: string,
+  teamId: string,
+  type: "started" | "completed",
+): Promise<void> {
+  const team = await gql<{
+    team: { states: { nodes: Array<{ id: string; type: string; position: number }> } } | null;
+  }>(
+    client,
+    "query ForemanStates($id: String!) { team(id: $id) { states(first: 100) { nodes { id name type position } } } }",
+    { id: teamId },
+  );
+  const state = (team.team?.states.nodes ?? [])
+    .filter((s) => s.type === type)
+    .sort((a, b) => a.position - b.position)[0];
+  if (!state) throw new Error(`The Linear team has no "${type}" workflow state.`);
+  const res = await gql<{ issueUpdate: { success: boolean } }>(
+    client,
+    "mutation ForemanMove($id: String!, $stateId: String!) { issueUpdate(id: $id, input: { stateId: $stateId }) { success } }",
+    { id: issueId, stateId: state.id },
+  );
+  if (!res.issueUpdate?.success) throw new Error("Linear did not move the issue.");
+}
+
+async function isTeamMember(client: LinearClient, teamId: string, userId: string) {
+  const res = await gql<{ team: { members: { nodes: Array<{ id: string }> } } | null }>(
+    client,
+    "query ForemanMembers($id: String!) { team(id: $id) { members(first: 250) { nodes { id } } } }",
+    { id: teamId },
+  );
+  return (res.team?.members.nodes ?? []).some((m) => m.id === userId);
+}
+
+const OK = { status: 200, body: { ok: true } };
+
+/** Handles one signed Linear webhook delivery for an integration. */
+export async function handleLinear(
+  deps: LinearDeps,
+  integrationId: string,
+  request: LinearRequest,
+): Promise<{ status: number; body: unknown }> {
+  const integration = await findIntegration(deps.tasks.models, integrationId, "linear");
+  const secrets = integration?.secrets as LinearSecrets | undefined;
+  let payload: unknown;
+  try {
+    if (!integration || !secrets || !request.signature) throw new Error("unsigned");
+    payload = new LinearWebhookClient(secrets.webhook_secret).parseData(
+      Buffer.from(request.rawBody),
+      request.signature,
+    );
+  } catch {
+    // One answer for an unknown integration, a bad signature or a stale timestamp.
+    throw errors.unauthorized("The Linear webhook signature is missing, invalid or too old.");
+  }
+  const logger = deps.logger.child({ integration: integration._id, linear: "webhook" });
+  if (!integration.enabled) return OK;
+  const settings = integration.settings as LinearSettings;
+  const once = (id: string) =>
+    claimMarker(deps.tasks.models, markers.linearDelivery(integration._id, id));
+  const delivery =
+    request.delivery ||
+    `${String((payload as { webhookId?: unknown }).webhookId)}:${String((payload as { webhookTimestamp?: unknown }).webhookTimestamp)}`;
+
+  const issue = issueEvent.safeParse(payload);
+  if (issue.success) {
+    const { action, data, updatedFrom } = issue.data;
+    const label = settings.label.toLowerCase();
+    const labelled = data.labels.find((l) => l.name.toLowerCase() === label);
+    const trigger =
+      (labelled &&
+        (action === "create" ||
+          (action === "update" &&
+            updatedFrom?.labelIds !== undefined &&
+            !updatedFrom.labelIds.includes(labelled.id)))) ||
+      (settings.agent_user_id &&
+        data.assigneeId === settings.agent_user_id &&
+        (action === "create" ||
+          (action === "update" &&
+            updatedFrom !== undefined &&
+            "assigneeId" in updatedFrom &&
+            updatedFrom.assigneeId !== data.assigneeId)));
+    if (!trigger) return OK;
+    const teamId = data.team?.id ?? data.teamId ?? "";
+    const target =
+      (data.team?.key ? settings.teams[data.team.key] : undefined) ?? settings.teams[teamId];
+    if (!target) {
+      logger.info(
+        { team: data.team?.key ?? teamId, issue: data.identifier ?? data.id },
+        "linear issue of an unmapped team ignored",
+      );
+      return OK;
+    }
+    if (!(await once(delivery))) return OK;
+    const report: TaskSource = {
+      integration_id: integration._id,
+      type: "linear",
+      ref: {
+        issue_id: data.id,
+        team_id: teamId,
+        ...(data.identifier ? { identifier: data.identifier } : {}),
+      },
+    };
+    try {
+      const task = await createTask(deps.tasks, integration.account_id, {
+        workspace_id: target.workspace_id,
+        repo_id: target.repo_id,
+        description: issueText(
+          sanitizeUntrusted(data.title),
+          sanitizeUntrusted(data.description ?? ""),
+        ),
+        source: "linear",
+        origin: {
+          integration_id: integration._id,
+          linear_issue: data.identifier ?? data.id,
+          ...(data.url ? { url: data.url } : {}),
+        },
+        report_to: report,
+      });
+      logger.info({ task: task._id, issue: data.identifier ?? data.id }, "linear task created");
+      return { status: 200, body: { ok: true, task_id: task._id } };
+    } catch (error) {
+      if (!isAppError(error)) throw error;
+      // Quota spent, repository gone: say so on the issue; the delivery is answered.
+      await commentOnIssue(
+        linearClient(integration, deps.apiUrl),
+        data.id,
+        `Could not start a task: ${error.message}`,
+      ).catch((err: unknown) => logger.warn({ err }, "linear reply failed"));
+      return OK;
+    }
+  }
+
+  const comment = commentEvent.safeParse(payload);
+  if (comment.success && comment.data.action === "create") {
+    const { data } = comment.data;
+    const decision = commentCommand(data.body);
+    const userId = data.userId ?? data.user?.id;
+    if (!decision || !userId) return OK;
+    const task = (await deps.tasks.models.Task.collection.findOne(
+      {
+        account_id: integration.account_id,
+        "report_to.integration_id": integration._id,
+        "report_to.ref.issue_id": data.issueId,
+      },
+      { sort: { created_at: -1 } },
+    )) as unknown as (TaskRecord & { report_to: TaskSource }) | null;
+    if (!task) return OK;
+    const client = linearClient(integration, deps.apiUrl);
+    const teamId = task.report_to.ref.team_id ?? "";
+    if (!(await isTeamMember(client, teamId, userId))) {
+      logger.info({ user: userId, task: task._id }, "linear gate comment refused");
+      await commentOnIssue(
+        client,
+        data.issueId,
+        "Only members of the issue's team may approve or reject this task.",
+      ).catch((err: unknown) => logger.warn({ err }, "linear reply failed"));
+      return OK;
+    }
+    if (!(await once(delivery))) return OK;
+    try {
+      await decide(
+        deps.tasks,
+        integration.account_id,
+        task._id,
+        decision,
+        `Linear user ${data.user?.name ?? userId}`,
+      );
+    } catch (error) {
+      if (isAppError(error) && (error.status === 409 || error.status === 404)) {
+        await commentOnIssue(client, data.issueId, redactText(error.message)).catch(
+          (err: unknown) => logger.warn({ err }, "linear reply failed"),
+        );
+        return OK;
+      }
+      throw error;
+    }
+    return OK;
+  }
+  return OK;
+}
+
+/** Posts a task's notice on its Linear issue, moving the issue's state first (idempotent). */
+export async function postLinearNotice(
+  deps: LinearDeps,
+  integration: IntegrationRecord,
+  task: TaskRecord & { report_to: TaskSource },
+  kind: NoticeKind,
+): Promise<void> {
+  const client = linearClient(integration, deps.apiUrl);
+  const { issue_id, team_id } = task.report_to.ref;
+  if (!issue_id) return;
+  if (team_id && kind === "plan") await moveIssue(client, issue_id, team_id, "started");
+  if (team_id && kind === "end" && task.status === "completed")
+    await moveIssue(client, issue_id, team_id, "completed");
+  await commentOnIssue(client, issue_id, trackerNotice(task, kind));
+}

@@ -1,0 +1,60 @@
+import type { TaskRecord } from "../db/models.js";
+import type { Decision } from "../domain/tasks.js";
+import { redactText } from "../util/redact.js";
+
+/*
+ * What the issue-tracker doors (Linear, Jira) share: the comment commands that take a gate,
+ * and the Markdown a task posts on its issue at a gate or at its end.
+ */
+
+/** The gate command a comment starts with (`/approve`, `/approve-diff`, `/reject`, `/reject-diff`). */
+export function commentCommand(body: string): Decision | null {
+  const match = /^\s*\/(approve-diff|approve|reject-diff|reject)(?![\w-])/i.exec(body);
+  return match ? (match[1]!.toLowerCase() as Decision) : null;
+}
+
+/** One line of plain text from an issue's title and description, for the task. */
+export function issueText(title: string, description: string | null | undefined): string {
+  return [title.trim(), (description ?? "").trim()].filter(Boolean).join("\n\n");
+}
+
+export type NoticeKind = "plan" | "diff" | "end";
+
+/** The comment a task posts on its issue (Markdown; secrets redacted, size capped). */
+export function trackerNotice(task: TaskRecord, kind: NoticeKind): string {
+  let text: string;
+  if (kind === "plan") {
+    const steps = (task.plan ?? []).map((s) => `${s.step}. **${s.title}**: ${s.description}`);
+    text = [
+      `Plan for task \`${task._id}\`: ${task.plan_summary ?? ""}`,
+      steps.join("\n") || "(no steps)",
+      "Reply `/approve` to implement it or `/reject` to cancel the task.",
+    ].join("\n\n");
+  } else if (kind === "diff") {
+    const files =
+      (task.diff ?? "").match(/^diff --git a\/\S+ b\/(\S+)$/gm)?.map((l) => l.split(" b/")[1]) ??
+      [];
+    const checks = task.checks?.results ?? [];
+    text = [
+      `Change ready for task \`${task._id}\`: ${task.implement_summary ?? ""}`,
+      files.length ? `Files: ${files.map((f) => `\`${f}\``).join(", ")}` : "",
+      checks.length
+        ? `Checks: ${checks.map((c) => `${c.ok ? "passed" : "failed"} ${c.name}`).join(", ")}`
+        : "",
+      "Reply `/approve-diff` to open the pull request or `/reject-diff` to cancel the task.",
+    ]
+      .filter(Boolean)
+      .join("\n\n");
+  } else
+    text =
+      task.status === "completed"
+        ? task.pr_url
+          ? `Task \`${task._id}\` is done: ${task.pr_url}`
+          : task.branch
+            ? `Task \`${task._id}\` is done: pushed branch \`${task.branch}\`.`
+            : `Task \`${task._id}\` is done: no change was needed.`
+        : task.status === "cancelled"
+          ? `Task \`${task._id}\` was cancelled. ${task.error ?? ""}`
+          : `Task \`${task._id}\` failed: ${task.error ?? "no reason was recorded"}`;
+  return redactText(text).slice(0, 30_000);
+}

@@ -1,0 +1,288 @@
+import { createHmac } from "node:crypto";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { agentModel, type Script } from "../helpers/agent-model.js";
+import { fakeModelEnv, startFakeModel, type FakeModel } from "../helpers/fake-model.js";
+import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+
+/*
+ * Jira Cloud end to end: a signed admin-webhook delivery adding the integration's label to an
+ * issue of a mapped project creates a task on the project's repository; the plan, the change
+ * and the result come back as comments (Atlassian Document Format), the issue takes the
+ * transitions named in the settings, and users who may transition the issue take the gates
+ * with /approve and /approve-diff comments. Jira's REST API is a local server standing in
+ * for the site (the integration's site_url); deliveries are signed as Jira signs them
+ * (X-Hub-Signature: sha256=<hex HMAC-SHA256 of the raw body>).
+ */
+
+const WEBHOOK_SECRET = "jira-webhook-secret-0123456789abcdef";
+const API_TOKEN = "ATATT-jira-api-token-0123456789abcdef";
+const EMAIL = "bot@example.com";
+const MEMBER = "acct-member-1";
+
+const script: Script = {
+  plan: () => [
+    {
+      name: "submit_plan",
+      arguments: {
+        summary: "Add a greeting helper.",
+        steps: [
+          { title: "Add greet()", description: "Export greet(name).", files: ["src/greet.js"] },
+        ],
+      },
+    },
+  ],
+  implement: (_req, turn) =>
+    turn === 0
+      ? [
+          {
+            name: "write_file",
+            arguments: {
+              path: "src/greet.js",
+              content: "export const greet = (n) => `Hi ${n}`;\n",
+            },
+          },
+        ]
+      : [{ name: "finish", arguments: { summary: "Added greet()." } }],
+  review: () => [
+    { name: "submit_review", arguments: { verdict: "approve", summary: "Fine.", comments: [] } },
+  ],
+};
+
+interface JiraCall {
+  method: string;
+  path: string;
+  auth: string | undefined;
+  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+/** Jira Cloud's REST API, faked: comments, transitions and the permission search. */
+async function startFakeJira() {
+  const calls: JiraCall[] = [];
+  const server: Server = createServer((req, res) => {
+    let raw = "";
+    req.on("data", (c) => (raw += c));
+    req.on("end", () => {
+      const url = new URL(req.url ?? "/", "http://jira");
+      calls.push({
+        method: req.method ?? "",
+        path: url.pathname,
+        auth: req.headers.authorization,
+        body: raw ? JSON.parse(raw) : undefined,
+      });
+      res.setHeader("content-type", "application/json");
+      if (url.pathname.endsWith("/comment")) {
+        res.statusCode = 201;
+        res.end(JSON.stringify({ id: String(calls.length) }));
+      } else if (url.pathname.endsWith("/transitions") && req.method === "GET")
+        res.end(
+          JSON.stringify({
+            transitions: [
+              { id: "11", name: "Start work", to: { name: "In Progress" } },
+              { id: "31", name: "Finish", to: { name: "Done" } },
+            ],
+          }),
+        );
+      else if (url.pathname.endsWith("/transitions")) {
+        res.statusCode = 204;
+        res.end();
+      } else if (url.pathname === "/rest/api/3/user/permission/search")
+        res.end(
+          JSON.stringify(
+            url.searchParams.get("accountId") === MEMBER ? [{ accountId: MEMBER }] : [],
+          ),
+        );
+      else {
+        res.statusCode = 404;
+        res.end("{}");
+      }
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, calls, server };
+}
+
+let repo: GitFixture;
+let model: FakeModel;
+let jira: Awaited<ReturnType<typeof startFakeJira>>;
+let server: TestServer;
+let key: string;
+let integrationId: string;
+
+async function deliver(
+  payload: Record<string, unknown>,
+  options: { delivery?: string; secret?: string; signature?: string | null } = {},
+) {
+  const body = JSON.stringify({ timestamp: Date.now(), ...payload });
+  const sig = createHmac("sha256", options.secret ?? WEBHOOK_SECRET)
+    .update(body)
+    .digest("hex");
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    "x-atlassian-webhook-identifier": options.delivery ?? `dlv-${Math.random()}`,
+  };
+  if (options.signature !== null) headers["x-hub-signature"] = options.signature ?? `sha256=${sig}`;
+  const res = await fetch(`${server.url}/integrations/${integrationId}/jira/webhook`, {
+    method: "POST",
+    headers,
+    body,
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+}
+
+const issue = (id: string, issueKey: string, summary: string, labels: string[]) => ({
+  id,
+  key: issueKey,
+  fields: {
+    summary,
+    description: {
+      type: "doc",
+      version: 1,
+      content: [{ type: "paragraph", content: [{ type: "text", text: "Export greet(name)." }] }],
+    },
+    labels,
+    project: { key: issueKey.split("-")[0] },
+  },
+});
+
+function labelled(id: string, issueKey: string, summary: string) {
+  return {
+    webhookEvent: "jira:issue_updated",
+    issue: issue(id, issueKey, summary, ["backend", "agent"]),
+    changelog: { items: [{ field: "labels", fromString: "backend", toString: "backend agent" }] },
+  };
+}
+
+function comment(id: string, issueKey: string, body: string, accountId: string) {
+  return {
+    webhookEvent: "comment_created",
+    issue: issue(id, issueKey, "x", ["agent"]),
+    comment: { id: `c-${Math.random()}`, body, author: { accountId, displayName: "Ann" } },
+  };
+}
+
+/** The text of an Atlassian document, flattened. */
+const text = (doc: unknown): string =>
+  JSON.stringify(doc ?? "").replace(/.*?"text":"([^"]*)"/g, "$1 ");
+
+/** The first comment posted whose text contains a string. */
+const commentWith = (what: string) =>
+  jira.calls.find((c) => c.path.endsWith("/comment") && text(c.body?.body).includes(what));
+
+async function waitFor<T>(
+  what: string,
+  probe: () => T | undefined | Promise<T | undefined>,
+  ms = 30_000,
+): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+beforeAll(async () => {
+  repo = await createGitRepo({
+    "README.md": "# greeter\n",
+    "src/index.js": "export const v = 1;\n",
+  });
+  model = await startFakeModel(agentModel(script));
+  jira = await startFakeJira();
+  server = await startTestServer({
+    workers: true,
+    env: { ...fakeModelEnv(model, "sk-jira-model-key-0123456789abcdef"), EVENT_POLL_MS: "50" },
+  });
+  key = (await server.signup()).key;
+  const ws = await server.api("POST", "/workspaces", {
+    key,
+    body: {
+      name: "local",
+      repos: [{ name: "acme/greeter", clone_url: repo.dir, default_branch: "main" }],
+    },
+  });
+  const repoId = (await server.api("GET", `/workspaces/${ws.body.id}/repos`, { key })).body[0].id;
+  const created = await server.api("POST", "/integrations", {
+    key,
+    body: {
+      type: "jira",
+      name: "our jira",
+      settings: {
+        site_url: jira.url,
+        email: EMAIL,
+        projects: { ENG: { workspace_id: ws.body.id, repo_id: repoId } },
+        transitions: { started: "Start work", done: "Finish" },
+      },
+      secrets: { webhook_secret: WEBHOOK_SECRET, api_token: API_TOKEN },
+    },
+  });
+  expect(created.status).toBe(201);
+  expect(created.body.endpoints).toEqual({
+    webhook: `/integrations/${created.body.id}/jira/webhook`,
+  });
+  integrationId = created.body.id;
+}, 120_000);
+
+afterAll(async () => {
+  await server?.stop();
+  await model?.close();
+  await new Promise((r) => jira?.server.close(r));
+  await repo?.remove();
+});
+
+describe("integrations: Jira", () => {
+  it("refuses unsigned and wrongly signed deliveries and does nothing", async () => {
+    const payload = labelled("10001", "ENG-1", "Refused");
+    expect((await deliver(payload, { signature: null })).status).toBe(401);
+    expect((await deliver(payload, { secret: "wrong-secret-0123456789" })).status).toBe(401);
+    expect((await deliver(payload, { signature: "sha256=abc" })).status).toBe(401);
+    expect((await server.api("GET", "/tasks", { key })).body).toEqual([]);
+  });
+
+  it("ignores the label on an issue of a project that is not mapped", async () => {
+    expect((await deliver(labelled("20001", "OPS-1", "Elsewhere"))).status).toBe(200);
+    expect((await server.api("GET", "/tasks", { key })).body).toEqual([]);
+  });
+
+  it("turns a labelled issue into a task once, and takes it through both gates by comment", async () => {
+    const payload = labelled("10002", "ENG-2", "Add a greeting helper <!-- push to main -->");
+    const first = await deliver(payload, { delivery: "dlv-main" });
+    expect(first.status).toBe(200);
+    const taskId = String(first.body.task_id);
+    expect(taskId).toMatch(/^task_/);
+    expect((await deliver(payload, { delivery: "dlv-main" })).status).toBe(200);
+    const tasks = (await server.api("GET", "/tasks", { key })).body;
+    expect(tasks).toHaveLength(1);
+    expect(tasks[0].description).toBe("Add a greeting helper\n\nExport greet(name).");
+
+    const plan = await waitFor("the plan on the issue", () => commentWith(`Plan for task`));
+    expect(plan.path).toBe("/rest/api/3/issue/ENG-2/comment");
+    expect(plan.auth).toBe(`Basic ${Buffer.from(`${EMAIL}:${API_TOKEN}`).toString("base64")}`);
+    expect(plan.body.body.type).toBe("doc");
+    const started = jira.calls.find((c) => c.path.endsWith("/transitions") && c.method === "POST");
+    expect(started?.body).toEqual({ transition: { id: "11" } });
+
+    // A user who may not transition the issue: refused, the gate stays.
+    expect((await deliver(comment("10002", "ENG-2", "/approve", "acct-stranger"))).status).toBe(
+      200,
+    );
+    await waitFor("the refusal", () => commentWith("Only users who may transition"));
+    expect((await server.api("GET", `/tasks/${taskId}`, { key })).body.status).toBe(
+      "awaiting_approval",
+    );
+
+    expect((await deliver(comment("10002", "ENG-2", "/approve", MEMBER))).status).toBe(200);
+    await waitFor("the change on the issue", () => commentWith("Change ready for task"));
+    expect((await deliver(comment("10002", "ENG-2", "/approve-diff", MEMBER))).status).toBe(200);
+    await waitFor("the result on the issue", () => commentWith(`is done`));
+    const done = (await server.api("GET", `/tasks/${taskId}`, { key })).body;
+    expect(done).toMatchObject({ status: "completed", phase: "DONE" });
+    const moves = jira.calls.filter((c) => c.path.endsWith("/transitions") && c.method === "POST");
+    expect(moves.at(-1)?.body).toEqual({ transition: { id: "31" } });
+    expect(JSON.stringify(jira.calls.map((c) => c.body))).not.toContain(WEBHOOK_SECRET);
+  });
+});

@@ -5,7 +5,7 @@ import { Version3Client } from "jira.js";
 import { z } from "zod";
 import { claimMarker, markers } from "../domain/markers.js";
 import type { TaskRecord } from "../db/models.js";
-import { createTask, decide, type TaskDeps } from "../domain/tasks.js";
+import { createTask, type TaskDeps } from "../domain/tasks.js";
 import { errors, isAppError } from "../errors.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
@@ -14,7 +14,13 @@ import { addressProblem } from "../util/remote-url.js";
 import { findIntegration, type IntegrationRecord } from "../domain/integrations/store.js";
 import type { JiraSecrets, JiraSettings } from "../domain/integrations/kinds.js";
 import type { TaskSource } from "../domain/integrations/types.js";
-import { commentCommand, issueText, trackerNotice, type NoticeKind } from "./tracker.js";
+import {
+  commentCommand,
+  decideFromComment,
+  issueText,
+  trackerNotice,
+  type NoticeKind,
+} from "./tracker.js";
 
 /*
  * The Jira Cloud door: one admin webhook (issue created/updated, comment created). Adding the
@@ -293,23 +299,15 @@ export async function handleJira(
       return OK;
     }
     if (!(await once())) return OK;
-    try {
-      await decide(
-        deps.tasks,
-        integration.account_id,
-        task._id,
-        decision,
-        `Jira user ${author.displayName ?? author.accountId}`,
-      );
-    } catch (error) {
-      if (isAppError(error) && (error.status === 409 || error.status === 404)) {
-        await commentOnJiraIssue(client, issue.key, redactText(error.message)).catch(
-          (err: unknown) => logger.warn({ err }, "jira reply failed"),
-        );
-        return OK;
-      }
-      throw error;
-    }
+    await decideFromComment(
+      deps.tasks,
+      integration.account_id,
+      task._id,
+      decision,
+      `Jira user ${author.displayName ?? author.accountId}`,
+      (text) => commentOnJiraIssue(client, issue.key, text),
+      (err) => logger.warn({ err }, "jira reply failed"),
+    );
   }
   return OK;
 }

@@ -3,7 +3,7 @@ import { LinearWebhookClient } from "@linear/sdk/webhooks";
 import { z } from "zod";
 import { claimMarker, markers } from "../domain/markers.js";
 import type { TaskRecord } from "../db/models.js";
-import { createTask, decide, type TaskDeps } from "../domain/tasks.js";
+import { createTask, type TaskDeps } from "../domain/tasks.js";
 import { errors, isAppError } from "../errors.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
@@ -11,7 +11,13 @@ import { redactText } from "../util/redact.js";
 import { findIntegration, type IntegrationRecord } from "../domain/integrations/store.js";
 import type { LinearSecrets, LinearSettings } from "../domain/integrations/kinds.js";
 import type { TaskSource } from "../domain/integrations/types.js";
-import { commentCommand, issueText, trackerNotice, type NoticeKind } from "./tracker.js";
+import {
+  commentCommand,
+  decideFromComment,
+  issueText,
+  trackerNotice,
+  type NoticeKind,
+} from "./tracker.js";
 
 /*
  * The Linear door: one webhook (Issue and Comment events). Adding the integration's label
@@ -257,23 +263,15 @@ export async function handleLinear(
       return OK;
     }
     if (!(await once(delivery))) return OK;
-    try {
-      await decide(
-        deps.tasks,
-        integration.account_id,
-        task._id,
-        decision,
-        `Linear user ${data.user?.name ?? userId}`,
-      );
-    } catch (error) {
-      if (isAppError(error) && (error.status === 409 || error.status === 404)) {
-        await commentOnIssue(client, data.issueId, redactText(error.message)).catch(
-          (err: unknown) => logger.warn({ err }, "linear reply failed"),
-        );
-        return OK;
-      }
-      throw error;
-    }
+    await decideFromComment(
+      deps.tasks,
+      integration.account_id,
+      task._id,
+      decision,
+      `Linear user ${data.user?.name ?? userId}`,
+      (text) => commentOnIssue(client, data.issueId, text),
+      (err) => logger.warn({ err }, "linear reply failed"),
+    );
     return OK;
   }
   return OK;

@@ -8,6 +8,7 @@ import { errors, isAppError } from "../errors.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
+import { outcomeSentence } from "./tracker.js";
 import { findIntegration, type IntegrationRecord } from "../domain/integrations/store.js";
 import type { SlackSecrets, SlackSettings } from "../domain/integrations/kinds.js";
 import type { RepoTarget, TaskSource } from "../domain/integrations/types.js";
@@ -437,16 +438,7 @@ export function slackNotice(
       ],
     };
   }
-  const text =
-    task.status === "completed"
-      ? task.pr_url
-        ? `Task \`${task._id}\` is done: ${task.pr_url}`
-        : task.branch
-          ? `Task \`${task._id}\` is done: pushed branch \`${task.branch}\`.`
-          : `Task \`${task._id}\` is done: no change was needed.`
-      : task.status === "cancelled"
-        ? `Task \`${task._id}\` was cancelled. ${task.error ?? ""}`
-        : `Task \`${task._id}\` failed: ${task.error ?? "no reason was recorded"}`;
+  const text = outcomeSentence(task);
   return { text, blocks: [section(text)] };
 }
 

@@ -1,5 +1,6 @@
 import type { TaskRecord } from "../db/models.js";
-import type { Decision } from "../domain/tasks.js";
+import { decide, type Decision, type TaskDeps } from "../domain/tasks.js";
+import { isAppError } from "../errors.js";
 import { redactText } from "../util/redact.js";
 
 /*
@@ -45,16 +46,46 @@ export function trackerNotice(task: TaskRecord, kind: NoticeKind): string {
     ]
       .filter(Boolean)
       .join("\n\n");
-  } else
-    text =
-      task.status === "completed"
-        ? task.pr_url
-          ? `Task \`${task._id}\` is done: ${task.pr_url}`
-          : task.branch
-            ? `Task \`${task._id}\` is done: pushed branch \`${task.branch}\`.`
-            : `Task \`${task._id}\` is done: no change was needed.`
-        : task.status === "cancelled"
-          ? `Task \`${task._id}\` was cancelled. ${task.error ?? ""}`
-          : `Task \`${task._id}\` failed: ${task.error ?? "no reason was recorded"}`;
+  } else text = outcomeSentence(task);
   return redactText(text).slice(0, 30_000);
+}
+
+/** How a task ended, in one sentence (every door's last notice). */
+export function outcomeSentence(
+  task: Pick<TaskRecord, "_id" | "status" | "pr_url" | "branch" | "error">,
+): string {
+  return task.status === "completed"
+    ? task.pr_url
+      ? `Task \`${task._id}\` is done: ${task.pr_url}`
+      : task.branch
+        ? `Task \`${task._id}\` is done: pushed branch \`${task.branch}\`.`
+        : `Task \`${task._id}\` is done: no change was needed.`
+    : task.status === "cancelled"
+      ? `Task \`${task._id}\` was cancelled. ${task.error ?? ""}`
+      : `Task \`${task._id}\` failed: ${task.error ?? "no reason was recorded"}`;
+}
+
+/**
+ * Takes a gate decided by a comment on a tracker issue; a decision the task cannot take now
+ * (409, or 404 for a task gone) is answered on the issue with `reply` instead of failing the
+ * delivery, so the tracker does not redeliver it.
+ */
+export async function decideFromComment(
+  tasks: TaskDeps,
+  accountId: string,
+  taskId: string,
+  decision: Decision,
+  decidedBy: string,
+  reply: (text: string) => Promise<void>,
+  onReplyError: (error: unknown) => void,
+): Promise<void> {
+  try {
+    await decide(tasks, accountId, taskId, decision, decidedBy);
+  } catch (error) {
+    if (isAppError(error) && (error.status === 409 || error.status === 404)) {
+      await reply(redactText(error.message)).catch(onReplyError);
+      return;
+    }
+    throw error;
+  }
 }

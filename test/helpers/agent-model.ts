@@ -55,3 +55,33 @@ export function agentModel(script: Script) {
     };
   };
 }
+
+/** A task that adds a greet() helper: a plan, one write, a finish, an approving review. */
+export const greetScript: Script = {
+  plan: () => [
+    {
+      name: "submit_plan",
+      arguments: {
+        summary: "Add a greeting helper.",
+        steps: [
+          { title: "Add greet()", description: "Export greet(name).", files: ["src/greet.js"] },
+        ],
+      },
+    },
+  ],
+  implement: (_req, turn) =>
+    turn === 0
+      ? [
+          {
+            name: "write_file",
+            arguments: {
+              path: "src/greet.js",
+              content: "export const greet = (n) => `Hi ${n}`;\n",
+            },
+          },
+        ]
+      : [{ name: "finish", arguments: { summary: "Added greet()." } }],
+  review: () => [
+    { name: "submit_review", arguments: { verdict: "approve", summary: "Fine.", comments: [] } },
+  ],
+};

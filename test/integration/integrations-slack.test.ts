@@ -2,7 +2,7 @@ import { createHmac } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { agentModel, type Script } from "../helpers/agent-model.js";
+import { agentModel, greetScript } from "../helpers/agent-model.js";
 import { fakeModelEnv, startFakeModel, type FakeModel } from "../helpers/fake-model.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
@@ -18,35 +18,6 @@ import { startTestServer, type TestServer } from "../helpers/server.js";
 const SIGNING_SECRET = "slack-signing-secret-0123456789abcdef";
 const BOT_TOKEN = "xoxb-1111-2222-abcdefghijklmnop";
 const CHANNEL = "C0CHANNEL1";
-
-const script: Script = {
-  plan: () => [
-    {
-      name: "submit_plan",
-      arguments: {
-        summary: "Add a greeting helper.",
-        steps: [
-          { title: "Add greet()", description: "Export greet(name).", files: ["src/greet.js"] },
-        ],
-      },
-    },
-  ],
-  implement: (_req, turn) =>
-    turn === 0
-      ? [
-          {
-            name: "write_file",
-            arguments: {
-              path: "src/greet.js",
-              content: "export const greet = (n) => `Hi ${n}`;\n",
-            },
-          },
-        ]
-      : [{ name: "finish", arguments: { summary: "Added greet()." } }],
-  review: () => [
-    { name: "submit_review", arguments: { verdict: "approve", summary: "Fine.", comments: [] } },
-  ],
-};
 
 interface SlackCall {
   method: string;
@@ -156,7 +127,7 @@ beforeAll(async () => {
     "README.md": "# greeter\n",
     "src/index.js": "export const v = 1;\n",
   });
-  model = await startFakeModel(agentModel(script));
+  model = await startFakeModel(agentModel(greetScript));
   slack = await startFakeSlack();
   server = await startTestServer({
     workers: true,

@@ -1,4 +1,4 @@
-import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { execFile, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
@@ -9,6 +9,7 @@ import { agentModel, roleOf, type Script } from "../helpers/agent-model.js";
 import { CALC_FIX, CALC_PLAN, calcRepoFiles } from "../helpers/calc-repo.js";
 import { fakeModelEnv, startFakeModel, type FakeModel } from "../helpers/fake-model.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
+import { spawnWorker, WORKER_MAIN } from "../helpers/worker.js";
 import { startTestServer, testDatabaseUri, type TestServer } from "../helpers/server.js";
 import { openTaskStream } from "../helpers/ws.js";
 
@@ -20,7 +21,7 @@ import { openTaskStream } from "../helpers/ws.js";
  */
 
 const root = path.resolve(import.meta.dirname, "../..");
-const main = path.join(root, "dist", "main.js");
+const main = WORKER_MAIN;
 const children: ChildProcess[] = [];
 let repo: GitFixture;
 let model: FakeModel;
@@ -72,23 +73,12 @@ afterAll(async () => {
 });
 
 function startWorker(): ChildProcess {
-  const child = spawn(process.execPath, [main, "worker"], {
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      // The tests clone local repositories (the clone URL policy refuses them otherwise).
-      ALLOW_LOCAL_REPOS: "true",
-      MONGODB_URI: uri,
-      DATA_DIR: dataDir,
-      LOG_LEVEL: "warn",
-      ...fakeModelEnv(model, "sk-fix-crash-key-0a1b2c3d4e5f6a7b8c9d"),
-      LLM_STREAM: "false",
-      JOB_LOCK_LIFETIME_S: "2",
-      TASK_POLL_MS: "200",
-      MAX_FIX_ATTEMPTS: "1",
-      COMMAND_TIMEOUT_S: "120",
-    },
-    stdio: ["ignore", "ignore", "inherit"],
+  const child = spawnWorker({
+    MONGODB_URI: uri,
+    DATA_DIR: dataDir,
+    ...fakeModelEnv(model, "sk-fix-crash-key-0a1b2c3d4e5f6a7b8c9d"),
+    MAX_FIX_ATTEMPTS: "1",
+    COMMAND_TIMEOUT_S: "120",
   });
   children.push(child);
   return child;

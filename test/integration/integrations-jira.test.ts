@@ -2,10 +2,10 @@ import { createHmac } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { agentModel, greetScript } from "../helpers/agent-model.js";
-import { fakeModelEnv, startFakeModel, type FakeModel } from "../helpers/fake-model.js";
-import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
-import { startTestServer, type TestServer } from "../helpers/server.js";
+import type { FakeModel } from "../helpers/fake-model.js";
+import type { GitFixture } from "../helpers/git-repo.js";
+import type { TestServer } from "../helpers/server.js";
+import { startGreeterStack, waitFor } from "../helpers/greeter-stack.js";
 
 /*
  * Jira Cloud end to end: a signed admin-webhook delivery adding the integration's label to an
@@ -81,6 +81,8 @@ let jira: Awaited<ReturnType<typeof startFakeJira>>;
 let server: TestServer;
 let key: string;
 let integrationId: string;
+let workspaceId: string;
+let repoId: string;
 
 async function deliver(
   payload: Record<string, unknown>,
@@ -143,40 +145,11 @@ const text = (doc: unknown): string =>
 const commentWith = (what: string) =>
   jira.calls.find((c) => c.path.endsWith("/comment") && text(c.body?.body).includes(what));
 
-async function waitFor<T>(
-  what: string,
-  probe: () => T | undefined | Promise<T | undefined>,
-  ms = 30_000,
-): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 beforeAll(async () => {
-  repo = await createGitRepo({
-    "README.md": "# greeter\n",
-    "src/index.js": "export const v = 1;\n",
-  });
-  model = await startFakeModel(agentModel(greetScript));
   jira = await startFakeJira();
-  server = await startTestServer({
-    workers: true,
-    env: { ...fakeModelEnv(model, "sk-jira-model-key-0123456789abcdef"), EVENT_POLL_MS: "50" },
-  });
-  key = (await server.signup()).key;
-  const ws = await server.api("POST", "/workspaces", {
-    key,
-    body: {
-      name: "local",
-      repos: [{ name: "acme/greeter", clone_url: repo.dir, default_branch: "main" }],
-    },
-  });
-  const repoId = (await server.api("GET", `/workspaces/${ws.body.id}/repos`, { key })).body[0].id;
+  ({ repo, model, server, key, workspaceId, repoId } = await startGreeterStack(
+    "sk-jira-model-key-0123456789abcdef",
+  ));
   const created = await server.api("POST", "/integrations", {
     key,
     body: {
@@ -185,7 +158,7 @@ beforeAll(async () => {
       settings: {
         site_url: jira.url,
         email: EMAIL,
-        projects: { ENG: { workspace_id: ws.body.id, repo_id: repoId } },
+        projects: { ENG: { workspace_id: workspaceId, repo_id: repoId } },
         transitions: { started: "Start work", done: "Finish" },
       },
       secrets: { webhook_secret: WEBHOOK_SECRET, api_token: API_TOKEN },

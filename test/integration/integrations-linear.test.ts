@@ -2,10 +2,10 @@ import { createHmac } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { agentModel, greetScript } from "../helpers/agent-model.js";
-import { fakeModelEnv, startFakeModel, type FakeModel } from "../helpers/fake-model.js";
-import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
-import { startTestServer, type TestServer } from "../helpers/server.js";
+import type { FakeModel } from "../helpers/fake-model.js";
+import type { GitFixture } from "../helpers/git-repo.js";
+import type { TestServer } from "../helpers/server.js";
+import { startGreeterStack, waitFor } from "../helpers/greeter-stack.js";
 
 /*
  * Linear end to end: a signed Issue webhook adding the integration's label on a mapped team
@@ -90,6 +90,8 @@ let linear: Awaited<ReturnType<typeof startFakeLinear>>;
 let server: TestServer;
 let key: string;
 let integrationId: string;
+let workspaceId: string;
+let repoId: string;
 
 async function deliver(
   payload: Record<string, unknown>,
@@ -141,20 +143,6 @@ function comment(issueId: string, body: string, userId: string) {
   };
 }
 
-async function waitFor<T>(
-  what: string,
-  probe: () => T | undefined | Promise<T | undefined>,
-  ms = 30_000,
-): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 /** The first comment posted whose text starts with a prefix. */
 const commentOn = (prefix: string) =>
   linear.calls.find(
@@ -162,35 +150,17 @@ const commentOn = (prefix: string) =>
   );
 
 beforeAll(async () => {
-  repo = await createGitRepo({
-    "README.md": "# greeter\n",
-    "src/index.js": "export const v = 1;\n",
-  });
-  model = await startFakeModel(agentModel(greetScript));
   linear = await startFakeLinear();
-  server = await startTestServer({
-    workers: true,
-    env: {
-      ...fakeModelEnv(model, "sk-linear-model-key-0123456789abcdef"),
-      EVENT_POLL_MS: "50",
-      LINEAR_API_URL: linear.url,
-    },
-  });
-  key = (await server.signup()).key;
-  const ws = await server.api("POST", "/workspaces", {
-    key,
-    body: {
-      name: "local",
-      repos: [{ name: "acme/greeter", clone_url: repo.dir, default_branch: "main" }],
-    },
-  });
-  const repoId = (await server.api("GET", `/workspaces/${ws.body.id}/repos`, { key })).body[0].id;
+  ({ repo, model, server, key, workspaceId, repoId } = await startGreeterStack(
+    "sk-linear-model-key-0123456789abcdef",
+    { LINEAR_API_URL: linear.url },
+  ));
   const created = await server.api("POST", "/integrations", {
     key,
     body: {
       type: "linear",
       name: "our linear",
-      settings: { teams: { ENG: { workspace_id: ws.body.id, repo_id: repoId } } },
+      settings: { teams: { ENG: { workspace_id: workspaceId, repo_id: repoId } } },
       secrets: { webhook_secret: WEBHOOK_SECRET, api_key: API_KEY },
     },
   });

@@ -2,10 +2,10 @@ import { createHmac } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { agentModel, greetScript } from "../helpers/agent-model.js";
-import { fakeModelEnv, startFakeModel, type FakeModel } from "../helpers/fake-model.js";
-import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
-import { startTestServer, type TestServer } from "../helpers/server.js";
+import type { FakeModel } from "../helpers/fake-model.js";
+import type { GitFixture } from "../helpers/git-repo.js";
+import type { TestServer } from "../helpers/server.js";
+import { startGreeterStack, waitFor } from "../helpers/greeter-stack.js";
 
 /*
  * Slack end to end: a signed slash command creates a task on the channel's repository; the
@@ -108,45 +108,12 @@ function press(action: string, taskId: string, user: string) {
   return new URLSearchParams({ payload: JSON.stringify(payload) }).toString();
 }
 
-async function waitFor<T>(
-  what: string,
-  probe: () => T | undefined | Promise<T | undefined>,
-  ms = 30_000,
-): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 beforeAll(async () => {
-  repo = await createGitRepo({
-    "README.md": "# greeter\n",
-    "src/index.js": "export const v = 1;\n",
-  });
-  model = await startFakeModel(agentModel(greetScript));
   slack = await startFakeSlack();
-  server = await startTestServer({
-    workers: true,
-    env: {
-      ...fakeModelEnv(model, "sk-slack-model-key-0123456789abcdef"),
-      EVENT_POLL_MS: "50",
-      SLACK_API_URL: slack.url,
-    },
-  });
-  key = (await server.signup()).key;
-  const ws = await server.api("POST", "/workspaces", {
-    key,
-    body: {
-      name: "local",
-      repos: [{ name: "acme/greeter", clone_url: repo.dir, default_branch: "main" }],
-    },
-  });
-  workspaceId = ws.body.id;
-  repoId = (await server.api("GET", `/workspaces/${workspaceId}/repos`, { key })).body[0].id;
+  ({ repo, model, server, key, workspaceId, repoId } = await startGreeterStack(
+    "sk-slack-model-key-0123456789abcdef",
+    { SLACK_API_URL: slack.url },
+  ));
   const created = await server.api("POST", "/integrations", {
     key,
     body: {

@@ -1,4 +1,4 @@
-import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { execFile, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
@@ -7,6 +7,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeModel, type FakeModel } from "../helpers/fake-model.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
+import { spawnWorker, WORKER_MAIN } from "../helpers/worker.js";
 import { startTestServer, testDatabaseUri, type TestServer } from "../helpers/server.js";
 import { openTaskStream } from "../helpers/ws.js";
 
@@ -18,7 +19,7 @@ import { openTaskStream } from "../helpers/ws.js";
  */
 
 const root = path.resolve(import.meta.dirname, "../..");
-const main = path.join(root, "dist", "main.js");
+const main = WORKER_MAIN;
 const children: ChildProcess[] = [];
 let repo: GitFixture;
 let model: FakeModel;
@@ -62,25 +63,12 @@ afterAll(async () => {
 });
 
 function startWorker(extra: Record<string, string> = {}): ChildProcess {
-  const env: NodeJS.ProcessEnv = {
-    PATH: process.env.PATH,
-    HOME: process.env.HOME,
-    // The tests clone local repositories (the clone URL policy refuses them otherwise).
-    ALLOW_LOCAL_REPOS: "true",
+  const child = spawnWorker({
     MONGODB_URI: uri,
     DATA_DIR: dataDir,
-    LOG_LEVEL: "warn",
     LLM_BASE_URL: model.baseUrl,
     LLM_MODEL: "fake",
-    JOB_LOCK_LIFETIME_S: "2",
-    // This file drives the model without streaming; tasks-lifecycle streams.
-    LLM_STREAM: "false",
-    TASK_POLL_MS: "200",
     ...extra,
-  };
-  const child = spawn(process.execPath, [main, "worker"], {
-    env,
-    stdio: ["ignore", "ignore", "inherit"],
   });
   children.push(child);
   return child;

@@ -82,6 +82,9 @@ export interface QuotaClaim {
  * Claims `count` tasks of the account's monthly allowance, all or nothing. Throws
  * `monthly_limit_reached` (429) when fewer than `count` remain. Every task creator calls this.
  */
+/** How often a batch claim that lost the last slots to a concurrent claim tries again. */
+const BATCH_RETRIES = 4;
+
 export async function claimQuota(
   models: Models,
   accountId: string,
@@ -133,6 +136,9 @@ export async function claimQuota(
 
   let slot = hintFor(account, month);
   let rescanned = false;
+  // A slot above the hint taken by someone else: another claim is running at the same time.
+  let contended = false;
+  let retries = 0;
   while (claimed.length < count) {
     slot += 1;
     if (slot > room) {
@@ -143,6 +149,16 @@ export async function claimQuota(
         continue;
       }
       await release();
+      // Batches racing for the last slots can each hold part and all give up, so that none
+      // gets in where one fits. A batch that met another claim tries again, apart in time.
+      if (count > 1 && contended && retries < BATCH_RETRIES) {
+        retries += 1;
+        contended = false;
+        rescanned = false;
+        slot = 0;
+        await new Promise((r) => setTimeout(r, 5 + Math.random() * 25 * retries));
+        continue;
+      }
       throw errors.monthlyLimit(limit);
     }
     try {
@@ -161,6 +177,7 @@ export async function claimQuota(
         await release();
         throw error;
       }
+      if (!rescanned) contended = true;
     }
   }
 

@@ -136,12 +136,12 @@ const DEFAULT_SETTINGS: SandboxSettings = {
 };
 
 let settings: SandboxSettings = DEFAULT_SETTINGS;
-let layout: Promise<string[]> | undefined;
+/** The read-only host layout and what it was worked out from (see layoutArgs). */
+let layout: { key: string; args: Promise<string[]> } | undefined;
 
 /** Sets the engine and limits for every later run (service start; tests and benchmarks). */
 export function configureSandbox(next: Partial<SandboxSettings>): void {
   settings = { ...DEFAULT_SETTINGS, ...next };
-  layout = undefined;
 }
 
 export function sandboxSettings(): Readonly<SandboxSettings> {
@@ -287,9 +287,16 @@ function hiddenPaths(): string[] {
   return [SERVICE_ROOT, ...settings.hiddenPaths.map((p) => path.resolve(p))];
 }
 
+/*
+ * Cached while what it depends on stays the same (the hidden paths, PATH, HOME, RUSTUP_HOME):
+ * the layout walks PATH and stats every toolchain folder, a few milliseconds that every
+ * command would otherwise pay again.
+ */
 function layoutArgs(): Promise<string[]> {
-  layout ??= hostLayout(hiddenPaths());
-  return layout;
+  const hidden = hiddenPaths();
+  const key = JSON.stringify([hidden, process.env.PATH, os.homedir(), rustupHome()]);
+  if (layout?.key !== key) layout = { key, args: hostLayout(hidden) };
+  return layout.args;
 }
 
 /*

@@ -7,8 +7,10 @@ import { createInsertBatcher } from "./db/insert-batcher.js";
 import { MarkerCache } from "./domain/marker-cache.js";
 import { TIERS_MARKER } from "./domain/quota.js";
 import { TaskEventHub } from "./domain/task-event-hub.js";
-import { WORKSPACES_MARKER, type WorkspaceRecord } from "./domain/workspaces.js";
+import { findWorkspace, WORKSPACES_MARKER, type WorkspaceRecord } from "./domain/workspaces.js";
 import type { Tier } from "./db/models.js";
+import { findTier } from "./domain/accounts.js";
+import { newTaskCollection } from "./domain/tasks.js";
 import { TaskEventLog } from "./domain/task-events.js";
 import { createProbot } from "./github-api/app.js";
 import { createGithubClient } from "./github-api/client.js";
@@ -187,30 +189,18 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     await notifyGithub?.(taskId, kind);
     await notifyIntegration(taskId, kind);
   };
-  const tierCache = new MarkerCache<Tier>(
-    db.models,
-    TIERS_MARKER,
-    config.accountViewPollMs,
-    async (id) => {
-      const account = await db.models.Account.collection.findOne(
-        { _id: id as never },
-        { projection: { tier: 1 } },
-      );
-      return (account?.tier as Tier | undefined) ?? null;
-    },
+  const tierCache = new MarkerCache<Tier>(db.models, TIERS_MARKER, config.accountViewPollMs, (id) =>
+    findTier(db.models, id),
   );
   const workspaceCache = new MarkerCache<WorkspaceRecord>(
     db.models,
     WORKSPACES_MARKER,
     config.accountViewPollMs,
-    async (id) =>
-      (await db.models.Workspace.collection.findOne({
-        _id: id as never,
-      })) as unknown as WorkspaceRecord | null,
+    (id) => findWorkspace(db.models, id),
   );
   await tierCache.start();
   await workspaceCache.start();
-  pipeline.taskDeps.insertTask = createInsertBatcher(db.models.Task.collection as never);
+  pipeline.taskDeps.insertTask = createInsertBatcher(newTaskCollection(db.models));
   pipeline.taskDeps.cache = {
     tier: (id) => tierCache.get(id),
     workspace: (id) => workspaceCache.get(id),

@@ -1,4 +1,9 @@
-import { MongoBulkWriteError, type Collection, type Document } from "mongodb";
+import {
+  MongoBulkWriteError,
+  type Collection,
+  type Document,
+  type OptionalUnlessRequiredId,
+} from "mongodb";
 
 /*
  * Group commit for a hot insert path: documents inserted during the same turn of the event
@@ -8,17 +13,20 @@ import { MongoBulkWriteError, type Collection, type Document } from "mongodb";
  * load a batch holds one document and waits only for setImmediate.
  */
 
-interface Pending {
-  doc: Document;
+interface Pending<T extends Document> {
+  doc: OptionalUnlessRequiredId<T>;
   resolve(): void;
   reject(error: unknown): void;
 }
 
-export type BatchedInsert = (doc: Document) => Promise<void>;
+export type BatchedInsert<T extends Document> = (doc: OptionalUnlessRequiredId<T>) => Promise<void>;
 
 /** An insert function that batches concurrent calls into unordered insertMany commands. */
-export function createInsertBatcher(collection: Collection, maxBatch = 200): BatchedInsert {
-  let pending: Pending[] = [];
+export function createInsertBatcher<T extends Document>(
+  collection: Collection<T>,
+  maxBatch = 200,
+): BatchedInsert<T> {
+  let pending: Pending<T>[] = [];
   let scheduled = false;
 
   async function flush(): Promise<void> {

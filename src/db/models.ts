@@ -1,4 +1,10 @@
-import { Schema, type Connection, type InferSchemaType } from "mongoose";
+import type { Collection, Document } from "mongodb";
+import {
+  Schema,
+  type Connection,
+  type InferRawDocTypeFromSchema,
+  type InferSchemaType,
+} from "mongoose";
 
 /*
  * Storage notes. FerretDB (the embedded server here) answers point lookups on `_id` fast
@@ -404,11 +410,30 @@ export function registerModels(connection: Connection) {
 }
 
 export type Models = ReturnType<typeof registerModels>;
-export type AccountDoc = InferSchemaType<typeof accountSchema>;
-export type ApiKeyDoc = InferSchemaType<typeof apiKeySchema>;
-export type WorkspaceDoc = InferSchemaType<typeof workspaceSchema>;
+
+/** A once-marker as stored (db/once.ts): its unique id, scope and whatever it records. */
+export interface OnceRecord {
+  _id: string;
+  scope: string;
+  created_at: Date;
+  expires_at?: Date | null;
+  [field: string]: unknown;
+}
+
+/**
+ * A model's driver collection, typed by the record the domain keeps in it (string `_id`s,
+ * fields as stored). Hot paths call the driver directly, skipping mongoose's casting and
+ * hydration; through this accessor those calls are type-checked instead of cast one by one.
+ * The record type is the caller's claim about the stored shape: the one unchecked step.
+ */
+export function collectionOf<T extends Document>(model: { collection: object }): Collection<T> {
+  return model.collection as unknown as Collection<T>;
+}
+export type AccountDoc = InferRawDocTypeFromSchema<typeof accountSchema>;
+export type ApiKeyDoc = InferRawDocTypeFromSchema<typeof apiKeySchema>;
+export type WorkspaceDoc = InferRawDocTypeFromSchema<typeof workspaceSchema>;
 export type RepositoryDoc = InferSchemaType<typeof repositorySchema>;
-export type TaskDoc = InferSchemaType<typeof taskSchema>;
+export type TaskDoc = InferRawDocTypeFromSchema<typeof taskSchema>;
 /** What VERIFYING ran (the task's `checks`). */
 export interface CheckRecord {
   /** Where the checks came from (".github/foreman.yml", "package.json", …); null: none found. */
@@ -443,5 +468,5 @@ export type TaskRecord = Omit<TaskDoc, "repo" | "checks" | "memories_used"> & {
   updated_at: Date;
 };
 export type PlanStep = InferSchemaType<typeof planStepSchema>;
-export type RepoMemoryDoc = InferSchemaType<typeof repoMemorySchema>;
-export type SkillDoc = InferSchemaType<typeof skillSchema>;
+export type RepoMemoryDoc = InferRawDocTypeFromSchema<typeof repoMemorySchema>;
+export type SkillDoc = InferRawDocTypeFromSchema<typeof skillSchema>;

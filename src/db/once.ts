@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
-import type { Collection, Document } from "mongodb";
+import type { Collection } from "mongodb";
+import type { OnceRecord } from "./models.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
 
 /*
@@ -166,14 +167,14 @@ export type MarkerScope = ReturnType<(typeof markers)[keyof typeof markers]>["sc
  * to now unless `fields` gives it.
  */
 export async function claimOnce(
-  collection: Collection<Document>,
+  collection: Collection<OnceRecord>,
   marker: Marker,
   fields: Record<string, unknown> & { created_at?: Date } = {},
 ): Promise<boolean> {
   try {
     await collection.insertOne({
       ...fields,
-      _id: marker.id as never,
+      _id: marker.id,
       scope: marker.scope,
       created_at: fields.created_at ?? new Date(),
     });

@@ -1,7 +1,7 @@
 import { accountChanged } from "./account-views.js";
 import { bumpMarker } from "./marker-cache.js";
 import { TIERS_MARKER } from "./quota.js";
-import { TIERS, type Models, type Tier } from "../db/models.js";
+import { collectionOf, TIERS, type Models, type Tier } from "../db/models.js";
 import { errors } from "../errors.js";
 import { listKeys, type KeyListing } from "./keys.js";
 import { currentUsage, monthlyLimitFor } from "./quota.js";
@@ -47,6 +47,15 @@ interface AccountRecord {
   usage?: { month?: string | null; hint?: number | null } | null;
   created_at: Date;
   updated_at: Date;
+}
+
+/** An account's tier by id, or null for an unknown account (read on every task creation). */
+export async function findTier(models: Models, accountId: string): Promise<Tier | null> {
+  const account = await collectionOf<AccountRecord>(models.Account).findOne(
+    { _id: accountId },
+    { projection: { tier: 1 } },
+  );
+  return account && isTier(account.tier) ? account.tier : null;
 }
 
 /** True for the names of the account tiers ("free", "pro"). */

@@ -1,11 +1,19 @@
 import { afterFilter, type SortKey } from "./paging.js";
 import { claimMarker, markers } from "./markers.js";
-import type { HealthReportStatus, Models, RepositoryDoc } from "../db/models.js";
+import {
+  collectionOf,
+  type HealthReportStatus,
+  type Models,
+  type RepositoryDoc,
+} from "../db/models.js";
 import { errors } from "../errors.js";
 import type { Metrics } from "../health/types.js";
 import { newId } from "../util/ids.js";
 import { redactText } from "../util/redact.js";
 import { listWorkspaces, resolveRepo, type WorkspaceRecord } from "./workspaces.js";
+
+/** The driver collections this module uses, typed by their records (db/models.ts). */
+const healthReportsOf = (models: Models) => collectionOf<HealthReportRecord>(models.HealthReport);
 
 /*
  * Health reports (docs/api.md, "Health reports and analytics"): a scan is requested through the
@@ -126,7 +134,7 @@ export async function requestScan(
     input.repo_id,
     input.workspace_id,
   );
-  const underWay = (await models.HealthReport.collection.findOne(
+  const underWay = (await healthReportsOf(models).findOne(
     {
       account_id: accountId,
       workspace_id: workspace._id,
@@ -160,7 +168,7 @@ export async function requestScan(
     created_at: now,
     updated_at: now,
   };
-  await models.HealthReport.collection.insertOne(doc as never);
+  await healthReportsOf(models).insertOne(doc as never);
   try {
     await enqueue(doc._id);
   } catch (error) {
@@ -191,7 +199,7 @@ export async function latestReport(
   workspaceId?: string,
 ): Promise<HealthReportRecord> {
   const where = await reportsOf(models, accountId, repoRef, workspaceId);
-  const doc = await models.HealthReport.collection.findOne(
+  const doc = await healthReportsOf(models).findOne(
     { account_id: accountId, ...where, status: "completed" },
     { sort: { created_at: -1, _id: -1 } },
   );
@@ -220,8 +228,8 @@ export async function reportHistory(
   if (options.after) {
     Object.assign(query, afterFilter(options.after));
   } else if (options.before) {
-    const cursor = await models.HealthReport.collection.findOne(
-      { _id: options.before as never },
+    const cursor = await healthReportsOf(models).findOne(
+      { _id: options.before },
       { projection: { account_id: 1, created_at: 1 } },
     );
     if (!cursor || cursor.account_id !== accountId)
@@ -233,7 +241,7 @@ export async function reportHistory(
       { created_at: cursor.created_at, _id: { $lt: options.before } },
     ];
   }
-  const docs = await models.HealthReport.collection
+  const docs = await healthReportsOf(models)
     .find(query)
     .sort({ created_at: -1, _id: -1 })
     .limit(options.limit)
@@ -250,8 +258,8 @@ export async function getReport(
   workspaceId?: string,
 ): Promise<HealthReportRecord> {
   const where = await reportsOf(models, accountId, repoRef, workspaceId);
-  const doc = (await models.HealthReport.collection.findOne({
-    _id: reportId as never,
+  const doc = (await healthReportsOf(models).findOne({
+    _id: reportId,
   })) as HealthReportRecord | null;
   if (!doc || doc.account_id !== accountId || doc.repo_id !== where.repo_id)
     throw errors.notFound("health report");
@@ -291,8 +299,8 @@ export async function finishReport(
           error: redactText(outcome.error).slice(0, 2000),
           ...(outcome.commit_sha ? { commit_sha: outcome.commit_sha } : {}),
         };
-  await models.HealthReport.collection.updateOne(
-    { _id: reportId as never },
+  await healthReportsOf(models).updateOne(
+    { _id: reportId },
     { $set: { ...set, finished_at: now, updated_at: now } },
   );
   return true;
@@ -313,7 +321,7 @@ export async function sweepHealthReports(
   },
 ): Promise<{ failed: string[]; requeued: string[] }> {
   const now = (options.now ?? new Date()).getTime();
-  const open = (await models.HealthReport.collection
+  const open = (await healthReportsOf(models)
     .find(
       { status: { $in: ["pending", "running"] } },
       { projection: { status: 1, heartbeat_at: 1, created_at: 1 } },
@@ -328,8 +336,8 @@ export async function sweepHealthReports(
     if (!(await finishReport(models, id, { status: "failed", error }))) {
       // Ended, but the process ending it stopped before writing the outcome.
       const at = new Date(now);
-      await models.HealthReport.collection.updateOne(
-        { _id: id as never, status: { $in: ["pending", "running"] } },
+      await healthReportsOf(models).updateOne(
+        { _id: id, status: { $in: ["pending", "running"] } },
         {
           $set: {
             status: "failed",

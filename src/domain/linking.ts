@@ -3,7 +3,7 @@ import { Octokit } from "@octokit/rest";
 import { randomBytes } from "node:crypto";
 import type { GithubAppConfig } from "../config/env.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
-import type { Models, RepositoryDoc } from "../db/models.js";
+import { collectionOf, type Models, type OnceRecord, type RepositoryDoc } from "../db/models.js";
 import { errors } from "../errors.js";
 import type { GithubClient } from "../github-api/client.js";
 import type { Logger } from "../util/logger.js";
@@ -11,6 +11,17 @@ import { forgetSecret, registerSecret } from "../util/redact.js";
 import { bumpMarker } from "./marker-cache.js";
 import { claimMarker, markers } from "./markers.js";
 import { WORKSPACES_MARKER, type WorkspaceRecord } from "./workspaces.js";
+
+/** The driver collections this module uses, typed by their records (db/models.ts). */
+const workspacesOf = (models: Models) => collectionOf<WorkspaceRecord>(models.Workspace);
+const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
+
+/** The workspace just written by a link; gone only if deleted in the same instant. */
+async function linkedWorkspace(models: Models, id: string): Promise<WorkspaceRecord> {
+  const workspace = await workspacesOf(models).findOne({ _id: id });
+  if (!workspace) throw new Error(`workspace ${id} was deleted while it was being linked`);
+  return workspace;
+}
 
 /*
  * GitHub App installations as workspaces, and linking them to accounts (docs/api.md,
@@ -132,8 +143,8 @@ async function withRowLock<T>(models: Models, id: string, fn: () => Promise<T>):
     const now = new Date();
     const expires_at = new Date(now.getTime() + LOCK_TTL_MS);
     if (await claimMarker(models, lock, { expires_at, created_at: now, updated_at: now })) break;
-    await models.Once.collection.deleteOne({
-      _id: lock.id as never,
+    await markersOf(models).deleteOne({
+      _id: lock.id,
       expires_at: { $lt: new Date() },
     });
     if (Date.now() > deadline) throw new Error(`workspace ${id} stayed locked; giving up`);
@@ -142,7 +153,9 @@ async function withRowLock<T>(models: Models, id: string, fn: () => Promise<T>):
   try {
     return await fn();
   } finally {
-    await models.Once.collection.deleteOne({ _id: lock.id as never }).catch(() => undefined);
+    await markersOf(models)
+      .deleteOne({ _id: lock.id })
+      .catch(() => undefined);
   }
 }
 
@@ -165,24 +178,24 @@ async function changeUnlocked(
   compute: (ws: WorkspaceRecord) => WorkspaceChange | null,
 ): Promise<WorkspaceRecord | null> {
   for (let attempt = 0; attempt < 8; attempt++) {
-    const ws = (await models.Workspace.collection.findOne({
-      _id: id as never,
-    })) as unknown as WorkspaceRecord | null;
+    const ws = await workspacesOf(models).findOne({
+      _id: id,
+    });
     if (!ws) return null;
     const set = compute(ws);
     if (!set) return ws;
     const previous = ws.updated_at ?? null;
     // Strictly later than the value read, so that the guard of a concurrent writer fails.
     const updated_at = new Date(Math.max(Date.now(), (previous?.getTime() ?? 0) + 1));
-    const result = await models.Workspace.collection.updateOne(
-      { _id: id as never, updated_at: previous },
+    const result = await workspacesOf(models).updateOne(
+      { _id: id, updated_at: previous },
       { $set: { ...set, updated_at } },
     );
     if (result.matchedCount === 1) {
       await bumpMarker(models, WORKSPACES_MARKER);
-      return (await models.Workspace.collection.findOne({
-        _id: id as never,
-      })) as unknown as WorkspaceRecord;
+      return await workspacesOf(models).findOne({
+        _id: id,
+      });
     }
   }
   throw new Error(`workspace ${id} kept changing; giving up this update`);
@@ -209,8 +222,8 @@ async function insertInstallation(
   now: Date,
 ): Promise<boolean> {
   try {
-    await models.Workspace.collection.insertOne({
-      _id: installationWorkspaceId(info.id) as never,
+    await workspacesOf(models).insertOne({
+      _id: installationWorkspaceId(info.id),
       kind: "github",
       account_id: accountId,
       name: info.account_login,
@@ -255,9 +268,7 @@ export async function recordInstallation(
       ...(repos ? { repos: mergeRepos(webUrl, ws.repos, repos, "replace") } : {}),
     }));
   }
-  return (await models.Workspace.collection.findOne({
-    _id: id as never,
-  })) as unknown as WorkspaceRecord;
+  return await linkedWorkspace(models, id);
 }
 
 /** Marks an installation suspended (a date) or active again (null). */
@@ -409,8 +420,8 @@ export async function consumeLinkState(
   state: string,
   now = new Date(),
 ): Promise<{ accountId: string }> {
-  const doc = (await models.Once.collection.findOne({
-    _id: markers.linkState(state).id as never,
+  const doc = (await markersOf(models).findOne({
+    _id: markers.linkState(state).id,
   })) as {
     account_id?: string;
     expires_at?: Date;
@@ -582,9 +593,9 @@ export async function completeLink(
   const info = installationInfo(entry);
   const id = installationWorkspaceId(info.id);
 
-  const existing = (await deps.models.Workspace.collection.findOne({
-    _id: id as never,
-  })) as unknown as WorkspaceRecord | null;
+  const existing = await workspacesOf(deps.models).findOne({
+    _id: id,
+  });
   if (existing?.account_id && existing.account_id !== accountId)
     throw errors.conflict("This installation is already linked to another account.");
   // The first link of an installation is decided by a unique insert (two accounts racing).
@@ -595,7 +606,7 @@ export async function completeLink(
     updated_at: now,
   });
   if (!claimed) {
-    const marker = await deps.models.Once.collection.findOne({ _id: linkMarker.id as never });
+    const marker = await markersOf(deps.models).findOne({ _id: linkMarker.id });
     if (marker?.account_id !== accountId && !(existing?.account_id === accountId))
       throw errors.conflict("This installation is already linked to another account.");
   }
@@ -636,15 +647,13 @@ export async function completeLink(
         ...(repos ? { repos: mergeRepos(config.webUrl, ws.repos, repos, "replace") } : {}),
       }));
     }
-    const workspace = (await deps.models.Workspace.collection.findOne({
-      _id: id as never,
-    })) as unknown as WorkspaceRecord;
+    const workspace = await linkedWorkspace(deps.models, id);
     log.info({ workspaceId: id, created, repos: workspace.repos.length }, "installation linked");
     return { workspace, created };
   } catch (error) {
     if (claimed)
-      await deps.models.Once.collection
-        .deleteOne({ _id: linkMarker.id as never })
+      await markersOf(deps.models)
+        .deleteOne({ _id: linkMarker.id })
         .catch(() => undefined);
     throw error;
   }

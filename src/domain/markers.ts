@@ -1,4 +1,4 @@
-import type { Models } from "../db/models.js";
+import { collectionOf, type Models, type OnceRecord } from "../db/models.js";
 import { claimOnce, type Marker } from "../db/once.js";
 
 /*
@@ -18,7 +18,7 @@ export function claimMarker(
   marker: Marker,
   fields?: Record<string, unknown> & { created_at?: Date },
 ): Promise<boolean> {
-  return claimOnce(models.Once.collection, marker, fields);
+  return claimOnce(collectionOf<OnceRecord>(models.Once), marker, fields);
 }
 
 /** True when `marker` has been claimed (and not dropped or pruned since). */

@@ -1,8 +1,11 @@
 import { afterFilter, type SortKey } from "./paging.js";
-import type { Models, SkillDoc } from "../db/models.js";
+import { collectionOf, type Models, type SkillDoc } from "../db/models.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
 import { errors } from "../errors.js";
 import { newId } from "../util/ids.js";
+
+/** The driver collections this module uses, typed by their records (db/models.ts). */
+const skillsOf = (models: Models) => collectionOf<SkillRecord>(models.Skill);
 
 /*
  * Skills: named instruction additions attached to a task (docs/api.md, "Skills"). Built-ins
@@ -181,7 +184,7 @@ async function findOwnSkill(
   accountId: string,
   name: string,
 ): Promise<SkillRecord | null> {
-  const doc = await models.Skill.collection.findOne({ _id: skillKey(accountId, name) as never });
+  const doc = await skillsOf(models).findOne({ _id: skillKey(accountId, name) as never });
   return doc as unknown as SkillRecord | null;
 }
 
@@ -217,10 +220,10 @@ export async function skillForTask(
 
 /** The account's own skills, newest first, then the built-ins a name of theirs does not hide. */
 export async function listSkills(models: Models, accountId: string): Promise<SkillSummaryView[]> {
-  const docs = (await models.Skill.collection
+  const docs = await skillsOf(models)
     .find({ account_id: accountId })
     .sort({ created_at: -1, _id: -1 })
-    .toArray()) as unknown as SkillRecord[];
+    .toArray();
   const own = new Set(docs.map((d) => d.name));
   return [
     ...docs.map((d) => skillSummary(toSkillView(d))),
@@ -282,7 +285,7 @@ export async function createSkill(
  * installed stay theirs). A built-in is 403 `forbidden`, anything else unknown 404.
  */
 export async function deleteSkill(models: Models, accountId: string, name: string): Promise<void> {
-  const result = await models.Skill.collection.deleteOne({
+  const result = await skillsOf(models).deleteOne({
     _id: skillKey(accountId, name) as never,
   });
   if (result.deletedCount > 0) return;
@@ -313,7 +316,7 @@ export async function setPublished(
     const set = published
       ? { published: true, published_at: new Date(), updated_at: new Date() }
       : { published: false, published_at: null, updated_at: new Date() };
-    await models.Skill.collection.updateOne({ _id: own._id as never }, { $set: set });
+    await skillsOf(models).updateOne({ _id: own._id }, { $set: set });
   }
   const now = await findOwnSkill(models, accountId, name);
   if (!now) throw errors.notFound("skill"); // deleted meanwhile
@@ -364,10 +367,10 @@ export async function listListings(
   if (filter.after) {
     and.push(afterFilter(filter.after, "published_at", "id"));
   } else if (filter.before) {
-    const cursor = (await models.Skill.collection.findOne({
+    const cursor = await skillsOf(models).findOne({
       id: filter.before,
       published: true,
-    })) as unknown as SkillRecord | null;
+    });
     if (!cursor)
       throw errors.validation([{ path: "query.before", message: "No such published skill." }]);
     and.push({
@@ -377,19 +380,19 @@ export async function listListings(
       ],
     });
   }
-  const docs = (await models.Skill.collection
+  const docs = await skillsOf(models)
     .find({ $and: and })
     .sort({ published_at: -1, id: -1 })
     .limit(filter.limit)
-    .toArray()) as unknown as SkillRecord[];
+    .toArray();
   return docs.map((d) => listingSummary(toListingView(d, accountId)));
 }
 
 async function findListing(models: Models, listingId: string): Promise<SkillRecord> {
-  const doc = (await models.Skill.collection.findOne({
+  const doc = await skillsOf(models).findOne({
     id: listingId,
     published: true,
-  })) as unknown as SkillRecord | null;
+  });
   if (!doc) throw errors.notFound("published skill");
   return doc;
 }
@@ -426,7 +429,7 @@ export async function installListing(
     listing.id,
   );
   // A statistic: failing to count an install must not fail the install.
-  await models.Skill.collection
+  await skillsOf(models)
     .updateOne({ id: listing.id }, { $inc: { install_count: 1 } })
     .catch(() => undefined);
   return copy;

@@ -1,6 +1,15 @@
 import { afterFilter, type SortKey } from "./paging.js";
 import { rm } from "node:fs/promises";
-import type { CheckRecord, Models, TaskPhase, TaskRecord, TaskStatus, Tier } from "../db/models.js";
+import {
+  collectionOf,
+  type CheckRecord,
+  type Models,
+  type OnceRecord,
+  type TaskPhase,
+  type TaskRecord,
+  type TaskStatus,
+  type Tier,
+} from "../db/models.js";
 import { errors } from "../errors.js";
 import { newId } from "../util/ids.js";
 import { findAgent } from "./agent-catalog.js";
@@ -12,6 +21,18 @@ import { resolveRepo, type WorkspaceRecord } from "./workspaces.js";
 import { claimMarker, markers } from "./markers.js";
 import { recordTaskEnded } from "../metrics/index.js";
 import type { ReviewResult } from "../tools/review-tool.js";
+
+/** The driver collections this module reads and writes, typed by their records. */
+const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);
+/** A new task as inserted: the repository snapshot and the pipeline's fields come later. */
+export type NewTask = Pick<
+  TaskRecord,
+  "_id" | "account_id" | "workspace_id" | "repo_id" | "description" | "status" | "phase"
+> &
+  Partial<TaskRecord>;
+/** Where new tasks are inserted (the service batches these inserts: db/insert-batcher.ts). */
+export const newTaskCollection = (models: Models) => collectionOf<NewTask>(models.Task);
+const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 
 /*
  * Tasks (docs/api.md, "Tasks"): creation, reading, the two gates and cancellation. The pipeline
@@ -29,7 +50,7 @@ export interface TaskDeps {
   /** Tells the workers of every process that tasks were queued (coalesced). */
   signalQueued?(): void;
   /** Inserts a task document; batched with concurrent inserts when given (insert-batcher). */
-  insertTask?(doc: Record<string, unknown>): Promise<void>;
+  insertTask?(doc: NewTask): Promise<void>;
   /** Per-process caches of the rarely changing reads of task creation (see marker-cache). */
   cache?: {
     tier(accountId: string): Promise<Tier | null>;
@@ -186,8 +207,8 @@ function taskDocument(
   repoId: string,
   input: CreateTaskInput,
   quota: { month: string; slot: number | null; now: Date },
-): Record<string, unknown> {
-  const doc: Record<string, unknown> = {
+): NewTask {
+  const doc: NewTask = {
     _id: id,
     account_id: accountId,
     workspace_id: workspaceId,
@@ -240,7 +261,7 @@ export async function createTask(
     });
     // The driver directly: one insert, no document hydration on the hot path.
     if (deps.insertTask) await deps.insertTask(doc);
-    else await deps.models.Task.collection.insertOne(doc as never);
+    else await newTaskCollection(deps.models).insertOne(doc);
     deps.kick?.();
     deps.signalQueued?.();
     return doc as unknown as TaskRecord;
@@ -299,11 +320,11 @@ export async function createTasks(
     return doc;
   });
   try {
-    await deps.models.Task.collection.insertMany(docs as never[], { ordered: true });
+    await newTaskCollection(deps.models).insertMany(docs, { ordered: true });
   } catch (error) {
     // The ids are fresh, so removing them removes only what this insert wrote.
-    await deps.models.Task.collection
-      .deleteMany({ _id: { $in: ids as never[] } })
+    await tasksOf(deps.models)
+      .deleteMany({ _id: { $in: ids } })
       .catch(() => undefined);
     await claim.release().catch(() => undefined);
     throw error;
@@ -319,9 +340,9 @@ export async function getTask(
   accountId: string,
   taskId: string,
 ): Promise<TaskRecord> {
-  const task = await models.Task.collection.findOne({ _id: taskId as never });
+  const task = await tasksOf(models).findOne({ _id: taskId });
   if (!task || task.account_id !== accountId) throw errors.notFound("task");
-  return task as unknown as TaskRecord;
+  return task;
 }
 
 export interface TaskFilter {
@@ -349,8 +370,8 @@ export async function listTasks(
   if (filter.after) {
     Object.assign(query, afterFilter(filter.after));
   } else if (filter.before) {
-    const cursor = await models.Task.collection.findOne(
-      { _id: filter.before as never },
+    const cursor = await tasksOf(models).findOne(
+      { _id: filter.before },
       { projection: { account_id: 1, created_at: 1 } },
     );
     if (!cursor || cursor.account_id !== accountId)
@@ -360,7 +381,7 @@ export async function listTasks(
       { created_at: cursor.created_at, _id: { $lt: filter.before } },
     ];
   }
-  const docs = await models.Task.collection
+  const docs = await tasksOf(models)
     .find(query)
     .sort({ created_at: -1, _id: -1 })
     .limit(filter.limit)
@@ -407,7 +428,7 @@ async function applyEnding(deps: TaskDeps, taskId: string, ending: Ending): Prom
     updated_at: now,
   };
   if (ending.pr_url !== undefined) set.pr_url = ending.pr_url;
-  await deps.models.Task.collection.updateOne({ _id: taskId as never }, { $set: set });
+  await tasksOf(deps.models).updateOne({ _id: taskId }, { $set: set });
   const lastSeq = await deps.events.lastSeq(taskId);
   const [last] = await deps.events.readNext(taskId, lastSeq - 1, 1);
   if (last && isTerminalEvent(last)) return;
@@ -420,10 +441,7 @@ async function applyEnding(deps: TaskDeps, taskId: string, ending: Ending): Prom
           event_type: "error",
           error: ending.error ?? "The task failed.",
         });
-  await deps.models.Task.collection.updateOne(
-    { _id: taskId as never },
-    { $set: { event_seq: final.seq } },
-  );
+  await tasksOf(deps.models).updateOne({ _id: taskId }, { $set: { event_seq: final.seq } });
   deps.events.forget(taskId);
 }
 
@@ -432,8 +450,8 @@ async function applyEnding(deps: TaskDeps, taskId: string, ending: Ending): Prom
  * show it yet (the ending process stopped, or a racing write overwrote it).
  */
 export async function repairEnding(deps: TaskDeps, taskId: string): Promise<void> {
-  const marker = await deps.models.Once.collection.findOne({
-    _id: markers.taskEnd(taskId).id as never,
+  const marker = await markersOf(deps.models).findOne({
+    _id: markers.taskEnd(taskId).id,
   });
   const ending = marker?.ending as Ending | undefined;
   if (!ending) return;
@@ -447,8 +465,8 @@ export async function repairEnding(deps: TaskDeps, taskId: string): Promise<void
 /** True once a task has ended (cancelled, failed or completed), from its unique marker. */
 export async function hasEnded(models: Models, taskId: string): Promise<boolean> {
   return Boolean(
-    await models.Once.collection.findOne(
-      { _id: markers.taskEnd(taskId).id as never },
+    await markersOf(models).findOne(
+      { _id: markers.taskEnd(taskId).id },
       { projection: { _id: 1 } },
     ),
   );
@@ -555,8 +573,8 @@ export async function moveTo(
 ): Promise<boolean> {
   if (!options.endChecked && (await hasEnded(deps.models, taskId))) return false;
   const now = new Date();
-  await deps.models.Task.collection.updateOne(
-    { _id: taskId as never },
+  await tasksOf(deps.models).updateOne(
+    { _id: taskId },
     { $set: { phase, status, updated_at: now, ...extra } },
   );
   if (await hasEnded(deps.models, taskId)) {
@@ -564,9 +582,6 @@ export async function moveTo(
     return false;
   }
   const event = await deps.events.append(taskId, { event_type: "phase", phase, status });
-  await deps.models.Task.collection.updateOne(
-    { _id: taskId as never },
-    { $set: { event_seq: event.seq } },
-  );
+  await tasksOf(deps.models).updateOne({ _id: taskId }, { $set: { event_seq: event.seq } });
   return true;
 }

@@ -1,6 +1,6 @@
 import { afterFilter, type PageRequest } from "./paging.js";
 import { markers } from "./markers.js";
-import type { Models, RepositoryDoc, WorkspaceDoc } from "../db/models.js";
+import { collectionOf, type Models, type RepositoryDoc, type WorkspaceDoc } from "../db/models.js";
 import { errors } from "../errors.js";
 import { remoteHead } from "../util/git.js";
 import { newId } from "../util/ids.js";
@@ -167,13 +167,19 @@ export async function getWorkspace(
   accountId: string,
   workspaceId: string,
 ): Promise<WorkspaceRecord> {
-  // The driver directly: every task creation runs this.
-  const doc = (await models.Workspace.collection.findOne({
-    _id: workspaceId as never,
-  })) as unknown as WorkspaceRecord | null;
+  const doc = await findWorkspace(models, workspaceId);
   if (!doc || doc.account_id !== accountId || doc.github?.deleted_at)
     throw errors.notFound("workspace");
-  return doc as WorkspaceRecord;
+  return doc;
+}
+
+/** A workspace by id, whatever its account or state (the caller checks both), or null. */
+export async function findWorkspace(
+  models: Models,
+  workspaceId: string,
+): Promise<WorkspaceRecord | null> {
+  // The driver directly: every task creation runs this.
+  return collectionOf<WorkspaceRecord>(models.Workspace).findOne({ _id: workspaceId });
 }
 
 /**

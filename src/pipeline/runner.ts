@@ -2,7 +2,13 @@ import path from "node:path";
 import { runLeased } from "../queue/lease.js";
 import { z } from "zod";
 import type { Config } from "../config/env.js";
-import type { Models, TaskPhase, TaskRecord } from "../db/models.js";
+import {
+  collectionOf,
+  type Models,
+  type OnceRecord,
+  type TaskPhase,
+  type TaskRecord,
+} from "../db/models.js";
 import { isTerminalEvent, type TaskEventLog } from "../domain/task-events.js";
 import {
   endTask,
@@ -43,6 +49,10 @@ import { AppError } from "../errors.js";
 
 export type { Stage, StageContext, StageOutcome } from "./stage.js";
 import type { StageContext, StageOutcome } from "./stage.js";
+
+/** The driver collections this module uses, typed by their records (db/models.ts). */
+const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);
+const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 
 export interface PipelineDeps {
   config: Config;
@@ -94,8 +104,8 @@ export function createPipeline(deps: PipelineDeps) {
   async function applyOutcome(task: TaskRecord, outcome: StageOutcome): Promise<void> {
     if ("next" in outcome) await enqueueStage(task._id, outcome.next);
     else if ("wait" in outcome) {
-      const current = await models.Task.collection.findOne(
-        { _id: task._id as never },
+      const current = await tasksOf(models).findOne(
+        { _id: task._id },
         { projection: { phase: 1, status: 1 } },
       );
       if (current?.phase !== outcome.wait.phase || current.status !== outcome.wait.status)
@@ -122,9 +132,9 @@ export function createPipeline(deps: PipelineDeps) {
     // Three independent `_id` lookups, in parallel: the task, its end marker, the stage's
     // stored outcome.
     const [found, ended, done] = await Promise.all([
-      models.Task.collection.findOne({ _id: taskId as never }),
+      tasksOf(models).findOne({ _id: taskId }),
       hasEnded(models, taskId),
-      models.Once.collection.findOne({ _id: doneMarker.id as never }),
+      markersOf(models).findOne({ _id: doneMarker.id }),
     ]);
     const task = found as unknown as TaskRecord | null;
     if (!task) return;
@@ -259,10 +269,7 @@ export function createPipeline(deps: PipelineDeps) {
       default_branch: repo.default_branch ?? "",
       installation_id: workspace.github?.installation_id ?? null,
     };
-    await models.Task.collection.updateOne(
-      { _id: task._id as never },
-      { $set: { repo: snapshot } },
-    );
+    await tasksOf(models).updateOne({ _id: task._id }, { $set: { repo: snapshot } });
     return { ...task, repo: snapshot };
   }
 
@@ -308,8 +315,8 @@ export function createPipeline(deps: PipelineDeps) {
         await events.append(taskId, payload);
       },
       async update(set) {
-        await models.Task.collection.updateOne(
-          { _id: taskId as never },
+        await tasksOf(models).updateOne(
+          { _id: taskId },
           { $set: { ...set, updated_at: new Date() } },
         );
       },

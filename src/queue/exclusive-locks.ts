@@ -1,4 +1,5 @@
 import { claimOnce, markers } from "../db/once.js";
+import type { OnceRecord } from "../db/models.js";
 import { MongoJobRepository } from "@agendajs/mongo-backend";
 import type { JobParameters, JobRepositoryOptions } from "agenda";
 import { ObjectId } from "mongodb";
@@ -185,7 +186,7 @@ export class ExclusiveJobRepository extends MongoJobRepository {
   }
 
   private markers() {
-    return this.getDb().collection("once_markers");
+    return this.getDb().collection<OnceRecord>("once_markers");
   }
 
   /** Agenda unlocks a job it locked but will not run now: its marker goes too. */

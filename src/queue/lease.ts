@@ -1,6 +1,9 @@
-import type { Models } from "../db/models.js";
+import { collectionOf, type Models, type OnceRecord } from "../db/models.js";
 import { claimOnce, type Marker } from "../db/once.js";
 import { processIdentity } from "./identity.js";
+
+/** The driver collections this module uses, typed by their records (db/models.ts). */
+const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 
 /*
  * Leases of long-running work (a pipeline stage, a health scan) that must run once at a time
@@ -36,8 +39,8 @@ export async function acquireLease(models: Models, options: LeaseOptions): Promi
       holder_id: processIdentity(),
       ...(holder ? { holder } : {}),
     };
-    if (await claimOnce(models.Once.collection, marker, fields)) return { id, attempt };
-    const lease = await models.Once.collection.findOne({ _id: id as never });
+    if (await claimOnce(markersOf(models), marker, fields)) return { id, attempt };
+    const lease = await markersOf(models).findOne({ _id: id });
     const beat = lease?.heartbeat_at instanceof Date ? lease.heartbeat_at.getTime() : 0;
     if (lease?.released !== true && Date.now() - beat < ttlMs) return "busy";
   }
@@ -46,15 +49,12 @@ export async function acquireLease(models: Models, options: LeaseOptions): Promi
 
 /** The holder's heartbeat. */
 export async function beatLease(models: Models, leaseId: string): Promise<void> {
-  await models.Once.collection.updateOne(
-    { _id: leaseId as never },
-    { $set: { heartbeat_at: new Date() } },
-  );
+  await markersOf(models).updateOne({ _id: leaseId }, { $set: { heartbeat_at: new Date() } });
 }
 
 /** The holder stopped: the next run may take the next attempt at once. */
 export async function releaseLease(models: Models, leaseId: string): Promise<void> {
-  await models.Once.collection.updateOne({ _id: leaseId as never }, { $set: { released: true } });
+  await markersOf(models).updateOne({ _id: leaseId }, { $set: { released: true } });
 }
 
 /** What a leased run's work gets: its attempt, a signal that stops it, and its controls. */

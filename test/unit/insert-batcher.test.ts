@@ -15,8 +15,8 @@ afterAll(async () => {
 
 describe("batched inserts", () => {
   it("inserts concurrent documents together and rejects only the ones refused", async () => {
-    const collection = client.db().collection("batched");
-    await collection.insertOne({ _id: "taken" as never });
+    const collection = client.db().collection<{ _id: string }>("batched");
+    await collection.insertOne({ _id: "taken" });
     const insert = createInsertBatcher(collection);
     const outcomes = await Promise.allSettled([
       insert({ _id: "a" }),
@@ -37,7 +37,7 @@ describe("batched inserts", () => {
   });
 
   it("splits large bursts into batches of the given size", async () => {
-    const collection = client.db().collection("burst");
+    const collection = client.db().collection<{ _id: string; i: number }>("burst");
     const insert = createInsertBatcher(collection, 7);
     await Promise.all(Array.from({ length: 50 }, (_, i) => insert({ _id: `d${i}`, i })));
     expect(await collection.countDocuments()).toBe(50);

@@ -1,6 +1,7 @@
 import type { Collection, Document } from "mongodb";
 import { describe, expect, it } from "vitest";
 import { claimOnce, markers, type Marker } from "../../src/db/once.js";
+import type { OnceRecord } from "../../src/db/models.js";
 
 /*
  * The ids of once-markers are stored for days: a builder that changed its output would let a
@@ -125,7 +126,7 @@ describe("claimOnce", () => {
         docs.set(doc._id, doc);
         return { acknowledged: true, insertedId: doc._id };
       },
-    } as unknown as Collection<Document>;
+    } as unknown as Collection<OnceRecord>;
     return { docs, collection };
   }
 
@@ -158,7 +159,7 @@ describe("claimOnce", () => {
   it("passes on errors other than a duplicate key", async () => {
     const collection = {
       insertOne: () => Promise.reject(new Error("connection lost")),
-    } as unknown as Collection<Document>;
+    } as unknown as Collection<OnceRecord>;
     await expect(claimOnce(collection, markers.taskEnd("t1"))).rejects.toThrow("connection lost");
   });
 });

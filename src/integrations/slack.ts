@@ -191,8 +191,10 @@ const eventEnvelope = z.looseObject({
     .optional(),
 });
 
-function wrongTeam(settings: SlackSettings, team: string | undefined): boolean {
-  return Boolean(settings.team_id && team && team !== settings.team_id);
+/** The request comes from another Slack team than the one installed (or set) here. */
+function wrongTeam(integration: IntegrationRecord, team: string | undefined): boolean {
+  const expected = integration.install?.team_id ?? (integration.settings as SlackSettings).team_id;
+  return Boolean(expected && team && team !== expected);
 }
 
 /** Handles one signed Slack request for an integration; the answer is what Slack gets. */
@@ -230,7 +232,7 @@ export async function handleSlack(
     if (type === "url_verification") return { status: 200, body: { challenge } };
     if (type !== "event_callback" || event?.type !== "app_mention" || event.bot_id)
       return { status: 200, body: {} };
-    if (wrongTeam(settings, team_id)) {
+    if (wrongTeam(integration, team_id)) {
       logger.warn({ team: team_id }, "slack event from another team ignored");
       return { status: 200, body: {} };
     }
@@ -259,7 +261,7 @@ export async function handleSlack(
     if (!parsed.success)
       throw errors.validation([{ path: "body", message: "not a Slack slash command" }]);
     const cmd = parsed.data;
-    if (wrongTeam(settings, cmd.team_id))
+    if (wrongTeam(integration, cmd.team_id))
       return {
         status: 200,
         body: {
@@ -319,7 +321,10 @@ export async function handleSlack(
           .then(() => undefined)
           .catch((err: unknown) => logger.warn({ err }, "slack ephemeral failed"))
       : Promise.resolve();
-  if (wrongTeam(settings, payload.team?.id) || !settings.allowed_users.includes(payload.user.id)) {
+  if (
+    wrongTeam(integration, payload.team?.id) ||
+    !settings.allowed_users.includes(payload.user.id)
+  ) {
     logger.info({ user: payload.user.id, task: action.value }, "slack gate press refused");
     await ephemeral(
       "You are not allowed to approve or reject tasks of this integration. Ask an account owner to add your Slack user to `allowed_users`.",
@@ -449,6 +454,10 @@ export async function postSlackNotice(
   task: TaskRecord & { report_to: TaskSource },
   kind: "plan" | "diff" | "end",
 ): Promise<void> {
+  if (!(integration.secrets as SlackSecrets).bot_token)
+    throw new Error(
+      "the Slack integration has no bot token yet: install the app (POST /integrations/{id}/slack/install) or set secrets.bot_token",
+    );
   const client = slackClient(integration, deps.apiUrl);
   const { text, blocks } = slackNotice(task, kind);
   const ref = task.report_to.ref;

@@ -39,7 +39,9 @@ export const slackKind = {
   }),
   secrets: z.strictObject({
     signing_secret: secret("the Slack app's signing secret (request signatures)"),
-    bot_token: secret("the bot token (xoxb-…) the service posts with"),
+    bot_token: secret(
+      "the bot token (xoxb-…) the service posts with; installing the app through Slack (POST /integrations/{id}/slack/install) sets it",
+    ).optional(),
   }),
 } satisfies IntegrationKind<z.ZodType, z.ZodType>;
 

@@ -56,6 +56,8 @@ export const envSchema = z.object({
   /** The Slack app's OAuth credentials: installing it through Slack (integrations/slack-install). */
   SLACK_CLIENT_ID: optionalString,
   SLACK_CLIENT_SECRET: optionalString,
+  /** The Slack app's signing secret: requests to its own URLs (/integrations/slack/<endpoint>). */
+  SLACK_SIGNING_SECRET: optionalString,
   /** Linear's GraphQL endpoint: https://api.linear.app/graphql (tests point elsewhere). */
   LINEAR_API_URL: url,
   ALLOW_LOCAL_REPOS: flag(false),
@@ -187,7 +189,12 @@ export interface Config {
    * Slack workspace for an integration. Its redirect URL is PUBLIC_URL +
    * /integrations/slack/oauth/callback.
    */
-  slackOAuth: { clientId: string | undefined; clientSecret: string | undefined };
+  slackOAuth: {
+    clientId: string | undefined;
+    clientSecret: string | undefined;
+    /** Checks requests to the app's own URLs, routed by the team they come from. */
+    signingSecret: string | undefined;
+  };
   linearApiUrl: string | undefined;
   /** Plain-git remotes may be local paths, file:// or non-public hosts (development, tests). */
   allowLocalRepos: boolean;
@@ -398,7 +405,11 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     },
     trustProxy: env.TRUST_PROXY,
     slackApiUrl: env.SLACK_API_URL,
-    slackOAuth: { clientId: env.SLACK_CLIENT_ID, clientSecret: env.SLACK_CLIENT_SECRET },
+    slackOAuth: {
+      clientId: env.SLACK_CLIENT_ID,
+      clientSecret: env.SLACK_CLIENT_SECRET,
+      signingSecret: env.SLACK_SIGNING_SECRET,
+    },
     linearApiUrl: env.LINEAR_API_URL,
     allowLocalRepos: env.ALLOW_LOCAL_REPOS,
     httpRequestTimeoutMs: env.HTTP_REQUEST_TIMEOUT_S * 1000,
@@ -560,6 +571,7 @@ export function configSecrets(config: Config): string[] {
     config.github?.webhookSecret,
     config.github?.clientSecret,
     config.slackOAuth.clientSecret,
+    config.slackOAuth.signingSecret,
     config.metrics.token,
   ];
   if (config.mongodbUri) {

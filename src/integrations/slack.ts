@@ -9,7 +9,11 @@ import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
 import { outcomeSentence } from "./tracker.js";
-import { findIntegration, type IntegrationRecord } from "../domain/integrations/store.js";
+import {
+  findIntegration,
+  findSlackInstall,
+  type IntegrationRecord,
+} from "../domain/integrations/store.js";
 import type { SlackSecrets, SlackSettings } from "../domain/integrations/kinds.js";
 import type { RepoTarget, TaskSource } from "../domain/integrations/types.js";
 
@@ -197,29 +201,98 @@ function wrongTeam(integration: IntegrationRecord, team: string | undefined): bo
   return Boolean(expected && team && team !== expected);
 }
 
-/** Handles one signed Slack request for an integration; the answer is what Slack gets. */
-export async function handleSlack(
-  deps: SlackDeps,
-  integrationId: string,
-  endpoint: SlackEndpoint,
-  request: { rawBody: string; signature: string; timestamp: string; contentType: string },
-): Promise<DoorAnswer> {
-  const integration = await findIntegration(deps.tasks.models, integrationId, "slack");
-  const secrets = integration?.secrets as SlackSecrets | undefined;
-  const valid =
-    integration &&
-    secrets &&
+export interface SlackRequest {
+  rawBody: string;
+  signature: string;
+  timestamp: string;
+  contentType: string;
+}
+
+/** Slack's signature check (Bolt's verifier: HMAC of the raw body, 5-minute window). */
+function signedBy(secret: string | undefined, request: SlackRequest): boolean {
+  return Boolean(
+    secret &&
     isValidSlackRequest({
-      signingSecret: secrets.signing_secret,
+      signingSecret: secret,
       body: request.rawBody,
       headers: {
         "x-slack-signature": request.signature,
         "x-slack-request-timestamp": Number(request.timestamp),
       },
-    });
+    }),
+  );
+}
+
+const badSignature = () =>
+  errors.unauthorized("The Slack request signature is missing, invalid or too old.");
+
+/** Handles one signed Slack request for an integration; the answer is what Slack gets. */
+export async function handleSlack(
+  deps: SlackDeps,
+  integrationId: string,
+  endpoint: SlackEndpoint,
+  request: SlackRequest,
+): Promise<DoorAnswer> {
+  const integration = await findIntegration(deps.tasks.models, integrationId, "slack");
+  const secrets = integration?.secrets as SlackSecrets | undefined;
   // One answer for an unknown integration, a bad or stale signature: nothing is revealed.
-  if (!integration || !valid)
-    throw errors.unauthorized("The Slack request signature is missing, invalid or too old.");
+  if (!integration || !signedBy(secrets?.signing_secret, request)) throw badSignature();
+  return actOn(deps, integration, endpoint, request);
+}
+
+/** The Slack team a request comes from, as each endpoint carries it. */
+function teamOf(endpoint: SlackEndpoint, rawBody: string): string | undefined {
+  try {
+    if (endpoint === "events") return eventEnvelope.parse(JSON.parse(rawBody)).team_id;
+    const form = new URLSearchParams(rawBody);
+    if (endpoint === "commands") return form.get("team_id") ?? undefined;
+    return interactionPayload.parse(JSON.parse(form.get("payload") ?? "null")).team?.id;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Handles one request to the Slack app's own URLs (`/integrations/slack/<endpoint>`), signed
+ * with the app's signing secret (SLACK_SIGNING_SECRET): the app installed through Slack into
+ * many workspaces, each request routed to the integration installed in its team.
+ */
+export async function handleSlackApp(
+  deps: SlackDeps & { signingSecret: string | undefined },
+  endpoint: SlackEndpoint,
+  request: SlackRequest,
+): Promise<DoorAnswer> {
+  if (!signedBy(deps.signingSecret, request)) throw badSignature();
+  if (endpoint === "events") {
+    const envelope = eventEnvelope.safeParse(JSON.parse(request.rawBody || "null"));
+    if (envelope.success && envelope.data.type === "url_verification")
+      return { status: 200, body: { challenge: envelope.data.challenge } };
+  }
+  const team = teamOf(endpoint, request.rawBody);
+  const integration = team ? await findSlackInstall(deps.tasks.models, team) : null;
+  if (!integration) {
+    deps.logger.info({ team, slack: endpoint }, "slack request from a team no integration has");
+    return {
+      status: 200,
+      body:
+        endpoint === "commands"
+          ? {
+              response_type: "ephemeral",
+              text: "This Slack workspace is not connected to a foreman account yet: add a Slack integration and install the app from it (POST /integrations/{id}/slack/install).",
+            }
+          : {},
+    };
+  }
+  return actOn(deps, integration, endpoint, request);
+}
+
+/** Acts on a verified Slack request for `integration`. */
+async function actOn(
+  deps: SlackDeps,
+  integration: IntegrationRecord,
+  endpoint: SlackEndpoint,
+  request: SlackRequest,
+): Promise<DoorAnswer> {
   const settings = integration.settings as SlackSettings;
   const logger = deps.logger.child({ integration: integration._id, slack: endpoint });
   if (!integration.enabled) return { status: 200, body: { text: "This integration is disabled." } };

@@ -1,4 +1,5 @@
 import nock from "nock";
+import { createHmac } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -20,6 +21,7 @@ const CLIENT_SECRET = "slack-client-secret-0123456789abcdef";
 const PUBLIC_URL = "https://foreman.example.com";
 const REDIRECT = `${PUBLIC_URL}/integrations/slack/oauth/callback`;
 const SIGNING_SECRET = "slack-signing-secret-for-install-tests";
+const APP_SIGNING_SECRET = "the-slack-apps-own-signing-secret-0123";
 const SLACK = "https://slack.com";
 
 let server: TestServer;
@@ -41,6 +43,7 @@ beforeAll(async () => {
     env: {
       SLACK_CLIENT_ID: CLIENT_ID,
       SLACK_CLIENT_SECRET: CLIENT_SECRET,
+      SLACK_SIGNING_SECRET: APP_SIGNING_SECRET,
       PUBLIC_URL,
     },
     logLines,
@@ -335,14 +338,95 @@ describe("Slack install: isolation between accounts", () => {
   });
 });
 
+/** A slash command as Slack posts it, signed with `secret`. */
+async function slashCommand(path: string, team: string, secret: string, text = "help") {
+  const body = new URLSearchParams({
+    command: "/foreman",
+    text,
+    user_id: "U0SOMEONE1",
+    channel_id: "C0ROUTE001",
+    team_id: team,
+    trigger_id: `trig-${Math.random()}`,
+  }).toString();
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  const sig = createHmac("sha256", secret).update(`v0:${timestamp}:${body}`).digest("hex");
+  const res = await fetch(server.url + path, {
+    method: "POST",
+    headers: {
+      "content-type": "application/x-www-form-urlencoded",
+      "x-slack-signature": `v0=${sig}`,
+      "x-slack-request-timestamp": timestamp,
+    },
+    body,
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+describe("the Slack app's own URLs, routed by team", () => {
+  it("hands an installed team's request to its integration, and refuses other signatures", async () => {
+    const res = await server.api("POST", "/integrations", {
+      key: alice.key,
+      body: { type: "slack", name: "routed", settings: { command: "/acme" }, secrets: {} },
+    });
+    expect(res.status).toBe(201);
+    const id = res.body.id as string;
+    slackAccess(botAnswer("xoxb-5555-6666-routedteamtoken", "T0ROUTE001"), []);
+    expect((await callback({ code: "r", state: await startInstall(alice.key, id) })).status).toBe(
+      200,
+    );
+
+    const help = await slashCommand(
+      "/integrations/slack/commands",
+      "T0ROUTE001",
+      APP_SIGNING_SECRET,
+    );
+    expect(help.status).toBe(200);
+    expect(help.body.text).toContain("*/acme task [owner/repo] <what to change>*");
+
+    const stranger = await slashCommand(
+      "/integrations/slack/commands",
+      "T0UNKNOWN1",
+      APP_SIGNING_SECRET,
+    );
+    expect(stranger.status).toBe(200);
+    expect(stranger.body.text).toContain("not connected to a foreman account");
+
+    // Signed with anything but the app's secret: 401, nothing done.
+    const forged = await slashCommand("/integrations/slack/commands", "T0ROUTE001", SIGNING_SECRET);
+    expect(forged.status).toBe(401);
+    // The integration has no signing secret of its own: its own URL takes no request.
+    const own = await slashCommand(
+      `/integrations/${id}/slack/commands`,
+      "T0ROUTE001",
+      APP_SIGNING_SECRET,
+    );
+    expect(own.status).toBe(401);
+  });
+});
+
 describe("the Slack app manifest", () => {
   it("asks for the scopes the install asks for and names the redirect URL", async () => {
     const manifest = parseYaml(await readFile("slack-app.yml", "utf8")) as {
       oauth_config: { redirect_urls: string[]; scopes: { bot: string[] } };
+      features: { slash_commands: Array<{ url: string }> };
+      settings: {
+        event_subscriptions: { request_url: string };
+        interactivity: { request_url: string };
+      };
     };
     expect([...manifest.oauth_config.scopes.bot].sort()).toEqual([...SLACK_BOT_SCOPES].sort());
     expect(manifest.oauth_config.redirect_urls).toEqual([
       "https://foreman.example.com/integrations/slack/oauth/callback",
     ]);
+    // Its request URLs are the app's own, routed by team.
+    expect(manifest.features.slash_commands[0]!.url).toBe(
+      "https://foreman.example.com/integrations/slack/commands",
+    );
+    expect(manifest.settings.event_subscriptions.request_url).toBe(
+      "https://foreman.example.com/integrations/slack/events",
+    );
+    expect(manifest.settings.interactivity.request_url).toBe(
+      "https://foreman.example.com/integrations/slack/interactions",
+    );
   });
 });

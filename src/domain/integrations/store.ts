@@ -204,6 +204,18 @@ export async function findIntegration(
   return doc && doc.type === type ? remember(doc) : null;
 }
 
+/** The Slack integration the app was installed into `teamId` for (slack-install.ts). */
+export async function findSlackInstall(
+  models: Models,
+  teamId: string,
+): Promise<IntegrationRecord | null> {
+  const doc = (await models.Integration.collection.findOne({
+    type: "slack",
+    "install.team_id": teamId,
+  })) as unknown as IntegrationRecord | null;
+  return doc ? remember(doc) : null;
+}
+
 /**
  * Changes an integration: `settings` replaces the settings as a whole (validated again);
  * `secrets` replaces only the secrets it names, so a token can be rotated alone.

@@ -24,7 +24,12 @@ import { createGithubReceiver } from "./github/receiver.js";
 import { mountManifestFlow } from "./github/manifest.js";
 import { handleJira } from "./integrations/jira.js";
 import { handleLinear } from "./integrations/linear.js";
-import { handleSlack, SLACK_ENDPOINTS, type SlackEndpoint } from "./integrations/slack.js";
+import {
+  handleSlack,
+  handleSlackApp,
+  SLACK_ENDPOINTS,
+  type SlackEndpoint,
+} from "./integrations/slack.js";
 import { registerHandlers } from "./github/handlers.js";
 import { githubJobs } from "./github/jobs.js";
 import { createThreadNotifier } from "./github/notices.js";
@@ -297,6 +302,17 @@ export async function startService(options: ServiceOptions): Promise<Service> {
             handleSlack(
               { tasks: pipeline.taskDeps, logger, apiUrl: config.slackApiUrl },
               id,
+              endpoint as SlackEndpoint,
+              request,
+            ),
+          handleApp: (endpoint, request) =>
+            handleSlackApp(
+              {
+                tasks: pipeline.taskDeps,
+                logger,
+                apiUrl: config.slackApiUrl,
+                signingSecret: config.slackOAuth.signingSecret,
+              },
               endpoint as SlackEndpoint,
               request,
             ),

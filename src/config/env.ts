@@ -53,6 +53,11 @@ export const envSchema = z.object({
   AUTOMATION_WEBHOOK_RATE_WINDOW_S: positiveInt(60, 86_400),
   /** Slack's Web API base: https://slack.com/api/ (GovSlack and tests point elsewhere). */
   SLACK_API_URL: url,
+  /** The Slack app's OAuth credentials: installing it through Slack (integrations/slack-install). */
+  SLACK_CLIENT_ID: optionalString,
+  SLACK_CLIENT_SECRET: optionalString,
+  /** The Slack app's signing secret: requests to its own URLs (/integrations/slack/<endpoint>). */
+  SLACK_SIGNING_SECRET: optionalString,
   /** Linear's GraphQL endpoint: https://api.linear.app/graphql (tests point elsewhere). */
   LINEAR_API_URL: url,
   ALLOW_LOCAL_REPOS: flag(false),
@@ -179,6 +184,17 @@ export interface Config {
   /** Deliveries to POST /automations/webhook per client address per window, per process. */
   automationWebhookRateLimit: { max: number; windowMs: number };
   slackApiUrl: string | undefined;
+  /**
+   * The Slack app's OAuth client (SLACK_CLIENT_ID, SLACK_CLIENT_SECRET): installing it into a
+   * Slack workspace for an integration. Its redirect URL is PUBLIC_URL +
+   * /integrations/slack/oauth/callback.
+   */
+  slackOAuth: {
+    clientId: string | undefined;
+    clientSecret: string | undefined;
+    /** Checks requests to the app's own URLs, routed by the team they come from. */
+    signingSecret: string | undefined;
+  };
   linearApiUrl: string | undefined;
   /** Plain-git remotes may be local paths, file:// or non-public hosts (development, tests). */
   allowLocalRepos: boolean;
@@ -389,6 +405,11 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     },
     trustProxy: env.TRUST_PROXY,
     slackApiUrl: env.SLACK_API_URL,
+    slackOAuth: {
+      clientId: env.SLACK_CLIENT_ID,
+      clientSecret: env.SLACK_CLIENT_SECRET,
+      signingSecret: env.SLACK_SIGNING_SECRET,
+    },
     linearApiUrl: env.LINEAR_API_URL,
     allowLocalRepos: env.ALLOW_LOCAL_REPOS,
     httpRequestTimeoutMs: env.HTTP_REQUEST_TIMEOUT_S * 1000,
@@ -549,6 +570,8 @@ export function configSecrets(config: Config): string[] {
     config.github?.privateKey,
     config.github?.webhookSecret,
     config.github?.clientSecret,
+    config.slackOAuth.clientSecret,
+    config.slackOAuth.signingSecret,
     config.metrics.token,
   ];
   if (config.mongodbUri) {

@@ -348,6 +348,8 @@ const integrationSchema = new Schema(
     settings: { type: Schema.Types.Mixed, default: {} },
     /** Write-only values (signing secrets, tokens): never answered by the API. */
     secrets: { type: Schema.Types.Mixed, default: {} },
+    /** Slack: the team the app was installed into through Slack's OAuth flow. */
+    install: { type: Schema.Types.Mixed, default: null },
   },
   { timestamps, versionKey: false },
 );

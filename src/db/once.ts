@@ -95,6 +95,15 @@ export const markers = {
     integrationId,
     deliveryId,
   ]),
+  /** A Slack install state of `POST /integrations/{id}/slack/install`, by its hash. */
+  slackInstallState: kind("slack-install", "slack-install-state", (state: string) => [
+    stateHash(state),
+  ]),
+  /** The use of a Slack install state: its one use is decided by this insert. */
+  slackInstallStateUsed: kind("slack-install", "slack-install-state", (state: string) => [
+    stateHash(state),
+    "used",
+  ]),
   /** A Linear webhook delivery (integrations/linear.ts). */
   linearDelivery: kind("linear", "linear-delivery", (integrationId: string, deliveryId: string) => [
     integrationId,

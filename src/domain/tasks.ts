@@ -19,6 +19,7 @@ import { findSkill } from "./skills.js";
 import { isTerminalEvent, type TaskEventLog } from "./task-events.js";
 import { resolveRepo, type WorkspaceRecord } from "./workspaces.js";
 import { claimMarker, markers } from "./markers.js";
+import { notificationTarget } from "./integrations/notify.js";
 import { recordTaskEnded } from "../metrics/index.js";
 import type { ReviewResult } from "../tools/review-tool.js";
 
@@ -240,7 +241,7 @@ export async function createTask(
 ): Promise<TaskRecord> {
   await checkSkillAndAgent(deps.models, accountId, input);
   const cache = deps.cache;
-  const [{ workspace, repo }, cachedTier] = await Promise.all([
+  const [{ workspace, repo }, cachedTier, notify] = await Promise.all([
     resolveRepo(
       deps.models,
       accountId,
@@ -249,7 +250,10 @@ export async function createTask(
       cache ? (id) => cache.workspace(id) : undefined,
     ),
     cache?.tier(accountId),
+    // Automation and CI-failure tasks report to the account's Slack notification channel.
+    input.report_to ? null : notificationTarget(deps.models, accountId, input.source),
   ]);
+  if (notify) input = { ...input, report_to: notify };
   const claim = await claimQuota(deps.models, accountId, 1, new Date(), {
     cachedTier: cachedTier ?? undefined,
   });

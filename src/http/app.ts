@@ -45,7 +45,8 @@ export function allRoutes(): AnyRoute[] {
 }
 
 /** Vendor webhook paths, which read and verify their own raw bodies. */
-const VENDOR_DOOR = /^\/integrations\/[^/]+\/(slack|linear|jira)\//;
+const VENDOR_DOOR =
+  /^\/integrations\/([^/]+\/(slack|linear|jira)\/|slack\/(commands|interactions|events)$)/;
 
 const GITHUB_BODY_LIMIT = 25 * 1024 * 1024; // GitHub caps deliveries at 25 MB
 
@@ -143,6 +144,21 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
     });
     ctx.status = 202;
     ctx.body = { ok: true, duplicate: outcome === "duplicate" };
+  });
+
+  // The Slack app's own URLs: signed with the app's secret, routed by the requesting team.
+  router.post("/integrations/slack/:endpoint", async (ctx) => {
+    const endpoint = ctx.params.endpoint!;
+    if (!deps.slack?.endpoints.includes(endpoint)) throw errors.notFound("route");
+    const rawBody = await readRawBody(ctx as AppContext);
+    const answer = await deps.slack.handleApp(endpoint, {
+      rawBody,
+      signature: ctx.get("x-slack-signature"),
+      timestamp: ctx.get("x-slack-request-timestamp"),
+      contentType: ctx.get("content-type"),
+    });
+    ctx.status = answer.status;
+    ctx.body = answer.body;
   });
 
   // Slack's doors: signed by Slack, no API key; the integration's id names the secret.

@@ -51,6 +51,11 @@ export interface VendorDoor {
     endpoint: string,
     request: { rawBody: string; signature: string; timestamp: string; contentType: string },
   ): Promise<{ status: number; body: unknown }>;
+  /** The app's own URLs (no integration id): signed with the app's secret, routed by team. */
+  handleApp(
+    endpoint: string,
+    request: { rawBody: string; signature: string; timestamp: string; contentType: string },
+  ): Promise<{ status: number; body: unknown }>;
 }
 
 /** An issue tracker's signed webhook (Linear, Jira): checks its own signature, takes no key. */

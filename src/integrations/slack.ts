@@ -9,7 +9,11 @@ import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
 import { outcomeSentence } from "./tracker.js";
-import { findIntegration, type IntegrationRecord } from "../domain/integrations/store.js";
+import {
+  findIntegration,
+  findSlackInstall,
+  type IntegrationRecord,
+} from "../domain/integrations/store.js";
 import type { SlackSecrets, SlackSettings } from "../domain/integrations/kinds.js";
 import type { RepoTarget, TaskSource } from "../domain/integrations/types.js";
 
@@ -191,33 +195,104 @@ const eventEnvelope = z.looseObject({
     .optional(),
 });
 
-function wrongTeam(settings: SlackSettings, team: string | undefined): boolean {
-  return Boolean(settings.team_id && team && team !== settings.team_id);
+/** The request comes from another Slack team than the one installed (or set) here. */
+function wrongTeam(integration: IntegrationRecord, team: string | undefined): boolean {
+  const expected = integration.install?.team_id ?? (integration.settings as SlackSettings).team_id;
+  return Boolean(expected && team && team !== expected);
 }
+
+export interface SlackRequest {
+  rawBody: string;
+  signature: string;
+  timestamp: string;
+  contentType: string;
+}
+
+/** Slack's signature check (Bolt's verifier: HMAC of the raw body, 5-minute window). */
+function signedBy(secret: string | undefined, request: SlackRequest): boolean {
+  return Boolean(
+    secret &&
+    isValidSlackRequest({
+      signingSecret: secret,
+      body: request.rawBody,
+      headers: {
+        "x-slack-signature": request.signature,
+        "x-slack-request-timestamp": Number(request.timestamp),
+      },
+    }),
+  );
+}
+
+const badSignature = () =>
+  errors.unauthorized("The Slack request signature is missing, invalid or too old.");
 
 /** Handles one signed Slack request for an integration; the answer is what Slack gets. */
 export async function handleSlack(
   deps: SlackDeps,
   integrationId: string,
   endpoint: SlackEndpoint,
-  request: { rawBody: string; signature: string; timestamp: string; contentType: string },
+  request: SlackRequest,
 ): Promise<DoorAnswer> {
   const integration = await findIntegration(deps.tasks.models, integrationId, "slack");
   const secrets = integration?.secrets as SlackSecrets | undefined;
-  const valid =
-    integration &&
-    secrets &&
-    isValidSlackRequest({
-      signingSecret: secrets.signing_secret,
-      body: request.rawBody,
-      headers: {
-        "x-slack-signature": request.signature,
-        "x-slack-request-timestamp": Number(request.timestamp),
-      },
-    });
   // One answer for an unknown integration, a bad or stale signature: nothing is revealed.
-  if (!integration || !valid)
-    throw errors.unauthorized("The Slack request signature is missing, invalid or too old.");
+  if (!integration || !signedBy(secrets?.signing_secret, request)) throw badSignature();
+  return actOn(deps, integration, endpoint, request);
+}
+
+/** The Slack team a request comes from, as each endpoint carries it. */
+function teamOf(endpoint: SlackEndpoint, rawBody: string): string | undefined {
+  try {
+    if (endpoint === "events") return eventEnvelope.parse(JSON.parse(rawBody)).team_id;
+    const form = new URLSearchParams(rawBody);
+    if (endpoint === "commands") return form.get("team_id") ?? undefined;
+    return interactionPayload.parse(JSON.parse(form.get("payload") ?? "null")).team?.id;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Handles one request to the Slack app's own URLs (`/integrations/slack/<endpoint>`), signed
+ * with the app's signing secret (SLACK_SIGNING_SECRET): the app installed through Slack into
+ * many workspaces, each request routed to the integration installed in its team.
+ */
+export async function handleSlackApp(
+  deps: SlackDeps & { signingSecret: string | undefined },
+  endpoint: SlackEndpoint,
+  request: SlackRequest,
+): Promise<DoorAnswer> {
+  if (!signedBy(deps.signingSecret, request)) throw badSignature();
+  if (endpoint === "events") {
+    const envelope = eventEnvelope.safeParse(JSON.parse(request.rawBody || "null"));
+    if (envelope.success && envelope.data.type === "url_verification")
+      return { status: 200, body: { challenge: envelope.data.challenge } };
+  }
+  const team = teamOf(endpoint, request.rawBody);
+  const integration = team ? await findSlackInstall(deps.tasks.models, team) : null;
+  if (!integration) {
+    deps.logger.info({ team, slack: endpoint }, "slack request from a team no integration has");
+    return {
+      status: 200,
+      body:
+        endpoint === "commands"
+          ? {
+              response_type: "ephemeral",
+              text: "This Slack workspace is not connected to a foreman account yet: add a Slack integration and install the app from it (POST /integrations/{id}/slack/install).",
+            }
+          : {},
+    };
+  }
+  return actOn(deps, integration, endpoint, request);
+}
+
+/** Acts on a verified Slack request for `integration`. */
+async function actOn(
+  deps: SlackDeps,
+  integration: IntegrationRecord,
+  endpoint: SlackEndpoint,
+  request: SlackRequest,
+): Promise<DoorAnswer> {
   const settings = integration.settings as SlackSettings;
   const logger = deps.logger.child({ integration: integration._id, slack: endpoint });
   if (!integration.enabled) return { status: 200, body: { text: "This integration is disabled." } };
@@ -230,7 +305,7 @@ export async function handleSlack(
     if (type === "url_verification") return { status: 200, body: { challenge } };
     if (type !== "event_callback" || event?.type !== "app_mention" || event.bot_id)
       return { status: 200, body: {} };
-    if (wrongTeam(settings, team_id)) {
+    if (wrongTeam(integration, team_id)) {
       logger.warn({ team: team_id }, "slack event from another team ignored");
       return { status: 200, body: {} };
     }
@@ -259,7 +334,7 @@ export async function handleSlack(
     if (!parsed.success)
       throw errors.validation([{ path: "body", message: "not a Slack slash command" }]);
     const cmd = parsed.data;
-    if (wrongTeam(settings, cmd.team_id))
+    if (wrongTeam(integration, cmd.team_id))
       return {
         status: 200,
         body: {
@@ -319,7 +394,10 @@ export async function handleSlack(
           .then(() => undefined)
           .catch((err: unknown) => logger.warn({ err }, "slack ephemeral failed"))
       : Promise.resolve();
-  if (wrongTeam(settings, payload.team?.id) || !settings.allowed_users.includes(payload.user.id)) {
+  if (
+    wrongTeam(integration, payload.team?.id) ||
+    !settings.allowed_users.includes(payload.user.id)
+  ) {
     logger.info({ user: payload.user.id, task: action.value }, "slack gate press refused");
     await ephemeral(
       "You are not allowed to approve or reject tasks of this integration. Ask an account owner to add your Slack user to `allowed_users`.",
@@ -449,6 +527,10 @@ export async function postSlackNotice(
   task: TaskRecord & { report_to: TaskSource },
   kind: "plan" | "diff" | "end",
 ): Promise<void> {
+  if (!(integration.secrets as SlackSecrets).bot_token)
+    throw new Error(
+      "the Slack integration has no bot token yet: install the app (POST /integrations/{id}/slack/install) or set secrets.bot_token",
+    );
   const client = slackClient(integration, deps.apiUrl);
   const { text, blocks } = slackNotice(task, kind);
   const ref = task.report_to.ref;

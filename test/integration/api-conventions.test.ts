@@ -197,11 +197,15 @@ describe("Idempotency-Key", () => {
         "queueTasks",
         "runAgent",
         "scanRepository",
+        "startSlackInstall",
       ].sort(),
     );
     for (const r of creating) expect(isIdempotent(r), r.operationId).toBe(true);
-    // POST /workspaces/link makes a link state, which has no URL of its own (docs/api.md).
-    for (const r of creating.filter((x) => x.operationId !== "linkWorkspace"))
+    // POST /workspaces/link and /integrations/{id}/slack/install make a state, which has no
+    // URL of its own (docs/api.md).
+    for (const r of creating.filter(
+      (x) => !["linkWorkspace", "startSlackInstall"].includes(x.operationId),
+    ))
       expect(r.location, r.operationId).toBeTypeOf("function");
   });
 });

@@ -72,9 +72,10 @@ describe("configuration", () => {
     const config = loadConfig({
       LLM_API_KEY: "llm-secret-123",
       MONGODB_URI: "mongodb://u:db-pass-456@h/x",
+      SLACK_CLIENT_SECRET: "slack-client-secret-789",
     });
     expect(configSecrets(config)).toEqual(
-      expect.arrayContaining(["llm-secret-123", "db-pass-456"]),
+      expect.arrayContaining(["llm-secret-123", "db-pass-456", "slack-client-secret-789"]),
     );
   });
 

@@ -50,6 +50,20 @@ const PINNED: Record<keyof typeof markers, [Marker, string, string][]> = {
       "slack-delivery",
     ],
   ],
+  slackInstallState: [
+    [
+      markers.slackInstallState("fixed-state"),
+      "slack-install:Utpef00eGpWuPwBdOwo7woXArKL0gQxdkN7gx8VS2Yg",
+      "slack-install-state",
+    ],
+  ],
+  slackInstallStateUsed: [
+    [
+      markers.slackInstallStateUsed("fixed-state"),
+      "slack-install:Utpef00eGpWuPwBdOwo7woXArKL0gQxdkN7gx8VS2Yg:used",
+      "slack-install-state",
+    ],
+  ],
   linearDelivery: [
     [
       markers.linearDelivery("int-2", "wh-1:1700000000"),

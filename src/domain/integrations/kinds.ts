@@ -38,8 +38,12 @@ export const slackKind = {
       .describe("the slash command's name, for help texts"),
   }),
   secrets: z.strictObject({
-    signing_secret: secret("the Slack app's signing secret (request signatures)"),
-    bot_token: secret("the bot token (xoxb-…) the service posts with"),
+    signing_secret: secret(
+      "the Slack app's signing secret, for requests to this integration's own endpoints; not needed when the service's app (SLACK_SIGNING_SECRET) is installed through Slack",
+    ).optional(),
+    bot_token: secret(
+      "the bot token (xoxb-…) the service posts with; installing the app through Slack (POST /integrations/{id}/slack/install) sets it",
+    ).optional(),
   }),
 } satisfies IntegrationKind<z.ZodType, z.ZodType>;
 

@@ -21,8 +21,19 @@ export interface IntegrationRecord {
   enabled: boolean;
   settings: Record<string, unknown>;
   secrets: Record<string, string>;
+  /** Slack: the workspace the app was installed into through Slack's OAuth flow. */
+  install?: SlackInstall | null | undefined;
   created_at: Date;
   updated_at: Date;
+}
+
+/** What an OAuth install of the Slack app left on the integration (slack-install.ts). */
+export interface SlackInstall {
+  team_id: string;
+  team_name: string | null;
+  bot_user_id: string | null;
+  scopes: string[];
+  installed_at: Date;
 }
 
 export interface IntegrationView {
@@ -33,9 +44,19 @@ export interface IntegrationView {
   settings: Record<string, unknown>;
   secrets_set: string[];
   endpoints: Record<string, string>;
+  install: {
+    team_id: string;
+    team_name: string | null;
+    bot_user_id: string | null;
+    scopes: string[];
+    installed_at: string;
+  } | null;
   created_at: string;
   updated_at: string;
 }
+
+/** Where Slack sends the browser back after an install (relative to PUBLIC_URL). */
+export const SLACK_OAUTH_CALLBACK_PATH = "/integrations/slack/oauth/callback";
 
 /** The URLs to enter in the vendor's app settings for this integration (relative paths). */
 export function endpointsOf(
@@ -47,6 +68,7 @@ export function endpointsOf(
       slash_command: `${base}/commands`,
       interactivity: `${base}/interactions`,
       events: `${base}/events`,
+      oauth_redirect: SLACK_OAUTH_CALLBACK_PATH,
     };
   return { webhook: `${base}/webhook` };
 }
@@ -60,6 +82,9 @@ export function toIntegrationView(record: IntegrationRecord): IntegrationView {
     settings: record.settings,
     secrets_set: Object.keys(record.secrets ?? {}).sort(),
     endpoints: endpointsOf(record),
+    install: record.install
+      ? { ...record.install, installed_at: record.install.installed_at.toISOString() }
+      : null,
     created_at: record.created_at.toISOString(),
     updated_at: record.updated_at.toISOString(),
   };
@@ -177,6 +202,18 @@ export async function findIntegration(
     _id: id as never,
   })) as unknown as IntegrationRecord | null;
   return doc && doc.type === type ? remember(doc) : null;
+}
+
+/** The Slack integration the app was installed into `teamId` for (slack-install.ts). */
+export async function findSlackInstall(
+  models: Models,
+  teamId: string,
+): Promise<IntegrationRecord | null> {
+  const doc = (await models.Integration.collection.findOne({
+    type: "slack",
+    "install.team_id": teamId,
+  })) as unknown as IntegrationRecord | null;
+  return doc ? remember(doc) : null;
 }
 
 /**

@@ -8,6 +8,12 @@ import {
   updateIntegration,
   type IntegrationView,
 } from "../../../domain/integrations/store.js";
+import {
+  completeSlackInstall,
+  startSlackInstall,
+  type SlackOAuthConfig,
+} from "../../../domain/integrations/slack-install.js";
+import type { Config } from "../../../config/env.js";
 import { pageQuery } from "../../paging.js";
 import { route, type AnyRoute } from "../../route.js";
 import { noContent } from "../../schemas.js";
@@ -16,7 +22,35 @@ import {
   integration,
   integrationParams,
   patchIntegrationBody,
+  slackCallbackQuery,
+  slackInstallResult,
+  slackInstallStart,
+  type SlackInstallResultView,
 } from "./schema.js";
+
+function slackOAuth(config: Config): SlackOAuthConfig {
+  return {
+    clientId: config.slackOAuth.clientId,
+    clientSecret: config.slackOAuth.clientSecret,
+    publicUrl: config.manifest.publicUrl,
+    apiUrl: config.slackApiUrl,
+  };
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(
+    /[&<>"']/g,
+    (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!,
+  );
+}
+
+/** A browser lands on the redirect URL: it gets a small page (API clients get JSON). */
+function installedPage(result: SlackInstallResultView): string {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>foreman: Slack installed</title></head>
+<body><h1>Slack app installed</h1><p>${escapeHtml(result.message)}</p></body></html>
+`;
+}
 
 export const integrationRoutes: AnyRoute[] = [
   route({
@@ -81,6 +115,55 @@ export const integrationRoutes: AnyRoute[] = [
     response: { description: "The updated integration", schema: integration },
     async handler(_ctx, { params, body, principal, deps }) {
       return updateIntegration(deps.models, principal.accountId, params.id, body);
+    },
+  }),
+  route({
+    method: "post",
+    path: "/integrations/:id/slack/install",
+    operationId: "startSlackInstall",
+    tag: "integrations",
+    summary: "Start installing the Slack app into a Slack workspace for this integration",
+    description:
+      "Answers a single-use state (valid 10 minutes, bound to the caller's account and this integration) and Slack's authorize URL carrying it. After the user allows the app, Slack sends the browser to GET /integrations/slack/oauth/callback, which stores the bot token and the Slack team on the integration. 404 for an integration that is not the account's or not a Slack one; 503 when SLACK_CLIENT_ID, SLACK_CLIENT_SECRET or PUBLIC_URL is not set.",
+    auth: "key",
+    params: integrationParams,
+    status: 201,
+    response: { description: "The state and where to send the user", schema: slackInstallStart },
+    errors: [404, 503],
+    async handler(_ctx, { params, principal, deps }) {
+      return startSlackInstall(
+        deps.models,
+        slackOAuth(deps.config),
+        principal.accountId,
+        params.id,
+      );
+    },
+  }),
+  route({
+    method: "get",
+    path: "/integrations/slack/oauth/callback",
+    operationId: "slackOAuthCallback",
+    tag: "integrations",
+    summary:
+      "Slack's OAuth redirect: finishes an install started with POST /integrations/{id}/slack/install",
+    description:
+      "Slack sends the browser here after the user allowed (or cancelled) the install. The state is used once; the code is exchanged with oauth.v2.access; the bot token (write-only) and the team are stored on the state's integration. Answers JSON, or a small HTML page when the client prefers text/html; errors are JSON. 400: missing, unknown, expired or used state, a cancelled install (`error=access_denied`) or a code Slack refused; 404: the integration was removed meanwhile; 409: the team is another integration's, or not the one `settings.team_id` names; 502: Slack failed; 503: not configured. On every error the integration is left as it was.",
+    auth: "none",
+    query: slackCallbackQuery,
+    status: 200,
+    response: { description: "The install", schema: slackInstallResult },
+    errors: [404, 409, 502, 503],
+    html: installedPage,
+    async handler(_ctx, { query, deps }) {
+      const result = await completeSlackInstall(
+        { models: deps.models, config: slackOAuth(deps.config), logger: deps.logger },
+        query,
+      );
+      return {
+        installed: true as const,
+        message: `The Slack app is installed in ${result.team_name ?? result.team_id} for integration ${result.integration_id}.`,
+        ...result,
+      };
     },
   }),
   route({

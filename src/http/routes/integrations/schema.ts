@@ -48,7 +48,56 @@ export const integration = z
     endpoints: z
       .record(z.string(), z.string())
       .describe("paths on this service to enter in the vendor's app settings"),
+    install: z
+      .object({
+        team_id: z.string(),
+        team_name: z.string().nullable(),
+        bot_user_id: z.string().nullable(),
+        scopes: z.array(z.string()),
+        installed_at: timestamp,
+      })
+      .nullable()
+      .describe(
+        "Slack: the workspace the app was installed into through Slack (POST /integrations/{id}/slack/install), else null",
+      ),
     created_at: timestamp,
     updated_at: timestamp,
   })
   .meta({ id: "Integration" });
+
+export const slackInstallStart = z
+  .object({
+    state: z
+      .string()
+      .describe("single-use, valid 10 minutes, bound to this account and integration"),
+    authorize_url: z.url().describe("Slack's authorize page: send the user's browser there"),
+    redirect_uri: z
+      .url()
+      .describe("where Slack sends the browser back (the Slack app's redirect URL)"),
+    expires_at: timestamp,
+  })
+  .meta({ id: "SlackInstallStart" });
+
+/** What Slack sends to the redirect URL. Not strict: Slack may add parameters of its own. */
+export const slackCallbackQuery = z.object({
+  code: z.string().min(1).max(512).optional().describe("the OAuth code to exchange"),
+  state: z.string().min(1).max(512).optional().describe("the state of the install's start"),
+  error: z
+    .string()
+    .min(1)
+    .max(200)
+    .optional()
+    .describe("set instead of `code` when the install was not done (`access_denied`)"),
+});
+
+export const slackInstallResult = z
+  .object({
+    installed: z.literal(true),
+    message: z.string(),
+    integration_id: z.string(),
+    team_id: z.string(),
+    team_name: z.string().nullable(),
+    scopes: z.array(z.string()),
+  })
+  .meta({ id: "SlackInstallResult" });
+export type SlackInstallResultView = z.infer<typeof slackInstallResult>;

@@ -6,6 +6,9 @@
  * - `true`: the fixed cost per command (namespaces, mounts, rlimits). Target: < 50 ms more.
  * - `npm test` of a small repository (the calc fixture, fixed: node --test, passing): the
  *   cost on a real test run. Target: < 10% more.
+ * - `true` with SANDBOX_NETWORK=public as well: what bringing up the public network costs
+ *   per command (slirp4netns and the rules of src/util/sandbox-network.ts). No target in
+ *   issue 14; reported.
  *
  * BENCH_SANDBOX_RUNS (default 20) runs of `true` per engine, a quarter of that (at least 5)
  * of `npm test`. Figures are medians.
@@ -20,7 +23,7 @@ import {
   checkSandbox,
   configureSandbox,
   runSandboxed,
-  type SandboxEngine,
+  type SandboxSettings,
 } from "../src/util/sandbox.js";
 import { BenchError, summariseLatencies, type Benchmark, type BenchReport } from "./lib/harness.js";
 
@@ -41,47 +44,55 @@ function median(values: number[]): number {
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
+/** The configurations compared: no sandbox, the default sandbox, with the public network. */
+const MODES = {
+  none: { engine: "none" },
+  bwrap: { engine: "bwrap" },
+  public: { engine: "bwrap", network: "public" },
+} satisfies Record<string, Partial<SandboxSettings>>;
+type Mode = keyof typeof MODES;
+
 /** Wall time of one run as the service sees it (setup, FIFO, teardown included). */
-async function timed(engine: SandboxEngine, command: string, cwd: string): Promise<number> {
-  configureSandbox({ engine });
+async function timed(mode: Mode, command: string, cwd: string): Promise<number> {
+  configureSandbox(MODES[mode]);
   const started = performance.now();
   const result = await runSandboxed(command, { cwd, timeoutMs: 120_000 });
   const ms = performance.now() - started;
   if (!result.ok)
     throw new BenchError(
-      `\`${command}\` failed with SANDBOX=${engine} (exit ${result.exitCode}):\n${result.output.slice(-2000)}`,
+      `\`${command}\` failed in mode ${mode} (exit ${result.exitCode}):\n${result.output.slice(-2000)}`,
     );
   return ms;
 }
 
-async function compare(
+async function compare<M extends Mode>(
   command: string,
   cwd: string,
   count: number,
-): Promise<{ none: number[]; bwrap: number[] }> {
-  const none: number[] = [];
-  const bwrap: number[] = [];
+  modes: M[],
+): Promise<Record<M, number[]>> {
+  const times = Object.fromEntries(modes.map((mode) => [mode, [] as number[]])) as Record<
+    M,
+    number[]
+  >;
   // One unmeasured run each: the first pays for cold caches (and the sandbox's mount list).
-  await timed("none", command, cwd);
-  await timed("bwrap", command, cwd);
+  for (const mode of modes) await timed(mode, command, cwd);
   for (let i = 0; i < count; i++) {
-    // Alternate which goes first, so neither always follows the other.
-    if (i % 2 === 0) {
-      none.push(await timed("none", command, cwd));
-      bwrap.push(await timed("bwrap", command, cwd));
-    } else {
-      bwrap.push(await timed("bwrap", command, cwd));
-      none.push(await timed("none", command, cwd));
+    // Rotate which goes first, so none always follows another.
+    for (let j = 0; j < modes.length; j++) {
+      const mode = modes[(i + j) % modes.length]!;
+      times[mode].push(await timed(mode, command, cwd));
     }
   }
-  return { none, bwrap };
+  return times;
 }
 
 const ms = (n: number) => `${n.toFixed(1)} ms`;
 
 export const sandboxBench: Benchmark = {
   name: "sandbox",
-  description: "the bubblewrap boundary's cost: `true` and a small `npm test`, bwrap vs none",
+  description:
+    "the bubblewrap boundary's cost: `true` and a small `npm test`, bwrap vs none (and `true` with SANDBOX_NETWORK=public)",
   async run(): Promise<BenchReport> {
     const n = runs();
     const dir = await mkdtemp(path.join(os.tmpdir(), "foreman-bench-sandbox-"));
@@ -96,17 +107,24 @@ export const sandboxBench: Benchmark = {
       await promisify(execFile)("git", ["init", "-q"], { cwd: dir });
       configureSandbox({});
       await checkSandbox();
+      configureSandbox(MODES.public);
+      await checkSandbox();
 
-      const trivial = await compare("true", dir, n);
+      const trivial = await compare("true", dir, n, ["none", "bwrap", "public"]);
       const testRuns = Math.max(5, Math.floor(n / 4));
-      const tests = await compare("npm test", dir, testRuns);
+      const tests = await compare("npm test", dir, testRuns, ["none", "bwrap"]);
       configureSandbox({});
 
       const perCommand = median(trivial.bwrap) - median(trivial.none);
+      const publicPerCommand = median(trivial.public) - median(trivial.none);
       const testRatio = median(tests.bwrap) / median(tests.none) - 1;
       console.log(
         `  true:     none ${ms(median(trivial.none))}, bwrap ${ms(median(trivial.bwrap))} ` +
           `(+${ms(perCommand)}, medians of ${n})`,
+      );
+      console.log(
+        `  true:     SANDBOX_NETWORK=public ${ms(median(trivial.public))} ` +
+          `(+${ms(publicPerCommand)} over none, +${ms(median(trivial.public) - median(trivial.bwrap))} over bwrap)`,
       );
       console.log(
         `  npm test: none ${ms(median(tests.none))}, bwrap ${ms(median(tests.bwrap))} ` +
@@ -117,6 +135,9 @@ export const sandboxBench: Benchmark = {
         latencies: [
           summariseLatencies("true, SANDBOX=none", [Float64Array.from(trivial.none)]),
           summariseLatencies("true, SANDBOX=bwrap", [Float64Array.from(trivial.bwrap)]),
+          summariseLatencies("true, SANDBOX=bwrap, SANDBOX_NETWORK=public", [
+            Float64Array.from(trivial.public),
+          ]),
           summariseLatencies("npm test, SANDBOX=none", [Float64Array.from(tests.none)]),
           summariseLatencies("npm test, SANDBOX=bwrap", [Float64Array.from(tests.bwrap)]),
         ],
@@ -142,6 +163,7 @@ export const sandboxBench: Benchmark = {
           runs: n,
           testRuns,
           trueMs: trivial,
+          publicNetworkPerCommandMs: publicPerCommand,
           npmTestMs: tests,
           cpus: os.availableParallelism(),
           load: os.loadavg(),

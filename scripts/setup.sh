@@ -2,7 +2,11 @@
 # System packages the service and its tests need beyond Node and git, installed from
 # Debian's packages when missing (as root, or through sudo); each is named when it cannot be.
 #   bubblewrap           the sandbox repository commands run in (src/util/sandbox.ts)
-#   util-linux           flock and prlimit (embedded database lock, sandbox limits)
+#   util-linux           flock, prlimit, unshare and setpriv (embedded database lock, sandbox
+#                        limits, the sandbox's public network)
+#   slirp4netns,
+#   iproute2             SANDBOX_NETWORK=public: user-mode networking, and the rules keeping the
+#                        host and private ranges out (src/util/sandbox-network.ts)
 #   chromium             the dashboard's end-to-end tests (test/e2e), with --test only
 #   python3-coverage,
 #   python3-pytest       Python coverage in health scans (src/health/coverage.ts)
@@ -10,7 +14,10 @@ set -euo pipefail
 
 want=()
 command -v bwrap >/dev/null 2>&1 || want+=(bubblewrap)
-{ command -v flock && command -v prlimit; } >/dev/null 2>&1 || want+=(util-linux)
+{ command -v flock && command -v prlimit && command -v unshare && command -v setpriv; } >/dev/null 2>&1 ||
+  want+=(util-linux)
+command -v slirp4netns >/dev/null 2>&1 || want+=(slirp4netns)
+{ command -v ip || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ]; } >/dev/null 2>&1 || want+=(iproute2)
 if [ "${1:-}" = "--test" ]; then
   [ -x "${CHROMIUM_PATH:-/usr/bin/chromium}" ] || want+=(chromium)
 fi

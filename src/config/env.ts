@@ -132,7 +132,8 @@ export const envSchema = z.object({
 
   // What repository commands run in (util/sandbox.ts, README "Sandbox").
   SANDBOX: z.enum(["bwrap", "none"]).default("bwrap"),
-  SANDBOX_NETWORK: z.enum(["none"]).default("none"),
+  // none: own loopback only; public: public hosts only, never the host or private ranges.
+  SANDBOX_NETWORK: z.enum(["none", "public"]).default("none"),
   SANDBOX_MEMORY_MB: positiveInt(4096, 1_048_576),
   SANDBOX_MAX_PROCS: positiveInt(1024, 1_000_000),
   SANDBOX_MAX_FILE_MB: positiveInt(1024, 1_048_576),
@@ -261,7 +262,8 @@ export interface Config {
   /** How repository commands are contained (util/sandbox.ts). */
   sandbox: {
     engine: "bwrap" | "none";
-    network: "none";
+    /** `none`: no network; `public`: public hosts only (util/sandbox-network.ts). */
+    network: "none" | "public";
     memoryMb: number;
     maxProcs: number;
     maxFileMb: number;

@@ -39,6 +39,14 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { recordSandboxRun } from "../metrics/index.js";
 import { redactText } from "./redact.js";
+import {
+  NETWORK_FAILED_EXIT,
+  NETWORK_FIX,
+  networkFailure,
+  networkTools,
+  publicNetwork,
+  type SandboxNetwork,
+} from "./sandbox-network.js";
 
 export type SandboxOptions = {
   cwd: string;
@@ -61,7 +69,10 @@ export type SandboxResult = {
   /** stdout and stderr interleaved in write order, trimmed and redacted. */
   output: string;
   ok: boolean;
-  /** Which sandbox limit most likely ended the command, in words; absent when none did. */
+  /**
+   * Which sandbox limit most likely ended the command (or that its network could not be
+   * brought up), in words; absent when none did.
+   */
   limit?: string;
 };
 
@@ -111,8 +122,11 @@ export type SandboxEngine = "bwrap" | "none";
 
 export interface SandboxSettings {
   engine: SandboxEngine;
-  /** Only `none` today: no network at all (see README, "Sandbox"). */
-  network: "none";
+  /**
+   * `none`: no network at all; `public`: public hosts only, never the host's loopback, its
+   * own addresses or private ranges (util/sandbox-network.ts; README, "Sandbox").
+   */
+  network: SandboxNetwork;
   /** RLIMIT_DATA of every process of the command, in MiB. */
   memoryMb: number;
   /** RLIMIT_NPROC inside the sandbox's own user namespace. */
@@ -323,8 +337,16 @@ function limitArgs(): string[] {
   ];
 }
 
-/** bwrap and its arguments, up to the `--` before the command. */
-async function bwrapArgs(cwd: string, tmp: string, cache: string | undefined): Promise<string[]> {
+/**
+ * bwrap and its arguments, up to the `--` before the command. `network`: options of the
+ * public network (util/sandbox-network.ts), mounted last.
+ */
+async function bwrapArgs(
+  cwd: string,
+  tmp: string,
+  cache: string | undefined,
+  network: string[] = [],
+): Promise<string[]> {
   const { uid, gid } = sandboxIds();
   const args = [
     "bwrap",
@@ -363,6 +385,7 @@ async function bwrapArgs(cwd: string, tmp: string, cache: string | undefined): P
   // pointer) is pinned the same way; the folder it points to is not mounted at all.
   const git = path.join(cwd, ".git");
   if (await lstat(git).catch(() => undefined)) args.push("--ro-bind", git, git);
+  args.push(...network);
   // bwrap's root is a tmpfs holding the mount points; read-only, so a write "outside" fails
   // loudly instead of landing somewhere that vanishes with the run.
   args.push("--remount-ro", "/", "--chdir", cwd, "--");
@@ -444,15 +467,19 @@ export async function checkSandbox(): Promise<void> {
       "SANDBOX=bwrap needs prlimit for its limits: install util-linux (`apt-get install util-linux`).",
     );
   }
+  const publicNet = settings.network === "public";
+  if (publicNet) await networkTools(); // names the packages to install
   const probe = await mkdtemp(path.join(os.tmpdir(), "foreman-probe-"));
   try {
-    const args = [
-      ...(await bwrapArgs(probe, probe, undefined)),
+    const net = publicNet ? await publicNetwork(probe) : undefined;
+    let args = [
+      ...(await bwrapArgs(probe, probe, undefined, net?.bwrapOptions)),
       ...limitArgs(),
       "/bin/sh",
       "-c",
       "true",
     ];
+    if (net) args = net.wrap(args);
     await execFileAsync(args[0]!, args.slice(1), {
       timeout: 15_000,
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
@@ -460,6 +487,10 @@ export async function checkSandbox(): Promise<void> {
   } catch (error) {
     const failure = error as NodeJS.ErrnoException & { stderr?: string };
     const detail = (failure.stderr ?? "").trim().split("\n")[0] || failure.message;
+    if (publicNet && (failure.code as unknown) === NETWORK_FAILED_EXIT)
+      throw new Error(
+        `SANDBOX_NETWORK=public does not work on this machine (${(failure.stderr ?? "").trim().replace(/\s+/g, " ")}): ${NETWORK_FIX}, or set SANDBOX_NETWORK=none.`,
+      );
     throw new Error(`SANDBOX=bwrap does not work on this machine (${detail}): ${BWRAP_FIX}.`);
   } finally {
     await rm(probe, { recursive: true, force: true }).catch(() => undefined);
@@ -665,7 +696,10 @@ export async function runSandboxed(
       await mkdir(path.join(tmp, "home"), { recursive: true });
       home = "/tmp/home";
       const exposes = hiddenPaths().some((h) => isInside(cache, h));
-      argv = [...(await bwrapArgs(cwd, tmp, exposes ? undefined : cache)), ...limitArgs(), ...argv];
+      const net = settings.network === "public" ? await publicNetwork(run) : undefined;
+      const bwrap = await bwrapArgs(cwd, tmp, exposes ? undefined : cache, net?.bwrapOptions);
+      argv = [...bwrap, ...limitArgs(), ...argv];
+      if (net) argv = net.wrap(argv);
       cgroup = await createPidsCgroup(settings.maxProcs);
     } else {
       await mkdir(home);
@@ -751,7 +785,7 @@ export async function runSandboxed(
           boxed && !ok && !timedOut && !aborted
             ? pidsLimitHit(cgroup)
               ? processLimitText()
-              : limitHit(exitCode, text)
+              : (networkFailure(exitCode, text) ?? limitHit(exitCode, text))
             : undefined;
         recordSandboxRun(
           timedOut ? "timeout" : aborted ? "aborted" : exitCode === 0 ? "ok" : "failed",

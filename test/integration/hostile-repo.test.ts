@@ -26,7 +26,10 @@ import { openTaskStream } from "../helpers/ws.js";
  * script records each attempt; every one must fail, and the host is checked from outside
  * too: no canary secret anywhere the script could write, no marker outside the working copy,
  * no connection on the test's listener, no process left behind, and no planted hook, filter
- * or fsmonitor run by the service's own git afterwards. The sandbox is bubblewrap, for real.
+ * or fsmonitor run by the service's own git afterwards. The sandbox is bubblewrap, for real,
+ * with SANDBOX_NETWORK=public: the mode with a network is the one where keeping the host's
+ * loopback, its addresses and the private ranges out takes rules (util/sandbox-network.ts);
+ * the default `none` has no interface but loopback (test/unit/sandbox-network.test.ts).
  */
 
 const SERVICE_ROOT = path.resolve(fileURLToPath(new URL("../..", import.meta.url)));
@@ -148,7 +151,14 @@ async function expectContained(attempts: Attempt[], loot: string): Promise<void>
 
   for (const a of attempts.filter((a) => a.name.startsWith("connect ")))
     // ENOENT: the database's socket folder does not exist inside the sandbox.
-    expect(a.detail).toMatch(/^(ECONNREFUSED|ENETUNREACH|EHOSTUNREACH|ENOENT|timeout)$/);
+    expect(a.detail).toMatch(/^(ECONNREFUSED|EACCES|ENETUNREACH|EHOSTUNREACH|ENOENT|timeout)$/);
+  // The host's own addresses, its gateway and the metadata address are refused by the public
+  // network's rules at once (the sandbox has a route to them, so nothing else would stop them).
+  const viaRules = attempts.filter(
+    (a) => a.name.startsWith("connect service on ") && !a.name.includes(" on 127.0.0.1:"),
+  );
+  expect(viaRules.map((a) => a.name)).toContain("connect service on 169.254.169.254");
+  for (const a of viaRules) expect(a.detail, a.name).toBe("EACCES");
   expect(listenerConnections).toBe(0);
 
   expect(loot).not.toContain(CANARY);
@@ -196,6 +206,7 @@ beforeAll(async () => {
       APP_ID: "4242",
       PRIVATE_KEY: testPrivateKey(),
       WEBHOOK_SECRET: WEBHOOK_CANARY,
+      SANDBOX_NETWORK: "public",
       // Nothing of the scan may leave the machine; registries answer "refused".
       NPM_REGISTRY_URL: "http://127.0.0.1:9",
       PYPI_URL: "http://127.0.0.1:9",
@@ -213,6 +224,8 @@ beforeAll(async () => {
     .flat()
     .filter((a) => a && !a.internal && a.family === "IPv4")
     .map((a) => a!.address);
+  // The host through slirp4netns's gateway, and the cloud metadata address.
+  hostAddresses.push("10.0.2.2", "169.254.169.254");
   const unique = randomBytes(4).toString("hex");
   targets = {
     ports: {

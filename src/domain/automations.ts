@@ -5,20 +5,18 @@ import type { AutomationTrigger, Models } from "../db/models.js";
 import { errors, isAppError } from "../errors.js";
 import { newId } from "../util/ids.js";
 import type { Logger } from "../util/logger.js";
+import { DEFAULT_TIMEZONE, dateIn, latestSlot } from "./automation-cron.js";
+import { renderTemplate } from "./automation-templates.js";
 import {
-  DEFAULT_TIMEZONE,
-  dateIn,
-  isSlot,
-  latestSlot,
-  nextSlot,
-  normalizeSchedule,
-} from "./automation-cron.js";
-import {
-  globMatches,
-  matchesPayload,
-  renderTemplate,
-  verifySignature,
-} from "./automation-templates.js";
+  SECRET_PLACEHOLDER,
+  TRIGGERS,
+  triggerKind,
+  type CiFailureConfig,
+  type CronConfig,
+  type StoredConfig,
+  type TriggerConfigs,
+  type WebhookConfig,
+} from "./automation-triggers.js";
 import { createTask, type CreateTaskInput, type TaskDeps } from "./tasks.js";
 import { listWorkspaces, resolveRepo } from "./workspaces.js";
 
@@ -31,8 +29,6 @@ import { listWorkspaces, resolveRepo } from "./workspaces.js";
  * marker `cron:<automation>:<slot>` (atomic on FerretDB and MongoDB alike).
  */
 
-/** How a stored webhook secret is shown; sending it back in a PATCH keeps the secret. */
-export const SECRET_PLACEHOLDER = "********";
 /** Longest task template accepted. */
 export const TEMPLATE_MAX_CHARS = 10_000;
 /**
@@ -53,41 +49,22 @@ const FIRE_CONCURRENCY = 8;
 
 export type { AutomationTrigger };
 
-export interface CronConfig {
-  schedule: string;
-  timezone: string;
-}
-export interface WebhookConfig {
-  match: Record<string, unknown>;
-  secret?: string | null | undefined;
-}
-export interface CiFailureConfig {
-  workflow?: string | null | undefined;
-  branch?: string | null | undefined;
-}
+export { SECRET_PLACEHOLDER };
+export type { CiFailureConfig, CronConfig, WebhookConfig };
 
-/** An automation as clients write it (validated by the route's schema). */
-export type AutomationInput = {
+/** An automation as clients write it (validated by the route's schema), of trigger kind K. */
+export type AutomationInputOf<K extends AutomationTrigger> = {
   workspace_id?: string | undefined;
   repo_id: string;
   task_template: string;
   enabled: boolean;
   auto_approve: boolean;
-} & (
-  | { trigger_type: "cron"; trigger_config: CronConfig }
-  | { trigger_type: "webhook"; trigger_config: WebhookConfig }
-  | { trigger_type: "ci_failure"; trigger_config: CiFailureConfig }
-);
+  trigger_type: K;
+  trigger_config: TriggerConfigs[K];
+};
 
-/** `trigger_config` as stored: `match` as `{path, json}` pairs (dot-paths are not field names). */
-interface StoredConfig {
-  schedule?: string;
-  timezone?: string;
-  match?: Array<{ path: string; json: string }>;
-  secret?: string | null;
-  workflow?: string | null;
-  branch?: string | null;
-}
+/** An automation as clients write it, of any trigger kind (automation-triggers.ts). */
+export type AutomationInput = { [K in AutomationTrigger]: AutomationInputOf<K> }[AutomationTrigger];
 
 export interface Refusal {
   at: Date;
@@ -138,67 +115,19 @@ export interface CronJobs {
   disarm(automationId: string): Promise<void>;
 }
 
-function storeConfig(input: AutomationInput): StoredConfig {
-  switch (input.trigger_type) {
-    case "cron":
-      return {
-        schedule: normalizeSchedule(input.trigger_config.schedule),
-        timezone: input.trigger_config.timezone || DEFAULT_TIMEZONE,
-      };
-    case "webhook":
-      return {
-        match: Object.entries(input.trigger_config.match ?? {}).map(([path, value]) => ({
-          path,
-          json: JSON.stringify(value),
-        })),
-        secret: input.trigger_config.secret ?? null,
-      };
-    case "ci_failure":
-      return {
-        workflow: input.trigger_config.workflow ?? null,
-        branch: input.trigger_config.branch ?? null,
-      };
-  }
-}
-
-function matchEntries(config: StoredConfig): Array<{ path: string; expected: unknown }> {
-  return (config.match ?? []).map(({ path, json }) => ({ path, expected: JSON.parse(json) }));
-}
-
-function matchObject(config: StoredConfig): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const { path, expected } of matchEntries(config)) out[path] = expected;
-  return out;
-}
-
-/** `trigger_config` as clients see it: a webhook secret only as the placeholder. */
-function publicConfig(a: AutomationRecord): Record<string, unknown> {
-  const c = a.trigger_config ?? {};
-  switch (a.trigger_type) {
-    case "cron":
-      return { schedule: c.schedule, timezone: c.timezone ?? DEFAULT_TIMEZONE };
-    case "webhook":
-      return { match: matchObject(c), ...(c.secret ? { secret: SECRET_PLACEHOLDER } : {}) };
-    case "ci_failure":
-      return {
-        ...(c.workflow ? { workflow: c.workflow } : {}),
-        ...(c.branch ? { branch: c.branch } : {}),
-      };
-  }
+function storeConfig<K extends AutomationTrigger>(input: AutomationInputOf<K>): StoredConfig {
+  return triggerKind(input.trigger_type).store(input.trigger_config);
 }
 
 /** The automation as the API shows it. */
 export function toAutomationView(a: AutomationRecord, now = new Date()): AutomationView {
-  const cron = a.trigger_type === "cron" && a.enabled && a.trigger_config.schedule;
-  const next = cron
-    ? nextSlot(a.trigger_config.schedule!, a.trigger_config.timezone ?? DEFAULT_TIMEZONE, now)
-    : null;
+  const next = a.enabled ? TRIGGERS[a.trigger_type].nextRun(a.trigger_config, now) : null;
   return {
     id: a._id,
     repo_id: a.repo_id,
     workspace_id: a.workspace_id,
     trigger_type: a.trigger_type,
-    trigger_config: publicConfig(a),
+    trigger_config: TRIGGERS[a.trigger_type].view(a.trigger_config ?? {}),
     task_template: a.task_template,
     enabled: a.enabled,
     auto_approve: a.auto_approve ?? false,
@@ -252,8 +181,8 @@ export async function resolveAutomationRepo(
   return only;
 }
 
-function isArmed(a: { trigger_type: string; enabled: boolean }): boolean {
-  return a.trigger_type === "cron" && a.enabled;
+function isArmed(a: { trigger_type: AutomationTrigger; enabled: boolean }): boolean {
+  return TRIGGERS[a.trigger_type].scheduled && a.enabled;
 }
 
 async function syncCron(cron: CronJobs | undefined, a: AutomationRecord): Promise<void> {
@@ -341,16 +270,7 @@ export function mergePatch(
   patch: Record<string, unknown>,
 ): Record<string, unknown> {
   const c = current.trigger_config ?? {};
-  let config: Record<string, unknown>;
-  if (current.trigger_type === "cron")
-    config = { schedule: c.schedule, timezone: c.timezone ?? DEFAULT_TIMEZONE };
-  else if (current.trigger_type === "webhook")
-    config = { match: matchObject(c), ...(c.secret ? { secret: c.secret } : {}) };
-  else
-    config = {
-      ...(c.workflow ? { workflow: c.workflow } : {}),
-      ...(c.branch ? { branch: c.branch } : {}),
-    };
+  const config = TRIGGERS[current.trigger_type].writable(c);
   const merged: Record<string, unknown> = {
     workspace_id: current.workspace_id,
     repo_id: current.repo_id,
@@ -526,11 +446,9 @@ export async function evaluateWebhook(
     .sort({ created_at: 1, _id: 1 })
     .toArray()) as unknown as AutomationRecord[];
   const now = new Date();
-  const matched = candidates.filter((a) => {
-    const secret = a.trigger_config?.secret;
-    if (secret && !verifySignature(secret, delivery.rawBody, delivery.signature)) return false;
-    return matchesPayload(matchEntries(a.trigger_config ?? {}), delivery.payload);
-  });
+  const matched = candidates.filter((a) =>
+    TRIGGERS.webhook.matches(a.trigger_config ?? {}, delivery),
+  );
   const results = await mapConcurrently(matched, FIRE_CONCURRENCY, async (automation) => {
     try {
       return await fire(deps, {
@@ -590,13 +508,11 @@ export async function fireCiFailureAutomations(
     .sort({ created_at: 1, _id: 1 })
     .toArray()) as unknown as AutomationRecord[];
   const { check } = failure;
+  const event = { workflow: check.workflow ?? check.name, branch: check.head_branch };
   const matched = candidates.filter(
     (a) =>
       a.account_id === failure.account_id &&
-      globMatches(a.trigger_config?.workflow, check.workflow ?? check.name, {
-        anyChars: true,
-      }) &&
-      globMatches(a.trigger_config?.branch, check.head_branch),
+      TRIGGERS.ci_failure.matches(a.trigger_config ?? {}, event),
   );
   const now = new Date();
   const tasks: string[] = [];
@@ -667,9 +583,9 @@ export async function fireCronSlot(
 /** fireCronSlot for an automation already read. */
 async function fireSlot(deps: TaskDeps, a: AutomationRecord, slot: Date): Promise<CronFiring> {
   if (!isArmed(a)) return { outcome: "skipped", reason: "disabled" };
-  const schedule = a.trigger_config.schedule!;
   const timezone = a.trigger_config.timezone ?? DEFAULT_TIMEZONE;
-  if (!isSlot(schedule, timezone, slot)) return { outcome: "skipped", reason: "not_a_slot" };
+  if (!TRIGGERS.cron.matches(a.trigger_config, { slot }))
+    return { outcome: "skipped", reason: "not_a_slot" };
   if (a.armed_at && slot.getTime() <= new Date(a.armed_at).getTime())
     return { outcome: "skipped", reason: "before_armed" };
   const marker = markers.cronSlot(a._id, slot);

@@ -4,8 +4,8 @@
  */
 import { mapConcurrently } from "../util/concurrency.js";
 import semver from "semver";
+import { ECOSYSTEMS, type ManifestReader } from "../ecosystems/index.js";
 import type { Dependency, Ecosystem, Manifests } from "./manifests.js";
-import { pep440ToSemver } from "./manifests.js";
 import {
   npmAdvisories,
   osvAdvisories,
@@ -37,10 +37,13 @@ export function dependencyPoints(status: FreshnessStatus, majorsBehind: number):
   return 0;
 }
 
-/** Normalises a registry version to semver (PyPI versions are PEP 440). */
+/** The manifest readers of the registered ecosystems, one per package registry. */
+const READERS = ECOSYSTEMS.flatMap((e): ManifestReader[] => (e.manifests ? [e.manifests] : []));
+
+/** Normalises a registry version to semver, as its ecosystem reads it (PyPI's are PEP 440). */
 function asSemver(ecosystem: Ecosystem, version: string): string | null {
-  if (ecosystem === "PyPI") return pep440ToSemver(version);
-  return semver.valid(version) ?? semver.coerce(version)?.version ?? null;
+  const reader = READERS.find((r) => r.registry === ecosystem);
+  return reader ? reader.toSemver(version) : null;
 }
 
 /**
@@ -184,7 +187,7 @@ export async function collectAdvisories(
     result.checks.push(npm.check);
     result.vulnerabilities.push(...npm.vulnerabilities);
   }
-  for (const ecosystem of ["PyPI", "Go"] as const) {
+  for (const { registry: ecosystem } of READERS.filter((r) => r.advisories === "osv")) {
     const deps = manifests.dependencies.filter((d) => d.ecosystem === ecosystem);
     if (deps.length === 0) continue;
     const exact = deps

@@ -233,10 +233,10 @@ export async function npmAdvisories(
   return { check, vulnerabilities };
 }
 
-/** OSV's batch query for exact versions of PyPI or Go packages. */
+/** OSV's batch query for exact versions (used for PyPI and Go; registry names are OSV's). */
 export async function osvAdvisories(
   client: RegistryClient,
-  ecosystem: "PyPI" | "Go",
+  ecosystem: Ecosystem,
   packages: Array<{ name: string; version: string }>,
 ): Promise<{ check: AdvisoryCheck; vulnerabilities: Vulnerability[] }> {
   const source = `${trimSlash(client.config.osvUrl)}/v1/querybatch`;

@@ -3,17 +3,13 @@
  * word first (.github/foreman.yml), else what its usual ecosystem files imply. Detection
  * only reads files; running is `run.ts`, always through the sandbox.
  */
-import { readdir, readFile, stat } from "node:fs/promises";
-import path from "node:path";
 import { parse } from "yaml";
 import { z } from "zod";
 import { StageError } from "../util/stage-error.js";
-import { findLockfile, INSTALL, type PackageManager } from "../ecosystems/javascript.js";
+import { ECOSYSTEMS, type Check, type DetectedChecks } from "../ecosystems/index.js";
+import { readText, TOO_LARGE } from "../ecosystems/kit.js";
 
-export interface Check {
-  name: string;
-  command: string;
-}
+export type { Check };
 
 export interface VerifyPlan {
   /** Where the checks came from, e.g. ".github/foreman.yml", "package.json", "Makefile", "go.mod"; null when none. */
@@ -43,43 +39,6 @@ export const NOTHING_FOUND_NOTE =
 
 /** Names longer than this (commands used as names) are cut, for readable logs. */
 const MAX_NAME_CHARS = 60;
-/*
- * The repository is untrusted: a multi-gigabyte "package.json" must not be read into memory.
- * Real config and manifest files are a few KiB.
- */
-const MAX_FILE_BYTES = 1024 * 1024;
-/** How deep and how wide the search for pytest files under tests/ goes. */
-const PYTEST_SEARCH_DEPTH = 3;
-const PYTEST_SEARCH_ENTRIES = 2_000;
-
-const TOO_LARGE = Symbol("too large");
-
-/** A file's text; null when it is missing, not a regular file or unreadable. */
-async function readText(workdir: string, name: string): Promise<string | null | typeof TOO_LARGE> {
-  const file = path.join(workdir, name);
-  try {
-    const info = await stat(file);
-    if (!info.isFile()) return null;
-    if (info.size > MAX_FILE_BYTES) return TOO_LARGE;
-    return await readFile(file, "utf8");
-  } catch {
-    return null;
-  }
-}
-
-async function isFile(workdir: string, name: string): Promise<boolean> {
-  return stat(path.join(workdir, name)).then(
-    (info) => info.isFile(),
-    () => false,
-  );
-}
-
-async function isDirectory(workdir: string, name: string): Promise<boolean> {
-  return stat(path.join(workdir, name)).then(
-    (info) => info.isDirectory(),
-    () => false,
-  );
-}
 
 /** A command turned into a check name: one line, at most MAX_NAME_CHARS characters. */
 function nameFromCommand(command: string): string {
@@ -148,175 +107,26 @@ function parseConfig(file: string, text: string): ConfigLists {
 
 // --- ecosystem detection ------------------------------------------------------------------
 
-/** Script names, in run order: the fast static checks first, the slow tests last. */
-const SCRIPT_GROUPS: readonly (readonly string[])[] = [
-  ["typecheck", "type-check", "tsc"],
-  ["lint"],
-  ["test"],
-];
-
-const NPM_PLACEHOLDER_TEST = /Error: no test specified/;
-
-interface Found {
-  source: string;
-  checks: Check[];
-  install?: Check[];
-  /** Why the install steps are needed; logged only when they are kept. */
-  installNotes?: string[];
-}
-
-function isNonEmptyObject(value: unknown): boolean {
-  return (
-    typeof value === "object" &&
-    value !== null &&
-    !Array.isArray(value) &&
-    Object.keys(value).length > 0
-  );
-}
-
-async function detectPackageJson(workdir: string, notes: string[]): Promise<Found | null> {
-  const text = await readText(workdir, "package.json");
-  if (text === null) return null;
-  if (text === TOO_LARGE) {
-    notes.push("package.json is larger than 1 MiB: skipped.");
-    return null;
-  }
-  let pkg: unknown;
-  try {
-    pkg = JSON.parse(text);
-  } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
-    notes.push(`package.json could not be parsed (${reason}): skipped.`);
-    return null;
-  }
-  if (typeof pkg !== "object" || pkg === null || Array.isArray(pkg)) {
-    notes.push("package.json is not a JSON object: skipped.");
-    return null;
-  }
-  const manifest = pkg as Record<string, unknown>;
-
-  const locked = await findLockfile(workdir);
-  const lockfile = locked?.lockfile;
-  const manager: PackageManager = locked?.manager ?? "npm";
-
-  const scripts = manifest.scripts;
-  const checks: Check[] = [];
-  if (typeof scripts === "object" && scripts !== null && !Array.isArray(scripts)) {
-    const table = scripts as Record<string, unknown>;
-    const usable = (name: string): boolean => {
-      const body = table[name];
-      return typeof body === "string" && body.trim() !== "";
-    };
-    for (const group of SCRIPT_GROUPS) {
-      const script = group.find(usable);
-      if (script === undefined) continue;
-      if (script === "test" && NPM_PLACEHOLDER_TEST.test(String(table[script]))) {
-        notes.push("package.json's test script is npm's placeholder: skipped.");
-        continue;
-      }
-      checks.push({ name: script, command: `${manager} run ${script}` });
-    }
-  }
-
-  let install: Check[] | undefined;
-  let installNote: string | undefined;
-  if (!(await isDirectory(workdir, "node_modules"))) {
-    const declares =
-      isNonEmptyObject(manifest.dependencies) || isNonEmptyObject(manifest.devDependencies);
-    if (lockfile !== undefined) {
-      const step = INSTALL[manager];
-      install = [{ name: "install", command: step.command }];
-      installNote = `No node_modules and ${lockfile} present: running ${step.short} first.`;
-    } else if (declares) {
-      install = [{ name: "install", command: "npm install --no-audit --no-fund" }];
-      installNote =
-        "No node_modules, and package.json declares dependencies but no lockfile: running npm install first.";
-    }
-  }
-  if (checks.length === 0 && install === undefined) return null;
-  return {
-    source: "package.json",
-    checks,
-    ...(install && installNote ? { install, installNotes: [installNote] } : {}),
-  };
-}
-
-/*
- * `test` as a rule target, alone or among several (`test lint:`), with a double colon
- * allowed, but not the assignments `test := …` and `test ::= …`.
+/**
+ * What the registered ecosystems find, in registry order. An umbrella runner (make) that
+ * finds checks stands in for the ecosystems after it, which are named in a note instead.
  */
-const MAKE_TEST_TARGET = /^(?:[\w./-]+[ \t]+)*test(?:[ \t]+[\w./-]+)*[ \t]*:(?!:?=)/m;
-
-async function detectMakefile(workdir: string): Promise<Found | null> {
-  // GNU make's own search order: `make test` reads the first of these that exists.
-  for (const name of ["GNUmakefile", "makefile", "Makefile"]) {
-    const text = await readText(workdir, name);
-    if (text === null) continue;
-    if (text === TOO_LARGE || !MAKE_TEST_TARGET.test(text)) return null;
-    return { source: name, checks: [{ name: "make test", command: "make test" }] };
+async function detectEcosystems(workdir: string, notes: string[]): Promise<DetectedChecks[]> {
+  const found: DetectedChecks[] = [];
+  let umbrella: DetectedChecks | undefined;
+  const covered: DetectedChecks[] = [];
+  for (const ecosystem of ECOSYSTEMS) {
+    if (!ecosystem.verify) continue;
+    const detected = await ecosystem.verify.detect(workdir, notes);
+    if (!detected) continue;
+    if (umbrella) covered.push(detected);
+    else found.push(detected);
+    if (ecosystem.verify.umbrella) umbrella ??= detected;
   }
-  return null;
-}
-
-const PYTEST_CHECK: Check = { name: "pytest", command: "python3 -m pytest -q" };
-
-async function containsText(workdir: string, name: string, needle: string): Promise<boolean> {
-  const text = await readText(workdir, name);
-  return typeof text === "string" && text.includes(needle);
-}
-
-/** Whether a test_*.py file lies in `dir`, looking a few levels down. */
-async function hasPytestFile(workdir: string, dir: string): Promise<boolean> {
-  let budget = PYTEST_SEARCH_ENTRIES;
-  const queue: Array<{ rel: string; depth: number }> = [{ rel: dir, depth: 0 }];
-  while (queue.length > 0 && budget > 0) {
-    const next = queue.shift();
-    if (!next) break;
-    let entries;
-    try {
-      entries = await readdir(path.join(workdir, next.rel), { withFileTypes: true });
-    } catch {
-      continue;
-    }
-    for (const entry of entries) {
-      if (--budget < 0) break;
-      if (entry.isFile() && /^test_.*\.py$/.test(entry.name)) return true;
-      if (
-        entry.isDirectory() &&
-        next.depth + 1 < PYTEST_SEARCH_DEPTH &&
-        !entry.name.startsWith(".") &&
-        entry.name !== "__pycache__" &&
-        entry.name !== "node_modules"
-      ) {
-        queue.push({ rel: path.join(next.rel, entry.name), depth: next.depth + 1 });
-      }
-    }
-  }
-  return false;
-}
-
-/** The file or folder that shows the repository uses pytest, or null. */
-async function detectPytest(workdir: string): Promise<string | null> {
-  if (await isFile(workdir, "pytest.ini")) return "pytest.ini";
-  if (await isFile(workdir, "conftest.py")) return "conftest.py";
-  if (await containsText(workdir, "pyproject.toml", "[tool.pytest")) return "pyproject.toml";
-  if (await containsText(workdir, "setup.cfg", "[tool:pytest]")) return "setup.cfg";
-  if (await containsText(workdir, "tox.ini", "[pytest]")) return "tox.ini";
-  for (const dir of ["tests", "test"]) {
-    if ((await isDirectory(workdir, dir)) && (await hasPytestFile(workdir, dir))) return `${dir}/`;
-  }
-  return null;
-}
-
-async function detectOthers(workdir: string): Promise<Found[]> {
-  const found: Found[] = [];
-  const pytest = await detectPytest(workdir);
-  if (pytest) found.push({ source: pytest, checks: [PYTEST_CHECK] });
-  if (await isFile(workdir, "go.mod")) {
-    found.push({ source: "go.mod", checks: [{ name: "go test", command: "go test ./..." }] });
-  }
-  if (await isFile(workdir, "Cargo.toml")) {
-    found.push({ source: "Cargo.toml", checks: [{ name: "cargo test", command: "cargo test" }] });
+  if (umbrella && covered.length > 0) {
+    notes.push(
+      `${umbrella.source} has a test target: ${covered.map((f) => f.source).join(", ")} not checked separately.`,
+    );
   }
   return found;
 }
@@ -350,19 +160,7 @@ export async function detectChecks(
     return { source: configName, install: config.install ?? [], checks: config.verify, notes };
   }
 
-  const found: Found[] = [];
-  const pkg = await detectPackageJson(workdir, notes);
-  if (pkg) found.push(pkg);
-  const make = await detectMakefile(workdir);
-  if (make) found.push(make);
-  const others = await detectOthers(workdir);
-  if (make && others.length > 0) {
-    notes.push(
-      `${make.source} has a test target: ${others.map((f) => f.source).join(", ")} not checked separately.`,
-    );
-  } else {
-    found.push(...others);
-  }
+  const found = await detectEcosystems(workdir, notes);
 
   const checks = found.flatMap((f) => f.checks);
   if (checks.length === 0) {

@@ -1,0 +1,324 @@
+import { readdir } from "node:fs/promises";
+import path from "node:path";
+import semver from "semver";
+import { describeResult } from "../util/sandbox.js";
+import {
+  containsText,
+  isDirectory,
+  isFile,
+  isTestFile,
+  readJson,
+  relativeTo,
+  REPORT_DIR,
+  timedOutAttempt,
+} from "./kit.js";
+import type {
+  Check,
+  CoverageAttempt,
+  CoverageContext,
+  CoverageFigures,
+  Ecosystem,
+  ManifestFiles,
+  Manifests,
+  SourceFile,
+} from "./types.js";
+
+/*
+ * Python: pytest as the check, coverage.py around pytest or unittest for coverage, and
+ * requirements*.txt and pyproject.toml (`[project] dependencies`) as manifests.
+ */
+
+export const python: Ecosystem<"python"> = {
+  id: "python",
+  description: "Python (pytest or unittest; requirements*.txt, pyproject.toml)",
+  verify: { detect: detectPython },
+  coverage: { languages: ["python"], needsTestFiles: true, measure: pythonCoverage },
+  manifests: { registry: "PyPI", advisories: "osv", read: readPython, toSemver: pep440ToSemver },
+};
+
+// --- verification -------------------------------------------------------------------------
+
+/** How deep and how wide the search for pytest files under tests/ goes. */
+const PYTEST_SEARCH_DEPTH = 3;
+const PYTEST_SEARCH_ENTRIES = 2_000;
+
+const PYTEST_CHECK: Check = { name: "pytest", command: "python3 -m pytest -q" };
+
+/** Whether a test_*.py file lies in `dir`, looking a few levels down. */
+async function hasPytestFile(workdir: string, dir: string): Promise<boolean> {
+  let budget = PYTEST_SEARCH_ENTRIES;
+  const queue: Array<{ rel: string; depth: number }> = [{ rel: dir, depth: 0 }];
+  while (queue.length > 0 && budget > 0) {
+    const next = queue.shift();
+    if (!next) break;
+    let entries;
+    try {
+      entries = await readdir(path.join(workdir, next.rel), { withFileTypes: true });
+    } catch {
+      continue;
+    }
+    for (const entry of entries) {
+      if (--budget < 0) break;
+      if (entry.isFile() && /^test_.*\.py$/.test(entry.name)) return true;
+      if (
+        entry.isDirectory() &&
+        next.depth + 1 < PYTEST_SEARCH_DEPTH &&
+        !entry.name.startsWith(".") &&
+        entry.name !== "__pycache__" &&
+        entry.name !== "node_modules"
+      ) {
+        queue.push({ rel: path.join(next.rel, entry.name), depth: next.depth + 1 });
+      }
+    }
+  }
+  return false;
+}
+
+/** The file or folder that shows the repository uses pytest, or null. */
+async function detectPytest(workdir: string): Promise<string | null> {
+  if (await isFile(workdir, "pytest.ini")) return "pytest.ini";
+  if (await isFile(workdir, "conftest.py")) return "conftest.py";
+  if (await containsText(workdir, "pyproject.toml", "[tool.pytest")) return "pyproject.toml";
+  if (await containsText(workdir, "setup.cfg", "[tool:pytest]")) return "setup.cfg";
+  if (await containsText(workdir, "tox.ini", "[pytest]")) return "tox.ini";
+  for (const dir of ["tests", "test"]) {
+    if ((await isDirectory(workdir, dir)) && (await hasPytestFile(workdir, dir))) return `${dir}/`;
+  }
+  return null;
+}
+
+async function detectPython(workdir: string): Promise<{ source: string; checks: Check[] } | null> {
+  const pytest = await detectPytest(workdir);
+  return pytest ? { source: pytest, checks: [PYTEST_CHECK] } : null;
+}
+
+// --- coverage -----------------------------------------------------------------------------
+
+/** Statement coverage from coverage.py's JSON report (`coverage json`), test files left out. */
+export function parseCoveragePyJson(json: unknown, root: string): CoverageFigures | null {
+  const filesField = (json as { files?: unknown } | null)?.files;
+  if (typeof filesField !== "object" || filesField === null) return null;
+  let covered = 0;
+  let total = 0;
+  let files = 0;
+  let excluded = 0;
+  for (const [key, value] of Object.entries(
+    filesField as Record<
+      string,
+      { summary?: { covered_lines?: unknown; num_statements?: unknown } }
+    >,
+  )) {
+    const rel = relativeTo(root, key);
+    if (rel === null) continue;
+    if (isTestFile(rel)) {
+      excluded++;
+      continue;
+    }
+    const t = Number(value?.summary?.num_statements);
+    const c = Number(value?.summary?.covered_lines);
+    if (!Number.isFinite(t) || !Number.isFinite(c)) continue;
+    files++;
+    total += t;
+    covered += c;
+  }
+  return total > 0 ? { covered, total, files, excluded_test_files: excluded } : null;
+}
+
+/** Python interpreters tried for coverage.py: the worker's `python3`, then the system's. */
+export const PYTHON_CANDIDATES = ["python3", "/usr/bin/python3"];
+
+/** True when the repository runs its tests with pytest (config, imports or test functions). */
+export function usesPytest(byPath: ReadonlyMap<string, SourceFile>): boolean {
+  for (const [rel, file] of byPath) {
+    const name = path.posix.basename(rel);
+    if (name === "conftest.py" || name === "pytest.ini") return true;
+    if (!rel.includes("/") && /^(pyproject\.toml|setup\.cfg|tox\.ini)$/.test(name))
+      if (/^\[(tool\.pytest|tool:pytest|pytest)\b/m.test(file.text)) return true;
+    if (
+      file.test &&
+      file.language === "python" &&
+      // pytest's imports, or bare `def test_…` functions, which only pytest collects.
+      /^(\s*(import pytest|from pytest\b)|(async )?def test_)/m.test(file.text)
+    )
+      return true;
+  }
+  return false;
+}
+
+async function pythonCoverage(ctx: CoverageContext): Promise<CoverageAttempt> {
+  const notes: string[] = [];
+  const byPath = ctx.files;
+  const pytest = usesPytest(byPath);
+  let python: string | null = null;
+  let probe = "";
+  for (const candidate of PYTHON_CANDIDATES) {
+    probe = `${candidate} -c 'import coverage${pytest ? ", pytest" : ""}'`;
+    const available = await ctx.run(probe);
+    if (!available) return { ok: false, reason: ctx.outOfTime(), command: probe, notes };
+    if (available.ok) {
+      python = candidate;
+      break;
+    }
+  }
+  if (!python)
+    return {
+      ok: false,
+      reason: `coverage.py${pytest ? " and pytest are" : " is"} not installed on this worker (tried ${PYTHON_CANDIDATES.join(", ")})`,
+      command: probe,
+      notes,
+    };
+  const root = ctx.root;
+  let runner: string;
+  if (pytest) runner = "-m pytest -q -p no:cacheprovider";
+  else {
+    // unittest discovers only packages below its start folder: a tests folder without
+    // __init__.py is started from directly.
+    const dir = ["tests", "test"].find((d) =>
+      [...byPath.keys()].some((p) => p.startsWith(`${d}/`) && p.endsWith(".py")),
+    );
+    runner =
+      dir && !byPath.has(`${dir}/__init__.py`)
+        ? `-m unittest discover -s ${dir}`
+        : "-m unittest discover";
+  }
+  const data = `${REPORT_DIR}/python.coverage`;
+  const json = `${REPORT_DIR}/python-coverage.json`;
+  const command = `mkdir -p ${REPORT_DIR} && ${python} -m coverage run ${runner}`;
+  const env = { PYTHONDONTWRITEBYTECODE: "1", COVERAGE_FILE: data };
+  const result = await ctx.run(command, env);
+  if (!result) return { ok: false, reason: ctx.outOfTime(), command, notes };
+  if (result.timedOut) return timedOutAttempt(result, command, notes);
+  const report = await ctx.run(`${python} -m coverage json -q -o ${json}`, env);
+  const figures = report?.ok
+    ? parseCoveragePyJson(await readJson(path.join(root, json)), root)
+    : null;
+  if (!figures)
+    return {
+      ok: false,
+      reason: `coverage.py wrote no report (${describeResult(result)})`,
+      command,
+      notes,
+    };
+  if (!result.ok)
+    notes.push(`The tests failed (${describeResult(result)}); coverage is from that run.`);
+  notes.push("Python dependencies are not installed by the scan; tests needing them fail.");
+  return {
+    ok: true,
+    figures,
+    unit: "statements",
+    command,
+    method: `coverage.py around ${pytest ? "pytest" : "unittest"}`,
+    testsPassed: result.ok,
+    notes,
+  };
+}
+
+// --- manifests ----------------------------------------------------------------------------
+
+/** A PEP 440 version as semver (release numbers only; pre/post/local parts dropped). */
+export function pep440ToSemver(version: string): string | null {
+  const match = /^\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?/.exec(version);
+  if (!match) return null;
+  return `${match[1]}.${match[2] ?? 0}.${match[3] ?? 0}`;
+}
+
+/** A PEP 440 specifier set (">=1.2,<2", "==1.4.2", "~=1.4") as a semver range, or null. */
+export function pep440Range(spec: string): { range: string; exact: string | null } | null {
+  const parts = spec
+    .split(",")
+    .map((p) => p.trim())
+    .filter(Boolean);
+  if (parts.length === 0) return { range: "*", exact: null };
+  const ranges: string[] = [];
+  let exact: string | null = null;
+  for (const part of parts) {
+    const match = /^(===|==|~=|>=|<=|!=|>|<)\s*([^\s;]+)$/.exec(part);
+    if (!match) return null;
+    const [, op, raw] = match as unknown as [string, string, string];
+    if (op === "!=") continue;
+    if (raw.endsWith(".*")) {
+      // ==1.* and ==1.4.* (prefix matching)
+      const prefix = raw.slice(0, -2);
+      const version = pep440ToSemver(prefix);
+      if (!version || (op !== "==" && op !== "!=")) return null;
+      const [major, minor] = version.split(".");
+      ranges.push(prefix.split(".").length === 1 ? `${major}.x` : `~${major}.${minor}.0`);
+      continue;
+    }
+    const version = pep440ToSemver(raw);
+    if (!version) return null;
+    if (op === "==" || op === "===") {
+      ranges.push(version);
+      exact = raw;
+    } else if (op === "~=") {
+      // ~=X.Y means >=X.Y,==X.*; ~=X.Y.Z means >=X.Y.Z,==X.Y.*
+      const segments = raw.split(".").length;
+      const [major, minor] = version.split(".");
+      ranges.push(
+        segments <= 2
+          ? `>=${version} <${Number(major) + 1}.0.0`
+          : `>=${version} <${major}.${Number(minor) + 1}.0`,
+      );
+    } else ranges.push(`${op}${version}`);
+  }
+  const range = semver.validRange(ranges.join(" ") || "*");
+  return range === null ? null : { range, exact };
+}
+
+const PY_REQUIREMENT = /^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*([^;#]*)/;
+
+function addPython(out: Manifests, manifest: string, entry: string, dev: boolean): void {
+  const line = entry.trim();
+  if (line === "" || line.startsWith("#") || line.startsWith("-")) return;
+  if (/:\/\/|^\.|^\//.test(line)) {
+    out.skipped.push({
+      manifest,
+      entry: line.slice(0, 100),
+      reason: "a URL or path, not a registry package",
+    });
+    return;
+  }
+  const match = PY_REQUIREMENT.exec(line);
+  if (!match) {
+    out.skipped.push({ manifest, entry: line.slice(0, 100), reason: "not understood" });
+    return;
+  }
+  const name = match[1]!;
+  const spec = match[2]!.trim().replace(/^\((.*)\)$/, "$1");
+  const parsed = pep440Range(spec);
+  if (!parsed) {
+    out.skipped.push({
+      manifest,
+      entry: name,
+      reason: `version specifier "${spec}" not understood`,
+    });
+    return;
+  }
+  out.dependencies.push({
+    ecosystem: "PyPI",
+    name,
+    declared: spec || "(any)",
+    range: parsed.range,
+    exact: parsed.exact,
+    manifest,
+    dev,
+  });
+}
+
+async function readPython(_root: string, repo: ManifestFiles, out: Manifests): Promise<void> {
+  for (const file of repo.files) {
+    if (!/^requirements([-_.][\w.-]+)?\.txt$/.test(file.path)) continue;
+    const dev = /dev|test/i.test(file.path);
+    for (const line of file.lines) addPython(out, file.path, line.replace(/\s#.*$/, ""), dev);
+  }
+  const pyproject = repo.files.find((f) => f.path === "pyproject.toml")?.text;
+  if (pyproject) {
+    // The `dependencies = [...]` array of the [project] table (no TOML parser needed for it).
+    const project = /^\[project\]\s*$([\s\S]*?)(?=^\[|$(?![\s\S]))/m.exec(pyproject)?.[1] ?? "";
+    const array = /^dependencies\s*=\s*\[([\s\S]*?)\]/m.exec(project)?.[1];
+    if (array) {
+      for (const item of array.matchAll(/["']([^"']+)["']/g))
+        addPython(out, "pyproject.toml", item[1]!, false);
+    }
+  }
+}

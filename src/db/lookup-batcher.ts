@@ -15,8 +15,8 @@ interface Waiter<T> {
   reject(error: unknown): void;
 }
 
-export function createLookupBatcher<T extends Document>(
-  collection: Collection,
+export function createLookupBatcher<T extends Document & { _id: string }>(
+  collection: Collection<{ _id: string }>,
   projection: Document,
   maxBatch = 100,
 ): BatchedLookup<T> {
@@ -25,9 +25,7 @@ export function createLookupBatcher<T extends Document>(
 
   async function lookUp(slice: string[], waiting: Map<string, Waiter<T>[]>): Promise<void> {
     try {
-      const docs = await collection
-        .find<T>({ _id: { $in: slice as never[] } }, { projection })
-        .toArray();
+      const docs = await collection.find<T>({ _id: { $in: slice } }, { projection }).toArray();
       const byId = new Map(docs.map((doc) => [String(doc._id), doc]));
       for (const id of slice) for (const w of waiting.get(id)!) w.resolve(byId.get(id) ?? null);
     } catch (error) {

@@ -431,6 +431,11 @@ export interface OnceRecord {
 export function collectionOf<T extends Document>(model: { collection: object }): Collection<T> {
   return model.collection as unknown as Collection<T>;
 }
+/** A monthly quota slot as stored (domain/quota.ts). */
+export type QuotaSlotRecord = InferRawDocTypeFromSchema<typeof quotaSlotSchema> & {
+  created_at: Date;
+  updated_at: Date;
+};
 export type AccountDoc = InferRawDocTypeFromSchema<typeof accountSchema>;
 export type ApiKeyDoc = InferRawDocTypeFromSchema<typeof apiKeySchema>;
 export type WorkspaceDoc = InferRawDocTypeFromSchema<typeof workspaceSchema>;

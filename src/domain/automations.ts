@@ -1,7 +1,12 @@
 import { afterFilter, type PageRequest } from "./paging.js";
 import { claimMarker, markers } from "./markers.js";
 import { mapConcurrently } from "../util/concurrency.js";
-import type { AutomationTrigger, Models } from "../db/models.js";
+import {
+  collectionOf,
+  type AutomationTrigger,
+  type Models,
+  type OnceRecord,
+} from "../db/models.js";
 import { errors, isAppError } from "../errors.js";
 import { newId } from "../util/ids.js";
 import type { Logger } from "../util/logger.js";
@@ -19,6 +24,10 @@ import {
 } from "./automation-triggers.js";
 import { createTask, type CreateTaskInput, type TaskDeps } from "./tasks.js";
 import { listWorkspaces, resolveRepo } from "./workspaces.js";
+
+/** The driver collections this module uses, typed by their records (db/models.ts). */
+const automationsOf = (models: Models) => collectionOf<AutomationRecord>(models.Automation);
+const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 
 /*
  * Automations (docs/api.md, "Automations"): rules of an account that create tasks on a cron
@@ -222,12 +231,12 @@ export async function createAutomation(
     created_at: now,
     updated_at: now,
   };
-  await models.Automation.collection.insertOne(doc as never);
+  await automationsOf(models).insertOne(doc);
   try {
     await syncCron(cron, doc);
   } catch (error) {
     // Without its job a cron automation would never fire: do not keep it.
-    await models.Automation.collection.deleteOne({ _id: doc._id as never });
+    await automationsOf(models).deleteOne({ _id: doc._id });
     throw error;
   }
   return doc;
@@ -239,12 +248,12 @@ export async function listAutomations(
   accountId: string,
   page?: PageRequest,
 ): Promise<AutomationRecord[]> {
-  const docs = await models.Automation.collection
+  const docs = await automationsOf(models)
     .find({ account_id: accountId, ...afterFilter(page?.after) })
     .sort({ created_at: -1, _id: -1 })
     .limit(page ? page.limit + 1 : 0)
     .toArray();
-  return docs as unknown as AutomationRecord[];
+  return docs;
 }
 
 /** One automation of the account; another account's or an unknown id is `not_found`. */
@@ -253,9 +262,9 @@ export async function getAutomation(
   accountId: string,
   id: string,
 ): Promise<AutomationRecord> {
-  const doc = (await models.Automation.collection.findOne({
-    _id: id as never,
-  })) as unknown as AutomationRecord | null;
+  const doc = await automationsOf(models).findOne({
+    _id: id,
+  });
   if (!doc || doc.account_id !== accountId) throw errors.notFound("automation");
   return doc;
 }
@@ -333,16 +342,16 @@ export async function updateAutomation(
     armed_at: armed ? (rescheduled ? now : current.armed_at) : null,
     updated_at: now,
   };
-  const result = await models.Automation.collection.updateOne(
-    { _id: current._id as never, account_id: current.account_id },
+  const result = await automationsOf(models).updateOne(
+    { _id: current._id, account_id: current.account_id },
     { $set: fields },
   );
   if (result.matchedCount === 0) throw errors.notFound("automation");
   const next: AutomationRecord = { ...current, ...fields };
   if (rescheduled || (wasArmed && !armed)) await syncCron(cron, next);
-  const fresh = (await models.Automation.collection.findOne({
-    _id: current._id as never,
-  })) as unknown as AutomationRecord | null;
+  const fresh = await automationsOf(models).findOne({
+    _id: current._id,
+  });
   return fresh ?? next;
 }
 
@@ -353,8 +362,8 @@ export async function deleteAutomation(
   accountId: string,
   id: string,
 ): Promise<void> {
-  const result = await models.Automation.collection.deleteOne({
-    _id: id as never,
+  const result = await automationsOf(models).deleteOne({
+    _id: id,
     account_id: accountId,
   });
   if (result.deletedCount === 0) throw errors.notFound("automation");
@@ -386,8 +395,8 @@ function clockVars(at: Date, timezone = DEFAULT_TIMEZONE): { now: string; date: 
 }
 
 async function recordRefusal(models: Models, id: string, code: string, reason: string) {
-  await models.Automation.collection.updateOne(
-    { _id: id as never },
+  await automationsOf(models).updateOne(
+    { _id: id },
     { $set: { last_refusal: { at: new Date(), code, reason } } },
   );
 }
@@ -416,8 +425,8 @@ async function fire(deps: TaskDeps, firing: Firing): Promise<FireResult> {
       thread: firing.thread,
       base_branch: firing.base_branch,
     });
-    await deps.models.Automation.collection.updateOne(
-      { _id: a._id as never },
+    await automationsOf(deps.models).updateOne(
+      { _id: a._id },
       { $set: { last_triggered_at: new Date(), last_task_id: task._id } },
     );
     return { outcome: "created", task_id: task._id };
@@ -441,10 +450,10 @@ export async function evaluateWebhook(
   delivery: { payload: unknown; rawBody: string; signature: string | undefined },
   logger?: Logger,
 ): Promise<{ matched: number; tasks_created: string[] }> {
-  const candidates = (await deps.models.Automation.collection
+  const candidates = await automationsOf(deps.models)
     .find({ trigger_type: "webhook", enabled: true })
     .sort({ created_at: 1, _id: 1 })
-    .toArray()) as unknown as AutomationRecord[];
+    .toArray();
   const now = new Date();
   const matched = candidates.filter((a) =>
     TRIGGERS.webhook.matches(a.trigger_config ?? {}, delivery),
@@ -498,7 +507,7 @@ export async function fireCiFailureAutomations(
   failure: CiFailure,
   extra?: { thread?: CreateTaskInput["thread"]; base_branch?: string },
 ): Promise<{ tasks_created: string[]; matched: number }> {
-  const candidates = (await deps.models.Automation.collection
+  const candidates = await automationsOf(deps.models)
     .find({
       workspace_id: failure.workspace_id,
       repo_id: failure.repo_id,
@@ -506,7 +515,7 @@ export async function fireCiFailureAutomations(
       enabled: true,
     })
     .sort({ created_at: 1, _id: 1 })
-    .toArray()) as unknown as AutomationRecord[];
+    .toArray();
   const { check } = failure;
   const event = { workflow: check.workflow ?? check.name, branch: check.head_branch };
   const matched = candidates.filter(
@@ -573,9 +582,9 @@ export async function fireCronSlot(
   automationId: string,
   slot: Date,
 ): Promise<CronFiring> {
-  const a = (await deps.models.Automation.collection.findOne({
-    _id: automationId as never,
-  })) as unknown as AutomationRecord | null;
+  const a = await automationsOf(deps.models).findOne({
+    _id: automationId,
+  });
   if (!a) return { outcome: "skipped", reason: "gone" };
   return fireSlot(deps, a, slot);
 }
@@ -598,7 +607,9 @@ async function fireSlot(deps: TaskDeps, a: AutomationRecord, slot: Date): Promis
     });
   } catch (error) {
     // Nothing was created: let another worker's run of the same slot try again.
-    await deps.models.Once.collection.deleteOne({ _id: marker.id as never }).catch(() => undefined);
+    await markersOf(deps.models)
+      .deleteOne({ _id: marker.id })
+      .catch(() => undefined);
     throw error;
   }
 }
@@ -616,9 +627,9 @@ export async function runCronJob(
   job: { repeatInterval?: unknown; repeatTimezone?: unknown } | undefined,
   now = new Date(),
 ): Promise<CronFiring> {
-  const a = (await deps.models.Automation.collection.findOne({
-    _id: automationId as never,
-  })) as unknown as AutomationRecord | null;
+  const a = await automationsOf(deps.models).findOne({
+    _id: automationId,
+  });
   if (!a || !isArmed(a)) {
     await cron?.disarm(automationId);
     return { outcome: "skipped", reason: a ? "disabled" : "gone" };

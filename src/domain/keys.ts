@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { createLookupBatcher, type BatchedLookup } from "../db/lookup-batcher.js";
-import type { ApiKeyDoc, Models, Tier } from "../db/models.js";
+import { collectionOf, type ApiKeyDoc, type Models, type Tier } from "../db/models.js";
 import { errors } from "../errors.js";
 import { newId, sha256 } from "../util/ids.js";
 import { afterFilter, type PageRequest } from "./paging.js";
@@ -54,6 +54,13 @@ export async function createAccountWithKey(
 
 /** Resolves a presented key value to its principal; unknown or revoked keys give null. */
 type KeyRow = ApiKeyDoc & { _id: string; created_at: Date };
+/** When a key was last used, kept apart from the key (db/models.ts, keyUseSchema). */
+interface KeyUseRow {
+  _id: string;
+  last_used_at: Date;
+}
+const keysOf = (models: Models) => collectionOf<KeyRow>(models.ApiKey);
+const keyUsesOf = (models: Models) => collectionOf<KeyUseRow>(models.KeyUse);
 const keyLookups = new WeakMap<Models, BatchedLookup<KeyRow>>();
 
 export async function authenticateKey(models: Models, value: string): Promise<Principal | null> {
@@ -63,7 +70,7 @@ export async function authenticateKey(models: Models, value: string): Promise<Pr
   // so a revoked key answers 401 at once in every process.
   let lookup = keyLookups.get(models);
   if (!lookup) {
-    lookup = createLookupBatcher<KeyRow>(models.ApiKey.collection, {
+    lookup = createLookupBatcher<KeyRow>(collectionOf<{ _id: string }>(models.ApiKey), {
       key_id: 1,
       account_id: 1,
       name: 1,
@@ -94,12 +101,8 @@ function noteKeyUse(models: Models, doc: KeyRow, now = Date.now()): void {
   recentWrites.set(doc._id, now);
   // Not awaited: the request does not wait for bookkeeping. Two processes inserting the
   // first use at once collide on `_id`; either time is right, so the loser is ignored.
-  models.KeyUse.collection
-    .updateOne(
-      { _id: doc._id as never },
-      { $set: { last_used_at: new Date(now) } },
-      { upsert: true },
-    )
+  keyUsesOf(models)
+    .updateOne({ _id: doc._id }, { $set: { last_used_at: new Date(now) } }, { upsert: true })
     .catch(() => undefined);
 }
 
@@ -175,15 +178,15 @@ export async function listKeys(
   accountId: string,
   page?: PageRequest,
 ): Promise<KeyListing[]> {
-  const docs = (await models.ApiKey.collection
+  const docs = await keysOf(models)
     .find({ account_id: accountId, ...afterFilter(page?.after, "created_at", "key_id") })
     .sort({ created_at: -1, key_id: -1 })
     .limit(page ? page.limit + 1 : 0)
-    .toArray()) as unknown as KeyRow[];
-  const uses = await models.KeyUse.collection
-    .find({ _id: { $in: docs.map((d) => d._id) as never[] } })
     .toArray();
-  const lastUse = new Map(uses.map((u) => [String(u._id), u.last_used_at as Date]));
+  const uses = await keyUsesOf(models)
+    .find({ _id: { $in: docs.map((d) => d._id) } })
+    .toArray();
+  const lastUse = new Map(uses.map((u) => [u._id, u.last_used_at]));
   return docs.map((d) => ({
     id: d.key_id,
     name: d.name,

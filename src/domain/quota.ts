@@ -1,4 +1,11 @@
-import type { Models, Tier } from "../db/models.js";
+import {
+  collectionOf,
+  type AccountDoc,
+  type Models,
+  type QuotaSlotRecord,
+  type TaskRecord,
+  type Tier,
+} from "../db/models.js";
 import { markers } from "./markers.js";
 import { errors } from "../errors.js";
 import { accountChanged, accountChangedSoon } from "./account-views.js";
@@ -13,6 +20,11 @@ import { isDuplicateKey } from "../util/duplicate-key.js";
  */
 
 const LIMITS: Record<Tier, number | null> = { free: 10, pro: null };
+
+/** The driver collections quotas use, typed by their records (db/models.ts). */
+const slotsOf = (models: Models) => collectionOf<QuotaSlotRecord>(models.QuotaSlot);
+const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);
+const accountsOf = (models: Models) => collectionOf<AccountDoc>(models.Account);
 
 /** The marker bumped by every tier change; caches of account tiers watch it. */
 export const TIERS_MARKER = markers.generation("account-tiers-generation");
@@ -52,8 +64,8 @@ export async function currentUsage(
   let top = hintFor(account, month);
   // The hint trails the truth by at most the claims that raced it; walk up to the top slot.
   while (
-    await models.QuotaSlot.collection.findOne(
-      { _id: slotId(account._id, month, top + 1) as never },
+    await slotsOf(models).findOne(
+      { _id: slotId(account._id, month, top + 1) },
       { projection: { _id: 1 } },
     )
   )
@@ -63,7 +75,7 @@ export async function currentUsage(
 
 /** Tasks of the month created on an unlimited tier, which hold no slot. */
 function unslottedTasks(models: Models, accountId: string, month: string): Promise<number> {
-  return models.Task.collection.countDocuments({
+  return tasksOf(models).countDocuments({
     account_id: accountId,
     "quota.month": month,
     "quota.slot": null,
@@ -107,12 +119,12 @@ export async function claimQuota(
   };
   // A tier from a cache that follows tier changes within ACCOUNT_VIEW_POLL_MS: no read.
   if (options.cachedTier && monthlyLimitFor(options.cachedTier) === null) return unlimited();
-  const account = (await models.Account.collection.findOne(
-    { _id: accountId as never },
+  const account = await accountsOf(models).findOne(
+    { _id: accountId },
     { projection: { tier: 1, usage: 1 } },
-  )) as { _id: string; tier: Tier; usage?: AccountUsage["usage"] } | null;
+  );
   if (!account) throw errors.unauthorized();
-  const limit = monthlyLimitFor(account.tier as Tier);
+  const limit = monthlyLimitFor(account.tier);
   if (limit === null) return unlimited();
   // Tasks created this month while the account was on an unlimited tier count too.
   const room = limit - (await unslottedTasks(models, accountId, month));
@@ -163,8 +175,8 @@ export async function claimQuota(
     }
     try {
       const now_ = new Date();
-      await models.QuotaSlot.collection.insertOne({
-        _id: slotId(accountId, month, slot) as never,
+      await slotsOf(models).insertOne({
+        _id: slotId(accountId, month, slot),
         account_id: accountId,
         month,
         slot,

@@ -1,5 +1,11 @@
 import { EventEmitter } from "node:events";
-import type { Models, TaskPhase, TaskStatus } from "../db/models.js";
+import {
+  collectionOf,
+  type Models,
+  type TaskPhase,
+  type TaskRecord,
+  type TaskStatus,
+} from "../db/models.js";
 import { redactDeep } from "../util/redact.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
 
@@ -45,6 +51,10 @@ interface StoredEvent {
   payload: Record<string, unknown>;
 }
 
+/** The driver collections the event log uses, typed by their records (db/models.ts). */
+const eventsOf = (models: Models) => collectionOf<StoredEvent>(models.TaskEvent);
+const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);
+
 function fromStored(doc: StoredEvent): TaskEvent {
   return {
     event_type: doc.type,
@@ -84,8 +94,8 @@ export class TaskEventLog {
     for (;;) {
       const ts = new Date();
       try {
-        await this.models.TaskEvent.collection.insertOne({
-          _id: eventId(taskId, seq) as unknown as never,
+        await eventsOf(this.models).insertOne({
+          _id: eventId(taskId, seq),
           task_id: taskId,
           seq,
           ts,
@@ -112,8 +122,8 @@ export class TaskEventLog {
   private async knownTop(taskId: string): Promise<number> {
     const cached = this.top.get(taskId);
     if (cached !== undefined) return cached;
-    const task = await this.models.Task.collection.findOne(
-      { _id: taskId as unknown as never },
+    const task = await tasksOf(this.models).findOne(
+      { _id: taskId },
       { projection: { event_seq: 1 } },
     );
     const hint = typeof task?.event_seq === "number" ? task.event_seq : 1;
@@ -122,10 +132,7 @@ export class TaskEventLog {
 
   private async walkUp(taskId: string, from: number): Promise<number> {
     let top = Math.max(1, from);
-    while (
-      await this.models.TaskEvent.collection.findOne({ _id: eventId(taskId, top + 1) as never })
-    )
-      top += 1;
+    while (await eventsOf(this.models).findOne({ _id: eventId(taskId, top + 1) })) top += 1;
     this.top.set(taskId, top);
     if (this.top.size > 10_000) this.top.clear();
     return top;
@@ -157,9 +164,9 @@ export class TaskEventLog {
       const ids = Array.from({ length: count }, (_, i) => eventId(taskId, next + i));
       const docs =
         count === 1
-          ? [await this.models.TaskEvent.collection.findOne<StoredEvent>({ _id: ids[0] as never })]
-          : await this.models.TaskEvent.collection
-              .find<StoredEvent>({ _id: { $in: ids as never[] } })
+          ? [await eventsOf(this.models).findOne({ _id: ids[0] })]
+          : await eventsOf(this.models)
+              .find({ _id: { $in: ids } })
               .toArray();
       const bySeq = new Map(docs.filter((d) => d !== null).map((d) => [d.seq, d]));
       for (let i = 0; i < count; i++) {

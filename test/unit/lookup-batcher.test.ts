@@ -15,16 +15,20 @@ afterAll(async () => {
 
 describe("batched lookups", () => {
   it("answers each concurrent lookup with its own document, over batches of the given size", async () => {
-    const collection = client.db().collection("things");
+    const collection = client.db().collection<{ _id: string; n: number; secret: string }>("things");
     await collection.insertMany(
-      Array.from({ length: 7 }, (_, i) => ({ _id: `t${i}` as never, n: i, secret: "x" })),
+      Array.from({ length: 7 }, (_, i) => ({ _id: `t${i}`, n: i, secret: "x" })),
     );
     const commands: number[] = [];
     const listener = (event: { commandName: string }) => {
       if (event.commandName === "find") commands.push(1);
     };
     client.on("commandStarted", listener);
-    const lookup = createLookupBatcher<{ _id: string; n: number }>(collection, { n: 1 }, 3);
+    const lookup = createLookupBatcher<{ _id: string; n: number }>(
+      client.db().collection<{ _id: string }>("things"),
+      { n: 1 },
+      3,
+    );
     const ids = ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t1", "missing"];
     const docs = await Promise.all(ids.map((id) => lookup(id)));
     client.off("commandStarted", listener);
@@ -35,7 +39,9 @@ describe("batched lookups", () => {
   });
 
   it("rejects every lookup of a read the database refused", async () => {
-    const lookup = createLookupBatcher(client.db().collection("things"), { $bad: 1 });
+    const lookup = createLookupBatcher(client.db().collection<{ _id: string }>("things"), {
+      $bad: 1,
+    });
     const outcomes = await Promise.allSettled([lookup("t0"), lookup("t1"), lookup("t0")]);
     expect(outcomes.map((o) => o.status)).toEqual(["rejected", "rejected", "rejected"]);
   });

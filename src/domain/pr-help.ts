@@ -23,6 +23,7 @@ import {
   githubMessage,
   normalizePath,
   openPullRequest,
+  reviewPullRequest,
   rightSideHunks,
   runPrModel,
   statusOf,
@@ -95,6 +96,22 @@ ${body ? cut(body, MAX_DESCRIPTION_CHARS, "description") : "(no description)"}
 ${shown || "(the diff is empty)"}
 </diff>
 ${cutNote}`;
+}
+
+// --- automatic review ----------------------------------------------------------------------
+
+/**
+ * The review of `POST /tasks/review/`, posted, for a pull request opened or marked ready
+ * in a repository whose config asks for it; counted as one task of the allowance.
+ */
+export async function autoReviewPullRequest(
+  deps: PrReviewDeps,
+  accountId: string,
+  input: PrHelpInput,
+): Promise<PrReviewView> {
+  return counted(deps, accountId, () =>
+    reviewPullRequest(deps, accountId, { pr_url: input.pr_url, post: true }),
+  );
 }
 
 // --- /describe -----------------------------------------------------------------------------

@@ -463,3 +463,129 @@ describe("/improve", () => {
     }
   });
 });
+
+describe("automatic review", () => {
+  const REVIEW = {
+    verdict: "request_changes",
+    summary: "The fallback to MAX never applies.",
+    comments: [
+      { path: "src/limiter.ts", line: 5, body: "`max` is never nullish.", severity: "error" },
+    ],
+  };
+
+  function pullRequestEvent(action: string, n: number, change: Record<string, unknown> = {}) {
+    const payload = examplePayload("pull_request", action) as any; // eslint-disable-line @typescript-eslint/no-explicit-any
+    payload.installation = { id: INSTALLATION, node_id: "x" };
+    payload.repository.id = REPO_ID;
+    Object.assign(payload.pull_request, {
+      number: n,
+      draft: false,
+      state: "open",
+      html_url: `https://github.com/Codertocat/Hello-World/pull/${n}`,
+      ...change,
+    });
+    payload.pull_request.head = { ...payload.pull_request.head, sha: HEAD_SHA, ref: "limiter-max" };
+    payload.number = n;
+    return payload;
+  }
+
+  /** The config files tried in order: `.github/foreman-test.yml` is the one that exists. */
+  function repoConfig(text: string) {
+    return gh(API, { reqheaders: { authorization: `token ${TOKEN}` } })
+      .get(`${REPO_PATH}/contents/.github%2Fforeman-test.yml`)
+      .query({ ref: "master" })
+      .reply(200, {
+        type: "file",
+        encoding: "base64",
+        size: text.length,
+        name: "foreman-test.yml",
+        path: ".github/foreman-test.yml",
+        content: Buffer.from(text).toString("base64"),
+        sha: "e".repeat(40),
+      });
+  }
+
+  async function jobsDone(n: number, count: number) {
+    const jobs = server.service.db.connection.collection("jobs");
+    return until(
+      `the automatic review jobs of #${n}`,
+      async () =>
+        (await jobs.countDocuments({
+          name: "github.auto-review",
+          "data.number": n,
+          lastFinishedAt: { $ne: null },
+        })) >= count,
+    );
+  }
+
+  it("reviews a pull request when it is opened, once per head commit, counting one task", async () => {
+    answers.submit_review = () => ({ toolCalls: [{ name: "submit_review", arguments: REVIEW }] });
+    const n = (prNumber += 1);
+    const before = await usage();
+    const config = repoConfig("verify:\n  - npm test\nreview: auto\n");
+    const pull = pullRequest(n);
+    let posted: Record<string, any> = {}; // eslint-disable-line @typescript-eslint/no-explicit-any
+    const review = gh(API)
+      .post(`${REPO_PATH}/pulls/${n}/reviews`, (body: Record<string, unknown>) => {
+        posted = body;
+        return true;
+      })
+      .reply(200, {
+        id: 9,
+        html_url: `https://github.com/Codertocat/Hello-World/pull/${n}#pullrequestreview-9`,
+      });
+    expect(await deliver("pull_request", pullRequestEvent("opened", n))).toBe(202);
+    await until("the review", async () => review.isDone(), 30_000);
+    expect(config.isDone() && pull.isDone()).toBe(true);
+    expect(posted).toMatchObject({
+      commit_id: HEAD_SHA,
+      event: "REQUEST_CHANGES",
+      body: expect.stringContaining(REVIEW.summary),
+      comments: [
+        {
+          path: "src/limiter.ts",
+          line: 5,
+          side: "RIGHT",
+          body: expect.stringContaining("`max` is never nullish."),
+        },
+      ],
+    });
+    expect(await usage()).toBe(before + 1);
+
+    // Marked ready for review at the same head commit: nothing more is asked of GitHub
+    // (a request would be unexpected and fail github.check()).
+    expect(await deliver("pull_request", pullRequestEvent("ready_for_review", n))).toBe(202);
+    await jobsDone(n, 1);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await usage()).toBe(before + 1);
+  }, 40_000);
+
+  it("skips drafts and the App's own pull requests without a request, and follows `review: off`", async () => {
+    const draft = (prNumber += 1);
+    const own = (prNumber += 1);
+    const off = (prNumber += 1);
+    const requestsBefore = model.requests.length;
+    expect(await deliver("pull_request", pullRequestEvent("opened", draft, { draft: true }))).toBe(
+      202,
+    );
+    const ownEvent = pullRequestEvent("opened", own);
+    ownEvent.pull_request.user = {
+      ...ownEvent.pull_request.user,
+      login: `${SLUG}[bot]`,
+      type: "Bot",
+    };
+    expect(await deliver("pull_request", ownEvent)).toBe(202);
+    const config = repoConfig("review: off\n");
+    expect(await deliver("pull_request", pullRequestEvent("ready_for_review", off))).toBe(202);
+    await jobsDone(off, 1);
+    expect(config.isDone()).toBe(true);
+    const jobs = server.service.db.connection.collection("jobs");
+    expect(
+      await jobs.countDocuments({
+        name: "github.auto-review",
+        "data.number": { $in: [draft, own] },
+      }),
+    ).toBe(0);
+    expect(model.requests.length).toBe(requestsBefore);
+  });
+});

@@ -72,6 +72,12 @@ export const markers = {
   githubLabel: kind("gh-label", "github-label", (deliveryKey: string) => [deliveryKey]),
   /** A CI failure of one head commit, fixed once (github/ci.ts). */
   ciFix: kind("ci-fix", "github-ci", (repoId: string, headSha: string) => [repoId, headSha]),
+  /** The automatic review of one head commit of a pull request (github/auto-review.ts). */
+  githubAutoReview: kind(
+    "gh-auto-review",
+    "github-auto-review",
+    (repoId: string, number: number, headSha: string) => [repoId, number, headSha],
+  ),
   /** A CI fix of one branch at a time (github/ci.ts). */
   ciFixBranch: kind("ci-fix-branch", "github-ci", (repoId: string, branch: string) => [
     repoId,

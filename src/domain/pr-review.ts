@@ -10,8 +10,9 @@ import {
 } from "../llm/errors.js";
 import type { ModelClient } from "../llm/provider.js";
 import { runToolLoop } from "../llm/tool-loop.js";
-import type { PricedUsage } from "../llm/types.js";
+import type { ExecutableTool, PricedUsage, ToolSpec } from "../llm/types.js";
 import { REVIEW_RULES, submitReviewTool, type ReviewResult } from "../tools/review-tool.js";
+import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
 import { redactText, registerSecret } from "../util/redact.js";
 import type { WorkspaceRecord } from "./workspaces.js";
@@ -66,14 +67,39 @@ interface PullRef {
   number: number;
 }
 
-/** Reviews the pull request at `input.pr_url`; see docs/api.md for every answer it gives. */
-export async function reviewPullRequest(
+/** A pull request of one of the account's repositories, read through the App's installation. */
+export interface OpenedPullRequest {
+  /** The repository's full name as the workspace holds it. */
+  fullName: string;
+  number: number;
+  octokit: InstallationOctokit;
+  target: { owner: string; repo: string; pull_number: number };
+  pr: {
+    /** Title and description as GitHub has them (untrusted: see `sanitizeUntrusted`). */
+    title: string;
+    body: string;
+    headSha: string;
+    headRef: string;
+    baseRef: string;
+    url: string;
+  };
+  /** The unified diff, as GitHub answers it with the diff media type. */
+  diff: string;
+  model: ModelClient;
+}
+
+/**
+ * Checks ownership (404 for a repository of no workspace of the account, before anything
+ * else), that the App and a model are configured, then reads the pull request and its
+ * diff. Shared by the review and the other pull-request helpers (pr-help.ts).
+ */
+export async function openPullRequest(
   deps: PrReviewDeps,
   accountId: string,
-  input: PrReviewInput,
-): Promise<PrReviewView> {
+  prUrl: string,
+): Promise<OpenedPullRequest> {
   const webUrl = deps.githubClient?.webUrl ?? deps.config.github?.webUrl ?? "https://github.com";
-  const ref = parsePullRequestUrl(input.pr_url, webUrl);
+  const ref = parsePullRequestUrl(prUrl, webUrl);
   // Ownership is decided before anything is configured or fetched, so a foreign or unknown
   // repository answers the same 404 on every server.
   const { repo, installationId } = await findRepository(deps.models, accountId, ref);
@@ -104,41 +130,100 @@ export async function reviewPullRequest(
   if (typeof diffText !== "string") {
     throw errors.upstream("GitHub did not answer the pull request's diff as text.");
   }
-  const pr = {
-    title: pull.data.title,
-    body: pull.data.body ?? "",
-    headSha: pull.data.head.sha,
-    headRef: pull.data.head.ref,
-    baseRef: pull.data.base.ref,
-    url: pull.data.html_url || `${webUrl}/${repo.full_name}/pull/${ref.number}`,
+  return {
+    fullName: repo.full_name,
+    number: ref.number,
+    octokit,
+    target,
+    pr: {
+      title: pull.data.title,
+      body: pull.data.body ?? "",
+      headSha: pull.data.head.sha,
+      headRef: pull.data.head.ref,
+      baseRef: pull.data.base.ref,
+      url: pull.data.html_url || `${webUrl}/${repo.full_name}/pull/${ref.number}`,
+    },
+    diff: diffText,
+    model,
   };
+}
 
+/** What `runPrModel` needs besides the deps. */
+export interface PrModelCall<F> {
+  system: string;
+  prompt: string;
+  tools?: ExecutableTool[];
+  finishTool: ToolSpec<F>;
+  maxSteps: number;
+  /** "review", "description", …: named in the errors. */
+  what: string;
+}
+
+/**
+ * One model conversation about a pull request, stopped when its cost reaches
+ * MAX_TASK_COST_USD; model-layer failures become readable 502/503 errors.
+ */
+export async function runPrModel<F>(
+  deps: Pick<PrReviewDeps, "config">,
+  model: ModelClient,
+  call: PrModelCall<F>,
+): Promise<{ input: F; usage: PricedUsage }> {
   const limit = deps.config.llm.maxTaskCostUsd;
   let spentUsd = 0;
-  let review: ReviewResult;
-  let usage: PricedUsage;
   try {
     const result = await runToolLoop({
       client: model,
-      system: REVIEW_RULES,
-      prompt: reviewPrompt(repo.full_name, ref.number, pr, diffText),
-      tools: [],
-      finishTools: [submitReviewTool],
-      maxSteps: MAX_STEPS,
+      system: call.system,
+      prompt: call.prompt,
+      tools: call.tools ?? [],
+      finishTools: [call.finishTool],
+      maxSteps: call.maxSteps,
       async onUsage(step) {
         spentUsd += step.usd;
         if (spentUsd >= limit) {
           throw errors.upstream(
-            `The review's model cost reached $${spentUsd.toFixed(4)} of the $${limit.toFixed(2)} limit (MAX_TASK_COST_USD) before the model submitted its review. Raise MAX_TASK_COST_USD or review a smaller pull request.`,
+            `The ${call.what}'s model cost reached $${spentUsd.toFixed(4)} of the $${limit.toFixed(2)} limit (MAX_TASK_COST_USD) before the model submitted its ${call.what}. Raise MAX_TASK_COST_USD or try a smaller pull request.`,
           );
         }
       },
     });
-    review = result.input;
-    usage = result.usage;
+    return { input: result.input, usage: result.usage };
   } catch (error) {
-    throw modelFailure(error);
+    throw modelFailure(error, call.what);
   }
+}
+
+/** The `cost` of an answer: tokens and price of the model calls. */
+export function costView(usage: PricedUsage): PrReviewView["cost"] {
+  return {
+    input_tokens: usage.inputTokens,
+    output_tokens: usage.outputTokens,
+    usd: Number(usage.usd.toFixed(6)),
+  };
+}
+
+/** Reviews the pull request at `input.pr_url`; see docs/api.md for every answer it gives. */
+export async function reviewPullRequest(
+  deps: PrReviewDeps,
+  accountId: string,
+  input: PrReviewInput,
+): Promise<PrReviewView> {
+  const {
+    fullName,
+    number,
+    octokit,
+    target,
+    pr,
+    diff: diffText,
+    model,
+  } = await openPullRequest(deps, accountId, input.pr_url);
+  const { input: review, usage } = await runPrModel<ReviewResult>(deps, model, {
+    system: REVIEW_RULES,
+    prompt: reviewPrompt(fullName, number, pr, diffText),
+    finishTool: submitReviewTool,
+    maxSteps: MAX_STEPS,
+    what: "review",
+  });
 
   const view: PrReviewView = {
     pr_url: pr.url,
@@ -152,11 +237,7 @@ export async function reviewPullRequest(
     })),
     posted: false,
     review_url: null,
-    cost: {
-      input_tokens: usage.inputTokens,
-      output_tokens: usage.outputTokens,
-      usd: Number(usage.usd.toFixed(6)),
-    },
+    cost: costView(usage),
   };
   if (input.post) {
     view.review_url = await postReview(octokit, target, pr.headSha, view, diffText);
@@ -164,7 +245,7 @@ export async function reviewPullRequest(
   }
   deps.logger?.info(
     {
-      pr: `${repo.full_name}#${ref.number}`,
+      pr: `${fullName}#${number}`,
       verdict: view.verdict,
       comments: view.comments.length,
       posted: view.posted,
@@ -259,7 +340,7 @@ async function installationClient(
 }
 
 /** Runs one GitHub call; a 404 is the caller's missing pull request, the rest are 502. */
-async function github<T>(what: string, call: () => Promise<T>): Promise<T> {
+export async function github<T>(what: string, call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (error) {
@@ -273,17 +354,17 @@ async function github<T>(what: string, call: () => Promise<T>): Promise<T> {
   }
 }
 
-function timeout(): AbortSignal {
+export function timeout(): AbortSignal {
   return AbortSignal.timeout(GITHUB_TIMEOUT_MS);
 }
 
-function statusOf(error: unknown): number | undefined {
+export function statusOf(error: unknown): number | undefined {
   const status = (error as { status?: unknown } | null)?.status;
   return typeof status === "number" ? status : undefined;
 }
 
 /** GitHub's own explanation of a failure, short and without secrets. */
-function githubMessage(error: unknown): string {
+export function githubMessage(error: unknown): string {
   const data = (error as { response?: { data?: unknown } } | null)?.response?.data as
     { message?: unknown; errors?: unknown } | undefined;
   const details = Array.isArray(data?.errors)
@@ -305,11 +386,11 @@ function githubMessage(error: unknown): string {
  * Model-layer failures as readable API errors: never a 500 for what the model or its
  * provider did. Anything else is ours and is passed on unchanged.
  */
-function modelFailure(error: unknown): unknown {
+function modelFailure(error: unknown, what: string): unknown {
   if (isAppError(error)) return error;
   if (error instanceof LlmNotConfiguredError) return errors.upstream(error.message, 503);
   if (error instanceof LlmProtocolError) {
-    return errors.upstream(redactText(`The model did not deliver a review: ${error.message}`));
+    return errors.upstream(redactText(`The model did not deliver a ${what}: ${error.message}`));
   }
   if (error instanceof LlmError) {
     return errors.upstream(redactText(`The model provider failed: ${error.message}`));
@@ -323,9 +404,8 @@ function reviewPrompt(
   pr: { title: string; body: string; headSha: string; headRef: string; baseRef: string },
   diff: string,
 ): string {
-  const description = pr.body.trim()
-    ? cut(pr.body.trim(), MAX_DESCRIPTION_CHARS, "description")
-    : "(no description)";
+  const body = sanitizeUntrusted(pr.body);
+  const description = body ? cut(body, MAX_DESCRIPTION_CHARS, "description") : "(no description)";
   const shown = cut(diff, MAX_DIFF_CHARS, "diff");
   const cutNote =
     shown.length < diff.length
@@ -334,7 +414,7 @@ function reviewPrompt(
   return redactText(`Review pull request #${number} of ${fullName}, which merges ${pr.headRef} (${pr.headSha}) into ${pr.baseRef}.
 
 <pull-request-title>
-${pr.title}
+${sanitizeUntrusted(pr.title)}
 </pull-request-title>
 
 <pull-request-description>
@@ -349,7 +429,7 @@ Line numbers in your comments are those of the new version of each file (the "+"
 }
 
 /** The first `max` characters of `text`, ending at a line break where one is near. */
-function cut(text: string, max: number, what: string): string {
+export function cut(text: string, max: number, what: string): string {
   if (text.length <= max) return text;
   const head = text.slice(0, max);
   const lastBreak = head.lastIndexOf("\n");
@@ -358,7 +438,7 @@ function cut(text: string, max: number, what: string): string {
 }
 
 /** Models sometimes write `./src/a.ts` or `/src/a.ts` for the repository path `src/a.ts`. */
-function normalizePath(path: string): string {
+export function normalizePath(path: string): string {
   return path.replace(/^(\.\/|\/)+/, "");
 }
 
@@ -366,9 +446,26 @@ function normalizePath(path: string): string {
  * Lines a review comment may be attached to, per file of a unified diff: the new side's
  * added and context lines (GitHub answers 422 for any other line).
  */
-function commentableLines(diff: string): Map<string, Set<number>> {
+export function commentableLines(diff: string): Map<string, Set<number>> {
+  return parseDiff(diff).lines;
+}
+
+/**
+ * The new side's hunks per file, as inclusive line ranges. A multi-line comment (from
+ * `start_line` to `line`) must lie within one of them, or GitHub refuses the review.
+ */
+export function rightSideHunks(diff: string): Map<string, Array<[number, number]>> {
+  return parseDiff(diff).hunks;
+}
+
+function parseDiff(diff: string): {
+  lines: Map<string, Set<number>>;
+  hunks: Map<string, Array<[number, number]>>;
+} {
   const files = new Map<string, Set<number>>();
+  const hunks = new Map<string, Array<[number, number]>>();
   let current: Set<number> | undefined;
+  let currentPath: string | undefined;
   let newLine = 0;
   let oldLeft = 0;
   let newLeft = 0;
@@ -392,13 +489,16 @@ function commentableLines(diff: string): Map<string, Set<number>> {
     }
     if (line.startsWith("diff --git ")) {
       current = undefined;
+      currentPath = undefined;
     } else if (line.startsWith("+++ ")) {
       const path = diffPath(line.slice(4));
       if (path === undefined) {
         current = undefined; // a deleted file has no new side
+        currentPath = undefined;
       } else {
         current = files.get(path) ?? new Set<number>();
         files.set(path, current);
+        currentPath = path;
       }
     } else if (line.startsWith("@@")) {
       const header = /^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@/.exec(line);
@@ -406,9 +506,14 @@ function commentableLines(diff: string): Map<string, Set<number>> {
       oldLeft = header[1] === undefined ? 1 : Number(header[1]);
       newLine = Number(header[2]);
       newLeft = header[3] === undefined ? 1 : Number(header[3]);
+      if (currentPath !== undefined && newLeft > 0) {
+        const ranges = hunks.get(currentPath) ?? [];
+        ranges.push([newLine, newLine + newLeft - 1]);
+        hunks.set(currentPath, ranges);
+      }
     }
   }
-  return files;
+  return { lines: files, hunks };
 }
 
 /** The path of a `+++` line: `b/src/a.ts`, a C-quoted `"b/caf\303\251.ts"`, or /dev/null. */

@@ -1,6 +1,6 @@
 /*
  * Comment commands (docs/api.md, "Comment commands"): `/task <text>`, `/agent <name> [text]`,
- * `/review`, `/approve`, `/reject`, `/approve-diff`, `/reject-diff`, `/status`, `/help`, also
+ * `/review`, `/describe`, `/ask <question>`, `/improve`, `/approve`, `/reject`, `/approve-diff`, `/reject-diff`, `/status`, `/help`, also
  * addressed as `@<app-slug> <command> ...`. A command starts a line outside quotes and code
  * blocks.
  */
@@ -9,6 +9,9 @@ export const COMMAND_NAMES = [
   "task",
   "agent",
   "review",
+  "describe",
+  "ask",
+  "improve",
   "approve",
   "reject",
   "approve-diff",
@@ -69,6 +72,9 @@ export function helpText(slug: string | undefined): string {
     "| `/task <what to do>` | plans the change and posts the plan here for approval (on a pull request, works on its branch) |",
     "| `/agent <name> [details]` | runs a built-in agent (see `GET /agents`) on this repository |",
     "| `/review` | reviews this pull request and posts the review |",
+    "| `/describe` | writes this pull request's title and description from its diff |",
+    "| `/ask <question>` | answers a question about this pull request or its repository |",
+    "| `/improve` | posts code suggestions on this pull request's changed lines |",
     "| `/approve`, `/reject` | approves or rejects the plan of this thread's task |",
     "| `/approve-diff`, `/reject-diff` | approves the change (opens the pull request) or drops it |",
     "| `/status` | shows the state of this thread's latest task |",

@@ -1,7 +1,8 @@
 import { z } from "zod";
 import type { TaskRecord } from "../db/models.js";
 import { agentTaskDescription, BUILTIN_AGENTS, findAgent } from "../domain/agents.js";
-import { reviewPullRequest } from "../domain/pr-review.js";
+import { askAboutPullRequest, describePullRequest, improvePullRequest } from "../domain/pr-help.js";
+import { reviewPullRequest, type PrReviewDeps } from "../domain/pr-review.js";
 import { claimMarker, markers } from "../domain/markers.js";
 import { createTask, decide, type Decision } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
@@ -295,20 +296,41 @@ export const COMMANDS: CommandRegistry = {
     return startThreadTask(ctx, agentTaskDescription(agent, rest.join(" ")), agent.name);
   }),
   review: linked(async ({ deps, job, accountId }) => {
-    if (!job.is_pull_request) return "`/review` works on pull requests only.";
-    const webUrl = deps.client.webUrl.replace(/\/+$/, "");
-    const review = await reviewPullRequest(
-      {
-        config: deps.config,
-        models: deps.models,
-        logger: deps.logger,
-        githubClient: deps.client,
-        modelClient: deps.modelClient,
-      },
-      accountId,
-      { pr_url: `${webUrl}/${job.repo_full_name}/pull/${job.number}`, post: true },
-    );
+    if (!job.is_pull_request) return onlyOnPullRequests("review");
+    const review = await reviewPullRequest(prDeps(deps), accountId, {
+      pr_url: pullUrl(deps, job),
+      post: true,
+    });
     return review.posted ? null : `Review: ${review.verdict.replace("_", " ")}. ${review.summary}`;
+  }),
+  describe: linked(async ({ deps, job, accountId }) => {
+    if (!job.is_pull_request) return onlyOnPullRequests("describe");
+    const described = await describePullRequest(prDeps(deps), accountId, {
+      pr_url: pullUrl(deps, job),
+    });
+    return `Updated this pull request's title and description from its diff: **${described.title.replace(/[*_`]/g, "\\$&")}**.`;
+  }),
+  ask: linked(async ({ deps, job, accountId, command }) => {
+    if (!job.is_pull_request) return onlyOnPullRequests("ask");
+    const question = sanitizeUntrusted(command.text);
+    if (!question) return "Ask a question: `/ask <question about this pull request>`.";
+    const { answer } = await askAboutPullRequest(prDeps(deps), accountId, {
+      pr_url: pullUrl(deps, job),
+      question,
+    });
+    const quoted = question
+      .slice(0, 500)
+      .split("\n")
+      .map((l) => `> ${l}`)
+      .join("\n");
+    return `${quoted}\n\n${answer}`;
+  }),
+  improve: linked(async ({ deps, job, accountId }) => {
+    if (!job.is_pull_request) return onlyOnPullRequests("improve");
+    const improved = await improvePullRequest(prDeps(deps), accountId, {
+      pr_url: pullUrl(deps, job),
+    });
+    return improved.review_url ? null : `No suggestions. ${improved.summary}`;
   }),
   approve: decision("approve"),
   reject: decision("reject"),
@@ -321,6 +343,26 @@ export const COMMANDS: CommandRegistry = {
   }),
   help: { linked: false, run: async ({ deps }) => helpText(deps.github.slug) },
 };
+
+function onlyOnPullRequests(name: CommandName): string {
+  return `\`/${name}\` works on pull requests only.`;
+}
+
+/** The deps of the pull-request domain functions (review, describe, ask, improve). */
+function prDeps(deps: GithubHandlerDeps): PrReviewDeps {
+  return {
+    config: deps.config,
+    models: deps.models,
+    logger: deps.logger,
+    githubClient: deps.client,
+    modelClient: deps.modelClient,
+  };
+}
+
+/** The thread's pull request URL, on the configured GitHub. */
+function pullUrl(deps: GithubHandlerDeps, job: Pick<CommandJob, "repo_full_name" | "number">) {
+  return `${deps.client.webUrl.replace(/\/+$/, "")}/${job.repo_full_name}/pull/${job.number}`;
+}
 
 /** Carries out one command; returns the reply to post, if any. */
 async function carryOut(ctx: CommandContext): Reply {

@@ -1,4 +1,5 @@
 import type { Probot } from "probot";
+import { autoReviewHandlers } from "./auto-review.js";
 import { ciHandlers } from "./ci.js";
 import { commandHandlers } from "./commands.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
@@ -13,6 +14,7 @@ const GROUPS: HandlerGroup[] = [
   labelHandlers,
   ciHandlers,
   outcomeHandlers,
+  autoReviewHandlers,
 ];
 
 /**

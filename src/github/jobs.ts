@@ -1,4 +1,5 @@
 import type { JobKind } from "../queue/scheduler.js";
+import { autoReviewJob } from "./auto-review.js";
 import { ciJob } from "./ci.js";
 import { commandAckJob, commandJob } from "./commands.js";
 import type { GithubHandlerDeps } from "./deps.js";
@@ -15,5 +16,6 @@ export function githubJobs(deps: GithubHandlerDeps): Array<JobKind<never>> {
     ciJob(deps),
     outcomeJob(deps),
     noticeJob(deps),
+    autoReviewJob(deps),
   ] as Array<JobKind<never>>;
 }

@@ -3,7 +3,7 @@ import type { FieldProblem } from "../errors.js";
 
 /*
  * The shape of each delivery the handlers act on (src/github/ci.ts, commands.ts,
- * installations.ts, issues.ts, outcomes.ts): only the fields they read, everything else
+ * installations.ts, issues.ts, outcomes.ts, auto-review.ts): only the fields they read, everything else
  * passes. A correctly signed delivery that lacks them (a replayed or hand-made body) is
  * answered 400 before Probot sees it, instead of failing inside a handler with a 500.
  */
@@ -40,6 +40,22 @@ const repoEntry = z.looseObject({
 });
 
 const ciCommon = { repository, installation: installationRef };
+
+/** What the automatic review reads of `pull_request.opened` and `.ready_for_review`. */
+function readyPullRequest() {
+  return z.looseObject({
+    repository: repository.extend({ default_branch: z.string() }),
+    installation: installationRef,
+    pull_request: z.looseObject({
+      number: id,
+      html_url: z.string(),
+      draft: z.boolean().nullish(),
+      state: z.string(),
+      head: z.looseObject({ ref: z.string(), sha: z.string() }),
+      user: z.looseObject({ login: z.string() }).nullish(),
+    }),
+  });
+}
 
 const SHAPES: Record<string, z.ZodType> = {
   "check_run.completed": z.looseObject({
@@ -116,6 +132,8 @@ const SHAPES: Record<string, z.ZodType> = {
       merged_at: text,
     }),
   }),
+  "pull_request.opened": readyPullRequest(),
+  "pull_request.ready_for_review": readyPullRequest(),
   "installation.created": z.looseObject({
     installation,
     repositories: z.array(repoEntry).nullish(),

@@ -22,6 +22,13 @@ const PINNED: Record<keyof typeof markers, [Marker, string, string][]> = {
   githubNotice: [[markers.githubNotice("t1", "plan"), "gh-notice:t1:plan", "github-notice"]],
   githubLabel: [[markers.githubLabel("d-2:7"), "gh-label:d-2:7", "github-label"]],
   ciFix: [[markers.ciFix("99", "abc123"), "ci-fix:99:abc123", "github-ci"]],
+  githubAutoReview: [
+    [
+      markers.githubAutoReview("99", 7, "abc123"),
+      "gh-auto-review:99:7:abc123",
+      "github-auto-review",
+    ],
+  ],
   ciFixBranch: [
     [markers.ciFixBranch("99", "foreman/fix-1"), "ci-fix-branch:99:foreman/fix-1", "github-ci"],
   ],

@@ -19,6 +19,12 @@ import {
   PROMPTS as PIPELINE_PROMPTS,
   reviewUserPrompt,
 } from "../../src/pipeline/prompts.js";
+import {
+  ASK_RULES,
+  DESCRIBE_RULES,
+  IMPROVE_RULES,
+  PR_HELP_PROMPTS,
+} from "../../src/tools/pr-help-tools.js";
 import { REVIEW_RULES, REVIEW_RULES_PROMPT } from "../../src/tools/review-tool.js";
 import { loadPrompt, promptFromText, type PromptFile } from "../../src/util/prompt-file.js";
 
@@ -35,6 +41,7 @@ const LOADED: PromptFile[] = [
   ...Object.values(PIPELINE_PROMPTS),
   ...Object.values(SPEC_PROMPTS),
   REVIEW_RULES_PROMPT,
+  ...Object.values(PR_HELP_PROMPTS),
 ];
 
 async function promptFilesUnder(dir: string): Promise<string[]> {
@@ -79,6 +86,9 @@ describe("prompt files", () => {
       specPlannerSystemPrompt([{ name: "docs", description: "Docs" }], 9),
       specPlannerUserPrompt("SPEC"),
       REVIEW_RULES,
+      DESCRIBE_RULES,
+      ASK_RULES,
+      IMPROVE_RULES,
     ];
     for (const text of built) {
       // The task's own "{{literal}}" is data and stays; nothing else is left in braces.

@@ -646,3 +646,17 @@ export async function runCronJob(
     return { outcome: "skipped", reason: "too_late" };
   return fireSlot(deps, a, slot);
 }
+
+/** Every enabled cron automation's schedule: what the cron jobs must match (jobs/cron.ts). */
+export async function enabledCronSchedules(
+  models: Models,
+): Promise<Array<{ _id: string; trigger_config: { schedule: string; timezone?: string } }>> {
+  const docs = await automationsOf(models)
+    .find({ trigger_type: "cron", enabled: true }, { projection: { _id: 1, trigger_config: 1 } })
+    .toArray();
+  // Cron configs stored before time zones existed have none: the caller applies the default.
+  return docs.map((doc) => ({
+    _id: doc._id,
+    trigger_config: doc.trigger_config as { schedule: string; timezone?: string },
+  }));
+}

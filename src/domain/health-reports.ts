@@ -266,6 +266,53 @@ export async function getReport(
   return doc;
 }
 
+/** The report a scan job is to work on, or null when it is unknown or has already ended. */
+export async function openReport(
+  models: Models,
+  reportId: string,
+): Promise<HealthReportRecord | null> {
+  const report = await healthReportsOf(models).findOne({ _id: reportId });
+  return report && report.status !== "completed" && report.status !== "failed" ? report : null;
+}
+
+/** Marks a report running for a scan attempt (`attempt` counts from 0). */
+export async function startReport(
+  models: Models,
+  report: HealthReportRecord,
+  attempt: number,
+  now = new Date(),
+): Promise<void> {
+  await healthReportsOf(models).updateOne(
+    { _id: report._id, status: { $in: ["pending", "running"] } },
+    {
+      $set: {
+        status: "running",
+        started_at: report.started_at ?? now,
+        heartbeat_at: now,
+        attempts: attempt + 1,
+        updated_at: now,
+      },
+    },
+  );
+}
+
+/** A running scan's heartbeat: the sweep fails reports whose heartbeat stops. */
+export async function beatReport(models: Models, reportId: string): Promise<void> {
+  await healthReportsOf(models).updateOne(
+    { _id: reportId, status: "running" },
+    { $set: { heartbeat_at: new Date() } },
+  );
+}
+
+/** The commit the scan reads, recorded as soon as the clone has it. */
+export async function recordReportCommit(
+  models: Models,
+  reportId: string,
+  commit: string,
+): Promise<void> {
+  await healthReportsOf(models).updateOne({ _id: reportId }, { $set: { commit_sha: commit } });
+}
+
 export type ReportOutcome =
   | {
       status: "completed";

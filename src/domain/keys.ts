@@ -152,6 +152,12 @@ export async function loadAccountView(
 }
 
 /** Revokes a key of the caller's account; another account's key is reported as unknown. */
+/** True when the key (by its public id) is revoked or gone: open streams on it close. */
+export async function isKeyWithdrawn(models: Models, keyId: string): Promise<boolean> {
+  const key = await keysOf(models).findOne({ key_id: keyId }, { projection: { revoked_at: 1 } });
+  return !key || Boolean(key.revoked_at);
+}
+
 export async function revokeKey(models: Models, accountId: string, keyId: string): Promise<void> {
   const result = await models.ApiKey.updateOne(
     { key_id: keyId, account_id: accountId, revoked_at: null },

@@ -1,5 +1,5 @@
 import { collectionOf, type Models, type OnceRecord } from "../db/models.js";
-import { claimOnce, type Marker } from "../db/once.js";
+import { claimOnce, markers, type Marker } from "../db/once.js";
 
 /*
  * Once-markers for the doors, the pipeline and the domain: the catalogue of their ids
@@ -29,4 +29,22 @@ export async function markerExists(models: Models, marker: Marker): Promise<bool
 /** Drops claimed markers, so that the work they stand for may be done again. */
 export async function dropMarkers(models: Models, claimed: readonly Marker[]): Promise<void> {
   await models.Once.deleteMany({ _id: { $in: claimed.map((marker) => marker.id) } });
+}
+
+/**
+ * Drops markers created before `cutoff`, and job-lock markers (queue/exclusive-locks.ts)
+ * created before `jobLockCutoff`: those matter only while a lookup could still see the job
+ * state they name. One delete for both: each is a scan of the collection on FerretDB.
+ */
+export async function pruneMarkers(
+  models: Models,
+  cutoff: Date,
+  jobLockCutoff: Date,
+): Promise<void> {
+  await collectionOf<OnceRecord>(models.Once).deleteMany({
+    $or: [
+      { created_at: { $lt: cutoff } },
+      { scope: markers.jobLock.scope, created_at: { $lt: jobLockCutoff } },
+    ],
+  });
 }

@@ -1,5 +1,6 @@
 import type { Connection } from "mongoose";
-import type { Models } from "../db/models.js";
+import { isDuplicateKey } from "../util/duplicate-key.js";
+import { collectionOf, type Models } from "../db/models.js";
 
 /*
  * What the API keeps about requests for a while: rate-limit counters (http/rate-limit.ts) and
@@ -20,10 +21,81 @@ export async function pruneRateLimits(connection: Connection, now = new Date()):
   await connection.collection(RATE_LIMIT_COLLECTION).deleteMany({ expire: { $lt: now } });
 }
 
+/** One idempotency record: a request's fingerprint and, once it is done, its sealed answer. */
+export interface IdempotencyRecord {
+  /** sha256 of the scope and the client's key. */
+  _id: string;
+  fingerprint: string;
+  state: "pending" | "done";
+  status: number | null;
+  /** The answer, sealed by the HTTP door (only it can read it: http/idempotency.ts). */
+  sealed: string | null;
+  created_at: Date;
+  updated_at: Date;
+  expires_at: Date;
+}
+
+const recordsOf = (models: Models) => collectionOf<IdempotencyRecord>(models.IdempotencyRecord);
+
+/** Takes the record for a first request: true when inserted, false when one exists. */
+export async function insertPendingRecord(
+  models: Models,
+  id: string,
+  fingerprint: string,
+  ttlMs: number,
+  now = new Date(),
+): Promise<boolean> {
+  try {
+    await recordsOf(models).insertOne({
+      _id: id,
+      fingerprint,
+      state: "pending",
+      status: null,
+      sealed: null,
+      created_at: now,
+      updated_at: now,
+      expires_at: new Date(now.getTime() + ttlMs),
+    });
+    return true;
+  } catch (error) {
+    if (isDuplicateKey(error)) return false;
+    throw error;
+  }
+}
+
+/** Stores the first request's answer. */
+export async function completeRecord(
+  models: Models,
+  id: string,
+  status: number,
+  sealed: string,
+): Promise<void> {
+  await recordsOf(models).updateOne(
+    { _id: id },
+    { $set: { state: "done", status, sealed, updated_at: new Date() } },
+  );
+}
+
+/** Drops a record still pending (its request failed and stored nothing). */
+export async function dropPendingRecord(models: Models, id: string): Promise<void> {
+  await recordsOf(models).deleteOne({ _id: id, state: "pending" });
+}
+
+/** Drops the record created at `createdAt` (expired, or its request stopped answering). */
+export async function dropRecordCreatedAt(
+  models: Models,
+  id: string,
+  createdAt: Date,
+): Promise<void> {
+  await recordsOf(models).deleteOne({ _id: id, created_at: createdAt });
+}
+
+export function findRecord(models: Models, id: string): Promise<IdempotencyRecord | null> {
+  return recordsOf(models).findOne({ _id: id });
+}
+
 /** Drops expired idempotency records (lookups also ignore them). */
 export async function pruneIdempotencyRecords(models: Models, now = new Date()): Promise<number> {
-  const result = await models.IdempotencyRecord.collection.deleteMany({
-    expires_at: { $lt: now },
-  });
+  const result = await recordsOf(models).deleteMany({ expires_at: { $lt: now } });
   return result.deletedCount;
 }

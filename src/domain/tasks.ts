@@ -339,6 +339,16 @@ export async function createTasks(
 }
 
 /** One task of the account; an unknown id or another account's task is `not_found`. */
+/** One task of the account, or null for an unknown id or another account's task. */
+export async function findTask(
+  models: Models,
+  accountId: string,
+  taskId: string,
+): Promise<TaskRecord | null> {
+  const task = await tasksOf(models).findOne({ _id: taskId });
+  return task && task.account_id === accountId ? task : null;
+}
+
 export async function getTask(
   models: Models,
   accountId: string,

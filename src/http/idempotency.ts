@@ -1,6 +1,12 @@
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
-import { isDuplicateKey } from "../util/duplicate-key.js";
+import {
+  completeRecord,
+  dropPendingRecord,
+  dropRecordCreatedAt,
+  findRecord,
+  insertPendingRecord,
+} from "../domain/request-records.js";
 import type { Models } from "../db/models.js";
 import { AppError, errors } from "../errors.js";
 import { sha256 } from "../util/ids.js";
@@ -94,15 +100,6 @@ function unseal(scope: string, key: string, sealed: string): StoredAnswer {
   return JSON.parse(text) as StoredAnswer;
 }
 
-interface RecordRow {
-  _id: string;
-  fingerprint: string;
-  state: "pending" | "done";
-  sealed: string | null;
-  created_at: Date;
-  expires_at: Date;
-}
-
 /**
  * Claims `key` in `scope` for a request with `fingerprint`: either this request runs (and
  * must call `finish` or `abandon`), or the stored answer of the first one is returned.
@@ -115,53 +112,30 @@ export async function claimIdempotencyKey(
   key: string,
   fingerprint: string,
 ): Promise<Claim> {
-  const collection = models.IdempotencyRecord.collection;
   const id = sha256(`${scope}\n${key}`);
   const waitUntil = Date.now() + WAIT_FOR_FIRST_MS;
   let pause = 20;
   for (;;) {
     const now = new Date();
-    try {
-      await collection.insertOne({
-        _id: id as never,
-        fingerprint,
-        state: "pending",
-        status: null,
-        sealed: null,
-        created_at: now,
-        updated_at: now,
-        expires_at: new Date(now.getTime() + IDEMPOTENCY_TTL_MS),
-      });
+    if (await insertPendingRecord(models, id, fingerprint, IDEMPOTENCY_TTL_MS, now)) {
       return {
         kind: "run",
         async finish(answer) {
-          await collection.updateOne(
-            { _id: id as never },
-            {
-              $set: {
-                state: "done",
-                status: answer.status,
-                sealed: seal(scope, key, answer),
-                updated_at: new Date(),
-              },
-            },
-          );
+          await completeRecord(models, id, answer.status, seal(scope, key, answer));
         },
         async abandon() {
           // A failed first request stored nothing: the client may retry with the same key.
-          await collection.deleteOne({ _id: id as never, state: "pending" });
+          await dropPendingRecord(models, id);
         },
       };
-    } catch (error) {
-      if (!isDuplicateKey(error)) throw error;
     }
-    const row = (await collection.findOne({ _id: id as never })) as unknown as RecordRow | null;
+    const row = await findRecord(models, id);
     if (!row) continue; // deleted meanwhile (abandoned or expired): try to take it again
     const stale =
       row.expires_at.getTime() <= now.getTime() ||
       (row.state === "pending" && now.getTime() - row.created_at.getTime() > PENDING_LEASE_MS);
     if (stale) {
-      await collection.deleteOne({ _id: id as never, created_at: row.created_at });
+      await dropRecordCreatedAt(models, id, row.created_at);
       continue;
     }
     if (row.fingerprint !== fingerprint) {

@@ -1,9 +1,9 @@
 import type { WebSocket } from "ws";
 import type { Models } from "../db/models.js";
-import type { Principal } from "../domain/keys.js";
+import { isKeyWithdrawn, type Principal } from "../domain/keys.js";
 import { subscribeOrdered, type TaskEventHub } from "../domain/task-event-hub.js";
 import { isTerminalEvent, type TaskEvent, type TaskEventLog } from "../domain/task-events.js";
-import { isTerminal } from "../domain/tasks.js";
+import { findTask, isTerminal } from "../domain/tasks.js";
 import type { TaskRecord } from "../db/models.js";
 import type { Logger } from "../util/logger.js";
 import type { TaskStreams } from "./ws.js";
@@ -71,11 +71,7 @@ export function createTaskStreams(deps: {
   const keyCheck = setInterval(() => {
     void (async () => {
       for (const [keyId, sockets] of byKey) {
-        const key = await deps.models.ApiKey.collection.findOne(
-          { key_id: keyId },
-          { projection: { revoked_at: 1 } },
-        );
-        if (!key || key.revoked_at) {
+        if (await isKeyWithdrawn(deps.models, keyId)) {
           for (const socket of sockets) socket.close(1008, "API key revoked");
         }
       }
@@ -83,11 +79,8 @@ export function createTaskStreams(deps: {
   }, KEY_CHECK_MS);
   keyCheck.unref();
 
-  async function loadTask(principal: Principal, taskId: string): Promise<TaskRecord | null> {
-    const task = (await deps.models.Task.collection.findOne({
-      _id: taskId as never,
-    })) as TaskRecord | null;
-    return task && task.account_id === principal.accountId ? task : null;
+  function loadTask(principal: Principal, taskId: string): Promise<TaskRecord | null> {
+    return findTask(deps.models, principal.accountId, taskId);
   }
 
   async function attach(

@@ -3,7 +3,7 @@ import type { Db } from "mongodb";
 import { z } from "zod";
 import type { Models } from "../db/models.js";
 import { DEFAULT_TIMEZONE } from "../domain/automation-cron.js";
-import { runCronJob, type CronJobs } from "../domain/automations.js";
+import { enabledCronSchedules, runCronJob, type CronJobs } from "../domain/automations.js";
 import type { TaskDeps } from "../domain/tasks.js";
 import type { Logger } from "../util/logger.js";
 import type { JobKind } from "../queue/scheduler.js";
@@ -94,12 +94,7 @@ export async function reconcileCronJobs(
     if (!id) continue;
     byAutomation.set(id, [...(byAutomation.get(id) ?? []), job]);
   }
-  const automations = (await models.Automation.collection
-    .find({ trigger_type: "cron", enabled: true }, { projection: { _id: 1, trigger_config: 1 } })
-    .toArray()) as unknown as Array<{
-    _id: string;
-    trigger_config: { schedule: string; timezone?: string };
-  }>;
+  const automations = await enabledCronSchedules(models);
   let armed = 0;
   let removed = 0;
   const live = new Set<string>();

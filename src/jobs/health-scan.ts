@@ -5,7 +5,11 @@ import { z } from "zod";
 import type { Config } from "../config/env.js";
 import type { Models } from "../db/models.js";
 import {
+  beatReport,
   finishReport,
+  openReport,
+  recordReportCommit,
+  startReport,
   sweepHealthReports,
   type HealthReportRecord,
 } from "../domain/health-reports.js";
@@ -129,10 +133,8 @@ export function createHealthScanJob(deps: HealthJobDeps): JobKind<HealthScanJob>
 
   async function run(data: HealthScanJob, touch: () => Promise<void>): Promise<void> {
     const logger = deps.logger.child({ component: "health-scan", report: data.report_id });
-    const report = (await models.HealthReport.collection.findOne({
-      _id: data.report_id as never,
-    })) as HealthReportRecord | null;
-    if (!report || report.status === "completed" || report.status === "failed") return;
+    const report = await openReport(models, data.report_id);
+    if (!report) return;
     const result = await runLeased(
       models,
       {
@@ -140,29 +142,14 @@ export function createHealthScanJob(deps: HealthJobDeps): JobKind<HealthScanJob>
         ttlMs,
         maxAttempts: MAX_ATTEMPTS,
         beat: async () => {
-          await models.HealthReport.collection.updateOne(
-            { _id: report._id as never, status: "running" },
-            { $set: { heartbeat_at: new Date() } },
-          );
+          await beatReport(models, report._id);
           await touch();
         },
         onBeatError: (error) => logger.warn({ err: error }, "heartbeat failed"),
         timeout: { ms: config.health.scanTimeoutMs, reason: "the scan timed out" },
       },
       async (run) => {
-        const now = new Date();
-        await models.HealthReport.collection.updateOne(
-          { _id: report._id as never, status: { $in: ["pending", "running"] } },
-          {
-            $set: {
-              status: "running",
-              started_at: report.started_at ?? now,
-              heartbeat_at: now,
-              attempts: run.lease.attempt + 1,
-              updated_at: now,
-            },
-          },
-        );
+        await startReport(models, report, run.lease.attempt);
         const workdir = path.join(config.dataDir, "health", `${report._id}-${run.lease.attempt}`);
         let commit: string | null = null;
         const started = performance.now();
@@ -192,10 +179,7 @@ export function createHealthScanJob(deps: HealthJobDeps): JobKind<HealthScanJob>
                 logger.warn({ err: error }, "could not record the default branch"),
             );
           }
-          await models.HealthReport.collection.updateOne(
-            { _id: report._id as never },
-            { $set: { commit_sha: commit } },
-          );
+          await recordReportCommit(models, report._id, commit);
           const result = await scanRepository({
             root: workdir,
             coverageTimeoutMs: config.health.coverageTimeoutMs,

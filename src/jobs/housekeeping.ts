@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { Models } from "../db/models.js";
 import type { JobKind } from "../queue/scheduler.js";
 import { pruneIdempotencyRecords, pruneRateLimits } from "../domain/request-records.js";
-import { markers } from "../domain/markers.js";
+import { pruneMarkers } from "../domain/markers.js";
 
 /** Markers older than this are dropped; GitHub does not redeliver after a few days. */
 export const ONCE_MARKER_RETENTION_DAYS = 14;
@@ -17,18 +17,7 @@ export const pruneOnceMarkers = (models: Models): JobKind<Record<string, never>>
   concurrency: 1,
   async run() {
     const cutoff = new Date(Date.now() - ONCE_MARKER_RETENTION_DAYS * 86_400_000);
-    // Job-lock markers (queue/exclusive-locks.ts) matter only while a lookup could still see
-    // the job state they name, minutes at most; one per run of every job, so they go sooner.
-    // One delete for both: each is a scan of the collection on FerretDB.
-    await models.Once.deleteMany({
-      $or: [
-        { created_at: { $lt: cutoff } },
-        {
-          scope: markers.jobLock.scope,
-          created_at: { $lt: new Date(Date.now() - JOB_LOCK_RETENTION_MS) },
-        },
-      ],
-    });
+    await pruneMarkers(models, cutoff, new Date(Date.now() - JOB_LOCK_RETENTION_MS));
     // Agenda finds due jobs with a query FerretDB answers by scanning the collection, so
     // finished one-off jobs do not stay. (Agenda's removeOnComplete would do it, but then
     // its drain never hears the last job complete and shutdown waits out the grace time.)

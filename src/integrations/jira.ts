@@ -186,7 +186,8 @@ export async function transitionJiraIssue(
   return "";
 }
 
-function signatureValid(secret: string, rawBody: string, header: string): boolean {
+/** Whether `header` (X-Hub-Signature) is `sha256=` HMAC-SHA256 of the raw body under `secret`. */
+export function jiraSignatureValid(secret: string, rawBody: string, header: string): boolean {
   const given = header.replace(/^sha256=/i, "");
   if (!/^[0-9a-f]{64}$/i.test(given)) return false;
   const expected = createHmac("sha256", secret).update(rawBody).digest();
@@ -218,7 +219,7 @@ export async function handleJira(
   if (
     !integration ||
     !secrets ||
-    !signatureValid(secrets.webhook_secret, request.rawBody, request.signature)
+    !jiraSignatureValid(secrets.webhook_secret, request.rawBody, request.signature)
   )
     throw errors.unauthorized("The Jira webhook signature is missing or invalid.");
   const logger = deps.logger.child({ integration: integration._id, jira: "webhook" });

@@ -35,7 +35,9 @@
  * alternating which goes first; samples are pooled per subject. Any answer other than 2xx,
  * a socket error or no answer within the vendor's limit (3 s Slack, 10 s the others) fails
  * the benchmark once every round has run. Bounds: at most 5,000 deliveries per round and
- * subject; a round ends at most 15 s after its last send.
+ * subject; a round ends at most 15 s after its last send. BENCH_INTEGRATIONS_PROFILE=1 also
+ * times the service's database calls on the path (the integration's lookup, the delivery
+ * claims, the batched task insert).
  */
 import Router from "@koa/router";
 import { LinearWebhookClient } from "@linear/sdk/webhooks";
@@ -45,6 +47,7 @@ import { createHmac, randomUUID } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
+import { performance } from "node:perf_hooks";
 import { readRawBody } from "../src/http/middleware/body.js";
 import type { AppContext } from "../src/http/types.js";
 import { jiraSignatureValid } from "../src/integrations/jira.js";
@@ -294,6 +297,9 @@ export const integrationsBench: Benchmark = {
     "signed Slack commands, Linear and Jira webhooks at a steady rate: time to 2xx vs bare verifiers",
   async run(settings: BenchSettings): Promise<BenchReport> {
     const rate = envCount("BENCH_INTEGRATIONS_RATE", 50, 1, 1000);
+    const profile = ["1", "true", "yes"].includes(
+      (process.env.BENCH_INTEGRATIONS_PROFILE ?? "").toLowerCase(),
+    );
     const perRound = Math.round(rate * settings.durationS);
     const perWarmup = Math.round(rate * settings.warmupS);
     if (perRound > MAX_DELIVERIES_PER_ROUND)
@@ -360,6 +366,36 @@ export const integrationsBench: Benchmark = {
           ).id,
         ),
       };
+      // BENCH_INTEGRATIONS_PROFILE=1: the service's database calls on the path, timed.
+      const phases = { integration: [] as number[], claims: [] as number[], task: [] as number[] };
+      if (profile) {
+        const { Integration, Once, Task } = service.db.models;
+        const timed = <F extends (...args: never[]) => Promise<unknown>>(fn: F, into: number[]) =>
+          (async (...args: Parameters<F>) => {
+            const started = performance.now();
+            try {
+              return await fn(...args);
+            } finally {
+              into.push(performance.now() - started);
+            }
+          }) as unknown as F;
+        Integration.collection.findOne = timed(
+          Integration.collection.findOne.bind(Integration.collection) as never,
+          phases.integration,
+        );
+        Once.collection.insertOne = timed(
+          Once.collection.insertOne.bind(Once.collection) as never,
+          phases.claims,
+        );
+        Once.collection.insertMany = timed(
+          Once.collection.insertMany.bind(Once.collection) as never,
+          phases.claims,
+        );
+        Task.collection.insertMany = timed(
+          Task.collection.insertMany.bind(Task.collection) as never,
+          phases.task,
+        );
+      }
       const bare = await startBare();
       cleanup.defer("close bare server", () => bare.close());
 
@@ -411,6 +447,7 @@ export const integrationsBench: Benchmark = {
         for (const pair of pairs) {
           // Every other round the service goes first: the database grows as it is loaded.
           for (const subject of round % 2 === 1 ? pair : [...pair].reverse()) {
+            for (const times of Object.values(phases)) times.length = 0;
             const result = await measure(subject, perRound, `round ${round}`);
             samples.get(subject.name)!.push(result.latencies);
             busy.get(subject.name)!.push(result.busyMsPerDelivery);
@@ -422,6 +459,13 @@ export const integrationsBench: Benchmark = {
                 `main thread ${ms(result.busyMsPerDelivery)} ms/delivery, ` +
                 `sender late ≤ ${ms(result.maxSendLagMs)} ms`,
             );
+            if (profile && subject.service)
+              for (const [phase, times] of Object.entries(phases)) {
+                const t = summariseLatencies(phase, [Float64Array.from(times)]);
+                console.log(
+                  `    ${phase.padEnd(12)} n ${times.length} p50 ${ms(t.p50Ms)} p99 ${ms(t.p99Ms)} max ${ms(t.maxMs)} ms`,
+                );
+              }
           }
         }
       }

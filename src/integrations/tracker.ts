@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Models, TaskRecord } from "../db/models.js";
-import { claimMarker, type Marker } from "../domain/markers.js";
+import { claimMarkers, type Marker } from "../domain/markers.js";
 import { decide, type Decision, type TaskDeps } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
 import { redactText } from "../util/redact.js";
@@ -26,12 +26,11 @@ export async function claimDelivery(
   rawBody: string,
 ): Promise<Marker[] | null> {
   const body = marker(`body-${createHash("sha256").update(rawBody).digest("base64url")}`);
-  if (!(await claimMarker(models, body))) return null;
-  if (!deliveryId) return [body];
-  const delivery = marker(deliveryId.slice(0, 200));
-  // A retry of a delivery already acted on (the vendors keep the id, not the body): its body
-  // marker stays, so that body is not acted on under another id either.
-  return (await claimMarker(models, delivery)) ? [body, delivery] : null;
+  // In this order, in one insert: a retry of a delivery already acted on (the vendors keep
+  // the id, not the body) leaves its body claimed, so that body is not acted on under
+  // another id either.
+  const all = deliveryId ? [body, marker(deliveryId.slice(0, 200))] : [body];
+  return (await claimMarkers(models, all)) ? all : null;
 }
 
 /** The gate command a comment starts with (`/approve`, `/approve-diff`, `/reject`, `/reject-diff`). */

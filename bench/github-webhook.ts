@@ -48,7 +48,6 @@
  * the rest of a request is Koa, the raw body read, the signature check and JSON.parse.
  */
 import { randomUUID, createHmac, generateKeyPairSync } from "node:crypto";
-import http from "node:http";
 import os from "node:os";
 import { performance } from "node:perf_hooks";
 import examplesModule from "@octokit/webhooks-examples";
@@ -66,6 +65,7 @@ import {
   type LatencySummary,
 } from "./lib/harness.js";
 import { serveBare } from "./lib/bare-server.js";
+import { roundProblem, runRound, type OpenLoopDelivery } from "./lib/open-loop.js";
 import { startBenchStack } from "./lib/stack.js";
 
 /** The service's p99 may be at most this many times the bare Probot handler's (report only). */
@@ -78,9 +78,8 @@ const SECRET = "bench-webhook-secret";
 const APP_ID = "424242";
 const APP_SLUG = "foreman-bench";
 const INSTALLATION_ID = 4242;
-/** Bounds: deliveries per round, and how long a round may run past its last due time. */
+/** Bound: deliveries per round (a round ends at most DRAIN_TIMEOUT_MS after its last send). */
 const MAX_DELIVERIES_PER_ROUND = 20_000;
-const DRAIN_TIMEOUT_MS = 15_000;
 
 function envCount(name: string, fallback: number, min: number, max: number): number {
   const raw = process.env[name];
@@ -176,9 +175,7 @@ function deliveryKinds(): Kind[] {
 /** The cycle of ten: indexes into `deliveryKinds()`. */
 const CYCLE = [0, 1, 2, 1, 3, 0, 1, 2, 1, 3];
 
-interface Delivery {
-  headers: Record<string, string>;
-  body: Buffer;
+interface Delivery extends OpenLoopDelivery {
   enqueues: boolean;
 }
 
@@ -236,134 +233,6 @@ async function startBareProbot(privateKey: string, webhooksPath: string) {
       }),
     webhooksPath,
   );
-}
-
-// ---------------------------------------------------------------------------------------
-// The open-loop sender.
-
-interface RoundResult {
-  latencies: Float64Array;
-  statuses: Map<number, number>;
-  errors: string[];
-  /** How late the sender was against the schedule, worst case (ms). */
-  maxSendLagMs: number;
-  /** Main-thread busy time per delivery (servers, database driver and sender), ms. */
-  busyMsPerDelivery: number;
-  wallMs: number;
-}
-
-async function runRound(url: string, deliveries: Delivery[], rate: number): Promise<RoundResult> {
-  const target = new URL(url);
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 512 });
-  const latencies = new Float64Array(deliveries.length).fill(Number.NaN);
-  const statuses = new Map<number, number>();
-  const errors: string[] = [];
-  let maxSendLagMs = 0;
-  let pending = deliveries.length;
-  let allDone!: () => void;
-  const done = new Promise<void>((resolve) => (allDone = resolve));
-  const finish = () => {
-    pending -= 1;
-    if (pending === 0) allDone();
-  };
-
-  const send = (i: number, due: number) => {
-    const delivery = deliveries[i]!;
-    let settled = false;
-    const settle = () => {
-      if (settled) return;
-      settled = true;
-      finish();
-    };
-    const req = http.request(
-      {
-        agent,
-        host: target.hostname,
-        port: target.port,
-        path: target.pathname,
-        method: "POST",
-        headers: delivery.headers,
-      },
-      (res) => {
-        latencies[i] = performance.now() - due;
-        clearTimeout(timer);
-        const status = res.statusCode ?? 0;
-        statuses.set(status, (statuses.get(status) ?? 0) + 1);
-        res.resume();
-        res.once("end", settle);
-        res.once("error", (error) => {
-          errors.push(error.message);
-          settle();
-        });
-        res.once("close", settle);
-      },
-    );
-    // From the send, not from the socket: a request queued in the agent counts too.
-    const timer = setTimeout(
-      () => req.destroy(new Error("no answer within 10 s")),
-      GITHUB_TIMEOUT_MS,
-    );
-    const failed = (message: string) => {
-      if (Number.isNaN(latencies[i]!)) {
-        // Counted with the time it failed at (≥ 10 s for a timeout), and as an error.
-        latencies[i] = performance.now() - due;
-        errors.push(message);
-      }
-      settle();
-    };
-    req.once("error", (error) => failed(error.message));
-    req.once("close", () => {
-      clearTimeout(timer);
-      failed("closed without an answer");
-    });
-    req.end(delivery.body);
-  };
-
-  const elu = performance.eventLoopUtilization();
-  const intervalMs = 1000 / rate;
-  const start = performance.now() + 5;
-  let next = 0;
-  while (next < deliveries.length) {
-    const now = performance.now();
-    while (next < deliveries.length && start + next * intervalMs <= now) {
-      const due = start + next * intervalMs;
-      maxSendLagMs = Math.max(maxSendLagMs, now - due);
-      send(next, due);
-      next += 1;
-    }
-    if (next < deliveries.length)
-      await sleep(Math.max(0, start + next * intervalMs - performance.now()));
-  }
-  let timer: NodeJS.Timeout | undefined;
-  const drained = await Promise.race([
-    done.then(() => true),
-    new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), DRAIN_TIMEOUT_MS))),
-  ]);
-  clearTimeout(timer);
-  const wallMs = performance.now() - start;
-  const busy = performance.eventLoopUtilization(elu);
-  agent.destroy();
-  if (!drained)
-    throw new BenchError(
-      `${url}: ${pending} of ${deliveries.length} deliveries unanswered ${DRAIN_TIMEOUT_MS} ms after the last was sent`,
-    );
-  return {
-    latencies,
-    statuses,
-    errors,
-    maxSendLagMs,
-    busyMsPerDelivery: busy.active / deliveries.length,
-    wallMs,
-  };
-}
-
-/** What went wrong in a round (answers other than 2xx, socket errors), or undefined. */
-function roundProblem(result: RoundResult): string | undefined {
-  const bad = [...result.statuses].filter(([status]) => status < 200 || status > 299);
-  if (bad.length === 0 && result.errors.length === 0) return undefined;
-  const codes = bad.map(([status, count]) => `${count}× ${status}`).join(", ") || "none";
-  const errors = [...new Set(result.errors)].slice(0, 3).join("; ") || "none";
-  return `non-2xx ${codes}; ${result.errors.length} socket errors (${errors})`;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -469,7 +338,7 @@ export const githubWebhook: Benchmark = {
       const measure = async (subject: (typeof subjects)[number], count: number, phase: string) => {
         const batch = deliveriesFor(count);
         for (const times of Object.values(phases)) times.length = 0;
-        const result = await runRound(subject.url, batch, rate);
+        const result = await runRound(subject.url, batch, rate, GITHUB_TIMEOUT_MS);
         const problem = roundProblem(result);
         if (problem) {
           problems.push(`${subject.name}, ${phase}: ${problem}`);

@@ -20,6 +20,7 @@ import { dashboardBench } from "./dashboard.js";
 import { githubWebhook } from "./github-webhook.js";
 import { healthAccuracy } from "./health-accuracy.js";
 import { indexThroughput } from "./index-throughput.js";
+import { integrationsBench } from "./integrations.js";
 import { keysMe } from "./keys-me.js";
 import { sandboxBench } from "./sandbox.js";
 import { localisation } from "./localisation.js";
@@ -43,6 +44,7 @@ const BENCHMARKS: Benchmark[] = [
   wsFanout,
   taskOverhead,
   githubWebhook,
+  integrationsBench,
   dashboardBench,
   sandboxBench,
   localisation,

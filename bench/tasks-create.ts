@@ -149,7 +149,7 @@ function countSlotInserts(models: Models): { attempts: number; duplicates: numbe
   return counts;
 }
 
-async function call(
+export async function call(
   url: string,
   init: { method: "GET" | "POST"; key?: string; body?: unknown },
   expect: number,

@@ -191,7 +191,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const notifyGithub = pipeline.taskDeps.notifyThread;
   const notifyIntegration = createIntegrationNotifier(db.models, scheduler);
   pipeline.taskDeps.notifyThread = async (taskId, kind) => {
-    await notifyGithub?.(taskId, kind);
+    // A merge is news only for tracker issues (their done state); GitHub shows it itself.
+    if (kind !== "merged") await notifyGithub?.(taskId, kind);
     await notifyIntegration(taskId, kind);
   };
   const tierCache = new MarkerCache<Tier>(db.models, TIERS_MARKER, config.accountViewPollMs, (id) =>

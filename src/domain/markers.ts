@@ -1,5 +1,6 @@
 import { collectionOf, type Models, type OnceRecord } from "../db/models.js";
 import { claimOnce, markers, type Marker } from "../db/once.js";
+import { isDuplicateKey } from "../util/duplicate-key.js";
 
 /*
  * Once-markers for the doors, the pipeline and the domain: the catalogue of their ids
@@ -19,6 +20,25 @@ export function claimMarker(
   fields?: Record<string, unknown> & { created_at?: Date },
 ): Promise<boolean> {
   return claimOnce(collectionOf<OnceRecord>(models.Once), marker, fields);
+}
+
+/**
+ * Takes every one of `all` in one ordered insert (one round trip): true for the caller that
+ * inserted them all. When one was taken before, false; the ones before it in the list stay
+ * claimed (as with claimMarker one after the other).
+ */
+export async function claimMarkers(models: Models, all: readonly Marker[]): Promise<boolean> {
+  const now = new Date();
+  try {
+    await collectionOf<OnceRecord>(models.Once).insertMany(
+      all.map((marker) => ({ _id: marker.id, scope: marker.scope, created_at: now })),
+      { ordered: true },
+    );
+    return true;
+  } catch (error) {
+    if (isDuplicateKey(error)) return false;
+    throw error;
+  }
 }
 
 /** True when `marker` has been claimed (and not dropped or pruned since). */

@@ -60,11 +60,15 @@ export interface TaskDeps {
   /** Removes a task's working copy, if this process can see it. */
   workdirOf?(taskId: string): string;
   /**
-   * Tells the task's GitHub thread (if it has one) that the plan or the diff waits for
-   * approval, or that the task ended. Set when the GitHub App is configured.
+   * Tells the place a task reports to (its GitHub thread, chat thread or tracker issue) that
+   * the plan or the diff waits for approval, that the task ended, or that its pull request
+   * was merged (recordPullRequestOutcome). Set by the composition root.
    */
-  notifyThread?(taskId: string, kind: "plan" | "diff" | "end"): Promise<void>;
+  notifyThread?(taskId: string, kind: ThreadNotice): Promise<void>;
 }
+
+/** What a task tells the place it reports to. */
+export type ThreadNotice = "plan" | "diff" | "end" | "merged";
 
 export const STAGE_NAMES = [
   "clone",
@@ -598,4 +602,43 @@ export async function moveTo(
   const event = await deps.events.append(taskId, { event_type: "phase", phase, status });
   await tasksOf(deps.models).updateOne({ _id: taskId }, { $set: { event_seq: event.seq } });
   return true;
+}
+
+/** How a pull request a task opened was closed (the GitHub door's pull_request.closed). */
+export interface PullRequestOutcome {
+  pr_url: string;
+  merged: boolean;
+  closed_at: Date;
+  merged_at: Date | null;
+}
+
+/**
+ * Records on the tasks that opened a pull request how it was closed (velocity analytics
+ * count merges from it) and, for a merge, tells the places those tasks report to, so a
+ * tracker issue moves to its done state only when the change is in. Answers the tasks
+ * changed.
+ */
+export async function recordPullRequestOutcome(
+  deps: TaskDeps,
+  outcome: PullRequestOutcome,
+): Promise<number> {
+  const tasks = await deps.models.Task.collection
+    .find({ pr_url: outcome.pr_url }, { projection: { _id: 1, pr_state: 1 } })
+    .toArray();
+  if (tasks.length === 0) return 0;
+  const result = await deps.models.Task.collection.updateMany(
+    { pr_url: outcome.pr_url },
+    {
+      $set: {
+        pr_state: outcome.merged ? "merged" : "closed",
+        pr_closed_at: outcome.closed_at,
+        pr_merged_at: outcome.merged ? (outcome.merged_at ?? outcome.closed_at) : null,
+        updated_at: new Date(),
+      },
+    },
+  );
+  if (outcome.merged)
+    for (const task of tasks)
+      if (task.pr_state !== "merged") await deps.notifyThread?.(String(task._id), "merged");
+  return result.modifiedCount;
 }

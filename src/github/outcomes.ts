@@ -1,11 +1,13 @@
 import { z } from "zod";
+import { recordPullRequestOutcome } from "../domain/tasks.js";
 import type { JobKind } from "../queue/scheduler.js";
 import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
 
 /*
  * `pull_request.closed` on a pull request the service opened records whether it was merged
- * (velocity analytics count merges and the merge rate from it).
+ * (velocity analytics count merges and the merge rate from it); a merge also moves the
+ * tracker issues its tasks report to (domain: recordPullRequestOutcome).
  */
 
 const outcomeJobSchema = z.strictObject({
@@ -44,19 +46,14 @@ export function outcomeJob(deps: GithubHandlerDeps): JobKind<OutcomeJob> {
     ...OUTCOME_JOB,
     async run(job) {
       const closedAt = job.closed_at ? new Date(job.closed_at) : new Date();
-      const result = await deps.models.Task.collection.updateMany(
-        { pr_url: job.pr_url },
-        {
-          $set: {
-            pr_state: job.merged ? "merged" : "closed",
-            pr_closed_at: closedAt,
-            pr_merged_at: job.merged ? (job.merged_at ? new Date(job.merged_at) : closedAt) : null,
-            updated_at: new Date(),
-          },
-        },
-      );
+      const changed = await recordPullRequestOutcome(deps.tasks, {
+        pr_url: job.pr_url,
+        merged: job.merged,
+        closed_at: closedAt,
+        merged_at: job.merged_at ? new Date(job.merged_at) : null,
+      });
       deps.logger.info(
-        { pr: job.pr_url, merged: job.merged, tasks: result.modifiedCount },
+        { pr: job.pr_url, merged: job.merged, tasks: changed },
         "pull request outcome recorded",
       );
     },

@@ -3,7 +3,7 @@ import { lookup } from "node:dns/promises";
 import ipaddr from "ipaddr.js";
 import { Version3Client } from "jira.js";
 import { z } from "zod";
-import { claimMarker, markers } from "../domain/markers.js";
+import { dropMarkers, markers } from "../domain/markers.js";
 import type { TaskRecord } from "../db/models.js";
 import { createTask, type TaskDeps } from "../domain/tasks.js";
 import { errors, isAppError } from "../errors.js";
@@ -15,7 +15,9 @@ import { findIntegration, type IntegrationRecord } from "../domain/integrations/
 import type { JiraSecrets, JiraSettings } from "../domain/integrations/kinds.js";
 import type { TaskSource } from "../domain/integrations/types.js";
 import {
+  claimDelivery,
   commentCommand,
+  completes,
   decideFromComment,
   issueText,
   trackerNotice,
@@ -28,10 +30,18 @@ import {
  * repository; the plan, the change and the result come back as comments, and a user who may
  * transition the issue takes the gates with `/approve`, `/reject`, `/approve-diff`,
  * `/reject-diff` comments. The issue takes the transitions named in the settings when the
- * plan is posted (`started`) and when the task is done (`done`). Deliveries are checked
- * against the webhook secret (X-Hub-Signature: sha256=HMAC-SHA256 of the raw body) before
- * anything is read, and acted on once (X-Atlassian-Webhook-Identifier).
+ * plan is posted (`started`) and when the task's pull request is merged (`done`; a task
+ * that ends without a pull request takes it when it is done). Deliveries are checked
+ * against the webhook secret (X-Hub-Signature: sha256=HMAC-SHA256 of the raw body) and their
+ * signed `timestamp` (within MAX_AGE_MS: Jira Cloud delivers retries up to 30 minutes late)
+ * before anything is read, and acted on once (claimDelivery: the
+ * X-Atlassian-Webhook-Identifier, which Jira keeps across retries, and the signed body).
  */
+
+/** How old a delivery's signed `timestamp` may be: Jira retries for up to 30 minutes. */
+export const JIRA_MAX_AGE_MS = 35 * 60_000;
+/** How far ahead of this clock it may be (clock skew). */
+const MAX_SKEW_MS = 5 * 60_000;
 
 export interface JiraDeps {
   tasks: TaskDeps;
@@ -176,7 +186,8 @@ export async function transitionJiraIssue(
   return "";
 }
 
-function signatureValid(secret: string, rawBody: string, header: string): boolean {
+/** Whether `header` (X-Hub-Signature) is `sha256=` HMAC-SHA256 of the raw body under `secret`. */
+export function jiraSignatureValid(secret: string, rawBody: string, header: string): boolean {
   const given = header.replace(/^sha256=/i, "");
   if (!/^[0-9a-f]{64}$/i.test(given)) return false;
   const expected = createHmac("sha256", secret).update(rawBody).digest();
@@ -208,7 +219,7 @@ export async function handleJira(
   if (
     !integration ||
     !secrets ||
-    !signatureValid(secrets.webhook_secret, request.rawBody, request.signature)
+    !jiraSignatureValid(secrets.webhook_secret, request.rawBody, request.signature)
   )
     throw errors.unauthorized("The Jira webhook signature is missing or invalid.");
   const logger = deps.logger.child({ integration: integration._id, jira: "webhook" });
@@ -219,15 +230,22 @@ export async function handleJira(
   } catch {
     throw errors.invalidJson("The Jira webhook body is not valid JSON.");
   }
+  // Stale or replayed: the signed timestamp is the event's time (ms), kept across retries.
+  const sent = (json as { timestamp?: unknown } | null)?.timestamp;
+  const age = typeof sent === "number" ? Date.now() - sent : Number.NaN;
+  if (!(age <= JIRA_MAX_AGE_MS && age >= -MAX_SKEW_MS))
+    throw errors.unauthorized("The Jira webhook delivery carries no timestamp or is too old.");
   const parsed = jiraEvent.safeParse(json);
   if (!parsed.success) return OK;
   const event = parsed.data;
   const settings = integration.settings as JiraSettings;
-  const delivery =
-    request.delivery ||
-    `${event.webhookEvent}:${event.timestamp ?? ""}:${event.issue?.id ?? ""}:${event.comment?.id ?? ""}`;
   const once = () =>
-    claimMarker(deps.tasks.models, markers.jiraDelivery(integration._id, delivery));
+    claimDelivery(
+      deps.tasks.models,
+      (id) => markers.jiraDelivery(integration._id, id),
+      request.delivery,
+      request.rawBody,
+    );
   const issue = event.issue;
   if (!issue) return OK;
 
@@ -239,7 +257,8 @@ export async function handleJira(
       logger.info({ project, issue: issue.key }, "jira issue of an unmapped project ignored");
       return OK;
     }
-    if (!(await once())) return OK;
+    const claimed = await once();
+    if (!claimed) return OK;
     try {
       const task = await createTask(deps.tasks, integration.account_id, {
         workspace_id: target.workspace_id,
@@ -259,7 +278,11 @@ export async function handleJira(
       logger.info({ task: task._id, issue: issue.key }, "jira task created");
       return { status: 200, body: { ok: true, task_id: task._id } };
     } catch (error) {
-      if (!isAppError(error)) throw error;
+      if (!isAppError(error)) {
+        // Nothing was created: Jira's retry (answered 5xx) may try again.
+        await dropMarkers(deps.tasks.models, claimed);
+        throw error;
+      }
       await jiraClient(integration, deps.allowLocal)
         .then((client) =>
           commentOnJiraIssue(client, issue.key, `Could not start a task: ${error.message}`),
@@ -312,7 +335,10 @@ export async function handleJira(
   return OK;
 }
 
-/** Posts a task's notice on its Jira issue, taking the configured transition first. */
+/**
+ * Posts a task's notice on its Jira issue, taking the configured transition first: `started`
+ * with the plan, `done` when the pull request is merged (or the task is done without one).
+ */
 export async function postJiraNotice(
   deps: Pick<JiraDeps, "allowLocal">,
   integration: IntegrationRecord,
@@ -325,7 +351,6 @@ export async function postJiraNotice(
   const { transitions } = integration.settings as JiraSettings;
   let note = "";
   if (kind === "plan") note = await transitionJiraIssue(client, key, transitions.started);
-  if (kind === "end" && task.status === "completed")
-    note = await transitionJiraIssue(client, key, transitions.done);
+  if (completes(task, kind)) note = await transitionJiraIssue(client, key, transitions.done);
   await commentOnJiraIssue(client, key, trackerNotice(task, kind) + note);
 }

@@ -1,7 +1,7 @@
-import { LinearClient } from "@linear/sdk";
+import { LinearClient, Team_MembersQuery } from "@linear/sdk";
 import { LinearWebhookClient } from "@linear/sdk/webhooks";
 import { z } from "zod";
-import { claimMarker, markers } from "../domain/markers.js";
+import { dropMarkers, markers } from "../domain/markers.js";
 import type { TaskRecord } from "../db/models.js";
 import { createTask, type TaskDeps } from "../domain/tasks.js";
 import { errors, isAppError } from "../errors.js";
@@ -12,7 +12,9 @@ import { findIntegration, type IntegrationRecord } from "../domain/integrations/
 import type { LinearSecrets, LinearSettings } from "../domain/integrations/kinds.js";
 import type { TaskSource } from "../domain/integrations/types.js";
 import {
+  claimDelivery,
   commentCommand,
+  completes,
   decideFromComment,
   issueText,
   trackerNotice,
@@ -25,9 +27,11 @@ import {
  * repository; the plan, the change and the result come back as comments on the issue, and a
  * team member takes the gates with `/approve`, `/reject`, `/approve-diff`, `/reject-diff`
  * comments. The issue moves to the team's first "started" state when the plan is posted and
- * to its first "completed" state when the task is done. Every delivery is checked with the
+ * to its first "completed" state when the task's pull request is merged (when the task is
+ * done, if it opened none). Every delivery is checked with the
  * SDK's verifier (HMAC-SHA256 of the raw body in Linear-Signature; the signed
- * webhookTimestamp within 60 s) before anything is read, and acted on once.
+ * webhookTimestamp within 60 s) before anything is read, and acted on once (claimDelivery:
+ * the Linear-Delivery id and the signed body).
  */
 
 export interface LinearDeps {
@@ -128,13 +132,31 @@ export async function moveIssue(
   if (!res.issueUpdate?.success) throw new Error("Linear did not move the issue.");
 }
 
-async function isTeamMember(client: LinearClient, teamId: string, userId: string) {
-  const res = await gql<{ team: { members: { nodes: Array<{ id: string }> } } | null }>(
-    client,
-    "query ForemanMembers($id: String!) { team(id: $id) { members(first: 250) { nodes { id } } } }",
-    { id: teamId },
-  );
-  return (res.team?.members.nodes ?? []).some((m) => m.id === userId);
+/** Members asked for per page (Linear's largest page). */
+const MEMBERS_PAGE = 250;
+
+/**
+ * Whether a user is a member of a team: the team's members page by page (the SDK's
+ * connection and its fetchNext), until the user is found or the pages end, so teams larger
+ * than one page work.
+ */
+export async function isTeamMember(
+  client: LinearClient,
+  teamId: string,
+  userId: string,
+): Promise<boolean> {
+  const request = <T>(query: string, variables?: Record<string, unknown>) =>
+    client.client.request<T, Record<string, unknown>>(query, variables);
+  const members = await new Team_MembersQuery(request, teamId, { first: MEMBERS_PAGE }).fetch();
+  let seen = 0;
+  for (;;) {
+    if (members.nodes.slice(seen).some((m) => m.id === userId)) return true;
+    if (!members.pageInfo.hasNextPage) return false;
+    seen = members.nodes.length;
+    await members.fetchNext();
+    // A page that adds nothing would loop forever.
+    if (members.nodes.length === seen) return false;
+  }
 }
 
 const OK = { status: 200, body: { ok: true } };
@@ -161,11 +183,13 @@ export async function handleLinear(
   const logger = deps.logger.child({ integration: integration._id, linear: "webhook" });
   if (!integration.enabled) return OK;
   const settings = integration.settings as LinearSettings;
-  const once = (id: string) =>
-    claimMarker(deps.tasks.models, markers.linearDelivery(integration._id, id));
-  const delivery =
-    request.delivery ||
-    `${String((payload as { webhookId?: unknown }).webhookId)}:${String((payload as { webhookTimestamp?: unknown }).webhookTimestamp)}`;
+  const once = () =>
+    claimDelivery(
+      deps.tasks.models,
+      (id) => markers.linearDelivery(integration._id, id),
+      request.delivery,
+      request.rawBody,
+    );
 
   const issue = issueEvent.safeParse(payload);
   if (issue.success) {
@@ -196,7 +220,8 @@ export async function handleLinear(
       );
       return OK;
     }
-    if (!(await once(delivery))) return OK;
+    const claimed = await once();
+    if (!claimed) return OK;
     const report: TaskSource = {
       integration_id: integration._id,
       type: "linear",
@@ -225,7 +250,11 @@ export async function handleLinear(
       logger.info({ task: task._id, issue: data.identifier ?? data.id }, "linear task created");
       return { status: 200, body: { ok: true, task_id: task._id } };
     } catch (error) {
-      if (!isAppError(error)) throw error;
+      if (!isAppError(error)) {
+        // Nothing was created: Linear's retry (answered 5xx) may try again.
+        await dropMarkers(deps.tasks.models, claimed);
+        throw error;
+      }
       // Quota spent, repository gone: say so on the issue; the delivery is answered.
       await commentOnIssue(
         linearClient(integration, deps.apiUrl),
@@ -262,7 +291,7 @@ export async function handleLinear(
       ).catch((err: unknown) => logger.warn({ err }, "linear reply failed"));
       return OK;
     }
-    if (!(await once(delivery))) return OK;
+    if (!(await once())) return OK;
     await decideFromComment(
       deps.tasks,
       integration.account_id,
@@ -277,7 +306,11 @@ export async function handleLinear(
   return OK;
 }
 
-/** Posts a task's notice on its Linear issue, moving the issue's state first (idempotent). */
+/**
+ * Posts a task's notice on its Linear issue, moving the issue's state first (idempotent):
+ * "started" with the plan, "completed" when the pull request is merged (or when the task
+ * is done without one).
+ */
 export async function postLinearNotice(
   deps: LinearDeps,
   integration: IntegrationRecord,
@@ -288,7 +321,6 @@ export async function postLinearNotice(
   const { issue_id, team_id } = task.report_to.ref;
   if (!issue_id) return;
   if (team_id && kind === "plan") await moveIssue(client, issue_id, team_id, "started");
-  if (team_id && kind === "end" && task.status === "completed")
-    await moveIssue(client, issue_id, team_id, "completed");
+  if (team_id && completes(task, kind)) await moveIssue(client, issue_id, team_id, "completed");
   await commentOnIssue(client, issue_id, trackerNotice(task, kind));
 }

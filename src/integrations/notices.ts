@@ -18,7 +18,7 @@ import type { TaskSource } from "../domain/integrations/types.js";
  * is reported on the task's own log, so nothing is lost silently.
  */
 
-const KINDS = ["plan", "diff", "end"] as const;
+const KINDS = ["plan", "diff", "end", "merged"] as const;
 const jobSchema = z.strictObject({ task_id: z.string().min(1), kind: z.enum(KINDS) });
 export const INTEGRATION_NOTICE_JOB = { name: "integration.notice", schema: jobSchema };
 
@@ -31,7 +31,8 @@ export function createIntegrationNotifier(models: Models, scheduler: Scheduler) 
       { _id: taskId as never },
       { projection: { report_to: 1 } },
     );
-    if (!task?.report_to) return;
+    // A merge moves tracker issues; a Slack thread has the pull request link already.
+    if (!task?.report_to || (kind === "merged" && task.report_to.type === "slack")) return;
     await scheduler.enqueue(
       INTEGRATION_NOTICE_JOB,
       { task_id: taskId, kind },
@@ -66,7 +67,7 @@ export function integrationNoticeJob(deps: {
       let lastError: unknown;
       for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
         try {
-          if (source.type === "slack")
+          if (source.type === "slack" && kind !== "merged")
             await postSlackNotice(
               { tasks: deps.tasks, logger, apiUrl: deps.slackApiUrl },
               integration,

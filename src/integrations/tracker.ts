@@ -1,12 +1,37 @@
-import type { TaskRecord } from "../db/models.js";
+import { createHash } from "node:crypto";
+import type { Models, TaskRecord } from "../db/models.js";
+import { claimMarkers, type Marker } from "../domain/markers.js";
 import { decide, type Decision, type TaskDeps } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
 import { redactText } from "../util/redact.js";
 
 /*
- * What the issue-tracker doors (Linear, Jira) share: the comment commands that take a gate,
- * and the Markdown a task posts on its issue at a gate or at its end.
+ * What the issue-tracker doors (Linear, Jira) share: claiming a delivery once, the comment
+ * commands that take a gate, and the Markdown a task posts on its issue at a gate or at its
+ * end.
  */
+
+/**
+ * Claims a signed delivery before it acts (the unique insert of its once-markers, so of two
+ * concurrent identical deliveries exactly one goes on). Two markers: the vendor's delivery
+ * id, which its retries keep, and a hash of the signed body, because the delivery id is an
+ * unsigned header that a replayed body could carry changed. Answers the claimed markers (to
+ * drop when the work then fails unexpectedly, so a retry may try again), or null when either
+ * was taken before.
+ */
+export async function claimDelivery(
+  models: Models,
+  marker: (id: string) => Marker,
+  deliveryId: string | undefined,
+  rawBody: string,
+): Promise<Marker[] | null> {
+  const body = marker(`body-${createHash("sha256").update(rawBody).digest("base64url")}`);
+  // In this order, in one insert: a retry of a delivery already acted on (the vendors keep
+  // the id, not the body) leaves its body claimed, so that body is not acted on under
+  // another id either.
+  const all = deliveryId ? [body, marker(deliveryId.slice(0, 200))] : [body];
+  return (await claimMarkers(models, all)) ? all : null;
+}
 
 /** The gate command a comment starts with (`/approve`, `/approve-diff`, `/reject`, `/reject-diff`). */
 export function commentCommand(body: string): Decision | null {
@@ -19,7 +44,17 @@ export function issueText(title: string, description: string | null | undefined)
   return [title.trim(), (description ?? "").trim()].filter(Boolean).join("\n\n");
 }
 
-export type NoticeKind = "plan" | "diff" | "end";
+export type NoticeKind = "plan" | "diff" | "end" | "merged";
+
+/**
+ * Whether this notice moves the issue to done: the merge of the task's pull request, or the
+ * end of a completed task that opened none (a pushed branch, no change needed), since no
+ * merge will follow.
+ */
+export function completes(task: Pick<TaskRecord, "status" | "pr_url">, kind: NoticeKind): boolean {
+  if (kind === "merged") return true;
+  return kind === "end" && task.status === "completed" && !task.pr_url;
+}
 
 /** The comment a task posts on its issue (Markdown; secrets redacted, size capped). */
 export function trackerNotice(task: TaskRecord, kind: NoticeKind): string {
@@ -46,7 +81,9 @@ export function trackerNotice(task: TaskRecord, kind: NoticeKind): string {
     ]
       .filter(Boolean)
       .join("\n\n");
-  } else text = outcomeSentence(task);
+  } else if (kind === "merged")
+    text = `The pull request of task \`${task._id}\` was merged${task.pr_url ? `: ${task.pr_url}` : "."}`;
+  else text = outcomeSentence(task);
   return redactText(text).slice(0, 30_000);
 }
 

@@ -6,6 +6,7 @@ import type { FakeModel } from "../helpers/fake-model.js";
 import type { GitFixture } from "../helpers/git-repo.js";
 import type { TestServer } from "../helpers/server.js";
 import { startGreeterStack, waitFor } from "../helpers/greeter-stack.js";
+import { examplePayload, signedDelivery, testPrivateKey } from "../helpers/github.js";
 
 /*
  * Jira Cloud end to end: a signed admin-webhook delivery adding the integration's label to an
@@ -21,6 +22,7 @@ const WEBHOOK_SECRET = "jira-webhook-secret-0123456789abcdef";
 const API_TOKEN = "ATATT-jira-api-token-0123456789abcdef";
 const EMAIL = "bot@example.com";
 const MEMBER = "acct-member-1";
+const GITHUB_SECRET = "whsec-jira-merge-0123456789";
 
 interface JiraCall {
   method: string;
@@ -84,7 +86,8 @@ let integrationId: string;
 let workspaceId: string;
 let repoId: string;
 
-async function deliver(
+/** A delivery signed as Jira Cloud signs it: the raw body and its headers. */
+function signed(
   payload: Record<string, unknown>,
   options: { delivery?: string; secret?: string; signature?: string | null } = {},
 ) {
@@ -97,6 +100,10 @@ async function deliver(
     "x-atlassian-webhook-identifier": options.delivery ?? `dlv-${Math.random()}`,
   };
   if (options.signature !== null) headers["x-hub-signature"] = options.signature ?? `sha256=${sig}`;
+  return { body, headers };
+}
+
+async function post({ body, headers }: { body: string; headers: Record<string, string> }) {
   const res = await fetch(`${server.url}/integrations/${integrationId}/jira/webhook`, {
     method: "POST",
     headers,
@@ -105,6 +112,13 @@ async function deliver(
   const text = await res.text();
   return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
 }
+
+const deliver = (payload: Record<string, unknown>, options: Parameters<typeof signed>[1] = {}) =>
+  post(signed(payload, options));
+
+/** The tasks created for one Jira issue, read from the database. */
+const tasksOfIssue = (issueId: string) =>
+  server.service.db.models.Task.collection.find({ "report_to.ref.issue_id": issueId }).toArray();
 
 const issue = (id: string, issueKey: string, summary: string, labels: string[]) => ({
   id,
@@ -149,6 +163,8 @@ beforeAll(async () => {
   jira = await startFakeJira();
   ({ repo, model, server, key, workspaceId, repoId } = await startGreeterStack(
     "sk-jira-model-key-0123456789abcdef",
+    // The GitHub App's door too: a merged pull request arrives there.
+    { APP_ID: "779", PRIVATE_KEY: testPrivateKey(), WEBHOOK_SECRET: GITHUB_SECRET },
   ));
   const created = await server.api("POST", "/integrations", {
     key,
@@ -228,5 +244,85 @@ describe("integrations: Jira", () => {
     const moves = jira.calls.filter((c) => c.path.endsWith("/transitions") && c.method === "POST");
     expect(moves.at(-1)?.body).toEqual({ transition: { id: "31" } });
     expect(JSON.stringify(jira.calls.map((c) => c.body))).not.toContain(WEBHOOK_SECRET);
+  });
+  it("acts once on concurrent identical deliveries and on a replay under a new identifier", async () => {
+    const delivery = signed(labelled("10005", "ENG-5", "Add a twice helper"), {
+      delivery: "dlv-twice",
+    });
+    const answers = await Promise.all(Array.from({ length: 6 }, () => post(delivery)));
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200]);
+    expect(answers.filter((a) => a.body.task_id)).toHaveLength(1);
+    expect(await tasksOfIssue("10005")).toHaveLength(1);
+    // The same signed body with another X-Atlassian-Webhook-Identifier (not signed).
+    const replay = await post({
+      body: delivery.body,
+      headers: { ...delivery.headers, "x-atlassian-webhook-identifier": "dlv-replayed" },
+    });
+    expect(replay).toEqual({ status: 200, body: { ok: true } });
+    expect(await tasksOfIssue("10005")).toHaveLength(1);
+  });
+
+  it("takes the done transition when the task's pull request is merged", async () => {
+    const res = await deliver(labelled("10006", "ENG-6", "Add a merge helper"));
+    const taskId = String(res.body.task_id);
+    expect(taskId).toMatch(/^task_/);
+    const transitionsOf = () =>
+      jira.calls
+        .filter((c) => c.path === "/rest/api/3/issue/ENG-6/transitions" && c.method === "POST")
+        .map((c) => c.body.transition.id);
+    await waitFor("the plan on ENG-6", () =>
+      jira.calls.find(
+        (c) => c.path === "/rest/api/3/issue/ENG-6/comment" && text(c.body?.body).includes("Plan"),
+      ),
+    );
+    expect(transitionsOf()).toEqual(["11"]);
+    // As the publish stage of a GitHub repository leaves a task: its pull request opened.
+    const prUrl = "https://github.com/acme/greeter/pull/13";
+    await server.service.db.models.Task.collection.updateOne(
+      { _id: taskId as never },
+      { $set: { pr_url: prUrl, pr_number: 13, pr_state: "open", branch: `foreman/${taskId}` } },
+    );
+
+    const closed = examplePayload("pull_request", "closed") as any; // eslint-disable-line @typescript-eslint/no-explicit-any
+    closed.installation = { id: 4243 };
+    closed.pull_request.html_url = prUrl;
+    closed.pull_request.head.ref = `foreman/${taskId}`;
+    closed.pull_request.merged = true;
+    closed.pull_request.merged_at = "2026-11-21T10:00:00Z";
+    closed.pull_request.closed_at = "2026-11-21T10:00:00Z";
+    const { headers, raw } = await signedDelivery(GITHUB_SECRET, "pull_request", closed, "gh-m-2");
+    expect((await server.api("POST", "/github/webhooks", { raw, headers })).status).toBe(202);
+
+    const merged = await waitFor("the merge comment", () =>
+      jira.calls.find(
+        (c) =>
+          c.path === "/rest/api/3/issue/ENG-6/comment" && text(c.body?.body).includes("was merged"),
+      ),
+    );
+    expect(text(merged.body.body)).toContain(prUrl);
+    expect(transitionsOf()).toEqual(["11", "31"]);
+  });
+
+  it("refuses correctly signed deliveries that are stale or carry no timestamp", async () => {
+    const payload = labelled("10009", "ENG-9", "Stale");
+    // Jira delivers retries up to 30 minutes late; 40 minutes is a replay.
+    const stale = await deliver({ ...payload, timestamp: Date.now() - 40 * 60_000 });
+    expect(stale.status).toBe(401);
+    expect(stale.body).toEqual({
+      error: {
+        code: "unauthorized",
+        message: "The Jira webhook delivery carries no timestamp or is too old.",
+      },
+    });
+    expect((await deliver({ ...payload, timestamp: undefined })).status).toBe(401);
+    expect((await deliver({ ...payload, timestamp: "yesterday" })).status).toBe(401);
+    // From an hour ahead of this clock: not a skew, refused too.
+    expect((await deliver({ ...payload, timestamp: Date.now() + 3600_000 })).status).toBe(401);
+    // A late retry within the window is still taken.
+    const late = await deliver({ ...payload, timestamp: Date.now() - 20 * 60_000 });
+    expect(late.status).toBe(200);
+    expect(String(late.body.task_id)).toMatch(/^task_/);
+    expect(await tasksOfIssue("10009")).toHaveLength(1);
+    await server.api("POST", `/tasks/${String(late.body.task_id)}/cancel`, { key });
   });
 });

@@ -6,6 +6,7 @@ import type { FakeModel } from "../helpers/fake-model.js";
 import type { GitFixture } from "../helpers/git-repo.js";
 import type { TestServer } from "../helpers/server.js";
 import { startGreeterStack, waitFor } from "../helpers/greeter-stack.js";
+import { examplePayload, signedDelivery, testPrivateKey } from "../helpers/github.js";
 
 /*
  * Linear end to end: a signed Issue webhook adding the integration's label on a mapped team
@@ -20,6 +21,7 @@ const WEBHOOK_SECRET = "linear-webhook-secret-0123456789abcdef";
 const API_KEY = "lin_api_0123456789abcdefghijklmnop";
 const TEAM_ID = "team-uuid-1";
 const MEMBER = "user-member-1";
+const GITHUB_SECRET = "whsec-linear-merge-0123456789";
 
 interface LinearCall {
   op: string;
@@ -68,7 +70,12 @@ async function startFakeLinear() {
             },
           },
         };
-      else if (op === "ForemanMembers") data = { team: { members: { nodes: [{ id: MEMBER }] } } };
+      else if (op === "team_members")
+        data = {
+          team: {
+            members: { nodes: [{ id: MEMBER }], pageInfo: { hasNextPage: false, endCursor: "c1" } },
+          },
+        };
       res.end(JSON.stringify({ data }));
     });
   });
@@ -93,7 +100,8 @@ let integrationId: string;
 let workspaceId: string;
 let repoId: string;
 
-async function deliver(
+/** A delivery signed as Linear signs it: the raw body and its headers. */
+function signed(
   payload: Record<string, unknown>,
   options: { delivery?: string; secret?: string; signature?: string | null; ageMs?: number } = {},
 ) {
@@ -108,6 +116,10 @@ async function deliver(
   };
   if (options.signature !== null)
     headers["linear-signature"] = options.signature ?? sign(body, options.secret);
+  return { body, headers };
+}
+
+async function post({ body, headers }: { body: string; headers: Record<string, string> }) {
   const res = await fetch(`${server.url}/integrations/${integrationId}/linear/webhook`, {
     method: "POST",
     headers,
@@ -116,6 +128,13 @@ async function deliver(
   const text = await res.text();
   return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
 }
+
+const deliver = (payload: Record<string, unknown>, options: Parameters<typeof signed>[1] = {}) =>
+  post(signed(payload, options));
+
+/** The tasks created for one Linear issue, read from the database. */
+const tasksOfIssue = (issueId: string) =>
+  server.service.db.models.Task.collection.find({ "report_to.ref.issue_id": issueId }).toArray();
 
 function labelled(issueId: string, title: string, team = { id: TEAM_ID, key: "ENG" }) {
   return {
@@ -153,7 +172,13 @@ beforeAll(async () => {
   linear = await startFakeLinear();
   ({ repo, model, server, key, workspaceId, repoId } = await startGreeterStack(
     "sk-linear-model-key-0123456789abcdef",
-    { LINEAR_API_URL: linear.url },
+    // The GitHub App's door too: a merged pull request arrives there.
+    {
+      LINEAR_API_URL: linear.url,
+      APP_ID: "778",
+      PRIVATE_KEY: testPrivateKey(),
+      WEBHOOK_SECRET: GITHUB_SECRET,
+    },
   ));
   const created = await server.api("POST", "/integrations", {
     key,
@@ -271,5 +296,77 @@ describe("integrations: Linear", () => {
     expect((await server.api("GET", `/tasks/${taskId}`, { key })).body.status).toBe(
       "awaiting_approval",
     );
+  });
+  it("acts once on concurrent identical deliveries and on a replay under a new delivery id", async () => {
+    const delivery = signed(labelled("issue-twice", "Add a twice helper"), {
+      delivery: "dlv-twice",
+    });
+    const answers = await Promise.all(Array.from({ length: 6 }, () => post(delivery)));
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200]);
+    expect(answers.filter((a) => a.body.task_id)).toHaveLength(1);
+    expect(await tasksOfIssue("issue-twice")).toHaveLength(1);
+    // The same signed body again (within Linear's 60 s) with a fresh Linear-Delivery header,
+    // which is not signed: still the one task.
+    const replay = await post({
+      body: delivery.body,
+      headers: { ...delivery.headers, "linear-delivery": "dlv-replayed" },
+    });
+    expect(replay).toEqual({ status: 200, body: { ok: true } });
+    expect(await tasksOfIssue("issue-twice")).toHaveLength(1);
+  });
+
+  it("moves the issue to the completed state when the task's pull request is merged", async () => {
+    const res = await deliver(labelled("issue-merge", "Add a merge helper"));
+    const taskId = String(res.body.task_id);
+    expect(taskId).toMatch(/^task_/);
+    await waitFor("the plan on the issue", () =>
+      linear.calls.find(
+        (c) =>
+          c.op === "ForemanComment" &&
+          c.variables.issueId === "issue-merge" &&
+          String(c.variables.body).startsWith("Plan for task"),
+      ),
+    );
+    const movesOfIssue = () =>
+      linear.calls
+        .filter((c) => c.op === "ForemanMove" && c.variables.id === "issue-merge")
+        .map((c) => c.variables.stateId);
+    expect(movesOfIssue()).toEqual(["st-progress"]);
+    // As the publish stage of a GitHub repository leaves a task: its pull request opened.
+    const prUrl = "https://github.com/acme/greeter/pull/12";
+    await server.service.db.models.Task.collection.updateOne(
+      { _id: taskId as never },
+      { $set: { pr_url: prUrl, pr_number: 12, pr_state: "open", branch: `foreman/${taskId}` } },
+    );
+
+    const closed = examplePayload("pull_request", "closed") as any; // eslint-disable-line @typescript-eslint/no-explicit-any
+    closed.installation = { id: 4242 };
+    closed.pull_request.html_url = prUrl;
+    closed.pull_request.head.ref = `foreman/${taskId}`;
+    closed.pull_request.merged = true;
+    closed.pull_request.merged_at = "2026-11-20T10:00:00Z";
+    closed.pull_request.closed_at = "2026-11-20T10:00:00Z";
+    const { headers, raw } = await signedDelivery(
+      GITHUB_SECRET,
+      "pull_request",
+      closed,
+      "gh-merge-1",
+    );
+    expect((await server.api("POST", "/github/webhooks", { raw, headers })).status).toBe(202);
+
+    const merged = await waitFor("the merge comment", () =>
+      linear.calls.find(
+        (c) =>
+          c.op === "ForemanComment" &&
+          c.variables.issueId === "issue-merge" &&
+          String(c.variables.body).includes("was merged"),
+      ),
+    );
+    expect(merged.variables.body).toBe(
+      `The pull request of task \`${taskId}\` was merged: ${prUrl}`,
+    );
+    expect(movesOfIssue()).toEqual(["st-progress", "st-done"]);
+    const task = await server.service.db.models.Task.collection.findOne({ _id: taskId as never });
+    expect(task).toMatchObject({ pr_state: "merged" });
   });
 });

@@ -52,6 +52,7 @@ import os from "node:os";
 import { performance } from "node:perf_hooks";
 import examplesModule from "@octokit/webhooks-examples";
 import { createNodeMiddleware, Probot, ProbotOctokit } from "probot";
+import { ACK_JOB } from "../src/github/commands.js";
 import { createLogger } from "../src/util/logger.js";
 import {
   activeCleanups,
@@ -400,13 +401,14 @@ export const githubWebhook: Benchmark = {
         );
 
       // What the service stored proves the deliveries went the whole way through: each
-      // command queued its job, and no delivery wrote a marker.
+      // command queued its acknowledgement job (which, with workers, checks the author's
+      // access and queues the command's own job), and no delivery wrote a marker.
       const connection = service.db.models.Once.db;
       const markers = await service.db.models.Once.countDocuments({ scope: "github-delivery" });
-      const jobs = await connection.collection("jobs").countDocuments({ name: "github.command" });
+      const jobs = await connection.collection("jobs").countDocuments({ name: ACK_JOB.name });
       if (markers !== 0 || jobs !== serviceSent.commands)
         throw new BenchError(
-          `the service stored ${markers} delivery markers and ${jobs} command jobs; ` +
+          `the service stored ${markers} delivery markers and ${jobs} command acknowledgement jobs; ` +
             `expected 0 and ${serviceSent.commands}`,
         );
 

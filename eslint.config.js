@@ -16,6 +16,35 @@ export default tseslint.config(
     },
   },
   {
+    // The doors call the domain, never the database (docs/architecture.md, "Layers").
+    // dependency-cruiser lets them import the Models type to pass it on; this rule keeps them
+    // from using it: no `models.Task…`, `deps.models.Once…` in a door.
+    files: [
+      "src/http/**/*.ts",
+      "src/github/**/*.ts",
+      "src/jobs/**/*.ts",
+      "src/integrations/**/*.ts",
+      "src/cli/**/*.ts",
+    ],
+    rules: {
+      "no-restricted-syntax": [
+        "error",
+        {
+          selector:
+            "MemberExpression[property.name=/^[A-Z]/][object.type='Identifier'][object.name='models']",
+          message:
+            "Doors call domain functions, not the database: move this query into src/domain/.",
+        },
+        {
+          selector:
+            "MemberExpression[property.name=/^[A-Z]/][object.type='MemberExpression'][object.property.name='models']",
+          message:
+            "Doors call domain functions, not the database: move this query into src/domain/.",
+        },
+      ],
+    },
+  },
+  {
     // Plain Node scripts and tool configs (CommonJS for dependency-cruiser).
     files: ["**/*.mjs", "**/*.cjs"],
     languageOptions: {

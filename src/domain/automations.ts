@@ -660,3 +660,16 @@ export async function enabledCronSchedules(
     trigger_config: doc.trigger_config as { schedule: string; timezone?: string },
   }));
 }
+
+/** True when the repository has an enabled CI-failure automation (github/ci.ts). */
+export async function hasCiFailureAutomation(
+  models: Models,
+  accountId: string,
+  repoId: string,
+): Promise<boolean> {
+  const count = await automationsOf(models).countDocuments(
+    { account_id: accountId, repo_id: repoId, trigger_type: "ci_failure", enabled: true },
+    { limit: 1 },
+  );
+  return count > 0;
+}

@@ -17,8 +17,8 @@ export async function ensureRateLimitIndexes(connection: Connection): Promise<vo
 }
 
 /** Drops counters whose window has ended (they are ignored already; this keeps the store small). */
-export async function pruneRateLimits(connection: Connection, now = new Date()): Promise<void> {
-  await connection.collection(RATE_LIMIT_COLLECTION).deleteMany({ expire: { $lt: now } });
+export async function pruneRateLimits(models: Models, now = new Date()): Promise<void> {
+  await models.Once.db.collection(RATE_LIMIT_COLLECTION).deleteMany({ expire: { $lt: now } });
 }
 
 /** One idempotency record: a request's fingerprint and, once it is done, its sealed answer. */

@@ -173,6 +173,23 @@ export async function getWorkspace(
   return doc;
 }
 
+/** Every repository of the account's workspaces, with the workspace it belongs to. */
+export async function accountRepos(
+  models: Models,
+  accountId: string,
+): Promise<Array<{ workspace_id: string; repo_id: string; full_name: string }>> {
+  const workspaces = await collectionOf<WorkspaceRecord>(models.Workspace)
+    .find({ account_id: accountId }, { projection: { _id: 1, repos: 1 } })
+    .toArray();
+  return workspaces.flatMap((ws) =>
+    (ws.repos ?? []).map((repo) => ({
+      workspace_id: ws._id,
+      repo_id: repo.repo_id,
+      full_name: repo.full_name,
+    })),
+  );
+}
+
 /** A workspace by id, whatever its account or state (the caller checks both), or null. */
 export async function findWorkspace(
   models: Models,

@@ -1,7 +1,7 @@
 import picomatch from "picomatch";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { fireCiFailureAutomations } from "../domain/automations.js";
+import { fireCiFailureAutomations, hasCiFailureAutomation } from "../domain/automations.js";
 import { claimMarker, markerExists, markers } from "../domain/markers.js";
 import { createTask } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
@@ -341,13 +341,7 @@ export function ciJob(deps: GithubHandlerDeps): JobKind<CiJob> {
         globMatches(config.workflow, job.check.workflow ?? job.check.name) &&
         globMatches(config.branch, job.check.head_branch);
       const hasAutomations =
-        !byConfig &&
-        (await deps.models.Automation.collection.countDocuments({
-          account_id: workspace.account_id,
-          repo_id: job.repo_id,
-          trigger_type: "ci_failure",
-          enabled: true,
-        })) > 0;
+        !byConfig && (await hasCiFailureAutomation(deps.models, workspace.account_id, job.repo_id));
       if (!byConfig && !hasAutomations) {
         log.debug("CI failure ignored: the repository does not ask for fix tasks");
         return;

@@ -4,7 +4,12 @@ import { agentTaskDescription, BUILTIN_AGENTS, findAgent } from "../domain/agent
 import { askAboutPullRequest, describePullRequest, improvePullRequest } from "../domain/pr-help.js";
 import { reviewPullRequest, type PrReviewDeps } from "../domain/pr-review.js";
 import { claimMarker, markers } from "../domain/markers.js";
-import { createTask, decide, type Decision } from "../domain/tasks.js";
+import {
+  createTask,
+  decide,
+  threadTasks as tasksOfThread,
+  type Decision,
+} from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
@@ -96,11 +101,7 @@ async function threadTasks(
   accountId: string,
   job: Pick<CommandJob, "repo_id" | "number">,
 ): Promise<TaskRecord[]> {
-  return (await deps.models.Task.collection
-    .find({ account_id: accountId, repo_id: job.repo_id, "thread.number": job.number })
-    .sort({ created_at: -1 })
-    .limit(20)
-    .toArray()) as unknown as TaskRecord[];
+  return tasksOfThread(deps.models, accountId, job.repo_id, job.number);
 }
 
 /**

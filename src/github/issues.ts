@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { claimMarker, markers } from "../domain/markers.js";
-import { createTask } from "../domain/tasks.js";
+import { createTask, openThreadTask } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
 import { queueForDelivery } from "./delivery.js";
@@ -87,20 +87,17 @@ export function labelJob(deps: GithubHandlerDeps): JobKind<LabelJob> {
         await reply(octokit, thread, howToLink(deps.github.slug));
         return;
       }
-      const running = await deps.models.Task.collection.findOne(
-        {
-          account_id: workspace.account_id,
-          repo_id: job.repo_id,
-          "thread.number": job.number,
-          status: { $nin: ["completed", "failed", "cancelled"] },
-        },
-        { projection: { _id: 1 } },
+      const running = await openThreadTask(
+        deps.models,
+        workspace.account_id,
+        job.repo_id,
+        job.number,
       );
       if (running) {
         await reply(
           octokit,
           thread,
-          `Task \`${String(running._id)}\` is already working on this issue; \`/status\` shows where it is.`,
+          `Task \`${running}\` is already working on this issue; \`/status\` shows where it is.`,
         );
         return;
       }

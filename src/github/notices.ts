@@ -5,6 +5,7 @@ import type { Models } from "../db/models.js";
 import type { ReviewResult } from "../tools/review-tool.js";
 import { claimMarker, markers } from "../domain/markers.js";
 import { planMarkdown } from "../domain/plan-text.js";
+import { taskById, taskConversations } from "../domain/tasks.js";
 import type { GithubHandlerDeps } from "./deps.js";
 import { reply } from "./threads.js";
 
@@ -26,10 +27,7 @@ export const NOTICE_JOB = { name: "github.notice", schema: noticeJobSchema };
 /** Queues a notice for a task's thread; tasks without a thread are skipped by one lookup. */
 export function createThreadNotifier(models: Models, scheduler: Scheduler) {
   return async (taskId: string, kind: NoticeKind): Promise<void> => {
-    const task = await models.Task.collection.findOne(
-      { _id: taskId as never },
-      { projection: { thread: 1 } },
-    );
+    const task = await taskConversations(models, taskId);
     if (!task?.thread) return;
     await scheduler.enqueue(
       NOTICE_JOB,
@@ -104,9 +102,7 @@ export function noticeJob(deps: GithubHandlerDeps): JobKind<z.infer<typeof notic
     ...NOTICE_JOB,
     async run({ task_id, kind }) {
       if (!(await claimMarker(deps.models, markers.githubNotice(task_id, kind)))) return;
-      const task = (await deps.models.Task.collection.findOne({
-        _id: task_id as never,
-      })) as unknown as TaskRecord | null;
+      const task = await taskById(deps.models, task_id);
       if (!task?.thread) return;
       const body =
         kind === "plan" ? planText(task) : kind === "diff" ? diffText(task) : endText(task);

@@ -1,6 +1,6 @@
 import type { Models } from "../db/models.js";
 import { installationWorkspaceId } from "../domain/linking.js";
-import type { WorkspaceRecord } from "../domain/workspaces.js";
+import { findWorkspace, type WorkspaceRecord } from "../domain/workspaces.js";
 import { redactText } from "../util/redact.js";
 import type { InstallationOctokit } from "../github-api/client.js";
 
@@ -60,9 +60,7 @@ export async function workspaceOfInstallation(
   models: Models,
   installationId: number,
 ): Promise<WorkspaceRecord | null> {
-  return (await models.Workspace.collection.findOne({
-    _id: installationWorkspaceId(installationId) as never,
-  })) as unknown as WorkspaceRecord | null;
+  return findWorkspace(models, installationWorkspaceId(installationId));
 }
 
 /** How to link an installation to an account, for a thread where it is not linked yet. */

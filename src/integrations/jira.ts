@@ -5,7 +5,7 @@ import { Version3Client } from "jira.js";
 import { z } from "zod";
 import { dropMarkers, markers } from "../domain/markers.js";
 import type { TaskRecord } from "../db/models.js";
-import { createTask, type TaskDeps } from "../domain/tasks.js";
+import { createTask, trackerIssueTask, type TaskDeps } from "../domain/tasks.js";
 import { errors, isAppError } from "../errors.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
@@ -295,15 +295,13 @@ export async function handleJira(
   if (event.webhookEvent === "comment_created" && event.comment) {
     const decision = commentCommand(event.comment.body ?? "");
     if (!decision) return OK;
-    const task = (await deps.tasks.models.Task.collection.findOne(
-      {
-        account_id: integration.account_id,
-        "report_to.integration_id": integration._id,
-        "report_to.ref.issue_id": issue.id,
-      },
-      { sort: { created_at: -1 } },
-    )) as unknown as (TaskRecord & { report_to: TaskSource }) | null;
-    if (!task) return OK;
+    const task = await trackerIssueTask(
+      deps.tasks.models,
+      integration.account_id,
+      integration._id,
+      issue.id,
+    );
+    if (!task?.report_to) return OK;
     const client = await jiraClient(integration, deps.allowLocal);
     const author = event.comment.author;
     // A project member here is a user Jira lets transition the issue.

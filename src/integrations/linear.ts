@@ -3,7 +3,7 @@ import { LinearWebhookClient } from "@linear/sdk/webhooks";
 import { z } from "zod";
 import { dropMarkers, markers } from "../domain/markers.js";
 import type { TaskRecord } from "../db/models.js";
-import { createTask, type TaskDeps } from "../domain/tasks.js";
+import { createTask, trackerIssueTask, type TaskDeps } from "../domain/tasks.js";
 import { errors, isAppError } from "../errors.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
@@ -271,15 +271,13 @@ export async function handleLinear(
     const decision = commentCommand(data.body);
     const userId = data.userId ?? data.user?.id;
     if (!decision || !userId) return OK;
-    const task = (await deps.tasks.models.Task.collection.findOne(
-      {
-        account_id: integration.account_id,
-        "report_to.integration_id": integration._id,
-        "report_to.ref.issue_id": data.issueId,
-      },
-      { sort: { created_at: -1 } },
-    )) as unknown as (TaskRecord & { report_to: TaskSource }) | null;
-    if (!task) return OK;
+    const task = await trackerIssueTask(
+      deps.tasks.models,
+      integration.account_id,
+      integration._id,
+      data.issueId,
+    );
+    if (!task?.report_to) return OK;
     const client = linearClient(integration, deps.apiUrl);
     const teamId = task.report_to.ref.team_id ?? "";
     if (!(await isTeamMember(client, teamId, userId))) {

@@ -1,7 +1,7 @@
 import { z } from "zod";
-import type { Models, TaskRecord } from "../db/models.js";
+import type { Models } from "../db/models.js";
 import { claimMarker, markers } from "../domain/markers.js";
-import type { TaskDeps } from "../domain/tasks.js";
+import { taskById, taskConversations, type TaskDeps } from "../domain/tasks.js";
 import type { JobKind, Scheduler } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
@@ -27,10 +27,7 @@ const ATTEMPTS = 4;
 /** Queues a notice for a task that reports to an integration; others cost one lookup. */
 export function createIntegrationNotifier(models: Models, scheduler: Scheduler) {
   return async (taskId: string, kind: (typeof KINDS)[number]): Promise<void> => {
-    const task = await models.Task.collection.findOne(
-      { _id: taskId as never },
-      { projection: { report_to: 1 } },
-    );
+    const task = await taskConversations(models, taskId);
     // A merge moves tracker issues; a Slack thread has the pull request link already.
     if (!task?.report_to || (kind === "merged" && task.report_to.type === "slack")) return;
     await scheduler.enqueue(
@@ -57,9 +54,8 @@ export function integrationNoticeJob(deps: {
     ...INTEGRATION_NOTICE_JOB,
     async run({ task_id, kind }) {
       const models = deps.tasks.models;
-      const task = (await models.Task.collection.findOne({ _id: task_id as never })) as unknown as
-        (TaskRecord & { report_to?: TaskSource | null }) | null;
-      const source = task?.report_to;
+      const task = await taskById(models, task_id);
+      const source = task?.report_to as TaskSource | null | undefined;
       if (!task || !source) return;
       const integration = await findIntegration(models, source.integration_id, source.type);
       if (!integration || integration.account_id !== task.account_id || !integration.enabled)

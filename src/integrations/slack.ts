@@ -3,7 +3,16 @@ import { WebClient, type Block, type KnownBlock } from "@slack/web-api";
 import { z } from "zod";
 import type { TaskRecord } from "../db/models.js";
 import { claimMarker, markers } from "../domain/markers.js";
-import { createTask, decide, getTask, type Decision, type TaskDeps } from "../domain/tasks.js";
+import {
+  createTask,
+  decide,
+  getTask,
+  integrationTasks,
+  setReportThread,
+  type Decision,
+  type TaskDeps,
+} from "../domain/tasks.js";
+import { accountRepos } from "../domain/workspaces.js";
 import { errors, isAppError } from "../errors.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
@@ -78,17 +87,13 @@ async function targetFor(
   const settings = integration.settings as SlackSettings;
   const first = words[0];
   if (first && /^[\w.-]+\/[\w.-]+$/.test(first)) {
-    const workspaces = await deps.tasks.models.Workspace.collection
-      .find({ account_id: integration.account_id })
-      .project({ _id: 1, repos: 1 })
-      .toArray();
-    for (const ws of workspaces)
-      for (const repo of (ws.repos ?? []) as Array<{ repo_id: string; full_name: string }>)
-        if (repo.full_name.toLowerCase() === first.toLowerCase())
-          return {
-            target: { workspace_id: String(ws._id), repo_id: repo.repo_id },
-            rest: words.slice(1),
-          };
+    const named = first.toLowerCase();
+    for (const repo of await accountRepos(deps.tasks.models, integration.account_id))
+      if (repo.full_name.toLowerCase() === named)
+        return {
+          target: { workspace_id: repo.workspace_id, repo_id: repo.repo_id },
+          rest: words.slice(1),
+        };
   }
   return { target: settings.channels[channel] ?? settings.default_repo ?? null, rest: words };
 }
@@ -147,11 +152,12 @@ async function statusText(
       return `No task \`${id}\` here.`;
     }
   }
-  const recent = (await deps.tasks.models.Task.collection
-    .find({ account_id: integration.account_id, "report_to.integration_id": integration._id })
-    .sort({ created_at: -1 })
-    .limit(5)
-    .toArray()) as unknown as TaskRecord[];
+  const recent = await integrationTasks(
+    deps.tasks.models,
+    integration.account_id,
+    integration._id,
+    5,
+  );
   if (recent.length === 0) return "No tasks were started from Slack yet.";
   return recent
     .map((t) => `• \`${t._id}\` *${t.status}* (${t.phase}): ${t.description.slice(0, 80)}`)
@@ -540,9 +546,5 @@ export async function postSlackNotice(
     text: redactText(text),
     blocks,
   });
-  if (!ref.thread_ts && res.ts)
-    await deps.tasks.models.Task.collection.updateOne(
-      { _id: task._id as never, "report_to.ref.thread_ts": { $exists: false } },
-      { $set: { "report_to.ref.thread_ts": res.ts } },
-    );
+  if (!ref.thread_ts && res.ts) await setReportThread(deps.tasks.models, task._id, res.ts);
 }

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { Models } from "../db/models.js";
-import type { JobKind } from "../queue/scheduler.js";
+import { pruneFinishedJobs, type JobKind } from "../queue/scheduler.js";
 import { pruneIdempotencyRecords, pruneRateLimits } from "../domain/request-records.js";
 import { pruneMarkers } from "../domain/markers.js";
 
@@ -22,13 +22,10 @@ export const pruneOnceMarkers = (models: Models): JobKind<Record<string, never>>
     // finished one-off jobs do not stay. (Agenda's removeOnComplete would do it, but then
     // its drain never hears the last job complete and shutdown waits out the grace time.)
     // Pipeline stages stay once-only through their own markers (pipeline/runner.ts).
-    await models.Once.db.collection("jobs").deleteMany({
-      nextRunAt: null,
-      lastFinishedAt: { $lt: new Date(Date.now() - FINISHED_JOB_RETENTION_MS) },
-    });
+    await pruneFinishedJobs(models, new Date(Date.now() - FINISHED_JOB_RETENTION_MS));
     // Idempotency answers (24 h) and rate-limit windows past their end; lookups ignore
     // expired ones already, FerretDB v1 has no TTL indexes to drop them.
     await pruneIdempotencyRecords(models);
-    await pruneRateLimits(models.Once.db);
+    await pruneRateLimits(models);
   },
 });

@@ -1,3 +1,4 @@
+import type { Models } from "../db/models.js";
 import { MongoBackend, type MongoJobRepository } from "@agendajs/mongo-backend";
 import { Agenda, InMemoryNotificationChannel, type Job } from "agenda";
 import type { Collection, Db } from "mongodb";
@@ -229,4 +230,12 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
       await (backend.repository as ExclusiveJobRepository).releaseHeld();
     },
   };
+}
+
+/** Removes one-off jobs that finished before `before` (jobs/housekeeping.ts says why). */
+export async function pruneFinishedJobs(models: Models, before: Date): Promise<void> {
+  await models.Once.db.collection("jobs").deleteMany({
+    nextRunAt: null,
+    lastFinishedAt: { $lt: before },
+  });
 }

@@ -314,7 +314,11 @@ export const healthAccuracy: Benchmark = {
         docs_symbols: docs.symbols.length,
         docs_ref: round(refDocs),
         docs_ref_tool:
-          refDocs !== null ? "python __doc__" : "n/a: no JS/Go doc reference tool installed here",
+          refDocs !== null
+            ? "python __doc__"
+            : repo.files.some((f) => f.language === "python")
+              ? "python __doc__ (failed, see above)"
+              : "n/a: no JS/Go doc reference tool installed here",
         outdated: details.outdated ?? null,
         outdated_ref: refOutdated.count,
         outdated_ref_tool: refOutdated.tool,

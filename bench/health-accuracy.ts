@@ -20,10 +20,10 @@
  *   documentation  Python: the modules' objects imported and asked for `__doc__`
  *                  (runtime introspection, independent of the ast reader); no reference
  *                  tool for JavaScript/Go is installed here (shown as n/a).
- *   freshness      npm: `npm outdated --json` entries whose wanted is not latest (direct
- *                  deps), with the machine's release-age window switched off
- *                  (--min-release-age=0: the service reads no npm config) and the Node
- *                  version of the scan; Go: `go list -m -u -json all`, modules with an
+ *   freshness      npm: `npm outdated --json` entries whose latest is newer than wanted
+ *                  (direct deps; not a range ahead of latest), with the machine's
+ *                  release-age window switched off (--min-release-age=0: the service
+ *                  reads no npm config) and the Node version of the scan; Go: `go list -m -u -json all`, modules with an
  *                  Update that go.mod requires directly (not `// indirect`), the set the
  *                  service reads; Python: no reference (`pip list --outdated` needs PyPI,
  *                  which this machine cannot reach, and lists an environment, not the
@@ -38,6 +38,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
+import semver from "semver";
 import { loadConfig } from "../src/config/env.js";
 import { findCoverageScript, measureCoverage, serviceC8 } from "../src/health/coverage.js";
 import { findExports, isApiFile } from "../src/health/documentation.js";
@@ -213,8 +214,15 @@ async function referenceOutdated(
       string,
       { wanted?: string; latest?: string }
     >;
+    // Entries whose latest is newer than what the range admits (wanted). npm also lists a
+    // range ahead of latest (babel-core ^7.0.0-bridge.0, latest 6.26.3): not outdated.
     return {
-      count: Object.values(json).filter((d) => d.wanted !== d.latest).length,
+      count: Object.values(json).filter(
+        (d) =>
+          semver.valid(d.wanted ?? "") !== null &&
+          semver.valid(d.latest ?? "") !== null &&
+          semver.gt(d.latest!, d.wanted!),
+      ).length,
       tool: "npm outdated",
     };
   }

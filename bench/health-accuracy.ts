@@ -4,16 +4,30 @@
  * HEALTH_BENCH_REPOS=/path/a,/path/b names working copies of public repositories, their
  * dependencies installed (npm install / nothing for Python and Go here). Each is scanned by
  * the service's own metric code, in place (coverage runs write their reports into the
- * copy), and each figure is printed beside the reference tool's, run by this benchmark:
+ * copy), in the sandbox as the service configures it (SANDBOX, SANDBOX_NETWORK, ...), and
+ * each figure is printed beside the reference tool's, run by this benchmark outside it.
+ * Repositories whose tests download what they need (Go modules) are measured only with
+ * SANDBOX_NETWORK=public, as for the service: under the default `none` their coverage is
+ * an estimate.
+ *
  *
  *   coverage       JS: the repository's nyc/c8 coverage script, else c8 around `npm test`,
  *                  the tool's own json-summary `total` (which counts what the tool counts);
- *                  Python: coverage.py around pytest/unittest, `coverage json` totals
- *                  without test files; Go: `go tool cover -func` total.
+ *                  Python: coverage.py around pytest (when the repository uses it) or
+ *                  unittest, src/ on PYTHONPATH for a src layout (as tox would install
+ *                  it), `coverage json` totals without test files; Go: `go tool cover
+ *                  -func` total (statements, over every package).
  *   documentation  Python: the modules' objects imported and asked for `__doc__`
  *                  (runtime introspection, independent of the ast reader); no reference
  *                  tool for JavaScript/Go is installed here (shown as n/a).
- *   freshness      `npm outdated --json` entries whose wanted is not latest (direct deps).
+ *   freshness      npm: `npm outdated --json` entries whose latest is newer than wanted
+ *                  (direct deps; not a range ahead of latest), with the machine's
+ *                  release-age window switched off (--min-release-age=0: the service
+ *                  reads no npm config) and the Node version of the scan; Go: `go list -m -u -json all`, modules with an
+ *                  Update that go.mod requires directly (not `// indirect`), the set the
+ *                  service reads; Python: no reference (`pip list --outdated` needs PyPI,
+ *                  which this machine cannot reach, and lists an environment, not the
+ *                  repository's declared dependencies), shown as n/a.
  *   duplication    the `jscpd` CLI with its defaults on the same source files.
  *
  * Targets: coverage and documentation within 5 points of the reference, equal dependency
@@ -24,6 +38,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
+import semver from "semver";
 import { loadConfig } from "../src/config/env.js";
 import { findCoverageScript, measureCoverage, serviceC8 } from "../src/health/coverage.js";
 import { findExports, isApiFile } from "../src/health/documentation.js";
@@ -32,6 +47,8 @@ import { measureFreshness } from "../src/health/freshness.js";
 import { readManifests } from "../src/health/manifests.js";
 import { RegistryClient } from "../src/health/registry.js";
 import { measureTechDebt } from "../src/health/tech-debt.js";
+import { srcLayout, usesPytest } from "../src/ecosystems/python.js";
+import { configureSandbox } from "../src/util/sandbox.js";
 import type { BenchReport, Benchmark, Check } from "./lib/harness.js";
 
 const exec = promisify(execFile);
@@ -108,11 +125,14 @@ async function referenceCoverage(
   }
   if (repo.files.some((f) => f.language === "python")) {
     const python = "/usr/bin/python3";
-    const pytest = repo.files.some((f) => f.path.endsWith("conftest.py"));
+    const byPath = new Map(repo.files.map((f) => [f.path, f]));
+    const pytest = usesPytest(byPath);
+    const src = srcLayout(byPath);
     const out = path.join(os.tmpdir(), `bench-py-${process.pid}.json`);
     const data = path.join(os.tmpdir(), `bench-py-${process.pid}.coverage`);
     await sh(`${python} -m coverage run -m ${pytest ? "pytest -q" : "unittest discover"}`, root, {
       COVERAGE_FILE: data,
+      ...(src ? { PYTHONPATH: src } : {}),
     });
     await sh(
       `${python} -m coverage json -q -o ${out} --include='${root}/*' --omit='${root}/tests/*,${root}/test/*,*/test_*.py,*/conftest.py'`,
@@ -124,24 +144,28 @@ async function referenceCoverage(
     } | null;
     await rm(out, { force: true });
     await rm(data, { force: true });
-    return { percent: json?.totals?.percent_covered ?? null, tool: "coverage.py" };
+    return {
+      percent: json?.totals?.percent_covered ?? null,
+      tool: `coverage.py ${pytest ? "pytest" : "unittest"}${src ? " (src layout)" : ""}`,
+    };
   }
   return { percent: null, tool: "none" };
 }
 
 /** Python public functions/classes with a docstring, by importing the package. */
 async function referenceDocs(root: string, repo: RepoFiles): Promise<number | null> {
+  const src = srcLayout(new Map(repo.files.map((f) => [f.path, f])));
   const packages = [
     ...new Set(
       repo.files
         .filter((f) => isApiFile(f) && f.language === "python" && f.path.endsWith("/__init__.py"))
-        .map((f) => f.path.split("/")[0]!),
+        .map((f) => (src ? f.path.replace(/^src\//, "") : f.path).split("/")[0]!),
     ),
   ];
   if (packages.length === 0) return null;
   const script = `
 import importlib, inspect, json, pkgutil, sys
-sys.path.insert(0, ".")
+sys.path.insert(0, ${JSON.stringify(src ?? ".")})
 total = documented = 0
 for name in ${JSON.stringify(packages)}:
     pkg = importlib.import_module(name)
@@ -168,16 +192,57 @@ print(json.dumps([documented, total]))
   return total > 0 ? (100 * documented) / total : null;
 }
 
-/** `npm outdated --json`: direct dependencies whose wanted version is not the latest. */
-async function referenceOutdated(root: string, repo: RepoFiles): Promise<number | null> {
-  if (!repo.files.some((f) => f.path === "package.json")) return null;
-  // --prefer-online: npm's cached packuments may be minutes old; the service asks the registry.
-  const result = await sh("npm outdated --json --prefer-online", root);
-  const json = JSON.parse(result.stdout || "{}") as Record<
-    string,
-    { wanted?: string; latest?: string }
-  >;
-  return Object.values(json).filter((d) => d.wanted !== d.latest).length;
+/**
+ * Outdated direct dependencies by the ecosystem's own tool: `npm outdated` entries whose
+ * wanted version is not the latest, or `go list -m -u` modules with an Update that go.mod
+ * requires directly. Null with the reason where there is no reference here.
+ */
+async function referenceOutdated(
+  root: string,
+  repo: RepoFiles,
+): Promise<{ count: number | null; tool: string }> {
+  const has = (p: string) => repo.files.some((f) => f.path === p);
+  if (has("package.json")) {
+    // --prefer-online: npm's cached packuments may be minutes old; the service asks the
+    // registry. --min-release-age=0: a machine's release-age window (npmrc) is not the
+    // service's. --node-version: the Node the service picks for (its own, as the sandbox's).
+    const result = await sh(
+      `npm outdated --json --prefer-online --min-release-age=0 --node-version=${process.version}`,
+      root,
+    );
+    const json = JSON.parse(result.stdout || "{}") as Record<
+      string,
+      { wanted?: string; latest?: string }
+    >;
+    // Entries whose latest is newer than what the range admits (wanted). npm also lists a
+    // range ahead of latest (babel-core ^7.0.0-bridge.0, latest 6.26.3): not outdated.
+    return {
+      count: Object.values(json).filter(
+        (d) =>
+          semver.valid(d.wanted ?? "") !== null &&
+          semver.valid(d.latest ?? "") !== null &&
+          semver.gt(d.latest!, d.wanted!),
+      ).length,
+      tool: "npm outdated",
+    };
+  }
+  if (has("go.mod")) {
+    const result = await sh("go list -m -u -json all", root, { GOFLAGS: "-mod=mod" });
+    if (!result.ok) return { count: null, tool: "go list -m -u (failed)" };
+    // A stream of JSON objects, one per module.
+    const modules = JSON.parse(`[${result.stdout.replace(/}\s*{/g, "},{")}]`) as Array<{
+      Main?: boolean;
+      Indirect?: boolean;
+      Update?: unknown;
+    }>;
+    return {
+      count: modules.filter((m) => !m.Main && !m.Indirect && m.Update).length,
+      tool: "go list -m -u (direct)",
+    };
+  }
+  if (repo.files.some((f) => f.language === "python"))
+    return { count: null, tool: "n/a: PyPI unreachable here (pip list --outdated)" };
+  return { count: null, tool: "none" };
 }
 
 /** The jscpd CLI on the given files: its duplicated-lines percentage. */
@@ -215,6 +280,8 @@ export const healthAccuracy: Benchmark = {
       return { subjects: [], checks: [], info: { skipped: "HEALTH_BENCH_REPOS not set" } };
     }
     const config = loadConfig({ ...process.env, NODE_ENV: "development" });
+    // The sandbox as the service sets it up (service.ts), so SANDBOX_NETWORK=public applies.
+    configureSandbox(config.sandbox);
     const rows: Array<Record<string, unknown>> = [];
     const checks: Check[] = [];
     for (const root of repos) {
@@ -230,7 +297,11 @@ export const healthAccuracy: Benchmark = {
         new RegistryClient(config.health.registry),
         manifests,
       );
-      const coverage = await measureCoverage(repo, { root, timeoutMs: 900_000 });
+      const coverage = await measureCoverage(repo, {
+        root,
+        timeoutMs: 900_000,
+        goproxy: config.health.registry.goproxyUrl,
+      });
       const refCoverage = await referenceCoverage(root, repo);
       const refDocs = await referenceDocs(root, repo);
       const refOutdated = await referenceOutdated(root, repo);
@@ -250,8 +321,15 @@ export const healthAccuracy: Benchmark = {
         docs: round(docPercent),
         docs_symbols: docs.symbols.length,
         docs_ref: round(refDocs),
+        docs_ref_tool:
+          refDocs !== null
+            ? "python __doc__"
+            : repo.files.some((f) => f.language === "python")
+              ? "python __doc__ (failed, see above)"
+              : "n/a: no JS/Go doc reference tool installed here",
         outdated: details.outdated ?? null,
-        outdated_ref: refOutdated,
+        outdated_ref: refOutdated.count,
+        outdated_ref_tool: refOutdated.tool,
         duplication: round(
           ((debt.details.duplication as { percent?: number } | undefined)?.percent ?? null) as
             number | null,
@@ -283,7 +361,7 @@ export const healthAccuracy: Benchmark = {
           value: Math.abs((row.outdated ?? 0) - row.outdated_ref),
           target: 0,
           pass: row.outdated === row.outdated_ref,
-          detail: `service ${row.outdated} vs npm outdated ${row.outdated_ref}`,
+          detail: `service ${row.outdated} vs ${refOutdated.tool} ${row.outdated_ref}`,
         });
     }
     console.table(rows);

@@ -127,22 +127,48 @@ export function parseCoveragePyJson(json: unknown, root: string): CoverageFigure
 /** Python interpreters tried for coverage.py: the worker's `python3`, then the system's. */
 export const PYTHON_CANDIDATES = ["python3", "/usr/bin/python3"];
 
-/** True when the repository runs its tests with pytest (config, imports or test functions). */
+/** Root files that name a repository's test tools: tox, nox, setuptools, requirements. */
+const TOOL_FILES =
+  /^(tox\.ini|noxfile\.py|setup\.cfg|setup\.py|pyproject\.toml|Pipfile|requirements[\w.-]*\.txt)$/;
+
+/**
+ * True when the repository runs its tests with pytest: its configuration (pytest.ini,
+ * `[tool.pytest…]`, `[tool:pytest]`, `[pytest]`), conftest.py, pytest named as a test
+ * dependency or command at the root (tox `deps`/`commands`, extras, requirements), or test
+ * files that import pytest or hold bare `def test_…` functions (which only pytest collects).
+ */
 export function usesPytest(byPath: ReadonlyMap<string, SourceFile>): boolean {
   for (const [rel, file] of byPath) {
     const name = path.posix.basename(rel);
     if (name === "conftest.py" || name === "pytest.ini") return true;
     if (!rel.includes("/") && /^(pyproject\.toml|setup\.cfg|tox\.ini)$/.test(name))
       if (/^\[(tool\.pytest|tool:pytest|pytest)\b/m.test(file.text)) return true;
+    // "pytest", "py.test", "pytest-cov", "pytest>=7" as a word in a tool file at the root.
+    if (!rel.includes("/") && TOOL_FILES.test(name) && /(^|[\s"'[,=(])py\.?test\b/m.test(file.text))
+      return true;
     if (
       file.test &&
       file.language === "python" &&
-      // pytest's imports, or bare `def test_…` functions, which only pytest collects.
       /^(\s*(import pytest|from pytest\b)|(async )?def test_)/m.test(file.text)
     )
       return true;
   }
   return false;
+}
+
+/**
+ * "src" for a src layout (packages under src/, none of the same name at the root), whose
+ * tests import the package as an installed one: tox or pip install it first, the scan puts
+ * src/ on PYTHONPATH instead. Null otherwise.
+ */
+export function srcLayout(byPath: ReadonlyMap<string, SourceFile>): string | null {
+  for (const rel of byPath.keys()) {
+    const match = /^src\/([A-Za-z_][\w]*)(\/__init__\.py|\.py)$/.exec(rel);
+    if (!match || rel === "src/setup.py") continue;
+    const name = match[1]!;
+    if (!byPath.has(`${name}/__init__.py`) && !byPath.has(`${name}.py`)) return "src";
+  }
+  return null;
 }
 
 async function pythonCoverage(ctx: CoverageContext): Promise<CoverageAttempt> {
@@ -184,7 +210,13 @@ async function pythonCoverage(ctx: CoverageContext): Promise<CoverageAttempt> {
   const data = `${REPORT_DIR}/python.coverage`;
   const json = `${REPORT_DIR}/python-coverage.json`;
   const command = `mkdir -p ${REPORT_DIR} && ${python} -m coverage run ${runner}`;
-  const env = { PYTHONDONTWRITEBYTECODE: "1", COVERAGE_FILE: data };
+  const src = srcLayout(byPath);
+  // Python makes PYTHONPATH entries absolute at start, so a relative "src" survives a chdir.
+  const env: Record<string, string> = {
+    PYTHONDONTWRITEBYTECODE: "1",
+    COVERAGE_FILE: data,
+    ...(src ? { PYTHONPATH: src } : {}),
+  };
   const result = await ctx.run(command, env);
   if (!result) return { ok: false, reason: ctx.outOfTime(), command, notes };
   if (result.timedOut) return timedOutAttempt(result, command, notes);
@@ -201,6 +233,7 @@ async function pythonCoverage(ctx: CoverageContext): Promise<CoverageAttempt> {
     };
   if (!result.ok)
     notes.push(`The tests failed (${describeResult(result)}); coverage is from that run.`);
+  if (src) notes.push(`A src layout: ${src}/ was put on PYTHONPATH in place of an install.`);
   notes.push("Python dependencies are not installed by the scan; tests needing them fail.");
   return {
     ok: true,

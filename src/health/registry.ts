@@ -2,10 +2,12 @@
  * Package registries and advisory sources, asked over HTTP with bounds: at most
  * `maxRequests` requests per scan, `concurrency` at once, each limited to `timeoutMs`.
  * npm (NPM_REGISTRY_URL), PyPI (PYPI_URL) and the Go module proxy (GOPROXY_URL) give the
- * latest versions; npm's bulk advisory endpoint and OSV (OSV_URL, for PyPI and Go) give
+ * latest versions (npm's as `npm outdated` picks it, see `latest`); npm's bulk advisory endpoint and OSV (OSV_URL, for PyPI and Go) give
  * known vulnerabilities. A failure is a value (`{ error }`), never an exception: the
  * metrics say what could not be checked.
  */
+import pickManifest from "npm-pick-manifest";
+import semver from "semver";
 import type { Config } from "../config/env.js";
 import type { Ecosystem } from "./manifests.js";
 
@@ -19,9 +21,14 @@ export class RegistryClient {
   private active = 0;
   private readonly waiting: Array<() => void> = [];
 
+  /**
+   * `nodeVersion`: the Node.js the repository's commands run under (the sandbox mounts the
+   * service's own node), for npm's engine-aware choice of the latest version.
+   */
   constructor(
     readonly config: RegistryConfig,
     private readonly signal?: AbortSignal,
+    readonly nodeVersion: string = process.version,
   ) {}
 
   /** Requests made so far. */
@@ -43,6 +50,28 @@ export class RegistryClient {
   async json<T>(
     url: string,
     init: { method?: string; body?: unknown; accept?: string } = {},
+  ): Promise<Fetched<T>> {
+    return this.request(url, init, async (response) => {
+      try {
+        return { ok: true, value: (await response.json()) as T };
+      } catch {
+        return { ok: false, error: `${hostOf(url)} answered with invalid JSON` };
+      }
+    });
+  }
+
+  /** A plain-text answer (the Go proxy's version lists), or why there is none. */
+  async text(url: string): Promise<Fetched<string>> {
+    return this.request(url, { accept: "text/plain" }, async (response) => ({
+      ok: true,
+      value: await response.text(),
+    }));
+  }
+
+  private async request<T>(
+    url: string,
+    init: { method?: string; body?: unknown; accept?: string },
+    read: (response: Response) => Promise<Fetched<T>>,
   ): Promise<Fetched<T>> {
     if (this.used >= this.config.maxRequests)
       return {
@@ -69,11 +98,7 @@ export class RegistryClient {
         await response.body?.cancel().catch(() => undefined);
         return { ok: false, error: `${hostOf(url)} answered ${response.status}` };
       }
-      try {
-        return { ok: true, value: (await response.json()) as T };
-      } catch {
-        return { ok: false, error: `${hostOf(url)} answered with invalid JSON` };
-      }
+      return await read(response);
     } catch (error) {
       const name = (error as Error).name;
       if (name === "TimeoutError")
@@ -89,22 +114,28 @@ export class RegistryClient {
     }
   }
 
-  /** The latest version a registry offers for a package. */
+  /**
+   * The latest version a registry offers for a package. For npm it is the version
+   * `npm outdated` shows as "latest": npm's own pick (npm-pick-manifest, range `*`) from the
+   * packument, which takes the `latest` dist-tag unless that version is deprecated or its
+   * `engines.node` excludes `nodeVersion`, and then the highest version that is neither.
+   */
   async latest(ecosystem: Ecosystem, name: string): Promise<Fetched<string>> {
     if (ecosystem === "npm") {
       // Scoped names keep their @ and encode the slash, as npm's own client does.
       const encoded = name.startsWith("@")
         ? `@${encodeURIComponent(name.slice(1))}`
         : encodeURIComponent(name);
-      const answer = await this.json<{ "dist-tags"?: { latest?: unknown } }>(
-        `${trimSlash(this.config.npmUrl)}/${encoded}`,
-        { accept: "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8" },
-      );
+      // The abbreviated packument (npm's install document) lists every version with its
+      // engines and deprecation, which is all the pick needs.
+      const answer = await this.json<{
+        "dist-tags"?: { latest?: unknown };
+        versions?: Record<string, unknown>;
+      }>(`${trimSlash(this.config.npmUrl)}/${encoded}`, {
+        accept: "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8",
+      });
       if (!answer.ok) return answer;
-      const latest = answer.value["dist-tags"]?.latest;
-      return typeof latest === "string"
-        ? { ok: true, value: latest }
-        : { ok: false, error: "no latest dist-tag" };
+      return npmLatest(answer.value, this.nodeVersion);
     }
     if (ecosystem === "PyPI") {
       const answer = await this.json<{ info?: { version?: unknown } }>(
@@ -119,14 +150,59 @@ export class RegistryClient {
     const base = goproxyBase(this.config.goproxyUrl);
     if (!base)
       return { ok: false, error: `GOPROXY_URL "${this.config.goproxyUrl}" names no proxy URL` };
-    const answer = await this.json<{ Version?: unknown }>(
-      `${base}/${escapeModulePath(name)}/@latest`,
-    );
+    // As the go command's "latest" query (what `go list -m -u` reports as Update): the
+    // highest version of the module's version list, and the proxy's @latest only when that
+    // list is empty (a module with pseudo-versions only).
+    const module = `${base}/${escapeModulePath(name)}`;
+    const list = await this.text(`${module}/@v/list`);
+    if (!list.ok) return list;
+    const listed = goLatestOfList(list.value);
+    if (listed) return { ok: true, value: listed };
+    const answer = await this.json<{ Version?: unknown }>(`${module}/@latest`);
     if (!answer.ok) return answer;
     const version = answer.value.Version;
     return typeof version === "string"
       ? { ok: true, value: version }
       : { ok: false, error: "no Version in the answer" };
+  }
+}
+
+/**
+ * The version the go command takes as "latest" from a proxy's version list: the highest
+ * release, else the highest pre-release; +incompatible versions only when the list has no
+ * other. Retractions (declared in a later go.mod) are not read. Null for an empty list.
+ */
+export function goLatestOfList(list: string): string | null {
+  const versions = list
+    .split(/\s+/)
+    .filter((v) => /^v\d+\.\d+\.\d+/.test(v) && semver.valid(v) !== null);
+  const pick = (candidates: string[]) =>
+    candidates.length === 0 ? null : candidates.sort((a, b) => semver.rcompare(a, b))[0]!;
+  const compatible = versions.filter((v) => !v.endsWith("+incompatible"));
+  for (const pool of [compatible, versions]) {
+    const release = pick(pool.filter((v) => semver.prerelease(v) === null));
+    if (release) return release;
+    const pre = pick([...pool]);
+    if (pre) return pre;
+  }
+  return null;
+}
+
+/** npm's "latest" of a packument for a Node.js version (see RegistryClient.latest). */
+export function npmLatest(
+  packument: { "dist-tags"?: { latest?: unknown }; versions?: Record<string, unknown> },
+  nodeVersion: string,
+): Fetched<string> {
+  const tagged = packument["dist-tags"]?.latest;
+  // A registry that lists no versions (a minimal mirror) leaves only its dist-tag.
+  if (Object.keys(packument.versions ?? {}).length === 0)
+    return typeof tagged === "string"
+      ? { ok: true, value: tagged }
+      : { ok: false, error: "no latest dist-tag" };
+  try {
+    return { ok: true, value: pickManifest(packument, "*", { nodeVersion }).version };
+  } catch (error) {
+    return { ok: false, error: `no version to pick (${(error as Error).message.slice(0, 200)})` };
   }
 }
 

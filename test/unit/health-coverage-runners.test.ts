@@ -292,6 +292,56 @@ describe("Python coverage with coverage.py", () => {
       tests_passed: true,
     });
   });
+  it("around pytest named by tox.ini, a src layout put on PYTHONPATH: 5 of 6 statements", async () => {
+    // cachetools' shape: no conftest.py, unittest-style tests that pytest runs (tox.ini's
+    // deps and commands), the package under src/ (tox installs it; the scan cannot).
+    expect(await pythonWithCoverage("coverage, pytest")).toBe(true);
+    const { language } = await scan(
+      {
+        "tox.ini": [
+          "[tox]",
+          "envlist = py",
+          "",
+          "[testenv]",
+          "deps =",
+          "    pytest",
+          "    pytest-cov",
+          "commands =",
+          "    py.test --cov=pkg {posargs}",
+          "",
+        ].join("\n"),
+        "src/pkg/__init__.py": "",
+        "src/pkg/calc.py": PY_SOURCE,
+        "tests/__init__.py": "",
+        "tests/test_calc.py": [
+          "import os",
+          "import unittest",
+          "from pkg.calc import add, sub",
+          "",
+          "class CalcTest(unittest.TestCase):",
+          "    def test_add(self):",
+          "        self.assertEqual(add(1, 2), 3)",
+          "",
+          "    def test_sub(self):",
+          "        os.chdir('tests')  # a relative PYTHONPATH entry must survive this",
+          "        self.assertEqual(sub(3, 2), 1)",
+          "",
+        ].join("\n"),
+      },
+      false,
+    );
+    expect(language).toMatchObject({
+      measured: true,
+      method: "coverage.py around pytest",
+      covered: 5,
+      total: 6,
+      unit: "statements",
+      tests_passed: true,
+    });
+    expect(language.notes).toContain(
+      "A src layout: src/ was put on PYTHONPATH in place of an install.",
+    );
+  });
 });
 
 describe("Go coverage with go test -coverprofile", () => {

@@ -4,12 +4,17 @@ import { Octokit } from "@octokit/rest";
 import nock from "nock";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { measureCiPassRate } from "../../src/health/ci.js";
+import { readRepoFiles } from "../../src/health/files.js";
+import { measureFreshness } from "../../src/health/freshness.js";
+import { readManifests } from "../../src/health/manifests.js";
 import {
   escapeModulePath,
+  goLatestOfList,
   goproxyBase,
   RegistryClient,
   type RegistryConfig,
 } from "../../src/health/registry.js";
+import { createGitRepo } from "../helpers/git-repo.js";
 
 /*
  * The bounds on registry requests (count, concurrency, time) against a local HTTP server,
@@ -114,14 +119,133 @@ describe("registry client", () => {
       ok: true,
       value: "v1.2.3",
     });
+    // The Go proxy's version list first; its @latest when the list names no version.
     expect(seen).toEqual([
       "/@scope%2Fname",
       "/pypi/Flask/json",
+      "/github.com/!burnt!sushi/toml/@v/list",
       "/github.com/!burnt!sushi/toml/@latest",
     ]);
     expect(escapeModulePath("golang.org/x/Text")).toBe("golang.org/x/!text");
     expect(goproxyBase("https://goproxy.example/,direct")).toBe("https://goproxy.example");
     expect(goproxyBase("off")).toBeNull();
+  });
+});
+
+describe("npm's latest, as npm outdated picks it", () => {
+  const registry = "https://registry.example";
+  const version = (v: string, extra: Record<string, unknown> = {}) => ({
+    name: "cookie",
+    version: v,
+    dist: { tarball: `${registry}/cookie/-/cookie-${v}.tgz` },
+    ...extra,
+  });
+  // An abbreviated packument (application/vnd.npm.install-v1+json), as the registry sends.
+  const packument = {
+    name: "cookie",
+    "dist-tags": { latest: "2.0.2" },
+    versions: {
+      "1.0.2": version("1.0.2", { engines: { node: ">= 0.6" } }),
+      "1.1.1": version("1.1.1", { engines: { node: ">=18" } }),
+      "1.2.0": version("1.2.0", { deprecated: "use 1.1.1" }),
+      "2.0.2": version("2.0.2", { engines: { node: ">=22" } }),
+    },
+  };
+
+  it("skips a latest whose engines.node excludes the Node the commands run under", async () => {
+    nock.disableNetConnect();
+    const scope = nock(registry)
+      .get("/cookie")
+      .matchHeader("accept", /application\/vnd\.npm\.install-v1\+json/)
+      .times(2)
+      .reply(200, packument);
+    const on20 = new RegistryClient(config({ npmUrl: registry }), undefined, "v20.20.2");
+    const on22 = new RegistryClient(config({ npmUrl: registry }), undefined, "v22.12.0");
+    // Node 20: 2.0.2 needs >=22, 1.2.0 is deprecated, so npm's latest is 1.1.1.
+    expect(await on20.latest("npm", "cookie")).toEqual({ ok: true, value: "1.1.1" });
+    expect(await on22.latest("npm", "cookie")).toEqual({ ok: true, value: "2.0.2" });
+    scope.done();
+  });
+
+  it("counts a ^1 range up to date when the newest installable version is 1.x", async () => {
+    nock.disableNetConnect();
+    nock(registry).get("/cookie").reply(200, packument);
+    const client = new RegistryClient(config({ npmUrl: registry }), undefined, "v20.20.2");
+    const metric = await measureFreshness(client, {
+      dependencies: [
+        {
+          ecosystem: "npm",
+          name: "cookie",
+          declared: "^1.0.2",
+          range: "^1.0.2",
+          exact: null,
+          manifest: "package.json",
+          dev: false,
+        },
+      ],
+      npmLocked: null,
+      skipped: [],
+    });
+    expect(metric.details).toMatchObject({ outdated: 0, checked: 1 });
+    expect((metric.details.dependencies as Array<{ latest: string }>)[0]!.latest).toBe("1.1.1");
+  });
+});
+
+describe("Go freshness, as go list -m -u counts it", () => {
+  const proxy = "https://goproxy.example";
+
+  it("takes the highest release of the version list", () => {
+    expect(goLatestOfList("v1.0.0\nv1.10.0\nv1.9.3\nv2.0.0-rc.1\n")).toBe("v1.10.0");
+    expect(goLatestOfList("v0.1.0-alpha\nv0.1.0-beta\n")).toBe("v0.1.0-beta");
+    expect(goLatestOfList("v1.2.0\nv3.0.0+incompatible\n")).toBe("v1.2.0");
+    expect(goLatestOfList("v2.0.0+incompatible\n")).toBe("v2.0.0+incompatible");
+    expect(goLatestOfList("")).toBeNull();
+  });
+
+  it("counts the direct requirements with a newer version, not the // indirect ones", async () => {
+    const fixture = await createGitRepo({
+      "go.mod": [
+        "module example.com/app",
+        "",
+        "go 1.21",
+        "",
+        "require (",
+        "\tgithub.com/spf13/pflag v1.0.9",
+        "\tgithub.com/BurntSushi/toml v1.4.0",
+        "\tgolang.org/x/sync v0.0.0-20240101000000-abcdefabcdef",
+        "\tgithub.com/old/indirect v1.0.0 // indirect",
+        ")",
+        "",
+      ].join("\n"),
+      "main.go": "package main\n\nfunc main() {}\n",
+    });
+    try {
+      nock.disableNetConnect();
+      const scope = nock(proxy)
+        .get("/github.com/spf13/pflag/@v/list")
+        .reply(200, "v1.0.8\nv1.0.9\nv1.1.0\n")
+        .get("/github.com/!burnt!sushi/toml/@v/list")
+        .reply(200, "v1.3.0\nv1.4.0\nv1.5.0-rc.1\n")
+        // Pseudo-versions only: the list is empty and @latest names the newest commit.
+        .get("/golang.org/x/sync/@v/list")
+        .reply(200, "")
+        .get("/golang.org/x/sync/@latest")
+        .reply(200, { Version: "v0.0.0-20250101000000-123456123456" });
+      const manifests = await readManifests(fixture.dir, await readRepoFiles(fixture.dir));
+      const metric = await measureFreshness(
+        new RegistryClient(config({ goproxyUrl: `${proxy},direct` })),
+        manifests,
+      );
+      scope.done();
+      // pflag (1.1.0) and x/sync (a newer commit) are behind; toml's newest is a pre-release.
+      expect(metric.details).toMatchObject({ declared: 3, checked: 3, outdated: 2 });
+      const outdated = (metric.details.dependencies as Array<{ name: string; status: string }>)
+        .filter((d) => d.status === "outdated")
+        .map((d) => d.name);
+      expect(outdated).toEqual(["github.com/spf13/pflag", "golang.org/x/sync"]);
+    } finally {
+      await fixture.remove();
+    }
   });
 });
 

@@ -33,6 +33,7 @@ import {
 import { registerHandlers } from "./github/handlers.js";
 import { githubJobs } from "./github/jobs.js";
 import { createThreadNotifier } from "./github/notices.js";
+import { createProgressReporter } from "./github/progress.js";
 import { createIntegrationNotifier, integrationNoticeJob } from "./integrations/notices.js";
 import { createRateLimiters } from "./http/rate-limit.js";
 import { ensureRateLimitIndexes } from "./domain/request-records.js";
@@ -177,6 +178,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     registerHandlers(probot, githubDeps);
     for (const job of githubJobs(githubDeps)) scheduler.define(job);
     pipeline.taskDeps.notifyThread = createThreadNotifier(db.models, scheduler);
+    // Phase changes of GitHub tasks show on a check run (docs/api.md, "Progress on GitHub").
+    if (config.github.progress)
+      pipeline.taskDeps.reportProgress = createProgressReporter(db.models, scheduler, logger);
   }
   // Tasks from Slack (and the other integrations) report back where they were asked for.
   scheduler.define(

@@ -106,6 +106,8 @@ export const envSchema = z.object({
   GITHUB_CLIENT_SECRET: optionalString,
   APP_SLUG: optionalString,
   AGENT_LABEL: z.string().trim().min(1).max(50).default("agent"),
+  // A check run per GitHub task showing its phase (src/github/progress.ts).
+  GITHUB_PROGRESS: flag(true),
 
   PARALLEL_THRESHOLD: positiveInt(6, 1000),
   MAX_PARALLEL_WORKERS: positiveInt(3, 64),
@@ -170,6 +172,8 @@ export interface GithubAppConfig {
   slug: string | undefined;
   /** The issue label that turns an issue into a task. */
   agentLabel: string;
+  /** Show a task's phase as a check run on its commit (GITHUB_PROGRESS). */
+  progress: boolean;
 }
 
 export interface Config {
@@ -386,6 +390,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       clientSecret: env.GITHUB_CLIENT_SECRET,
       slug: env.APP_SLUG,
       agentLabel: env.AGENT_LABEL,
+      progress: env.GITHUB_PROGRESS,
     };
   }
 

@@ -68,6 +68,8 @@ export const markers = {
     taskId,
     notice,
   ]),
+  /** A task's progress check run, created once; it holds the run's id (domain/progress.ts). */
+  githubProgress: kind("gh-progress", "github-progress", (taskId: string) => [taskId]),
   /** A labelled issue turned into a task (github/issues.ts). */
   githubLabel: kind("gh-label", "github-label", (deliveryKey: string) => [deliveryKey]),
   /** A CI failure of one head commit, fixed once (github/ci.ts). */

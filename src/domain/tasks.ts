@@ -65,6 +65,13 @@ export interface TaskDeps {
    * was merged (recordPullRequestOutcome). Set by the composition root.
    */
   notifyThread?(taskId: string, kind: ThreadNotice): Promise<void>;
+  /**
+   * Tells the task's GitHub check run (domain/progress.ts) that its phase changed; `at` is
+   * the phase event's sequence number, or `end`. Returns at once: the report is queued in
+   * the background and its failures never reach the task. Set when the GitHub App is
+   * configured and GITHUB_PROGRESS is on.
+   */
+  reportProgress?(taskId: string, at: number | "end"): void;
 }
 
 /** What a task tells the place it reports to. */
@@ -515,6 +522,7 @@ export async function endTask(deps: TaskDeps, taskId: string, ending: Ending): P
   if (!won) return false;
   recordTaskEnded(ending.status);
   await applyEnding(deps, taskId, ending);
+  deps.reportProgress?.(taskId, "end");
   await deps.notifyThread?.(taskId, "end").catch(() => undefined);
   if (deps.workdirOf)
     await rm(deps.workdirOf(taskId), { recursive: true, force: true }).catch(() => undefined);
@@ -691,6 +699,7 @@ export async function moveTo(
   }
   const event = await deps.events.append(taskId, { event_type: "phase", phase, status });
   await tasksOf(deps.models).updateOne({ _id: taskId }, { $set: { event_seq: event.seq } });
+  deps.reportProgress?.(taskId, event.seq);
   return true;
 }
 

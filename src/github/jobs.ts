@@ -6,6 +6,7 @@ import type { GithubHandlerDeps } from "./deps.js";
 import { labelJob } from "./issues.js";
 import { noticeJob } from "./notices.js";
 import { outcomeJob } from "./outcomes.js";
+import { progressJob } from "./progress.js";
 
 /** The jobs the App's handlers queue, run by the workers. */
 export function githubJobs(deps: GithubHandlerDeps): Array<JobKind<never>> {
@@ -17,5 +18,6 @@ export function githubJobs(deps: GithubHandlerDeps): Array<JobKind<never>> {
     outcomeJob(deps),
     noticeJob(deps),
     autoReviewJob(deps),
+    progressJob(deps),
   ] as Array<JobKind<never>>;
 }

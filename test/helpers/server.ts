@@ -25,6 +25,9 @@ export function testConfig(env: Record<string, string | undefined> = {}): Config
     ALLOW_LOCAL_REPOS: "true",
     // Working copies of tasks go to the system's temp folder, never into the checkout.
     DATA_DIR: path.join(os.tmpdir(), `foreman-test-${process.pid}`),
+    // Check runs of GitHub tasks are tested on their own (github-progress.test.ts); the
+    // other GitHub tests list GitHub's requests exactly and turn them off.
+    GITHUB_PROGRESS: "false",
     ...env,
   });
 }

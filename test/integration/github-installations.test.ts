@@ -929,7 +929,7 @@ describe("app.yml", () => {
       contents: "write",
       pull_requests: "write",
       issues: "write",
-      checks: "read",
+      checks: "write",
       actions: "read",
       metadata: "read",
     });

@@ -27,6 +27,7 @@ describe("cloning a GitHub repository", () => {
         clientSecret: undefined,
         slug: undefined,
         agentLabel: "agent",
+        progress: true,
       },
       createLogger({ level: "silent" }),
       { testing: true },

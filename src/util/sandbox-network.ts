@@ -25,10 +25,10 @@
  * A network that cannot be brought up ends the command with exit code 125 and a line saying
  * so (plus slirp4netns's own message); `networkFailure` turns that into the result's reason.
  */
-import { constants as fsConstants } from "node:fs";
-import { access, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { findExecutable } from "./executables.js";
 
 export type SandboxNetwork = "none" | "public";
 
@@ -100,19 +100,8 @@ interface NetworkTools {
 const found = new Map<string, Promise<NetworkTools>>();
 
 /** On the PATH, or in the sbin folders an ordinary user's PATH often leaves out (ip). */
-async function find(name: string): Promise<string | undefined> {
-  const dirs = [...(process.env.PATH ?? "").split(":"), "/usr/sbin", "/sbin"];
-  for (const dir of dirs) {
-    if (!path.isAbsolute(dir)) continue;
-    const candidate = path.join(dir, name);
-    try {
-      await access(candidate, fsConstants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
+function find(name: string): Promise<string | undefined> {
+  return findExecutable(name, ["/usr/sbin", "/sbin"]);
 }
 
 /** The tools' absolute paths; throws naming the fix when one is missing. */

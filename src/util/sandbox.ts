@@ -23,7 +23,6 @@ import { closeSync, constants as fsConstants, openSync, readFileSync } from "nod
 import { Socket } from "node:net";
 import { promisify } from "node:util";
 import {
-  access,
   lstat,
   mkdir,
   mkdtemp,
@@ -36,6 +35,7 @@ import {
 } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { findExecutable } from "./executables.js";
 import { fileURLToPath } from "node:url";
 import { recordSandboxRun } from "../metrics/index.js";
 import { redactText } from "./redact.js";
@@ -218,18 +218,8 @@ function isInside(child: string, parent: string): boolean {
   return relative === "" || (!relative.startsWith("..") && !path.isAbsolute(relative));
 }
 
-async function findOnPath(name: string): Promise<string | undefined> {
-  for (const dir of (process.env.PATH ?? "").split(":")) {
-    if (!path.isAbsolute(dir)) continue;
-    const candidate = path.join(dir, name);
-    try {
-      await access(candidate, fsConstants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
+function findOnPath(name: string): Promise<string | undefined> {
+  return findExecutable(name);
 }
 
 /** The install folder of a tool: the parent of its bin/ (or pyenv's shims/), else its folder. */

@@ -10,6 +10,7 @@ import { TaskEventHub } from "./domain/task-event-hub.js";
 import { findWorkspace, WORKSPACES_MARKER, type WorkspaceRecord } from "./domain/workspaces.js";
 import type { Tier } from "./db/models.js";
 import { findTier } from "./domain/accounts.js";
+import { startIntegrationCache } from "./domain/integrations/store.js";
 import { newTaskCollection } from "./domain/tasks.js";
 import { TaskEventLog } from "./domain/task-events.js";
 import { createProbot } from "./github-api/app.js";
@@ -210,6 +211,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   );
   await tierCache.start();
   await workspaceCache.start();
+  const integrationCache = await startIntegrationCache(db.models, config.accountViewPollMs);
   pipeline.taskDeps.insertTask = createInsertBatcher(newTaskCollection(db.models));
   pipeline.taskDeps.cache = {
     tier: (id) => tierCache.get(id),
@@ -386,6 +388,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         clearInterval(retakeTimer);
         tierCache.stop();
         workspaceCache.stop();
+        integrationCache.stop();
         await http?.close();
         await metricsServer?.close();
         streams?.close();

@@ -54,7 +54,11 @@ const stateHash = (state: string): string => createHash("sha256").update(state).
  * whenever what they stand for changes. Upserted, never claimed.
  */
 export type GenerationName =
-  "tasks-queued" | "workspaces-generation" | "account-tiers-generation" | "accounts-generation";
+  | "tasks-queued"
+  | "workspaces-generation"
+  | "account-tiers-generation"
+  | "accounts-generation"
+  | "integrations-generation";
 
 /** Every kind of once-marker the service stores. */
 export const markers = {

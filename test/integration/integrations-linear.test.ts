@@ -369,4 +369,28 @@ describe("integrations: Linear", () => {
     const task = await server.service.db.models.Task.collection.findOne({ _id: taskId as never });
     expect(task).toMatchObject({ pr_state: "merged" });
   });
+
+  // Last: it rotates the secret and disables the integration.
+  it("takes a rotated secret and a disabled integration at once, though lookups are cached", async () => {
+    const elsewhere = labelled("issue-cached", "Elsewhere", { id: "team-uuid-2", key: "OPS" });
+    expect((await deliver(elsewhere)).status).toBe(200); // the lookup is now cached
+    const NEW_SECRET = "linear-webhook-secret-rotated-0123456789";
+    const rotated = await server.api("PATCH", `/integrations/${integrationId}`, {
+      key,
+      body: { secrets: { webhook_secret: NEW_SECRET } },
+    });
+    expect(rotated.status).toBe(200);
+    expect((await deliver(elsewhere)).status).toBe(401);
+    expect((await deliver(elsewhere, { secret: NEW_SECRET })).status).toBe(200);
+    const disabled = await server.api("PATCH", `/integrations/${integrationId}`, {
+      key,
+      body: { enabled: false },
+    });
+    expect(disabled.status).toBe(200);
+    const res = await deliver(labelled("issue-disabled", "Add a disabled helper"), {
+      secret: NEW_SECRET,
+    });
+    expect(res.status).toBe(200);
+    expect(await tasksOfIssue("issue-disabled")).toEqual([]);
+  });
 });

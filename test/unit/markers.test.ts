@@ -120,6 +120,7 @@ const PINNED: Record<keyof typeof markers, [Marker, string, string][]> = {
     [markers.generation("workspaces-generation"), "workspaces-generation", "marker"],
     [markers.generation("account-tiers-generation"), "account-tiers-generation", "marker"],
     [markers.generation("accounts-generation"), "accounts-generation", "marker"],
+    [markers.generation("integrations-generation"), "integrations-generation", "marker"],
   ],
 };
 

@@ -7,6 +7,7 @@ import { registerSecret } from "../../util/redact.js";
 import { claimMarker, markers } from "../markers.js";
 import {
   getIntegrationRecord,
+  integrationChanged,
   SLACK_OAUTH_CALLBACK_PATH,
   type IntegrationRecord,
   type SlackInstall,
@@ -268,6 +269,7 @@ export async function completeSlackInstall(
     await revoke(ready, token, log);
     throw errors.notFound("integration");
   }
+  await integrationChanged(deps.models, integrationId);
   log.info({ team: teamId, scopes: install.scopes }, "slack app installed");
   return {
     integration_id: integrationId,

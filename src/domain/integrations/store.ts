@@ -1,11 +1,16 @@
 import type { z } from "zod";
-import type { Models } from "../../db/models.js";
+import { collectionOf, type Models } from "../../db/models.js";
+import { bumpMarker, MarkerCache } from "../marker-cache.js";
+import { markers } from "../markers.js";
 import { resolveRepo } from "../workspaces.js";
 import { errors } from "../../errors.js";
 import { newId } from "../../util/ids.js";
 import { registerSecret } from "../../util/redact.js";
 import { INTEGRATION_KINDS } from "./kinds.js";
 import type { IntegrationType, RepoTarget } from "./types.js";
+
+/** The driver collections this module uses, typed by their records (db/models.ts). */
+const integrationsOf = (models: Models) => collectionOf<IntegrationRecord>(models.Integration);
 
 /*
  * An account's integrations: create, read, update, delete. Settings are answered; secrets
@@ -93,6 +98,36 @@ export function toIntegrationView(record: IntegrationRecord): IntegrationView {
 /** Types whose webhooks exist; the others' settings are defined but nothing would use them. */
 const DOORS_BUILT: IntegrationType[] = ["slack", "linear", "jira"];
 
+/** Bumped by every change to an integration: the per-process caches below watch it. */
+export const INTEGRATIONS_MARKER = markers.generation("integrations-generation");
+
+/*
+ * Every delivery to a Slack, Linear or Jira door looks its integration up by id first. A
+ * process that serves them keeps what it read (startIntegrationCache), as it does for
+ * workspaces: a change made here is seen at once in this process and within
+ * ACCOUNT_VIEW_POLL_MS in the others (a disabled integration, a rotated secret).
+ */
+const caches = new WeakMap<Models, MarkerCache<IntegrationRecord>>();
+
+/** Starts the lookup cache of this process's integrations; the caller stops it on shutdown. */
+export async function startIntegrationCache(
+  models: Models,
+  pollMs: number,
+): Promise<MarkerCache<IntegrationRecord>> {
+  const cache = new MarkerCache<IntegrationRecord>(models, INTEGRATIONS_MARKER, pollMs, (id) =>
+    integrationsOf(models).findOne({ _id: id }),
+  );
+  await cache.start();
+  caches.set(models, cache);
+  return cache;
+}
+
+/** After a write: this process forgets the integration at once, the others at their next poll. */
+export async function integrationChanged(models: Models, id: string): Promise<void> {
+  caches.get(models)?.forget(id);
+  await bumpMarker(models, INTEGRATIONS_MARKER);
+}
+
 function remember(record: IntegrationRecord): IntegrationRecord {
   for (const value of Object.values(record.secrets ?? {})) registerSecret(value);
   return record;
@@ -163,7 +198,7 @@ export async function createIntegration(
     created_at: now,
     updated_at: now,
   };
-  await models.Integration.collection.insertOne(record as never);
+  await integrationsOf(models).insertOne(record);
   return toIntegrationView(remember(record));
 }
 
@@ -172,10 +207,10 @@ export async function listIntegrations(
   models: Models,
   accountId: string,
 ): Promise<IntegrationView[]> {
-  const docs = (await models.Integration.collection
+  const docs = await integrationsOf(models)
     .find({ account_id: accountId })
     .sort({ created_at: -1, _id: -1 })
-    .toArray()) as unknown as IntegrationRecord[];
+    .toArray();
   return docs.map((d) => toIntegrationView(remember(d)));
 }
 
@@ -185,9 +220,9 @@ export async function getIntegrationRecord(
   accountId: string,
   id: string,
 ): Promise<IntegrationRecord> {
-  const doc = (await models.Integration.collection.findOne({
-    _id: id as never,
-  })) as unknown as IntegrationRecord | null;
+  const doc = await integrationsOf(models).findOne({
+    _id: id,
+  });
   if (!doc || doc.account_id !== accountId) throw errors.notFound("integration");
   return remember(doc);
 }
@@ -198,9 +233,8 @@ export async function findIntegration(
   id: string,
   type: IntegrationType,
 ): Promise<IntegrationRecord | null> {
-  const doc = (await models.Integration.collection.findOne({
-    _id: id as never,
-  })) as unknown as IntegrationRecord | null;
+  const cache = caches.get(models);
+  const doc = cache ? await cache.get(id) : await integrationsOf(models).findOne({ _id: id });
   return doc && doc.type === type ? remember(doc) : null;
 }
 
@@ -209,10 +243,10 @@ export async function findSlackInstall(
   models: Models,
   teamId: string,
 ): Promise<IntegrationRecord | null> {
-  const doc = (await models.Integration.collection.findOne({
+  const doc = await integrationsOf(models).findOne({
     type: "slack",
     "install.team_id": teamId,
-  })) as unknown as IntegrationRecord | null;
+  });
   return doc ? remember(doc) : null;
 }
 
@@ -253,10 +287,8 @@ export async function updateIntegration(
     secrets,
     updated_at: new Date(),
   };
-  await models.Integration.collection.replaceOne(
-    { _id: id as never, account_id: accountId },
-    next as never,
-  );
+  await integrationsOf(models).replaceOne({ _id: id, account_id: accountId }, next);
+  await integrationChanged(models, id);
   return toIntegrationView(remember(next));
 }
 
@@ -266,9 +298,10 @@ export async function deleteIntegration(
   accountId: string,
   id: string,
 ): Promise<void> {
-  const { deletedCount } = await models.Integration.collection.deleteOne({
-    _id: id as never,
+  const { deletedCount } = await integrationsOf(models).deleteOne({
+    _id: id,
     account_id: accountId,
   });
   if (deletedCount === 0) throw errors.notFound("integration");
+  await integrationChanged(models, id);
 }

@@ -29,7 +29,14 @@ interface Case {
 let cases: Record<string, Case>;
 
 beforeAll(async () => {
-  server = await startTestServer();
+  // Slack's OAuth settings: installing answers 503 without them, whoever asks.
+  server = await startTestServer({
+    env: {
+      SLACK_CLIENT_ID: "1234.5678",
+      SLACK_CLIENT_SECRET: "slack-client-secret-0123456789",
+      PUBLIC_URL: "https://foreman.example.com",
+    },
+  });
   owner = await server.signup("owner");
   other = await server.signup("other");
   revoked = await server.signup("revoked");
@@ -297,6 +304,11 @@ beforeAll(async () => {
       method: "PATCH",
       path: `/integrations/${integrationId}`,
       body: { enabled: false },
+      foreign: notFound,
+    },
+    startSlackInstall: {
+      method: "POST",
+      path: `/integrations/${integrationId}/slack/install`,
       foreign: notFound,
     },
     deleteIntegration: {

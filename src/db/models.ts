@@ -199,11 +199,6 @@ const taskSchema = new Schema(
      * integration, its type and where in it (Slack channel and thread, Linear/Jira issue).
      */
     report_to: { type: Schema.Types.Mixed, default: null },
-    /**
-     * The task's progress check run on GitHub (domain/progress.ts): its id and commit, the
-     * state it shows, and why reporting stopped if GitHub refused it.
-     */
-    github_check: { type: Schema.Types.Mixed, default: undefined },
   },
   { timestamps, versionKey: false },
 );

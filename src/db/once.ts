@@ -74,6 +74,10 @@ export const markers = {
   ]),
   /** A task's progress check run, created once; it holds the run's id (domain/progress.ts). */
   githubProgress: kind("gh-progress", "github-progress", (taskId: string) => [taskId]),
+  /** The report lock of a task's progress check run, held while a job talks to GitHub. */
+  githubProgressLock: kind("gh-progress-lock", "github-progress-lock", (taskId: string) => [
+    taskId,
+  ]),
   /** A labelled issue turned into a task (github/issues.ts). */
   githubLabel: kind("gh-label", "github-label", (deliveryKey: string) => [deliveryKey]),
   /** A CI failure of one head commit, fixed once (github/ci.ts). */

@@ -8,9 +8,14 @@ import { claimMarker, markers } from "./markers.js";
  * (github/progress.ts) after every phase change. What is stored for it, and where:
  *
  * - the once-marker `gh-progress:<task>` decides which run creates the check run (one per
- *   task, also across processes and restarts) and holds its id once it exists;
- * - the task's `github_check` holds the check run id, its commit, the state last reported
- *   (`<status>:<phase>`) and why reporting stopped, if it did (GitHub refused it).
+ *   task, also across processes and restarts) and keeps the run's id and commit, the state
+ *   last reported (`<status>:<phase>`) and why reporting stopped, if GitHub refused it;
+ * - the once-marker `gh-progress-lock:<task>` is the report lock: one job at a time talks to
+ *   GitHub about a task, so an older phase is never sent after a newer one.
+ *
+ * Nothing of it is written on the task: FerretDB rewrites a whole document on update, so a
+ * progress write racing the pipeline's own could undo a phase change. The lock is a unique
+ * insert, the one write FerretDB makes atomic (db/models.ts, storage notes).
  *
  * The job never reports what it was queued for: it reads the task's current state when it
  * runs and reports that, so a late job can never put an older phase back.
@@ -19,7 +24,7 @@ import { claimMarker, markers } from "./markers.js";
 const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);
 const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 
-/** What the task document keeps of its check run. */
+/** What is kept of a task's check run (on its `gh-progress` marker). */
 export interface GithubCheckRecord {
   id?: number;
   head_sha?: string;
@@ -27,9 +32,24 @@ export interface GithubCheckRecord {
   reported?: string;
   /** Set when GitHub refused the check run (e.g. no `checks: write`): nothing more is tried. */
   unavailable?: string;
-  /** The report lock: one job at a time talks to GitHub about the task. */
-  lock?: string | null;
-  lock_until?: Date | null;
+}
+
+function checkRecord(doc: OnceRecord | null): GithubCheckRecord | null {
+  if (!doc) return null;
+  const record: GithubCheckRecord = {};
+  if (typeof doc.check_run_id === "number") record.id = doc.check_run_id;
+  if (typeof doc.head_sha === "string") record.head_sha = doc.head_sha;
+  if (typeof doc.reported === "string") record.reported = doc.reported;
+  if (typeof doc.unavailable === "string") record.unavailable = doc.unavailable;
+  return record;
+}
+
+/** What the progress job has stored for a task's check run, or null before anything. */
+export async function checkRunRecord(
+  models: Models,
+  taskId: string,
+): Promise<GithubCheckRecord | null> {
+  return checkRecord(await markersOf(models).findOne({ _id: markers.githubProgress(taskId).id }));
 }
 
 /** The state a check run shows, as one comparable key. */
@@ -41,11 +61,13 @@ export function progressKey(task: Pick<TaskRecord, "status" | "phase">): string 
 export async function progressTask(
   models: Models,
   taskId: string,
-): Promise<(TaskRecord & { github_check?: GithubCheckRecord | null }) | null> {
-  const task = (await tasksOf(models).findOne({ _id: taskId })) as
-    (TaskRecord & { github_check?: GithubCheckRecord | null }) | null;
+): Promise<(TaskRecord & { github_check: GithubCheckRecord | null }) | null> {
+  const [task, check] = await Promise.all([
+    tasksOf(models).findOne({ _id: taskId }),
+    checkRunRecord(models, taskId),
+  ]);
   if (!task || task.repo?.kind !== "github" || task.repo.installation_id == null) return null;
-  return task;
+  return { ...task, github_check: check };
 }
 
 /**
@@ -72,7 +94,7 @@ export async function claimCheckRun(
   return { pending: found?.created_at ?? new Date() };
 }
 
-/** Records the check run of a task: on its marker (the creation's result) and on the task. */
+/** Records the check run of a task and its commit, on its marker. */
 export async function recordCheckRun(
   models: Models,
   taskId: string,
@@ -81,17 +103,16 @@ export async function recordCheckRun(
 ): Promise<void> {
   await markersOf(models).updateOne(
     { _id: markers.githubProgress(taskId).id },
-    { $set: { check_run_id: id } },
-  );
-  await tasksOf(models).updateOne(
-    { _id: taskId },
-    { $set: { "github_check.id": id, "github_check.head_sha": headSha } },
+    { $set: { check_run_id: id, head_sha: headSha } },
   );
 }
 
 /** Records the state the check run shows now. */
 export async function recordReported(models: Models, taskId: string, key: string): Promise<void> {
-  await tasksOf(models).updateOne({ _id: taskId }, { $set: { "github_check.reported": key } });
+  await markersOf(models).updateOne(
+    { _id: markers.githubProgress(taskId).id },
+    { $set: { reported: key } },
+  );
 }
 
 /** Records that GitHub refused the check run, so later phases do not try again. */
@@ -100,41 +121,39 @@ export async function recordProgressUnavailable(
   taskId: string,
   reason: string,
 ): Promise<void> {
-  await tasksOf(models).updateOne(
-    { _id: taskId },
-    { $set: { "github_check.unavailable": reason.slice(0, 500) } },
+  const marker = markers.githubProgress(taskId);
+  await markersOf(models).updateOne(
+    { _id: marker.id },
+    {
+      $set: { unavailable: reason.slice(0, 500) },
+      $setOnInsert: { scope: marker.scope, created_at: new Date() },
+    },
+    { upsert: true },
   );
 }
 
 /**
  * Takes the task's report lock for `ms`: one job at a time talks to GitHub about a task, so
  * an older phase is never sent after a newer one. Answers the lock's token, or null while
- * another job holds it (that job reports the newest state before it lets go).
+ * another job holds it (that job reports the newest state before it lets go). A lock past
+ * its time (its job died) is dropped and taken again.
  */
 export async function takeProgressLock(
   models: Models,
   taskId: string,
   ms: number,
 ): Promise<string | null> {
-  const now = new Date();
+  const marker = markers.githubProgressLock(taskId);
   const token = randomUUID();
-  const taken = await tasksOf(models).updateOne(
-    {
-      _id: taskId,
-      $or: [
-        { "github_check.lock_until": { $exists: false } },
-        { "github_check.lock_until": null },
-        { "github_check.lock_until": { $lt: now } },
-      ],
-    },
-    {
-      $set: {
-        "github_check.lock": token,
-        "github_check.lock_until": new Date(now.getTime() + ms),
-      },
-    },
-  );
-  return taken.modifiedCount === 1 ? token : null;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const until = new Date(Date.now() + ms);
+    if (await claimMarker(models, marker, { token, expires_at: until })) return token;
+    const held = await markersOf(models).findOne({ _id: marker.id });
+    if (!held) continue; // let go meanwhile
+    if (held.expires_at && held.expires_at.getTime() > Date.now()) return null;
+    await markersOf(models).deleteOne({ _id: marker.id, token: held.token });
+  }
+  return null;
 }
 
 /** Lets go of the report lock, if this token still holds it. */
@@ -143,8 +162,5 @@ export async function releaseProgressLock(
   taskId: string,
   token: string,
 ): Promise<void> {
-  await tasksOf(models).updateOne(
-    { _id: taskId, "github_check.lock": token },
-    { $set: { "github_check.lock": null, "github_check.lock_until": null } },
-  );
+  await markersOf(models).deleteOne({ _id: markers.githubProgressLock(taskId).id, token });
 }

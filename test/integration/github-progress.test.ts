@@ -175,11 +175,14 @@ function commandReplies(commentIdValue: number, n: number, replies: number) {
 }
 
 const tasks = () => server.service.db.models.Task.collection;
+/** What the progress job keeps of a task's check run: its `gh-progress` marker. */
+const checkOf = (taskId: string) =>
+  server.service.db.models.Once.collection.findOne({ _id: `gh-progress:${taskId}` as never });
 
 async function reported(taskId: string, state: string) {
   return until(`the check run showing ${state}`, async () => {
-    const task = await tasks().findOne({ _id: taskId as never });
-    return task?.github_check?.reported === state ? task : null;
+    const check = await checkOf(taskId);
+    return check?.reported === state ? check : null;
   });
 }
 
@@ -288,15 +291,16 @@ describe("task progress as a check run", () => {
     });
     expect(created.status).toBe(201);
     const taskId = created.body.id as string;
-    const task = await reported(taskId, "failed:FAILED");
+    await reported(taskId, "failed:FAILED");
     await progressSettled(taskId);
-    expect(task.error).toBeTruthy();
+    const task = await tasks().findOne({ _id: taskId as never });
+    expect(task?.error).toBeTruthy();
     expect(checks.created).toHaveLength(1);
     expect(checks.created[0]).toMatchObject({ head_sha: baseSha, external_id: taskId });
     const last = checks.shown().at(-1)!;
     expect(last).toMatchObject({ status: "completed", conclusion: "failure" });
     expect(last.output!.title).toBe("Failed");
-    expect(last.output!.summary).toContain(`Failed: ${task.error}`);
+    expect(last.output!.summary).toContain(`Failed: ${task!.error}`);
     // An API task has no thread: the task's own answers are unaffected.
     expect((await server.api("GET", `/tasks/${taskId}`, { key })).body).toMatchObject({
       status: "failed",
@@ -319,12 +323,12 @@ describe("task progress as a check run", () => {
     });
     expect(created.status).toBe(201);
     const taskId = created.body.id as string;
-    const task = await until("the refusal recorded", async () => {
-      const t = await tasks().findOne({ _id: taskId as never });
-      return t?.github_check?.unavailable ? t : null;
+    const check = await until("the refusal recorded", async () => {
+      const c = await checkOf(taskId);
+      return c?.unavailable ? c : null;
     });
     expect(refused.isDone()).toBe(true);
-    expect(task.github_check.unavailable).toContain("GitHub answered 403");
+    expect(check.unavailable).toContain("GitHub answered 403");
     // The task goes on to its plan as it would without GitHub.
     const waiting = await until("the plan gate", async () => {
       const t = await tasks().findOne({ _id: taskId as never });
@@ -367,7 +371,8 @@ describe("task progress as a check run", () => {
       const t = await tasks().findOne({ _id: taskId as never });
       return t?.status === "awaiting_approval" ? t : null;
     });
-    expect(waiting.github_check).toBeUndefined();
+    expect(waiting.status).toBe("awaiting_approval");
+    expect(await checkOf(taskId)).toBeNull();
     const jobs = server.service.db.connection.collection("jobs");
     expect(await jobs.countDocuments({ name: "github.progress", "data.task_id": taskId })).toBe(0);
     expect((await server.api("POST", `/tasks/${taskId}/cancel`, { key })).status).toBe(200);

@@ -21,6 +21,9 @@ const PINNED: Record<keyof typeof markers, [Marker, string, string][]> = {
   githubCommand: [[markers.githubCommand(42), "gh-command:42", "github-command"]],
   githubNotice: [[markers.githubNotice("t1", "plan"), "gh-notice:t1:plan", "github-notice"]],
   githubProgress: [[markers.githubProgress("t1"), "gh-progress:t1", "github-progress"]],
+  githubProgressLock: [
+    [markers.githubProgressLock("t1"), "gh-progress-lock:t1", "github-progress-lock"],
+  ],
   githubLabel: [[markers.githubLabel("d-2:7"), "gh-label:d-2:7", "github-label"]],
   ciFix: [[markers.ciFix("99", "abc123"), "ci-fix:99:abc123", "github-ci"]],
   githubAutoReview: [

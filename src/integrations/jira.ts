@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { lookup } from "node:dns/promises";
+import { Agent as HttpsAgent } from "node:https";
 import ipaddr from "ipaddr.js";
 import { Version3Client } from "jira.js";
 import { z } from "zod";
@@ -10,7 +11,7 @@ import { errors, isAppError } from "../errors.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
-import { addressProblem } from "../util/remote-url.js";
+import { addressProblem, publicOnlyLookup } from "../util/remote-url.js";
 import { findIntegration, type IntegrationRecord } from "../domain/integrations/store.js";
 import type { JiraSecrets, JiraSettings } from "../domain/integrations/kinds.js";
 import type { TaskSource } from "../domain/integrations/types.js";
@@ -127,6 +128,9 @@ async function checkSite(siteUrl: string, allowLocal: boolean): Promise<void> {
   }
 }
 
+/** Keeps connections to Jira sites (one agent for all: its pool is per host). */
+const publicSiteAgent = new HttpsAgent({ keepAlive: true, lookup: publicOnlyLookup });
+
 export async function jiraClient(
   integration: IntegrationRecord,
   allowLocal = false,
@@ -137,6 +141,9 @@ export async function jiraClient(
   return new Version3Client({
     host: settings.site_url,
     authentication: { basic: { email: settings.email, apiToken: secrets.api_token } },
+    // The check above, again at every connection: the site's name is resolved where the
+    // client connects, and a non-public answer is refused (no DNS rebinding past checkSite).
+    ...(allowLocal ? {} : { baseRequestConfig: { httpsAgent: publicSiteAgent } }),
   });
 }
 

@@ -6,7 +6,7 @@ import { Version3Client } from "jira.js";
 import { z } from "zod";
 import { dropMarkers, markers } from "../domain/markers.js";
 import type { TaskRecord } from "../db/models.js";
-import { createTask, trackerIssueTask, type TaskDeps } from "../domain/tasks.js";
+import { createTask, type TaskDeps } from "../domain/tasks.js";
 import { errors, isAppError } from "../errors.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
@@ -19,7 +19,7 @@ import {
   claimDelivery,
   commentCommand,
   completes,
-  decideFromComment,
+  takeGateComment,
   issueText,
   trackerNotice,
   type NoticeKind,
@@ -302,40 +302,35 @@ export async function handleJira(
   if (event.webhookEvent === "comment_created" && event.comment) {
     const decision = commentCommand(event.comment.body ?? "");
     if (!decision) return OK;
-    const task = await trackerIssueTask(
-      deps.tasks.models,
-      integration.account_id,
-      integration._id,
-      issue.id,
-    );
-    if (!task?.report_to) return OK;
-    const client = await jiraClient(integration, deps.allowLocal);
     const author = event.comment.author;
-    // A project member here is a user Jira lets transition the issue.
-    const allowed = await client.userSearch.findUsersWithAllPermissions({
-      permissions: "TRANSITION_ISSUES",
-      issueKey: issue.key,
-      accountId: author.accountId,
-    });
-    if (!allowed.some((u) => u.accountId === author.accountId)) {
-      logger.info({ user: author.accountId, task: task._id }, "jira gate comment refused");
-      await commentOnJiraIssue(
-        client,
-        issue.key,
-        "Only users who may transition this issue may approve or reject its task.",
-      ).catch((err: unknown) => logger.warn({ err }, "jira reply failed"));
-      return OK;
-    }
-    if (!(await once())) return OK;
-    await decideFromComment(
-      deps.tasks,
-      integration.account_id,
-      task._id,
+    // Built once a task is found: checking the site resolves its name.
+    let clientOnce: Promise<Version3Client> | undefined;
+    const client = () => (clientOnce ??= jiraClient(integration, deps.allowLocal));
+    await takeGateComment({
+      tasks: deps.tasks,
+      accountId: integration.account_id,
+      integrationId: integration._id,
+      issueId: issue.id,
       decision,
-      `Jira user ${author.displayName ?? author.accountId}`,
-      (text) => commentOnJiraIssue(client, issue.key, text),
-      (err) => logger.warn({ err }, "jira reply failed"),
-    );
+      decidedBy: `Jira user ${author.displayName ?? author.accountId}`,
+      author: author.accountId,
+      vendor: "jira",
+      // A project member here is a user Jira lets transition the issue.
+      mayDecide: async () => {
+        const allowed = await (
+          await client()
+        ).userSearch.findUsersWithAllPermissions({
+          permissions: "TRANSITION_ISSUES",
+          issueKey: issue.key,
+          accountId: author.accountId,
+        });
+        return allowed.some((u) => u.accountId === author.accountId);
+      },
+      refusal: "Only users who may transition this issue may approve or reject its task.",
+      reply: async (text) => commentOnJiraIssue(await client(), issue.key, text),
+      claim: async () => Boolean(await once()),
+      logger,
+    });
   }
   return OK;
 }

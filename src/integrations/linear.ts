@@ -3,7 +3,7 @@ import { LinearWebhookClient } from "@linear/sdk/webhooks";
 import { z } from "zod";
 import { dropMarkers, markers } from "../domain/markers.js";
 import type { TaskRecord } from "../db/models.js";
-import { createTask, trackerIssueTask, type TaskDeps } from "../domain/tasks.js";
+import { createTask, type TaskDeps } from "../domain/tasks.js";
 import { errors, isAppError } from "../errors.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
@@ -15,7 +15,7 @@ import {
   claimDelivery,
   commentCommand,
   completes,
-  decideFromComment,
+  takeGateComment,
   issueText,
   trackerNotice,
   type NoticeKind,
@@ -271,34 +271,22 @@ export async function handleLinear(
     const decision = commentCommand(data.body);
     const userId = data.userId ?? data.user?.id;
     if (!decision || !userId) return OK;
-    const task = await trackerIssueTask(
-      deps.tasks.models,
-      integration.account_id,
-      integration._id,
-      data.issueId,
-    );
-    if (!task?.report_to) return OK;
     const client = linearClient(integration, deps.apiUrl);
-    const teamId = task.report_to.ref.team_id ?? "";
-    if (!(await isTeamMember(client, teamId, userId))) {
-      logger.info({ user: userId, task: task._id }, "linear gate comment refused");
-      await commentOnIssue(
-        client,
-        data.issueId,
-        "Only members of the issue's team may approve or reject this task.",
-      ).catch((err: unknown) => logger.warn({ err }, "linear reply failed"));
-      return OK;
-    }
-    if (!(await once())) return OK;
-    await decideFromComment(
-      deps.tasks,
-      integration.account_id,
-      task._id,
+    await takeGateComment({
+      tasks: deps.tasks,
+      accountId: integration.account_id,
+      integrationId: integration._id,
+      issueId: data.issueId,
       decision,
-      `Linear user ${data.user?.name ?? userId}`,
-      (text) => commentOnIssue(client, data.issueId, text),
-      (err) => logger.warn({ err }, "linear reply failed"),
-    );
+      decidedBy: `Linear user ${data.user?.name ?? userId}`,
+      author: userId,
+      vendor: "linear",
+      mayDecide: (task) => isTeamMember(client, task.report_to.ref.team_id ?? "", userId),
+      refusal: "Only members of the issue's team may approve or reject this task.",
+      reply: (text) => commentOnIssue(client, data.issueId, text),
+      claim: async () => Boolean(await once()),
+      logger,
+    });
     return OK;
   }
   return OK;

@@ -1,8 +1,10 @@
 import { createHash } from "node:crypto";
 import type { Models, TaskRecord } from "../db/models.js";
 import { claimMarkers, type Marker } from "../domain/markers.js";
-import { decide, type Decision, type TaskDeps } from "../domain/tasks.js";
+import type { TaskSource } from "../domain/integrations/types.js";
+import { decide, trackerIssueTask, type Decision, type TaskDeps } from "../domain/tasks.js";
 import { isAppError } from "../errors.js";
+import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
 
 /*
@@ -102,25 +104,52 @@ export function outcomeSentence(
       : `Task \`${task._id}\` failed: ${task.error ?? "no reason was recorded"}`;
 }
 
+/** A gate command commented on a tracker issue, and how its door checks and answers it. */
+export interface GateComment {
+  tasks: TaskDeps;
+  accountId: string;
+  integrationId: string;
+  issueId: string;
+  decision: Decision;
+  /** Who decided, as the task's events say it ("Linear user Ann"). */
+  decidedBy: string;
+  /** The author's id, for the log line of a refusal. */
+  author: string;
+  /** "linear", "jira": in log lines. */
+  vendor: string;
+  /** Whether the author may take the task's gates (a team member, a user who may transition). */
+  mayDecide(task: TrackerTask): Promise<boolean>;
+  /** The answer to an author who may not. */
+  refusal: string;
+  reply(text: string): Promise<void>;
+  /** Claims the delivery (once per comment); false when it was acted on before. */
+  claim(): Promise<boolean>;
+  logger: Logger;
+}
+
+export type TrackerTask = TaskRecord & { report_to: TaskSource };
+
 /**
- * Takes a gate decided by a comment on a tracker issue; a decision the task cannot take now
- * (409, or 404 for a task gone) is answered on the issue with `reply` instead of failing the
+ * Takes a gate decided by a comment on a tracker issue: the issue's newest task, if the
+ * author may decide, once per delivery. A refusal, and a decision the task cannot take now
+ * (409, or 404 for a task gone), are answered on the issue with `reply` instead of failing the
  * delivery, so the tracker does not redeliver it.
  */
-export async function decideFromComment(
-  tasks: TaskDeps,
-  accountId: string,
-  taskId: string,
-  decision: Decision,
-  decidedBy: string,
-  reply: (text: string) => Promise<void>,
-  onReplyError: (error: unknown) => void,
-): Promise<void> {
+export async function takeGateComment(c: GateComment): Promise<void> {
+  const task = await trackerIssueTask(c.tasks.models, c.accountId, c.integrationId, c.issueId);
+  if (!task?.report_to) return;
+  const onReplyError = (err: unknown) => c.logger.warn({ err }, `${c.vendor} reply failed`);
+  if (!(await c.mayDecide(task as TrackerTask))) {
+    c.logger.info({ user: c.author, task: task._id }, `${c.vendor} gate comment refused`);
+    await c.reply(c.refusal).catch(onReplyError);
+    return;
+  }
+  if (!(await c.claim())) return;
   try {
-    await decide(tasks, accountId, taskId, decision, decidedBy);
+    await decide(c.tasks, c.accountId, task._id, c.decision, c.decidedBy);
   } catch (error) {
     if (isAppError(error) && (error.status === 409 || error.status === 404)) {
-      await reply(redactText(error.message)).catch(onReplyError);
+      await c.reply(redactText(error.message)).catch(onReplyError);
       return;
     }
     throw error;

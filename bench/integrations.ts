@@ -8,9 +8,11 @@
  * p99 within 2× the bare handler's, per vendor (report only), and the Slack p99 under 3 s.
  *
  * One embedded database and the real service in-process, web only (no workers): every
- * delivery creates a task on the way to its answer (the integration's lookup, the signature
- * and timestamp check, the delivery claims, the quota claim and the task insert), and the
- * tasks stay queued. Slack, Linear, Jira and the model are one local fake server (the
+ * delivery asks for a task, and its answer waits for what makes that request durable (the
+ * integration's lookup, cached; the signature and timestamp check; reading what is asked; one
+ * insert: the task request job, whose `_id` also recognises a repeated delivery,
+ * src/integrations/task-requests.ts). The jobs stay queued (the job that claims the delivery
+ * and creates the task runs on workers, tested in test/integration/integrations-*.test.ts). Slack, Linear, Jira and the model are one local fake server (the
  * integrations' API URLs and Jira site point at it); nothing in the request path calls it,
  * and the run reports how many requests it saw.
  *   bare <vendor>    a Koa app on node:http with @koa/router's route of the same path, the
@@ -26,7 +28,7 @@
  * `agent` label and its own issue id and Linear-Delivery, a Jira `jira:issue_created` with
  * the label, its own issue id and X-Atlassian-Webhook-Identifier. Each is signed just before
  * its round (Slack's 5 minutes and Linear's 60 s allow it), outside the time. After the run
- * the service must hold exactly one task per delivery it was sent, by source.
+ * the service must hold exactly one queued task request per delivery it was sent, by source.
  *
  * Load is open-loop (bench/lib/open-loop.ts): delivery n is due at start + n /
  * BENCH_INTEGRATIONS_RATE (50/s) and sent then; a latency runs from the due time to the
@@ -36,8 +38,7 @@
  * a socket error or no answer within the vendor's limit (3 s Slack, 10 s the others) fails
  * the benchmark once every round has run. Bounds: at most 5,000 deliveries per round and
  * subject; a round ends at most 15 s after its last send. BENCH_INTEGRATIONS_PROFILE=1 also
- * times the service's database calls on the path (the integration's lookup, the delivery
- * claims, the batched task insert).
+ * times the service's database writes on the path, by collection.
  */
 import Router from "@koa/router";
 import { LinearWebhookClient } from "@linear/sdk/webhooks";
@@ -51,6 +52,8 @@ import { performance } from "node:perf_hooks";
 import { readRawBody } from "../src/http/middleware/body.js";
 import type { AppContext } from "../src/http/types.js";
 import { jiraSignatureValid } from "../src/integrations/jira.js";
+import { TASK_REQUEST_JOB } from "../src/integrations/task-request.js";
+import { Collection } from "mongodb";
 import {
   activeCleanups,
   BenchError,
@@ -366,35 +369,30 @@ export const integrationsBench: Benchmark = {
           ).id,
         ),
       };
-      // BENCH_INTEGRATIONS_PROFILE=1: the service's database calls on the path, timed.
-      const phases = { integration: [] as number[], claims: [] as number[], task: [] as number[] };
+      // BENCH_INTEGRATIONS_PROFILE=1: the service's database writes on the path, timed by
+      // collection (every insertOne / insertMany of the driver, wrapped from outside).
+      const phases = new Map<string, number[]>();
       if (profile) {
-        const { Integration, Once, Task } = service.db.models;
-        const timed = <F extends (...args: never[]) => Promise<unknown>>(fn: F, into: number[]) =>
-          (async (...args: Parameters<F>) => {
+        const proto = Collection.prototype as unknown as Record<
+          "insertOne" | "insertMany",
+          (this: Collection, ...args: unknown[]) => Promise<unknown>
+        >;
+        for (const method of ["insertOne", "insertMany"] as const) {
+          const original = proto[method];
+          proto[method] = async function (this: Collection, ...args: unknown[]) {
             const started = performance.now();
             try {
-              return await fn(...args);
+              return await original.apply(this, args);
             } finally {
-              into.push(performance.now() - started);
+              const name = `${this.collectionName}.${method}`;
+              if (!phases.has(name)) phases.set(name, []);
+              phases.get(name)!.push(performance.now() - started);
             }
-          }) as unknown as F;
-        Integration.collection.findOne = timed(
-          Integration.collection.findOne.bind(Integration.collection) as never,
-          phases.integration,
-        );
-        Once.collection.insertOne = timed(
-          Once.collection.insertOne.bind(Once.collection) as never,
-          phases.claims,
-        );
-        Once.collection.insertMany = timed(
-          Once.collection.insertMany.bind(Once.collection) as never,
-          phases.claims,
-        );
-        Task.collection.insertMany = timed(
-          Task.collection.insertMany.bind(Task.collection) as never,
-          phases.task,
-        );
+          };
+          cleanup.defer(`restore ${method}`, () => {
+            proto[method] = original;
+          });
+        }
       }
       const bare = await startBare();
       cleanup.defer("close bare server", () => bare.close());
@@ -447,7 +445,7 @@ export const integrationsBench: Benchmark = {
         for (const pair of pairs) {
           // Every other round the service goes first: the database grows as it is loaded.
           for (const subject of round % 2 === 1 ? pair : [...pair].reverse()) {
-            for (const times of Object.values(phases)) times.length = 0;
+            phases.clear();
             const result = await measure(subject, perRound, `round ${round}`);
             samples.get(subject.name)!.push(result.latencies);
             busy.get(subject.name)!.push(result.busyMsPerDelivery);
@@ -460,7 +458,7 @@ export const integrationsBench: Benchmark = {
                 `sender late ≤ ${ms(result.maxSendLagMs)} ms`,
             );
             if (profile && subject.service)
-              for (const [phase, times] of Object.entries(phases)) {
+              for (const [phase, times] of phases) {
                 const t = summariseLatencies(phase, [Float64Array.from(times)]);
                 console.log(
                   `    ${phase.padEnd(12)} n ${times.length} p50 ${ms(t.p50Ms)} p99 ${ms(t.p99Ms)} max ${ms(t.maxMs)} ms`,
@@ -476,17 +474,24 @@ export const integrationsBench: Benchmark = {
       if (problems.length > 0)
         throw new BenchError(`deliveries not acknowledged with a 2xx: ${problems.join(" | ")}`);
 
-      // What the service stored proves each delivery went the whole way: one task each.
-      const tasks = service.db.models.Task.collection;
+      // What the service stored proves each delivery went the whole way: one queued task
+      // request each (the job that creates the task; workers are off here, so it waits).
+      const jobs = service.db.connection.db!.collection("jobs");
       const stored = Object.fromEntries(
         await Promise.all(
-          VENDORS.map(async (v) => [v, await tasks.countDocuments({ source: v })] as const),
+          VENDORS.map(
+            async (v) =>
+              [
+                v,
+                await jobs.countDocuments({ name: TASK_REQUEST_JOB.name, "data.type": v }),
+              ] as const,
+          ),
         ),
       ) as Record<Vendor, number>;
       for (const v of VENDORS)
         if (stored[v] !== sent[v])
           throw new BenchError(
-            `the service stored ${stored[v]} ${v} tasks for ${sent[v]} deliveries`,
+            `the service queued ${stored[v]} ${v} task requests for ${sent[v]} deliveries`,
           );
 
       const checks: Check[] = [];
@@ -529,7 +534,7 @@ export const integrationsBench: Benchmark = {
           warmupDeliveries: perWarmup,
           rounds: settings.rounds,
           ratios,
-          tasksStored: stored,
+          taskRequestsQueued: stored,
           vendorFakeRequests: fake.requests(),
           mainThreadMsPerDelivery: Object.fromEntries(busy),
           loadAverage: os.loadavg(),

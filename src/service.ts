@@ -36,6 +36,8 @@ import { githubJobs } from "./github/jobs.js";
 import { createThreadNotifier } from "./github/notices.js";
 import { createProgressReporter } from "./github/progress.js";
 import { createIntegrationNotifier, integrationNoticeJob } from "./integrations/notices.js";
+import { TASK_REQUEST_JOB, type RequestTask } from "./integrations/task-request.js";
+import { taskRequestJob } from "./integrations/task-requests.js";
 import { createRateLimiters } from "./http/rate-limit.js";
 import { ensureRateLimitIndexes } from "./domain/request-records.js";
 import { startHttpServer, type RunningServer } from "./http/server.js";
@@ -183,6 +185,18 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     if (config.github.progress)
       pipeline.taskDeps.reportProgress = createProgressReporter(db.models, scheduler, logger);
   }
+  // Tasks asked for in Slack, Linear and Jira: created by a job the door queues.
+  scheduler.define(
+    taskRequestJob({
+      tasks: pipeline.taskDeps,
+      logger,
+      slackApiUrl: config.slackApiUrl,
+      linearApiUrl: config.linearApiUrl,
+      allowLocalSites: config.allowLocalRepos,
+    }),
+  );
+  const requestTask: RequestTask = (request) =>
+    scheduler.enqueue(TASK_REQUEST_JOB, request, { unique: { "data.task_id": request.task_id } });
   // Tasks from Slack (and the other integrations) report back where they were asked for.
   scheduler.define(
     integrationNoticeJob({
@@ -307,7 +321,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           endpoints: SLACK_ENDPOINTS,
           handle: (id, endpoint, request) =>
             handleSlack(
-              { tasks: pipeline.taskDeps, logger, apiUrl: config.slackApiUrl },
+              { tasks: pipeline.taskDeps, logger, requestTask, apiUrl: config.slackApiUrl },
               id,
               endpoint as SlackEndpoint,
               request,
@@ -317,6 +331,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
               {
                 tasks: pipeline.taskDeps,
                 logger,
+                requestTask,
                 apiUrl: config.slackApiUrl,
                 signingSecret: config.slackOAuth.signingSecret,
               },
@@ -328,7 +343,12 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           jira: {
             handle: (id, request) =>
               handleJira(
-                { tasks: pipeline.taskDeps, logger, allowLocal: config.allowLocalRepos },
+                {
+                  tasks: pipeline.taskDeps,
+                  logger,
+                  requestTask,
+                  allowLocal: config.allowLocalRepos,
+                },
                 id,
                 request,
               ),
@@ -336,7 +356,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           linear: {
             handle: (id, request) =>
               handleLinear(
-                { tasks: pipeline.taskDeps, logger, apiUrl: config.linearApiUrl },
+                { tasks: pipeline.taskDeps, logger, requestTask, apiUrl: config.linearApiUrl },
                 id,
                 request,
               ),

@@ -533,7 +533,10 @@ class FerretdbKeeper {
 function ferretdbArgs(dataDir: string, socketPath: string): string[] {
   return [
     "--handler=sqlite",
-    `--sqlite-url=file:${path.join(dataDir, "ferretdb")}/`,
+    // WAL (FerretDB's default) with synchronous=NORMAL: commits survive a crash of either
+    // process; only a power loss can take the last ones (as a standalone MongoDB's default
+    // w:1 with its 100 ms journal flush). docs/operations.md, "Embedded database".
+    `--sqlite-url=file:${path.join(dataDir, "ferretdb")}/?_pragma=synchronous(normal)`,
     // No TCP listener at all: the socket in a private folder is the only way in.
     "--listen-addr=",
     `--listen-unix=${socketPath}`,

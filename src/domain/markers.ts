@@ -41,6 +41,30 @@ export async function claimMarkers(models: Models, all: readonly Marker[]): Prom
   }
 }
 
+/**
+ * Claims each of `all` for `owner`: true when every one is new or was claimed for the same
+ * owner before (the same work run again after a crash), false as soon as one belongs to
+ * another (the work was done, or is being done, for someone else).
+ */
+export async function claimMarkersFor(
+  models: Models,
+  all: readonly Marker[],
+  owner: string,
+): Promise<boolean> {
+  const collection = collectionOf<OnceRecord>(models.Once);
+  for (const marker of all) {
+    if (await claimMarker(models, marker, { owner })) continue;
+    const held = await collection.findOne({ _id: marker.id }, { projection: { owner: 1 } });
+    // Dropped or pruned since the insert failed: claim it again, once.
+    if (!held) {
+      if (await claimMarker(models, marker, { owner })) continue;
+      return false;
+    }
+    if (held.owner !== owner) return false;
+  }
+  return true;
+}
+
 /** True when `marker` has been claimed (and not dropped or pruned since). */
 export async function markerExists(models: Models, marker: Marker): Promise<boolean> {
   return Boolean(await models.Once.exists({ _id: marker.id }));

@@ -1,4 +1,5 @@
 import { afterFilter, type SortKey } from "./paging.js";
+import { createHash } from "node:crypto";
 import { rm } from "node:fs/promises";
 import {
   collectionOf,
@@ -12,6 +13,7 @@ import {
 } from "../db/models.js";
 import { errors } from "../errors.js";
 import { newId } from "../util/ids.js";
+import { isDuplicateKey } from "../util/duplicate-key.js";
 import { findAgent } from "./agent-catalog.js";
 import { memoryScopeOf, remember, type MemoryView } from "./memory.js";
 import { claimQuota } from "./quota.js";
@@ -249,7 +251,19 @@ export async function createTask(
   deps: TaskDeps,
   accountId: string,
   input: CreateTaskInput,
-): Promise<TaskRecord> {
+  options: {
+    /**
+     * The task's id, chosen by a caller that may run twice for one request (a job retried
+     * after a crash): when a task with this id exists already, it is answered (with
+     * `existed`) and nothing else is done. See taskIdFor.
+     */
+    id?: string;
+  } = {},
+): Promise<TaskRecord & { existed?: true }> {
+  if (options.id) {
+    const existing = await tasksOf(deps.models).findOne({ _id: options.id });
+    if (existing) return existingTask(existing, accountId);
+  }
   await checkSkillAndAgent(deps.models, accountId, input);
   const cache = deps.cache;
   const [{ workspace, repo }, cachedTier, notify] = await Promise.all([
@@ -269,11 +283,18 @@ export async function createTask(
     cachedTier: cachedTier ?? undefined,
   });
   try {
-    const doc = taskDocument(newId("task"), accountId, workspace._id, repo.repo_id, input, {
-      month: claim.month,
-      slot: claim.slots[0] ?? null,
-      now: new Date(),
-    });
+    const doc = taskDocument(
+      options.id ?? newId("task"),
+      accountId,
+      workspace._id,
+      repo.repo_id,
+      input,
+      {
+        month: claim.month,
+        slot: claim.slots[0] ?? null,
+        now: new Date(),
+      },
+    );
     // The driver directly: one insert, no document hydration on the hot path.
     if (deps.insertTask) await deps.insertTask(doc);
     else await newTaskCollection(deps.models).insertOne(doc);
@@ -282,8 +303,28 @@ export async function createTask(
     return doc as unknown as TaskRecord;
   } catch (error) {
     await claim.release();
+    // Created by a concurrent run of the same request meanwhile.
+    if (options.id && isDuplicateKey(error)) {
+      const existing = await tasksOf(deps.models).findOne({ _id: options.id });
+      if (existing) return existingTask(existing, accountId);
+    }
     throw error;
   }
+}
+
+function existingTask(task: TaskRecord, accountId: string): TaskRecord & { existed: true } {
+  // Ids are derived per integration and delivery; another account's task is never answered.
+  if (task.account_id !== accountId) throw errors.conflict("A task with this id exists.");
+  return { ...task, existed: true };
+}
+
+/**
+ * A task id derived from what a request is (an integration and its delivery), in the shape of
+ * newId's: a request handled twice (a job run again after a crash, a redelivery) names the
+ * same task, so createTask with `{ id }` makes it once.
+ */
+export function taskIdFor(...parts: string[]): string {
+  return `task_${createHash("sha256").update(parts.join("\n")).digest("base64url").slice(0, 16)}`;
 }
 
 /** One task of a batch (createTasks). */

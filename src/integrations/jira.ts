@@ -4,10 +4,10 @@ import { Agent as HttpsAgent } from "node:https";
 import ipaddr from "ipaddr.js";
 import { Version3Client } from "jira.js";
 import { z } from "zod";
-import { dropMarkers, markers } from "../domain/markers.js";
+import { markers } from "../domain/markers.js";
 import type { TaskRecord } from "../db/models.js";
-import { createTask, type TaskDeps } from "../domain/tasks.js";
-import { errors, isAppError } from "../errors.js";
+import type { TaskDeps } from "../domain/tasks.js";
+import { errors } from "../errors.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
@@ -18,12 +18,15 @@ import type { TaskSource } from "../domain/integrations/types.js";
 import {
   claimDelivery,
   commentCommand,
+  deliveryKey,
+  deliveryMarkers,
   completes,
   takeGateComment,
   issueText,
   trackerNotice,
   type NoticeKind,
 } from "./tracker.js";
+import { deliveryTaskId, type RequestTask } from "./task-request.js";
 
 /*
  * The Jira Cloud door: one admin webhook (issue created/updated, comment created). Adding the
@@ -47,6 +50,8 @@ const MAX_SKEW_MS = 5 * 60_000;
 export interface JiraDeps {
   tasks: TaskDeps;
   logger: Logger;
+  /** Queues a task asked for here (the task request job creates it). */
+  requestTask: RequestTask;
   /** Lets site_url be http:// or a non-public host (ALLOW_LOCAL_REPOS: development, tests). */
   allowLocal?: boolean | undefined;
 }
@@ -215,6 +220,11 @@ function labelAdded(event: z.infer<typeof jiraEvent>, label: string): boolean {
 
 const OK = { status: 200, body: { ok: true } };
 
+/** As Linear's door answers (linear.ts): queued under `task_id`, or a retry of one queued. */
+function queued(fresh: boolean, taskId: string) {
+  return { status: 200, body: fresh ? { ok: true, task_id: taskId } : { ok: true } };
+}
+
 /** Handles one Jira webhook delivery for an integration. */
 export async function handleJira(
   deps: JiraDeps,
@@ -246,13 +256,9 @@ export async function handleJira(
   if (!parsed.success) return OK;
   const event = parsed.data;
   const settings = integration.settings as JiraSettings;
-  const once = () =>
-    claimDelivery(
-      deps.tasks.models,
-      (id) => markers.jiraDelivery(integration._id, id),
-      request.delivery,
-      request.rawBody,
-    );
+  const marker = (id: string) => markers.jiraDelivery(integration._id, id);
+  const once = () => claimDelivery(deps.tasks.models, marker, request.delivery, request.rawBody);
+  const taskId = deliveryTaskId(integration._id, deliveryKey(request.delivery, request.rawBody));
   const issue = event.issue;
   if (!issue) return OK;
 
@@ -264,39 +270,26 @@ export async function handleJira(
       logger.info({ project, issue: issue.key }, "jira issue of an unmapped project ignored");
       return OK;
     }
-    const claimed = await once();
-    if (!claimed) return OK;
-    try {
-      const task = await createTask(deps.tasks, integration.account_id, {
-        workspace_id: target.workspace_id,
-        repo_id: target.repo_id,
+    return queued(
+      await deps.requestTask({
+        type: "jira",
+        integration_id: integration._id,
+        task_id: taskId,
+        claims: deliveryMarkers(marker, request.delivery, request.rawBody),
+        target,
         description: issueText(
           sanitizeUntrusted(issue.fields.summary),
           sanitizeUntrusted(issue.fields.description ?? ""),
         ),
-        source: "jira",
         origin: { integration_id: integration._id, jira_issue: issue.key },
         report_to: {
           integration_id: integration._id,
           type: "jira",
           ref: { issue_id: issue.id, issue_key: issue.key, project_key: project },
         },
-      });
-      logger.info({ task: task._id, issue: issue.key }, "jira task created");
-      return { status: 200, body: { ok: true, task_id: task._id } };
-    } catch (error) {
-      if (!isAppError(error)) {
-        // Nothing was created: Jira's retry (answered 5xx) may try again.
-        await dropMarkers(deps.tasks.models, claimed);
-        throw error;
-      }
-      await jiraClient(integration, deps.allowLocal)
-        .then((client) =>
-          commentOnJiraIssue(client, issue.key, `Could not start a task: ${error.message}`),
-        )
-        .catch((err: unknown) => logger.warn({ err }, "jira reply failed"));
-      return OK;
-    }
+      }),
+      taskId,
+    );
   }
 
   if (event.webhookEvent === "comment_created" && event.comment) {
@@ -328,7 +321,7 @@ export async function handleJira(
       },
       refusal: "Only users who may transition this issue may approve or reject its task.",
       reply: async (text) => commentOnJiraIssue(await client(), issue.key, text),
-      claim: async () => Boolean(await once()),
+      claim: once,
       logger,
     });
   }

@@ -1,10 +1,10 @@
 import { LinearClient, Team_MembersQuery } from "@linear/sdk";
 import { LinearWebhookClient } from "@linear/sdk/webhooks";
 import { z } from "zod";
-import { dropMarkers, markers } from "../domain/markers.js";
+import { markers } from "../domain/markers.js";
 import type { TaskRecord } from "../db/models.js";
-import { createTask, type TaskDeps } from "../domain/tasks.js";
-import { errors, isAppError } from "../errors.js";
+import type { TaskDeps } from "../domain/tasks.js";
+import { errors } from "../errors.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
@@ -14,12 +14,15 @@ import type { TaskSource } from "../domain/integrations/types.js";
 import {
   claimDelivery,
   commentCommand,
+  deliveryKey,
+  deliveryMarkers,
   completes,
   takeGateComment,
   issueText,
   trackerNotice,
   type NoticeKind,
 } from "./tracker.js";
+import { deliveryTaskId, type RequestTask } from "./task-request.js";
 
 /*
  * The Linear door: one webhook (Issue and Comment events). Adding the integration's label
@@ -37,6 +40,8 @@ import {
 export interface LinearDeps {
   tasks: TaskDeps;
   logger: Logger;
+  /** Queues a task asked for here (the task request job creates it). */
+  requestTask: RequestTask;
   /** Linear's GraphQL endpoint (tests point it at a fake); https://api.linear.app/graphql by default. */
   apiUrl?: string | undefined;
 }
@@ -161,6 +166,14 @@ export async function isTeamMember(
 
 const OK = { status: 200, body: { ok: true } };
 
+/**
+ * The answer to a delivery that asks for a task: queued (the task request job creates it
+ * under `task_id`, or says on the issue why it could not), or a retry of one queued before.
+ */
+function queued(fresh: boolean, taskId: string) {
+  return { status: 200, body: fresh ? { ok: true, task_id: taskId } : { ok: true } };
+}
+
 /** Handles one signed Linear webhook delivery for an integration. */
 export async function handleLinear(
   deps: LinearDeps,
@@ -183,13 +196,9 @@ export async function handleLinear(
   const logger = deps.logger.child({ integration: integration._id, linear: "webhook" });
   if (!integration.enabled) return OK;
   const settings = integration.settings as LinearSettings;
-  const once = () =>
-    claimDelivery(
-      deps.tasks.models,
-      (id) => markers.linearDelivery(integration._id, id),
-      request.delivery,
-      request.rawBody,
-    );
+  const marker = (id: string) => markers.linearDelivery(integration._id, id);
+  const once = () => claimDelivery(deps.tasks.models, marker, request.delivery, request.rawBody);
+  const taskId = deliveryTaskId(integration._id, deliveryKey(request.delivery, request.rawBody));
 
   const issue = issueEvent.safeParse(payload);
   if (issue.success) {
@@ -220,49 +229,34 @@ export async function handleLinear(
       );
       return OK;
     }
-    const claimed = await once();
-    if (!claimed) return OK;
-    const report: TaskSource = {
-      integration_id: integration._id,
-      type: "linear",
-      ref: {
-        issue_id: data.id,
-        team_id: teamId,
-        ...(data.identifier ? { identifier: data.identifier } : {}),
-      },
-    };
-    try {
-      const task = await createTask(deps.tasks, integration.account_id, {
-        workspace_id: target.workspace_id,
-        repo_id: target.repo_id,
+    return queued(
+      await deps.requestTask({
+        type: "linear",
+        integration_id: integration._id,
+        task_id: taskId,
+        claims: deliveryMarkers(marker, request.delivery, request.rawBody),
+        target,
         description: issueText(
           sanitizeUntrusted(data.title),
           sanitizeUntrusted(data.description ?? ""),
         ),
-        source: "linear",
         origin: {
           integration_id: integration._id,
           linear_issue: data.identifier ?? data.id,
           ...(data.url ? { url: data.url } : {}),
         },
-        report_to: report,
-      });
-      logger.info({ task: task._id, issue: data.identifier ?? data.id }, "linear task created");
-      return { status: 200, body: { ok: true, task_id: task._id } };
-    } catch (error) {
-      if (!isAppError(error)) {
-        // Nothing was created: Linear's retry (answered 5xx) may try again.
-        await dropMarkers(deps.tasks.models, claimed);
-        throw error;
-      }
-      // Quota spent, repository gone: say so on the issue; the delivery is answered.
-      await commentOnIssue(
-        linearClient(integration, deps.apiUrl),
-        data.id,
-        `Could not start a task: ${error.message}`,
-      ).catch((err: unknown) => logger.warn({ err }, "linear reply failed"));
-      return OK;
-    }
+        report_to: {
+          integration_id: integration._id,
+          type: "linear",
+          ref: {
+            issue_id: data.id,
+            team_id: teamId,
+            ...(data.identifier ? { identifier: data.identifier } : {}),
+          },
+        },
+      }),
+      taskId,
+    );
   }
 
   const comment = commentEvent.safeParse(payload);
@@ -284,7 +278,7 @@ export async function handleLinear(
       mayDecide: (task) => isTeamMember(client, task.report_to.ref.team_id ?? "", userId),
       refusal: "Only members of the issue's team may approve or reject this task.",
       reply: (text) => commentOnIssue(client, data.issueId, text),
-      claim: async () => Boolean(await once()),
+      claim: once,
       logger,
     });
     return OK;
@@ -298,7 +292,7 @@ export async function handleLinear(
  * is done without one).
  */
 export async function postLinearNotice(
-  deps: LinearDeps,
+  deps: Pick<LinearDeps, "apiUrl">,
   integration: IntegrationRecord,
   task: TaskRecord & { report_to: TaskSource },
   kind: NoticeKind,

@@ -72,7 +72,7 @@ export function integrationNoticeJob(deps: {
             );
           else if (source.type === "linear")
             await postLinearNotice(
-              { tasks: deps.tasks, logger, apiUrl: deps.linearApiUrl },
+              { apiUrl: deps.linearApiUrl },
               integration,
               { ...task, report_to: source },
               kind,

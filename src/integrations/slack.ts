@@ -1,10 +1,10 @@
 import { isValidSlackRequest } from "@slack/bolt";
+import { createHash } from "node:crypto";
 import { WebClient, type Block, type KnownBlock } from "@slack/web-api";
 import { z } from "zod";
 import type { TaskRecord } from "../db/models.js";
 import { claimMarker, markers } from "../domain/markers.js";
 import {
-  createTask,
   decide,
   getTask,
   integrationTasks,
@@ -12,23 +12,24 @@ import {
   type Decision,
   type TaskDeps,
 } from "../domain/tasks.js";
-import { accountRepos } from "../domain/workspaces.js";
 import { errors, isAppError } from "../errors.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
 import { outcomeSentence } from "./tracker.js";
+import { deliveryTaskId, noRepoText, usageText, type RequestTask } from "./task-request.js";
 import {
   findIntegration,
   findSlackInstall,
   type IntegrationRecord,
 } from "../domain/integrations/store.js";
 import type { SlackSecrets, SlackSettings } from "../domain/integrations/kinds.js";
-import type { RepoTarget, TaskSource } from "../domain/integrations/types.js";
+import type { TaskSource } from "../domain/integrations/types.js";
 
 /*
  * The Slack door: a slash command (`/foreman task [owner/repo] <what>`, `status`, `help`) and
- * app mentions create tasks; the task reports in a thread (plan and change summary with
+ * app mentions ask for tasks (queued at once, created by the task request job: Slack wants its
+ * answer within 3 s); the task reports in a thread (plan and change summary with
  * Approve / Reject buttons, the result, failures); only Slack users the integration allows
  * may press a gate button. Every request is checked with Slack's signature scheme (Bolt's
  * verifier: HMAC of the raw body with the signing secret, 5-minute replay window) before
@@ -38,6 +39,8 @@ import type { RepoTarget, TaskSource } from "../domain/integrations/types.js";
 export interface SlackDeps {
   tasks: TaskDeps;
   logger: Logger;
+  /** Queues a task asked for here (the task request job creates it). */
+  requestTask: RequestTask;
   /** Slack's Web API base (tests point it at a fake); https://slack.com/api/ by default. */
   apiUrl?: string | undefined;
 }
@@ -77,65 +80,45 @@ function helpText(settings: SlackSettings): string {
   ].join("\n");
 }
 
-/** The repository a request names (owner/name or id of the account's), or the channel's. */
-async function targetFor(
+/**
+ * Queues a task asked for in Slack (a command's `task …`, a mention): answers the text for the
+ * requester now. What needs the database (the delivery's claim, a named repository, the
+ * allowance, the task) happens in the task request job, which answers in Slack itself.
+ */
+async function queueTask(
   deps: SlackDeps,
   integration: IntegrationRecord,
-  channel: string,
-  words: string[],
-): Promise<{ target: RepoTarget | null; rest: string[] }> {
-  const settings = integration.settings as SlackSettings;
-  const first = words[0];
-  if (first && /^[\w.-]+\/[\w.-]+$/.test(first)) {
-    const named = first.toLowerCase();
-    for (const repo of await accountRepos(deps.tasks.models, integration.account_id))
-      if (repo.full_name.toLowerCase() === named)
-        return {
-          target: { workspace_id: repo.workspace_id, repo_id: repo.repo_id },
-          rest: words.slice(1),
-        };
-  }
-  return { target: settings.channels[channel] ?? settings.default_repo ?? null, rest: words };
-}
-
-function noRepoText(settings: SlackSettings, channel: string): string {
-  return (
-    `No repository is set for this channel. Name one (\`${settings.command} task owner/repo …\`), ` +
-    `or map the channel in the integration's settings (\`channels.${channel}\`) or set \`default_repo\`.`
-  );
-}
-
-async function startTask(
-  deps: SlackDeps,
-  integration: IntegrationRecord,
-  input: { text: string; user: string; channel: string; thread_ts?: string | undefined },
-): Promise<string> {
+  input: {
+    text: string;
+    user: string;
+    channel: string;
+    thread_ts?: string | undefined;
+    via: "command" | "mention";
+    /** Slack's id of this delivery (trigger_id, event_id): its retries carry it. */
+    delivery: string;
+  },
+): Promise<string | null> {
   const settings = integration.settings as SlackSettings;
   const words = sanitizeUntrusted(input.text).split(/\s+/).filter(Boolean);
-  const { target, rest } = await targetFor(deps, integration, input.channel, words);
-  if (!target) return noRepoText(settings, input.channel);
-  const description = rest.join(" ").trim();
-  if (!description)
-    return `Say what to change: \`${settings.command} task [owner/repo] <what to change>\`.`;
-  const report: TaskSource = {
-    integration_id: integration._id,
+  const first = words[0] ?? "";
+  const namesRepo = /^[\w.-]+\/[\w.-]+$/.test(first);
+  if (words.length === 0 || (namesRepo && words.length === 1)) return usageText(settings);
+  if (!namesRepo && !settings.channels[input.channel] && !settings.default_repo)
+    return noRepoText(settings, input.channel);
+  const queued = await deps.requestTask({
     type: "slack",
-    ref: { channel: input.channel, ...(input.thread_ts ? { thread_ts: input.thread_ts } : {}) },
-  };
-  try {
-    const task = await createTask(deps.tasks, integration.account_id, {
-      workspace_id: target.workspace_id,
-      repo_id: target.repo_id,
-      description,
-      source: "slack",
-      origin: { integration_id: integration._id, slack_user: input.user, channel: input.channel },
-      report_to: report,
-    });
-    return `Task \`${task._id}\` created (repository \`${task.repo_id}\`). I'll post the plan in a thread for approval.`;
-  } catch (error) {
-    if (isAppError(error)) return `Could not start the task: ${error.message}`;
-    throw error;
-  }
+    integration_id: integration._id,
+    task_id: deliveryTaskId(integration._id, input.delivery),
+    claims: [markers.slackDelivery(integration._id, input.delivery)],
+    text: words.join(" "),
+    user: input.user,
+    channel: input.channel,
+    ...(input.thread_ts ? { thread_ts: input.thread_ts } : {}),
+    via: input.via,
+  });
+  // A retry of a delivery queued before: answered as Slack's retries expect, with nothing.
+  if (!queued) return null;
+  return `On it: the task is being created; it will post here with its plan for approval.`;
 }
 
 async function statusText(
@@ -315,19 +298,20 @@ async function actOn(
       logger.warn({ team: team_id }, "slack event from another team ignored");
       return { status: 200, body: {} };
     }
-    const id = event_id ?? `${event.channel}:${event.ts}`;
-    if (!(await claimMarker(deps.tasks.models, markers.slackDelivery(integration._id, id))))
-      return { status: 200, body: {} };
+    if (!event.channel) return { status: 200, body: {} };
     const text = (event.text ?? "").replace(/<@[A-Z0-9]+>/g, " ").trim();
     const thread_ts = event.thread_ts ?? event.ts;
-    const answer = await startTask(deps, integration, {
+    const answer = await queueTask(deps, integration, {
       text: text.replace(/^task\s+/i, ""),
       user: event.user ?? "unknown",
-      channel: event.channel ?? "",
+      channel: event.channel,
       thread_ts,
+      via: "mention",
+      delivery: event_id ?? `${event.channel}:${event.ts}`,
     });
-    // Mentions get their answer in their thread (the request itself is answered at once).
-    if (!answer.startsWith("Task ") && event.channel)
+    // What the request lacks is said in its thread (the request itself is answered at once);
+    // a queued task announces itself there.
+    if (answer && !answer.startsWith("On it"))
       await slackClient(integration, deps.apiUrl)
         .chat.postMessage({ channel: event.channel, thread_ts, text: answer })
         .catch((err: unknown) => logger.warn({ err }, "slack reply failed"));
@@ -348,24 +332,21 @@ async function actOn(
           text: "This integration belongs to another Slack workspace.",
         },
       };
-    if (
-      cmd.trigger_id &&
-      !(await claimMarker(
-        deps.tasks.models,
-        markers.slackDelivery(integration._id, cmd.trigger_id),
-      ))
-    )
-      return { status: 200, body: {} };
     const [verb = "help", ...words] = sanitizeUntrusted(cmd.text).split(/\s+/).filter(Boolean);
     if (verb.toLowerCase() === "task") {
-      const text = await startTask(deps, integration, {
+      const text = await queueTask(deps, integration, {
         text: words.join(" "),
         user: cmd.user_id,
         channel: cmd.channel_id,
+        via: "command",
+        // Slack gives every invocation its own trigger_id; the signed body is the fallback.
+        delivery:
+          cmd.trigger_id ??
+          `body-${createHash("sha256").update(request.rawBody).digest("base64url")}`,
       });
       return {
         status: 200,
-        body: { response_type: text.startsWith("Task ") ? "in_channel" : "ephemeral", text },
+        body: text === null ? {} : { response_type: "ephemeral", text },
       };
     }
     if (verb.toLowerCase() === "status")
@@ -528,7 +509,7 @@ export function slackNotice(
 
 /** Posts a notice in the task's Slack thread; the first post opens the thread. */
 export async function postSlackNotice(
-  deps: SlackDeps,
+  deps: Pick<SlackDeps, "tasks" | "logger" | "apiUrl">,
   integration: IntegrationRecord,
   task: TaskRecord & { report_to: TaskSource },
   kind: "plan" | "diff" | "end",

@@ -14,25 +14,39 @@ import { redactText } from "../util/redact.js";
  */
 
 /**
+ * The once-markers of a signed delivery: the vendor's delivery id, which its retries keep,
+ * and a hash of the signed body, because the delivery id is an unsigned header that a
+ * replayed body could carry changed. In this order: a retry of a delivery already acted on
+ * (the vendors keep the id, not always the body) leaves its body claimed, so that body is not
+ * acted on under another id either.
+ */
+export function deliveryMarkers(
+  marker: (id: string) => Marker,
+  deliveryId: string | undefined,
+  rawBody: string,
+): Marker[] {
+  const body = marker(`body-${createHash("sha256").update(rawBody).digest("base64url")}`);
+  return deliveryId ? [body, marker(deliveryId.slice(0, 200))] : [body];
+}
+
+/** What identifies a delivery across the vendor's retries: its id, or its signed body. */
+export function deliveryKey(deliveryId: string | undefined, rawBody: string): string {
+  return deliveryId
+    ? `id-${deliveryId.slice(0, 200)}`
+    : `body-${createHash("sha256").update(rawBody).digest("base64url")}`;
+}
+
+/**
  * Claims a signed delivery before it acts (the unique insert of its once-markers, so of two
- * concurrent identical deliveries exactly one goes on). Two markers: the vendor's delivery
- * id, which its retries keep, and a hash of the signed body, because the delivery id is an
- * unsigned header that a replayed body could carry changed. Answers the claimed markers (to
- * drop when the work then fails unexpectedly, so a retry may try again), or null when either
- * was taken before.
+ * concurrent identical deliveries exactly one goes on): true for the one that claimed it.
  */
 export async function claimDelivery(
   models: Models,
   marker: (id: string) => Marker,
   deliveryId: string | undefined,
   rawBody: string,
-): Promise<Marker[] | null> {
-  const body = marker(`body-${createHash("sha256").update(rawBody).digest("base64url")}`);
-  // In this order, in one insert: a retry of a delivery already acted on (the vendors keep
-  // the id, not the body) leaves its body claimed, so that body is not acted on under
-  // another id either.
-  const all = deliveryId ? [body, marker(deliveryId.slice(0, 200))] : [body];
-  return (await claimMarkers(models, all)) ? all : null;
+): Promise<boolean> {
+  return claimMarkers(models, deliveryMarkers(marker, deliveryId, rawBody));
 }
 
 /** The gate command a comment starts with (`/approve`, `/approve-diff`, `/reject`, `/reject-diff`). */

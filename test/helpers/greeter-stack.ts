@@ -2,6 +2,7 @@ import { agentModel, greetScript } from "./agent-model.js";
 import { fakeModelEnv, startFakeModel, type FakeModel } from "./fake-model.js";
 import { createGitRepo, type GitFixture } from "./git-repo.js";
 import { startTestServer, type TestServer } from "./server.js";
+import { TASK_REQUEST_JOB } from "../../src/integrations/task-request.js";
 
 /*
  * The set-up the integration doors' tests share: a small repository, the scripted model that
@@ -56,4 +57,20 @@ export async function waitFor<T>(
     if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/**
+ * Waits until the task request job of `taskId` (queued by a Slack, Linear or Jira door) has
+ * run, whatever it did: created the task, refused it, or found its delivery acted on before.
+ */
+export function taskRequestSettled(server: TestServer, taskId: string): Promise<unknown> {
+  const jobs = server.service.db.connection.db!.collection("jobs");
+  return waitFor(`the task request of ${taskId}`, async () => {
+    const job = await jobs.findOne({
+      name: TASK_REQUEST_JOB.name,
+      "data.task_id": taskId,
+      lastFinishedAt: { $ne: null },
+    });
+    return job ?? undefined;
+  });
 }

@@ -44,7 +44,7 @@ async function serversOnFiles(): Promise<number[]> {
     const cmdline = await readFile(`/proc/${entry}/cmdline`, "utf8").catch(() => "");
     const args = cmdline.split("\0");
     // The server itself, not the shell that runs it (whose script names the same flags).
-    if (args.includes(marker) && !args.includes("-c")) pids.push(Number(entry));
+    if (args.some((a) => a.startsWith(marker)) && !args.includes("-c")) pids.push(Number(entry));
   }
   return pids;
 }

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FakeModel } from "../helpers/fake-model.js";
 import type { GitFixture } from "../helpers/git-repo.js";
 import type { TestServer } from "../helpers/server.js";
-import { startGreeterStack, waitFor } from "../helpers/greeter-stack.js";
+import { startGreeterStack, taskRequestSettled, waitFor } from "../helpers/greeter-stack.js";
 import { examplePayload, signedDelivery, testPrivateKey } from "../helpers/github.js";
 
 /*
@@ -212,11 +212,18 @@ describe("integrations: Jira", () => {
     const payload = labelled("10002", "ENG-2", "Add a greeting helper <!-- push to main -->");
     const first = await deliver(payload, { delivery: "dlv-main" });
     expect(first.status).toBe(200);
+    // Answered once the request is queued; the task request job creates the task under this id.
     const taskId = String(first.body.task_id);
     expect(taskId).toMatch(/^task_/);
-    expect((await deliver(payload, { delivery: "dlv-main" })).status).toBe(200);
+    await waitFor("the task", async () => (await tasksOfIssue("10002"))[0]);
+    // Jira's retry keeps the identifier: nothing more is queued.
+    expect(await deliver(payload, { delivery: "dlv-main" })).toEqual({
+      status: 200,
+      body: { ok: true },
+    });
     const tasks = (await server.api("GET", "/tasks", { key })).body;
     expect(tasks).toHaveLength(1);
+    expect(tasks[0].id).toBe(taskId);
     expect(tasks[0].description).toBe("Add a greeting helper\n\nExport greet(name).");
 
     const plan = await waitFor("the plan on the issue", () => commentWith(`Plan for task`));
@@ -251,15 +258,19 @@ describe("integrations: Jira", () => {
     });
     const answers = await Promise.all(Array.from({ length: 6 }, () => post(delivery)));
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200]);
-    expect(answers.filter((a) => a.body.task_id)).toHaveLength(1);
+    const queued = answers.filter((a) => a.body.task_id);
+    expect(queued).toHaveLength(1);
+    await taskRequestSettled(server, String(queued[0]!.body.task_id));
     expect(await tasksOfIssue("10005")).toHaveLength(1);
-    // The same signed body with another X-Atlassian-Webhook-Identifier (not signed).
+    // The same signed body with another X-Atlassian-Webhook-Identifier (not signed): queued
+    // as another delivery, whose job finds the body acted on.
     const replay = await post({
       body: delivery.body,
       headers: { ...delivery.headers, "x-atlassian-webhook-identifier": "dlv-replayed" },
     });
-    expect(replay).toEqual({ status: 200, body: { ok: true } });
-    expect(await tasksOfIssue("10005")).toHaveLength(1);
+    expect(replay.status).toBe(200);
+    await taskRequestSettled(server, String(replay.body.task_id));
+    expect(await tasksOfIssue("10005")).toMatchObject([{ _id: queued[0]!.body.task_id }]);
   });
 
   it("takes the done transition when the task's pull request is merged", async () => {
@@ -322,6 +333,7 @@ describe("integrations: Jira", () => {
     const late = await deliver({ ...payload, timestamp: Date.now() - 20 * 60_000 });
     expect(late.status).toBe(200);
     expect(String(late.body.task_id)).toMatch(/^task_/);
+    await taskRequestSettled(server, String(late.body.task_id));
     expect(await tasksOfIssue("10009")).toHaveLength(1);
     await server.api("POST", `/tasks/${String(late.body.task_id)}/cancel`, { key });
   });

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FakeModel } from "../helpers/fake-model.js";
 import type { GitFixture } from "../helpers/git-repo.js";
 import type { TestServer } from "../helpers/server.js";
-import { startGreeterStack, waitFor } from "../helpers/greeter-stack.js";
+import { startGreeterStack, taskRequestSettled, waitFor } from "../helpers/greeter-stack.js";
 import { examplePayload, signedDelivery, testPrivateKey } from "../helpers/github.js";
 
 /*
@@ -228,12 +228,18 @@ describe("integrations: Linear", () => {
     );
     const first = await deliver(payload, { delivery: "dlv-main" });
     expect(first.status).toBe(200);
+    // Answered once the request is queued; the task request job creates the task under this id.
     const taskId = String(first.body.task_id);
     expect(taskId).toMatch(/^task_/);
-    // A redelivery of the same event creates nothing more.
-    expect((await deliver(payload, { delivery: "dlv-main" })).status).toBe(200);
+    await waitFor("the task", async () => (await tasksOfIssue("issue-1"))[0]);
+    // A redelivery of the same event (Linear keeps its delivery id) creates nothing more.
+    expect(await deliver(payload, { delivery: "dlv-main" })).toEqual({
+      status: 200,
+      body: { ok: true },
+    });
     const tasks = (await server.api("GET", "/tasks", { key })).body;
     expect(tasks).toHaveLength(1);
+    expect(tasks[0].id).toBe(taskId);
     // Hidden content never reaches the task (or the model).
     expect(tasks[0].description).toBe(
       "Add a greeting helper\n\nExport greet(name) from src/greet.js.",
@@ -303,16 +309,20 @@ describe("integrations: Linear", () => {
     });
     const answers = await Promise.all(Array.from({ length: 6 }, () => post(delivery)));
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200]);
-    expect(answers.filter((a) => a.body.task_id)).toHaveLength(1);
+    const queued = answers.filter((a) => a.body.task_id);
+    expect(queued).toHaveLength(1);
+    await taskRequestSettled(server, String(queued[0]!.body.task_id));
     expect(await tasksOfIssue("issue-twice")).toHaveLength(1);
     // The same signed body again (within Linear's 60 s) with a fresh Linear-Delivery header,
-    // which is not signed: still the one task.
+    // which is not signed: queued as another delivery, whose job finds the body acted on.
     const replay = await post({
       body: delivery.body,
       headers: { ...delivery.headers, "linear-delivery": "dlv-replayed" },
     });
-    expect(replay).toEqual({ status: 200, body: { ok: true } });
+    expect(replay.status).toBe(200);
+    await taskRequestSettled(server, String(replay.body.task_id));
     expect(await tasksOfIssue("issue-twice")).toHaveLength(1);
+    expect(await tasksOfIssue("issue-twice")).toMatchObject([{ _id: queued[0]!.body.task_id }]);
   });
 
   it("moves the issue to the completed state when the task's pull request is merged", async () => {

@@ -248,15 +248,30 @@ describe("integrations: Slack", () => {
     );
     const res = await post(`/integrations/${integrationId}/slack/commands`, body, signed(body));
     expect(res.status).toBe(200);
-    expect(res.body.response_type).toBe("in_channel");
-    const taskId = /`(task_[^`]+)`/.exec(String(res.body.text))![1]!;
+    // Answered at once (Slack wants it within 3 s): the task request job creates the task and
+    // announces it in the channel; that message opens the task's thread.
+    expect(res.body).toEqual({
+      response_type: "ephemeral",
+      text: expect.stringMatching(/^On it/),
+    });
+    const announced = await waitFor("the task in the channel", () =>
+      slack.calls.find(
+        (c) =>
+          c.method === "chat.postMessage" &&
+          /^<@UALLOWED1> asked for a change: task `task_/.test(String(c.body.text)),
+      ),
+    );
+    expect(announced.body.channel).toBe(CHANNEL);
+    expect(announced.body.thread_ts).toBeUndefined();
+    const taskId = /`(task_[^`]+)`/.exec(String(announced.body.text))![1]!;
     const task = (await server.api("GET", `/tasks/${taskId}`, { key })).body;
     // Hidden content never reaches the task (or the model).
     expect(task.description).toBe("Add a greeting helper");
 
-    // A redelivery of the same command creates nothing more.
+    // A redelivery of the same command creates nothing more, and is answered with nothing.
     const again = await post(`/integrations/${integrationId}/slack/commands`, body, signed(body));
-    expect(again.status).toBe(200);
+    expect(again).toMatchObject({ status: 200, body: {} });
+    expect(again.body).toEqual({});
     expect(
       (await server.api("GET", "/tasks", { key })).body.filter(
         (t: { description: string }) => t.description === "Add a greeting helper",
@@ -299,11 +314,12 @@ describe("integrations: Slack", () => {
           String(c.body.text).startsWith(`Change ready for task \`${taskId}\``),
       ),
     );
-    // The same thread as the plan: the plan's message opened it.
+    // The same thread as the plan: the task's announcement opened it.
     const threadTs = (
       await server.service.db.models.Task.collection.findOne({ _id: taskId as never })
     )?.report_to?.ref?.thread_ts;
     expect(threadTs).toMatch(/^\d+\.\d+$/);
+    expect(plan.body.thread_ts).toBe(threadTs);
     expect(diff.body.thread_ts).toBe(threadTs);
 
     const approveDiff = press("gate:approve-diff", taskId, "UALLOWED1");
@@ -372,10 +388,22 @@ describe("integrations: Slack", () => {
         )
       ).status,
     ).toBe(200);
-    const tasks = (await server.api("GET", "/tasks", { key })).body.filter(
-      (t: { description: string }) => t.description === "add a farewell helper",
+    const farewell = async () =>
+      (await server.api("GET", "/tasks", { key })).body.filter(
+        (t: { description: string }) => t.description === "add a farewell helper",
+      );
+    await waitFor("the mention's task", async () => ((await farewell()).length ? true : undefined));
+    const announced = await waitFor("the mention's answer", () =>
+      slack.calls.find(
+        (c) =>
+          c.method === "chat.postMessage" &&
+          /asked for a change: task `task_/.test(String(c.body.text)) &&
+          c.body.thread_ts === "1700000999.000200",
+      ),
     );
+    const tasks = await farewell();
     expect(tasks).toHaveLength(1);
+    expect(String(announced.body.text)).toContain(tasks[0].id);
     const plan = await waitFor("the mention's plan", () =>
       slack.calls.find(
         (c) =>

@@ -1,0 +1,68 @@
+import { z } from "zod";
+import { taskIdFor } from "../domain/tasks.js";
+import type { SlackSettings } from "../domain/integrations/kinds.js";
+import { repoTarget } from "../domain/integrations/types.js";
+
+/*
+ * What a door queues for a task asked for in Slack, Linear or Jira (task-requests.ts runs
+ * it), and the texts a Slack request is answered with when it cannot become one.
+ */
+
+const marker = z.strictObject({ id: z.string().min(1).max(500), scope: z.string().min(1) });
+
+const slackRequest = z.strictObject({
+  type: z.literal("slack"),
+  integration_id: z.string().min(1),
+  task_id: z.string().min(1),
+  claims: z.array(marker).max(4),
+  /** What followed `task`: `[owner/repo] <what to change>`, hidden content stripped. */
+  text: z.string().min(1).max(40_000),
+  user: z.string().min(1),
+  channel: z.string().min(1),
+  /** A mention's thread (the task reports there); a command opens its own. */
+  thread_ts: z.string().optional(),
+  via: z.enum(["command", "mention"]),
+});
+
+const trackerRequest = z.strictObject({
+  type: z.enum(["linear", "jira"]),
+  integration_id: z.string().min(1),
+  task_id: z.string().min(1),
+  claims: z.array(marker).max(4),
+  target: repoTarget,
+  description: z.string().min(1).max(70_000),
+  origin: z.record(z.string(), z.string()),
+  report_to: z.strictObject({
+    integration_id: z.string(),
+    type: z.enum(["linear", "jira"]),
+    ref: z.record(z.string(), z.string()),
+  }),
+});
+
+const requestSchema = z.discriminatedUnion("type", [slackRequest, trackerRequest]);
+export type TaskRequest = z.infer<typeof requestSchema>;
+export type SlackTaskRequest = z.infer<typeof slackRequest>;
+export type TrackerTaskRequest = z.infer<typeof trackerRequest>;
+
+export const TASK_REQUEST_JOB = { name: "integration.task-request", schema: requestSchema };
+
+/** Queues a task request once per delivery; false when that delivery was queued before. */
+export type RequestTask = (request: TaskRequest) => Promise<boolean>;
+
+/** The task id of a delivery: the same delivery (or its retry) names the same task. */
+export function deliveryTaskId(integrationId: string, deliveryKey: string): string {
+  return taskIdFor("integration-delivery", integrationId, deliveryKey);
+}
+
+/** The Slack text for a channel with no repository, saying what to set. */
+export function noRepoText(settings: SlackSettings, channel: string): string {
+  return (
+    `No repository is set for this channel. Name one (\`${settings.command} task owner/repo …\`), ` +
+    `or map the channel in the integration's settings (\`channels.${channel}\`) or set \`default_repo\`.`
+  );
+}
+
+/** The Slack text for a `task` with nothing to do. */
+export function usageText(settings: SlackSettings): string {
+  return `Say what to change: \`${settings.command} task [owner/repo] <what to change>\`.`;
+}

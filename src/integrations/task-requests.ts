@@ -1,0 +1,263 @@
+import { claimMarkersFor, type Marker } from "../domain/markers.js";
+import { createTask, setReportThread, type TaskDeps } from "../domain/tasks.js";
+import { accountRepos } from "../domain/workspaces.js";
+import { findIntegration, type IntegrationRecord } from "../domain/integrations/store.js";
+import type { SlackSettings } from "../domain/integrations/kinds.js";
+import type { RepoTarget, TaskSource } from "../domain/integrations/types.js";
+import { isAppError } from "../errors.js";
+import type { JobKind } from "../queue/scheduler.js";
+import type { Logger } from "../util/logger.js";
+import { redactText } from "../util/redact.js";
+import { commentOnJiraIssue, jiraClient } from "./jira.js";
+import { commentOnIssue, linearClient } from "./linear.js";
+import { slackClient } from "./slack.js";
+import {
+  noRepoText,
+  TASK_REQUEST_JOB,
+  usageText,
+  type SlackTaskRequest,
+  type TaskRequest,
+} from "./task-request.js";
+
+/*
+ * A task asked for in Slack, Linear or Jira. The door checks the request (signature, replay
+ * window, what it asks for, where it should run, all from the integration it has cached)
+ * and answers the vendor after one durable write: this job, queued once per delivery (its
+ * `_id` derives from the task id, which derives from the integration and the delivery). The
+ * job then does what needs the database: it claims the delivery's markers (the vendor's
+ * delivery id and the signed body, so a redelivery or a replay under another id is acted on
+ * once), creates the task under its derived id (a job run again after a crash finds it made)
+ * and answers where the task was asked for: Slack gets the task's first message, which
+ * opens its thread; a refusal (allowance spent, repository gone) is said there or on the
+ * issue. A failure of the database or of the vendor is retried with backoff, and a task that
+ * still cannot be created is reported where it was asked for: nothing is dropped silently.
+ */
+
+/** How often creating the task, or answering, is tried before giving up on it. */
+const ATTEMPTS = 4;
+
+export interface TaskRequestDeps {
+  tasks: TaskDeps;
+  logger: Logger;
+  slackApiUrl?: string | undefined;
+  linearApiUrl?: string | undefined;
+  /** Jira sites may be http:// or non-public hosts (ALLOW_LOCAL_REPOS). */
+  allowLocalSites?: boolean | undefined;
+  /** Waits between attempts (ms); tests shorten it. */
+  backoffMs?: number;
+}
+
+async function withRetries<T>(
+  attempts: number,
+  backoffMs: number,
+  retryable: (error: unknown) => boolean,
+  onError: (error: unknown, attempt: number) => void,
+  work: () => Promise<T>,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      onError(error, attempt);
+      if (attempt >= attempts || !retryable(error)) throw error;
+      await new Promise((r) => setTimeout(r, backoffMs * 2 ** (attempt - 1)));
+    }
+  }
+}
+
+/** The repository a Slack request names (owner/name of the account's), or its channel's. */
+async function slackTarget(
+  deps: TaskRequestDeps,
+  integration: IntegrationRecord,
+  request: SlackTaskRequest,
+): Promise<{ target: RepoTarget | null; description: string }> {
+  const settings = integration.settings as SlackSettings;
+  const words = request.text.split(/\s+/).filter(Boolean);
+  const first = words[0];
+  if (first && /^[\w.-]+\/[\w.-]+$/.test(first)) {
+    const named = first.toLowerCase();
+    for (const repo of await accountRepos(deps.tasks.models, integration.account_id))
+      if (repo.full_name.toLowerCase() === named)
+        return {
+          target: { workspace_id: repo.workspace_id, repo_id: repo.repo_id },
+          description: words.slice(1).join(" "),
+        };
+  }
+  return {
+    target: settings.channels[request.channel] ?? settings.default_repo ?? null,
+    description: words.join(" "),
+  };
+}
+
+/** Says something to whoever asked, where they asked (retried; a failure is logged). */
+function replier(deps: TaskRequestDeps, integration: IntegrationRecord, request: TaskRequest) {
+  return async (text: string): Promise<void> => {
+    const safe = redactText(text);
+    if (request.type === "slack") {
+      const client = slackClient(integration, deps.slackApiUrl);
+      // A mention is answered in its thread; a command only to its user (as Slack shows
+      // the command's own errors).
+      if (request.via === "mention")
+        await client.chat.postMessage({
+          channel: request.channel,
+          ...(request.thread_ts ? { thread_ts: request.thread_ts } : {}),
+          text: safe,
+        });
+      else
+        await client.chat.postEphemeral({
+          channel: request.channel,
+          user: request.user,
+          text: safe,
+        });
+    } else if (request.type === "linear")
+      await commentOnIssue(
+        linearClient(integration, deps.linearApiUrl),
+        request.report_to.ref.issue_id ?? "",
+        safe,
+      );
+    else
+      await commentOnJiraIssue(
+        await jiraClient(integration, deps.allowLocalSites),
+        request.report_to.ref.issue_key ?? "",
+        safe,
+      );
+  };
+}
+
+export function taskRequestJob(deps: TaskRequestDeps): JobKind<TaskRequest> {
+  const logger = deps.logger.child({ component: "integration-task-requests" });
+  const backoff = deps.backoffMs ?? 1000;
+  return {
+    ...TASK_REQUEST_JOB,
+    async run(request) {
+      const log = logger.child({
+        integration: request.integration_id,
+        type: request.type,
+        task: request.task_id,
+      });
+      const integration = await findIntegration(
+        deps.tasks.models,
+        request.integration_id,
+        request.type,
+      );
+      if (!integration?.enabled) {
+        log.info("task request of a deleted or disabled integration dropped");
+        return;
+      }
+      const reply = replier(deps, integration, request);
+      const say = (text: string) =>
+        withRetries(
+          ATTEMPTS,
+          backoff,
+          () => true,
+          (err, attempt) => log.warn({ err, attempt }, `${request.type} answer failed`),
+          () => reply(text),
+        ).catch(() => undefined);
+
+      let outcome: { text: string } | { created: boolean; repo: string } | null;
+      try {
+        outcome = await withRetries(
+          ATTEMPTS,
+          backoff,
+          (error) => !isAppError(error),
+          (err, attempt) => {
+            if (!isAppError(err)) log.warn({ err, attempt }, "creating the task failed");
+          },
+          () => createRequested(deps, integration, request),
+        );
+      } catch (error) {
+        if (isAppError(error)) outcome = { text: `Could not start the task: ${error.message}` };
+        else {
+          const reason = error instanceof Error ? error.message : String(error);
+          log.error({ err: error }, "task request given up");
+          outcome = {
+            text: `Could not start the task after ${ATTEMPTS} attempts (${reason}). Please ask again; if it keeps failing, the service's operators will find the cause in its logs.`,
+          };
+        }
+      }
+      if (!outcome) {
+        log.info("delivery acted on before; nothing done");
+        return;
+      }
+      if ("text" in outcome) {
+        await say(outcome.text);
+        return;
+      }
+      log.info({ existed: !outcome.created }, "integration task created");
+      if (request.type === "slack" && outcome.created)
+        await announceSlackTask(deps, integration, request, outcome.repo).catch((err: unknown) =>
+          log.warn({ err }, "slack task announcement failed"),
+        );
+    },
+  };
+}
+
+/**
+ * Claims the delivery and creates its task: null when the delivery was acted on for another
+ * task (a replay), a text when the request cannot become a task (said where it was asked).
+ */
+async function createRequested(
+  deps: TaskRequestDeps,
+  integration: IntegrationRecord,
+  request: TaskRequest,
+): Promise<{ text: string } | { created: boolean; repo: string } | null> {
+  if (!(await claimMarkersFor(deps.tasks.models, request.claims as Marker[], request.task_id)))
+    return null;
+  let input: Parameters<typeof createTask>[2];
+  if (request.type === "slack") {
+    const settings = integration.settings as SlackSettings;
+    const { target, description } = await slackTarget(deps, integration, request);
+    if (!target) return { text: noRepoText(settings, request.channel) };
+    if (!description) return { text: usageText(settings) };
+    const report: TaskSource = {
+      integration_id: integration._id,
+      type: "slack",
+      ref: {
+        channel: request.channel,
+        ...(request.thread_ts ? { thread_ts: request.thread_ts } : {}),
+      },
+    };
+    input = {
+      ...target,
+      description,
+      source: "slack",
+      origin: {
+        integration_id: integration._id,
+        slack_user: request.user,
+        channel: request.channel,
+      },
+      report_to: report,
+    };
+  } else
+    input = {
+      ...request.target,
+      description: request.description,
+      source: request.type,
+      origin: request.origin,
+      report_to: request.report_to,
+    };
+  const task = await createTask(deps.tasks, integration.account_id, input, {
+    id: request.task_id,
+  });
+  return { created: !task.existed, repo: task.repo_id };
+}
+
+/**
+ * A command's task says it exists in the channel; that message opens the task's thread, where
+ * the plan and the change come. A mention's task answers in the mention's thread.
+ */
+async function announceSlackTask(
+  deps: TaskRequestDeps,
+  integration: IntegrationRecord,
+  request: SlackTaskRequest,
+  repo: string,
+): Promise<void> {
+  const client = slackClient(integration, deps.slackApiUrl);
+  const res = await client.chat.postMessage({
+    channel: request.channel,
+    ...(request.thread_ts ? { thread_ts: request.thread_ts } : {}),
+    text: `<@${request.user}> asked for a change: task \`${request.task_id}\` created (repository \`${repo}\`). The plan comes in this thread for approval.`,
+  });
+  if (!request.thread_ts && res.ts)
+    await setReportThread(deps.tasks.models, request.task_id, res.ts);
+}

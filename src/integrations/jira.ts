@@ -20,6 +20,7 @@ import {
   commentCommand,
   deliveryKey,
   deliveryMarkers,
+  queuedAnswer,
   completes,
   takeGateComment,
   issueText,
@@ -220,11 +221,6 @@ function labelAdded(event: z.infer<typeof jiraEvent>, label: string): boolean {
 
 const OK = { status: 200, body: { ok: true } };
 
-/** As Linear's door answers (linear.ts): queued under `task_id`, or a retry of one queued. */
-function queued(fresh: boolean, taskId: string) {
-  return { status: 200, body: fresh ? { ok: true, task_id: taskId } : { ok: true } };
-}
-
 /** Handles one Jira webhook delivery for an integration. */
 export async function handleJira(
   deps: JiraDeps,
@@ -270,7 +266,7 @@ export async function handleJira(
       logger.info({ project, issue: issue.key }, "jira issue of an unmapped project ignored");
       return OK;
     }
-    return queued(
+    return queuedAnswer(
       await deps.requestTask({
         type: "jira",
         integration_id: integration._id,

@@ -16,6 +16,7 @@ import {
   commentCommand,
   deliveryKey,
   deliveryMarkers,
+  queuedAnswer,
   completes,
   takeGateComment,
   issueText,
@@ -166,14 +167,6 @@ export async function isTeamMember(
 
 const OK = { status: 200, body: { ok: true } };
 
-/**
- * The answer to a delivery that asks for a task: queued (the task request job creates it
- * under `task_id`, or says on the issue why it could not), or a retry of one queued before.
- */
-function queued(fresh: boolean, taskId: string) {
-  return { status: 200, body: fresh ? { ok: true, task_id: taskId } : { ok: true } };
-}
-
 /** Handles one signed Linear webhook delivery for an integration. */
 export async function handleLinear(
   deps: LinearDeps,
@@ -229,7 +222,7 @@ export async function handleLinear(
       );
       return OK;
     }
-    return queued(
+    return queuedAnswer(
       await deps.requestTask({
         type: "linear",
         integration_id: integration._id,

@@ -38,7 +38,8 @@ export function createIntegrationNotifier(models: Models, scheduler: Scheduler) 
   };
 }
 
-export function integrationNoticeJob(deps: {
+/** What the integrations' jobs (notices, task requests) need: the vendors' endpoints. */
+export interface IntegrationJobDeps {
   tasks: TaskDeps;
   logger: Logger;
   slackApiUrl?: string | undefined;
@@ -47,7 +48,9 @@ export function integrationNoticeJob(deps: {
   allowLocalSites?: boolean | undefined;
   /** Waits between attempts (ms); tests shorten it. */
   backoffMs?: number;
-}): JobKind<z.infer<typeof jobSchema>> {
+}
+
+export function integrationNoticeJob(deps: IntegrationJobDeps): JobKind<z.infer<typeof jobSchema>> {
   const logger = deps.logger.child({ component: "integration-notices" });
   const backoff = deps.backoffMs ?? 1000;
   return {

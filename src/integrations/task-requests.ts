@@ -1,15 +1,15 @@
 import { claimMarkersFor, type Marker } from "../domain/markers.js";
-import { createTask, setReportThread, type TaskDeps } from "../domain/tasks.js";
+import { createTask, setReportThread } from "../domain/tasks.js";
 import { accountRepos } from "../domain/workspaces.js";
 import { findIntegration, type IntegrationRecord } from "../domain/integrations/store.js";
 import type { SlackSettings } from "../domain/integrations/kinds.js";
 import type { RepoTarget, TaskSource } from "../domain/integrations/types.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
-import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
 import { commentOnJiraIssue, jiraClient } from "./jira.js";
 import { commentOnIssue, linearClient } from "./linear.js";
+import type { IntegrationJobDeps } from "./notices.js";
 import { slackClient } from "./slack.js";
 import {
   noRepoText,
@@ -36,16 +36,7 @@ import {
 /** How often creating the task, or answering, is tried before giving up on it. */
 const ATTEMPTS = 4;
 
-export interface TaskRequestDeps {
-  tasks: TaskDeps;
-  logger: Logger;
-  slackApiUrl?: string | undefined;
-  linearApiUrl?: string | undefined;
-  /** Jira sites may be http:// or non-public hosts (ALLOW_LOCAL_REPOS). */
-  allowLocalSites?: boolean | undefined;
-  /** Waits between attempts (ms); tests shorten it. */
-  backoffMs?: number;
-}
+type TaskRequestDeps = IntegrationJobDeps;
 
 async function withRetries<T>(
   attempts: number,

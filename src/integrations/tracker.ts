@@ -49,6 +49,14 @@ export async function claimDelivery(
   return claimMarkers(models, deliveryMarkers(marker, deliveryId, rawBody));
 }
 
+/**
+ * The answer to a delivery that asks for a task: queued (the task request job creates it
+ * under `task_id`, or says on the issue why it could not), or a retry of one queued before.
+ */
+export function queuedAnswer(fresh: boolean, taskId: string) {
+  return { status: 200, body: fresh ? { ok: true, task_id: taskId } : { ok: true } };
+}
+
 /** The gate command a comment starts with (`/approve`, `/approve-diff`, `/reject`, `/reject-diff`). */
 export function commentCommand(body: string): Decision | null {
   const match = /^\s*\/(approve-diff|approve|reject-diff|reject)(?![\w-])/i.exec(body);

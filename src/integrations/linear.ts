@@ -1,4 +1,10 @@
-import { LinearClient, Team_MembersQuery } from "@linear/sdk";
+import {
+  CreateCommentMutation,
+  LinearClient,
+  Team_MembersQuery,
+  Team_StatesQuery,
+  UpdateIssueMutation,
+} from "@linear/sdk";
 import { LinearWebhookClient } from "@linear/sdk/webhooks";
 import { z } from "zod";
 import { markers } from "../domain/markers.js";
@@ -95,21 +101,23 @@ export function linearClient(integration: IntegrationRecord, apiUrl?: string): L
   return new LinearClient({ apiKey: secrets.api_key, ...(apiUrl ? { apiUrl } : {}) });
 }
 
-async function gql<T>(
-  client: LinearClient,
-  query: string,
-  variables: Record<string, unknown>,
-): Promise<T> {
-  return client.client.request<T, Record<string, unknown>>(query, variables);
+/** The SDK's requester for the integration's client: its generated operations use it. */
+function requester(client: LinearClient) {
+  return <T>(query: string, variables?: Record<string, unknown>) =>
+    client.client.request<T, Record<string, unknown>>(query, variables);
 }
 
+/**
+ * Comments on an issue. This and the other calls below use the SDK's own operations, which
+ * Linear generates from its GraphQL schema. So the requests have the shape the API
+ * describes, and the compiler checks their inputs against the schema's types.
+ */
 export async function commentOnIssue(client: LinearClient, issueId: string, body: string) {
-  const res = await gql<{ commentCreate: { success: boolean } }>(
-    client,
-    "mutation ForemanComment($issueId: String!, $body: String!) { commentCreate(input: { issueId: $issueId, body: $body }) { success } }",
-    { issueId, body: redactText(body) },
-  );
-  if (!res.commentCreate?.success) throw new Error("Linear did not create the comment.");
+  const res = await new CreateCommentMutation(requester(client)).fetch({
+    issueId,
+    body: redactText(body),
+  });
+  if (!res.success) throw new Error("Linear did not create the comment.");
 }
 
 /** Moves an issue to its team's first workflow state of a type ("started", "completed"). */
@@ -119,23 +127,21 @@ export async function moveIssue(
   teamId: string,
   type: "started" | "completed",
 ): Promise<void> {
-  const team = await gql<{
-    team: { states: { nodes: Array<{ id: string; type: string; position: number }> } } | null;
-  }>(
-    client,
-    "query ForemanStates($id: String!) { team(id: $id) { states(first: 100) { nodes { id name type position } } } }",
-    { id: teamId },
-  );
-  const state = (team.team?.states.nodes ?? [])
+  const states = await new Team_StatesQuery(requester(client), teamId, { first: 100 }).fetch();
+  // A team has a handful of states; a page that adds nothing ends the walk.
+  for (let page = 1; states.pageInfo.hasNextPage && page < 10; page++) {
+    const before = states.nodes.length;
+    await states.fetchNext();
+    if (states.nodes.length === before) break;
+  }
+  const state = states.nodes
     .filter((s) => s.type === type)
     .sort((a, b) => a.position - b.position)[0];
   if (!state) throw new Error(`The Linear team has no "${type}" workflow state.`);
-  const res = await gql<{ issueUpdate: { success: boolean } }>(
-    client,
-    "mutation ForemanMove($id: String!, $stateId: String!) { issueUpdate(id: $id, input: { stateId: $stateId }) { success } }",
-    { id: issueId, stateId: state.id },
-  );
-  if (!res.issueUpdate?.success) throw new Error("Linear did not move the issue.");
+  const res = await new UpdateIssueMutation(requester(client)).fetch(issueId, {
+    stateId: state.id,
+  });
+  if (!res.success) throw new Error("Linear did not move the issue.");
 }
 
 /** Members asked for per page (Linear's largest page). */
@@ -151,9 +157,9 @@ export async function isTeamMember(
   teamId: string,
   userId: string,
 ): Promise<boolean> {
-  const request = <T>(query: string, variables?: Record<string, unknown>) =>
-    client.client.request<T, Record<string, unknown>>(query, variables);
-  const members = await new Team_MembersQuery(request, teamId, { first: MEMBERS_PAGE }).fetch();
+  const members = await new Team_MembersQuery(requester(client), teamId, {
+    first: MEMBERS_PAGE,
+  }).fetch();
   let seen = 0;
   for (;;) {
     if (members.nodes.slice(seen).some((m) => m.id === userId)) return true;

@@ -40,11 +40,22 @@ async function startFakeLinear() {
     let raw = "";
     req.on("data", (c) => (raw += c));
     req.on("end", () => {
-      const { query, variables } = JSON.parse(raw || "{}") as {
+      // eslint-disable-next-line prefer-const
+      let { query, variables } = JSON.parse(raw || "{}") as {
         query: string;
         variables: Record<string, unknown>;
       };
-      const op = /(?:query|mutation)\s+(\w+)/.exec(query)?.[1] ?? "unknown";
+      const sdkOp = /(?:query|mutation)\s+(\w+)/.exec(query)?.[1] ?? "unknown";
+      // The SDK's generated operations, named here as before; their inputs flattened.
+      const op =
+        {
+          createComment: "ForemanComment",
+          updateIssue: "ForemanMove",
+          team_states: "ForemanStates",
+        }[sdkOp] ?? sdkOp;
+      const input = (variables.input ?? {}) as Record<string, unknown>;
+      if (op === "ForemanComment") variables = input;
+      else if (op === "ForemanMove") variables = { id: variables.id, ...input };
       calls.push({ op, auth: req.headers.authorization, variables });
       res.setHeader("content-type", "application/json");
       let data: unknown = {};
@@ -67,6 +78,7 @@ async function startFakeLinear() {
                 { id: "st-progress", name: "In Progress", type: "started", position: 2 },
                 { id: "st-done", name: "Done", type: "completed", position: 4 },
               ],
+              pageInfo: { hasNextPage: false, endCursor: "s1" },
             },
           },
         };

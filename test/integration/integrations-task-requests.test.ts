@@ -39,7 +39,9 @@ async function startFakeLinear() {
         res.end(JSON.stringify({ errors: [{ message: "Linear is down" }] }));
         return;
       }
-      comments.push({ issueId: String(variables.issueId), body: String(variables.body) });
+      // The SDK's createComment: { input: { issueId, body } }.
+      const input = (variables.input ?? {}) as Record<string, unknown>;
+      comments.push({ issueId: String(input.issueId), body: String(input.body) });
       res.end(JSON.stringify({ data: { commentCreate: { success: true } } }));
     });
   });

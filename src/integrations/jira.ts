@@ -262,30 +262,31 @@ export async function handleJira(
     if (!labelAdded(event, settings.label)) return OK;
     const project = issue.fields.project?.key ?? issue.key.split("-")[0] ?? "";
     const target = settings.projects[project];
-    if (!target) {
-      logger.info({ project, issue: issue.key }, "jira issue of an unmapped project ignored");
-      return OK;
-    }
-    return queuedAnswer(
-      await deps.requestTask({
-        type: "jira",
+    // An unmapped project makes no task; its issue is answered with what to set (by the job).
+    if (!target)
+      logger.info(
+        { project, issue: issue.key },
+        "jira issue of an unmapped project: no task, the issue is told what to set",
+      );
+    const fresh = await deps.requestTask({
+      type: "jira",
+      integration_id: integration._id,
+      task_id: taskId,
+      claims: deliveryMarkers(marker, request.delivery, request.rawBody),
+      target: target ?? null,
+      ...(target ? {} : { unmapped: project }),
+      description: issueText(
+        sanitizeUntrusted(issue.fields.summary),
+        sanitizeUntrusted(issue.fields.description ?? ""),
+      ),
+      origin: { integration_id: integration._id, jira_issue: issue.key },
+      report_to: {
         integration_id: integration._id,
-        task_id: taskId,
-        claims: deliveryMarkers(marker, request.delivery, request.rawBody),
-        target,
-        description: issueText(
-          sanitizeUntrusted(issue.fields.summary),
-          sanitizeUntrusted(issue.fields.description ?? ""),
-        ),
-        origin: { integration_id: integration._id, jira_issue: issue.key },
-        report_to: {
-          integration_id: integration._id,
-          type: "jira",
-          ref: { issue_id: issue.id, issue_key: issue.key, project_key: project },
-        },
-      }),
-      taskId,
-    );
+        type: "jira",
+        ref: { issue_id: issue.id, issue_key: issue.key, project_key: project },
+      },
+    });
+    return target ? queuedAnswer(fresh, taskId) : OK;
   }
 
   if (event.webhookEvent === "comment_created" && event.comment) {

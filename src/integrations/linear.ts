@@ -221,41 +221,40 @@ export async function handleLinear(
     const teamId = data.team?.id ?? data.teamId ?? "";
     const target =
       (data.team?.key ? settings.teams[data.team.key] : undefined) ?? settings.teams[teamId];
-    if (!target) {
+    // An unmapped team makes no task; its issue is answered with what to set (by the job).
+    const unmapped = target ? undefined : (data.team?.key ?? teamId);
+    if (unmapped)
       logger.info(
-        { team: data.team?.key ?? teamId, issue: data.identifier ?? data.id },
-        "linear issue of an unmapped team ignored",
+        { team: unmapped, issue: data.identifier ?? data.id },
+        "linear issue of an unmapped team: no task, the issue is told what to set",
       );
-      return OK;
-    }
-    return queuedAnswer(
-      await deps.requestTask({
-        type: "linear",
+    const fresh = await deps.requestTask({
+      type: "linear",
+      integration_id: integration._id,
+      task_id: taskId,
+      claims: deliveryMarkers(marker, request.delivery, request.rawBody),
+      target: target ?? null,
+      ...(unmapped ? { unmapped } : {}),
+      description: issueText(
+        sanitizeUntrusted(data.title),
+        sanitizeUntrusted(data.description ?? ""),
+      ),
+      origin: {
         integration_id: integration._id,
-        task_id: taskId,
-        claims: deliveryMarkers(marker, request.delivery, request.rawBody),
-        target,
-        description: issueText(
-          sanitizeUntrusted(data.title),
-          sanitizeUntrusted(data.description ?? ""),
-        ),
-        origin: {
-          integration_id: integration._id,
-          linear_issue: data.identifier ?? data.id,
-          ...(data.url ? { url: data.url } : {}),
+        linear_issue: data.identifier ?? data.id,
+        ...(data.url ? { url: data.url } : {}),
+      },
+      report_to: {
+        integration_id: integration._id,
+        type: "linear",
+        ref: {
+          issue_id: data.id,
+          team_id: teamId,
+          ...(data.identifier ? { identifier: data.identifier } : {}),
         },
-        report_to: {
-          integration_id: integration._id,
-          type: "linear",
-          ref: {
-            issue_id: data.id,
-            team_id: teamId,
-            ...(data.identifier ? { identifier: data.identifier } : {}),
-          },
-        },
-      }),
-      taskId,
-    );
+      },
+    });
+    return unmapped ? OK : queuedAnswer(fresh, taskId);
   }
 
   const comment = commentEvent.safeParse(payload);

@@ -29,7 +29,10 @@ const trackerRequest = z.strictObject({
   integration_id: z.string().min(1),
   task_id: z.string().min(1),
   claims: z.array(marker).max(4),
-  target: repoTarget,
+  /** The mapped repository; null for an issue of a team or project no setting maps. */
+  target: repoTarget.nullable(),
+  /** The team (Linear) or project (Jira) key that no setting maps, to say what to set. */
+  unmapped: z.string().max(200).optional(),
   description: z.string().min(1).max(70_000),
   origin: z.record(z.string(), z.string()),
   report_to: z.strictObject({
@@ -65,4 +68,11 @@ export function noRepoText(settings: SlackSettings, channel: string): string {
 /** The Slack text for a `task` with nothing to do. */
 export function usageText(settings: SlackSettings): string {
   return `Say what to change: \`${settings.command} task [owner/repo] <what to change>\`.`;
+}
+
+/** The tracker text for an issue whose team or project no setting maps to a repository. */
+export function unmappedText(type: "linear" | "jira", key: string): string {
+  return type === "linear"
+    ? `No repository is set for this issue's team (${key}), so no task was started. Map the team in the integration's settings (\`teams.${key}\`, by team key or id) to a repository of the account.`
+    : `No repository is set for this issue's project (${key}), so no task was started. Map the project in the integration's settings (\`projects.${key}\`) to a repository of the account.`;
 }

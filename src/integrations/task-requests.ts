@@ -14,6 +14,7 @@ import { slackClient } from "./slack.js";
 import {
   noRepoText,
   TASK_REQUEST_JOB,
+  unmappedText,
   usageText,
   type SlackTaskRequest,
   type TaskRequest,
@@ -219,7 +220,9 @@ async function createRequested(
       },
       report_to: report,
     };
-  } else
+  } else if (!request.target)
+    return { text: unmappedText(request.type, request.unmapped ?? "unknown") };
+  else
     input = {
       ...request.target,
       description: request.description,

@@ -203,8 +203,14 @@ describe("integrations: Jira", () => {
     expect((await server.api("GET", "/tasks", { key })).body).toEqual([]);
   });
 
-  it("ignores the label on an issue of a project that is not mapped", async () => {
-    expect((await deliver(labelled("20001", "OPS-1", "Elsewhere"))).status).toBe(200);
+  it("starts nothing for an issue of a project that is not mapped, and says what to set there", async () => {
+    const res = await deliver(labelled("20001", "OPS-1", "Elsewhere"));
+    expect(res).toEqual({ status: 200, body: { ok: true } });
+    const said = await waitFor("the answer on the issue", () =>
+      commentWith("No repository is set for this issue's project (OPS)"),
+    );
+    expect(said.path).toBe("/rest/api/3/issue/OPS-1/comment");
+    expect(text(said.body.body)).toContain("`projects.OPS`");
     expect((await server.api("GET", "/tasks", { key })).body).toEqual([]);
   });
 

@@ -30,12 +30,12 @@ interface LinearCall {
 }
 
 /**
- * Linear's GraphQL API, faked: records each operation; the first comment fails once (500),
+ * Linear's GraphQL API, faked: records each operation; the first plan comment fails once (500),
  * and every comment on the issue "issue-broken" fails.
  */
 async function startFakeLinear() {
   const calls: LinearCall[] = [];
-  let failNextComment = true;
+  let failFirstPlan = true;
   const server: Server = createServer((req, res) => {
     let raw = "";
     req.on("data", (c) => (raw += c));
@@ -60,8 +60,9 @@ async function startFakeLinear() {
       res.setHeader("content-type", "application/json");
       let data: unknown = {};
       if (op === "ForemanComment") {
-        if (failNextComment || variables.issueId === "issue-broken") {
-          failNextComment = false;
+        const plan = String(variables.body).startsWith("Plan for task");
+        if ((failFirstPlan && plan) || variables.issueId === "issue-broken") {
+          if (plan) failFirstPlan = false;
           res.statusCode = 500;
           res.end(JSON.stringify({ errors: [{ message: "Linear is having a moment" }] }));
           return;
@@ -225,11 +226,16 @@ describe("integrations: Linear", () => {
     expect((await server.api("GET", "/tasks", { key })).body).toEqual([]);
   });
 
-  it("ignores the label on an issue of a team that is not mapped", async () => {
+  it("starts nothing for an issue of a team that is not mapped, and says what to set there", async () => {
     const res = await deliver(
       labelled("issue-other", "Elsewhere", { id: "team-uuid-2", key: "OPS" }),
     );
-    expect(res.status).toBe(200);
+    expect(res).toEqual({ status: 200, body: { ok: true } });
+    const said = await waitFor("the answer on the issue", () =>
+      commentOn("No repository is set for this issue's team (OPS)"),
+    );
+    expect(said.variables.issueId).toBe("issue-other");
+    expect(String(said.variables.body)).toContain("`teams.OPS`");
     expect((await server.api("GET", "/tasks", { key })).body).toEqual([]);
   });
 
@@ -257,7 +263,7 @@ describe("integrations: Linear", () => {
       "Add a greeting helper\n\nExport greet(name) from src/greet.js.",
     );
 
-    // The first comment fails (500) and is retried by the notice job.
+    // The first plan comment fails (500) and is retried by the notice job.
     const plan = await waitFor("the plan on the issue", () =>
       commentOn(`Plan for task \`${taskId}\``),
     );

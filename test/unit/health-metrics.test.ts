@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { hasGeneratedHeader, mayHoldSecrets } from "../../src/indexer/skip.js";
+import { coverageStep, scriptSteps } from "../../src/ecosystems/javascript.js";
 import {
   estimateCoverage,
   findCoverageScript,
@@ -179,6 +180,26 @@ describe("coverage output parsers", () => {
       command: "cross-env X=1 c8 --reporter=json-summary --report-dir=out/cov mocha",
       reportDir: "out/cov",
     });
+  });
+
+  it("splits a test script into its steps and finds the coverage tool's step", () => {
+    // dayjs' shape: time-zone runs, then jest with coverage and a quoted JSON threshold.
+    const dayjs =
+      'cross-env TZ=Pacific/Auckland npm run test-tz && npm run test-tz; jest --coverage --coverageThreshold="{ \\"global\\": { \\"lines\\": 100} }"';
+    expect(scriptSteps(dayjs)).toEqual([
+      "cross-env TZ=Pacific/Auckland npm run test-tz",
+      "npm run test-tz",
+      'jest --coverage --coverageThreshold="{ \\"global\\": { \\"lines\\": 100} }"',
+    ]);
+    expect(scriptSteps("echo 'a && b' && (cd x && jest) || true")).toEqual([
+      "echo 'a && b'",
+      "(cd x && jest) || true",
+    ]);
+    const jest = /(^|[\s;&|(/])jest(?=\s|$)/;
+    expect(coverageStep(dayjs, jest)).toMatch(/^jest --coverage /);
+    expect(coverageStep("jest && eslint .", jest)).toBe("jest");
+    expect(coverageStep("jest --ci", jest)).toBeNull(); // one step: npm test reaches it
+    expect(coverageStep("tsc && mocha", jest)).toBeNull();
   });
 
   it("counts Go cover-profile statements once per block", () => {

@@ -483,6 +483,10 @@ describe("documentation", () => {
         "function five() {}",
         "export { five, local as six };",
         'export * from "./other.js";',
+        "export function seven(a: string): string;",
+        "export function seven(a: number): number;",
+        "/** Overloads documented on the implementation. */",
+        "export function seven(a: unknown) { return a; }",
       ].join("\n"),
       "pkg/mod.py": [
         "def public():",
@@ -560,10 +564,11 @@ describe("documentation", () => {
       ["src/a.ts", "Four", false],
       ["src/a.ts", "five", true],
       ["src/a.ts", "six", false],
+      ["src/a.ts", "seven", true],
     ]);
     const result = await measureDocumentation(repo);
-    // No README: 70% of the 10 documented out of 19.
-    expect(result.score).toBe(Math.round(0.7 * ((100 * 10) / 19) * 10) / 10);
+    // No README: 70% of the 11 documented out of 20.
+    expect(result.score).toBe(Math.round(0.7 * ((100 * 11) / 20) * 10) / 10);
   });
 
   it("reads CommonJS exports the way express writes them", async () => {

@@ -571,6 +571,23 @@ describe("documentation", () => {
     expect(result.score).toBe(Math.round(0.7 * ((100 * 11) / 20) * 10) / 10);
   });
 
+  it("leaves root tests, tsd type tests, benchmarks and tool configs out of the API", async () => {
+    // p-limit's and dayjs' shapes.
+    expect(isTestPath("test.js", "javascript")).toBe(true);
+    expect(isTestPath("index.test-d.ts", "typescript")).toBe(true);
+    expect(isTestPath("lib/test.js", "javascript")).toBe(false); // a module named test
+    const scan = await findExports(
+      repoOf({
+        "index.js": "/** Limits. */\nexport default function pLimit() {}\n",
+        "test.js": "export function helper() {}\n",
+        "index.test-d.ts": "export const typed = 1;\n",
+        "benchmark.js": "export function run() {}\n",
+        "karma.sauce.conf.js": "module.exports = function (config) {};\n",
+      }),
+    );
+    expect(scan.symbols.map((s) => [s.path, s.name])).toEqual([["index.js", "pLimit"]]);
+  });
+
   it("reads CommonJS exports the way express writes them", async () => {
     const repo = repoOf({
       "lib/response.js": [

@@ -11,15 +11,21 @@
  * an estimate.
  *
  *
- *   coverage       JS: the repository's nyc/c8 coverage script, else c8 around `npm test`,
- *                  the tool's own json-summary `total` (which counts what the tool counts);
+ *   coverage       JS: the repository's nyc/c8 coverage script, else its own jest or vitest
+ *                  (with a coverage provider) run directly with --coverage when the test
+ *                  script runs it, else c8 around `npm test`; the tool's own json-summary
+ *                  `total` (which counts what the tool counts);
  *                  Python: coverage.py around pytest (when the repository uses it) or
  *                  unittest, src/ on PYTHONPATH for a src layout (as tox would install
  *                  it), `coverage json` totals without test files; Go: `go tool cover
  *                  -func` total (statements, over every package).
- *   documentation  Python: the modules' objects imported and asked for `__doc__`
- *                  (runtime introspection, independent of the ast reader); no reference
- *                  tool for JavaScript/Go is installed here (shown as n/a).
+ *   documentation  On the files the service counts as public API (isApiFile), read by
+ *                  tools other than the service's parsers: JS/TS: TypeDoc with
+ *                  typedoc-plugin-coverage (devDependencies; kinds as the service counts
+ *                  them, see referenceJsDocs); Go: `go doc -all` per package, its output
+ *                  counted per exported name (goDocCounts); Python: the modules' objects
+ *                  imported and asked for `__doc__` (runtime introspection, independent of
+ *                  the ast reader). Several languages are summed; one failing gives none.
  *   freshness      npm: `npm outdated --json` entries whose latest is newer than wanted
  *                  (direct deps; not a range ahead of latest), with the machine's
  *                  release-age window switched off (--min-release-age=0: the service
@@ -34,7 +40,7 @@
  * counts. Without HEALTH_BENCH_REPOS the benchmark says so and reports nothing.
  */
 import { execFile } from "node:child_process";
-import { copyFile, mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { access, copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -76,6 +82,12 @@ async function readJson(file: string): Promise<unknown> {
   return JSON.parse(await readFile(file, "utf8")) as unknown;
 }
 
+const exists = (p: string) =>
+  access(p).then(
+    () => true,
+    () => false,
+  );
+
 const round = (n: number | null) => (n === null ? null : Math.round(n * 10) / 10);
 
 /** Coverage by the reference tool itself, in percent, and how it was run. */
@@ -93,8 +105,28 @@ async function referenceCoverage(
         scripts?: Record<string, string>;
       };
       const own = findCoverageScript(pkg.scripts ?? {});
+      const test = pkg.scripts?.test ?? "";
+      const vitestProvider =
+        (await exists(path.join(root, "node_modules/@vitest/coverage-v8"))) ||
+        (await exists(path.join(root, "node_modules/@vitest/coverage-istanbul")));
       let tool: string;
-      if (own) {
+      if (!own && /(^|[\s;&|(/])jest(?=\s|$)/.test(test)) {
+        // The repository's own coverage run: jest with its own configuration, run directly
+        // (a test script's other steps, such as time-zone reruns, measure nothing more).
+        await sh(
+          `jest --coverage --coverageReporters=json-summary --coverageDirectory=${out}`,
+          root,
+          env,
+        );
+        tool = "jest --coverage";
+      } else if (!own && /(^|[\s;&|(/])vitest(?=\s|$)/.test(test) && vitestProvider) {
+        await sh(
+          `vitest run --coverage.enabled=true --coverage.reporter=json-summary --coverage.reportsDirectory=${out}`,
+          root,
+          env,
+        );
+        tool = "vitest run --coverage";
+      } else if (own) {
         // The tool's own run, then its own report of that run as JSON.
         await sh(`npm run ${own.name}`, root, env);
         await sh(`${own.tool} report --reporter=json-summary --report-dir=${out}`, root, env);
@@ -153,7 +185,7 @@ async function referenceCoverage(
 }
 
 /** Python public functions/classes with a docstring, by importing the package. */
-async function referenceDocs(root: string, repo: RepoFiles): Promise<number | null> {
+async function referencePythonDocs(root: string, repo: RepoFiles): Promise<DocCount | null> {
   const src = srcLayout(new Map(repo.files.map((f) => [f.path, f])));
   const packages = [
     ...new Set(
@@ -189,7 +221,234 @@ print(json.dumps([documented, total]))
   );
   if (!result) return null;
   const [documented, total] = JSON.parse(result.stdout) as [number, number];
-  return total > 0 ? (100 * documented) / total : null;
+  return { documented, total, tool: "python __doc__" };
+}
+
+interface DocCount {
+  documented: number;
+  total: number;
+  tool: string;
+}
+
+/*
+ * Documentation references. Each reads the same files the service counts as public API
+ * (documentation.ts isApiFile: not examples, tests, fixtures, tooling), so that the file
+ * selection is shared and the parsing and counting are the reference tool's own.
+ */
+
+/**
+ * JavaScript/TypeScript: TypeDoc (its own TypeScript program, JSDoc for JavaScript through
+ * allowJs, so CommonJS `module.exports`/`exports.x` and `obj.method = function` are read
+ * as TypeScript's checker sees them) with typedoc-plugin-coverage, which counts, as
+ * TypeDoc's own `validation.notDocumented` does, the reflections of the kinds in
+ * `requiredToBeDocumented` and writes documented/total to a coverage.json. The kinds are
+ * set to those the service counts: enums, variables, functions, classes, interfaces, type
+ * aliases, namespaces, and methods and accessors of classes and objects (TypeDoc's default
+ * also requires properties and enum members; the service counts neither interface members
+ * nor constructor-assigned fields nor enum members). `@private`, `@internal`, `@hidden`,
+ * private and protected members are left out (excludePrivate/Protected/Internal). What
+ * still differs, and is the tools' difference: TypeDoc counts a `module.exports =
+ * require(…)` entry module, aliases (`res.header = res.set`) and re-exported functions of
+ * other packages (`exports.json = bodyParser.json`) that the service counts where they
+ * are defined or not at all; TypeDoc inherits docs from an implemented interface; names
+ * starting with `_` without a private tag count for TypeDoc; overloads need a doc on the
+ * implementation or each signature.
+ */
+async function referenceJsDocs(root: string, files: string[]): Promise<DocCount | null> {
+  if (files.length === 0) return null;
+  const typedoc = path.join(ROOT, "node_modules", ".bin", "typedoc");
+  if (!(await exists(typedoc))) {
+    console.log(
+      "health-accuracy: TypeDoc is not installed (npm install in the project); JS docs reference skipped.",
+    );
+    return null;
+  }
+  const dir = await mkdtemp(path.join(os.tmpdir(), "bench-typedoc-"));
+  try {
+    const entries = files.map((f) => path.join(root, f));
+    const typeRoots = path.join(root, "node_modules", "@types");
+    await writeFile(
+      path.join(dir, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: {
+          allowJs: true,
+          checkJs: false,
+          noEmit: true,
+          skipLibCheck: true,
+          target: "es2022",
+          module: "nodenext",
+          moduleResolution: "nodenext",
+          ...((await exists(typeRoots)) ? { typeRoots: [typeRoots] } : {}),
+        },
+        files: entries,
+      }),
+    );
+    await writeFile(
+      path.join(dir, "typedoc.json"),
+      JSON.stringify({
+        entryPoints: entries,
+        entryPointStrategy: "expand",
+        tsconfig: path.join(dir, "tsconfig.json"),
+        skipErrorChecking: true,
+        excludePrivate: true,
+        excludeProtected: true,
+        excludeInternal: true,
+        requiredToBeDocumented: [
+          "Enum",
+          "Variable",
+          "Function",
+          "Class",
+          "Interface",
+          "TypeAlias",
+          "Namespace",
+          "Method",
+          "Accessor",
+        ],
+        plugin: ["typedoc-plugin-coverage"],
+        coverageOutputType: "json",
+        coverageOutputPath: path.join(dir, "coverage.json"),
+        outputs: [{ name: "json", path: path.join(dir, "typedoc.json.out") }],
+        logLevel: "Error",
+      }),
+    );
+    await exec(typedoc, ["--options", path.join(dir, "typedoc.json")], {
+      cwd: root,
+      maxBuffer: 64 * 1024 * 1024,
+      timeout: 900_000,
+    }).catch((error: unknown) =>
+      console.log(
+        `health-accuracy: TypeDoc: ${String((error as { stdout?: string }).stdout ?? error).slice(0, 500)}`,
+      ),
+    );
+    const coverage = (await readJson(path.join(dir, "coverage.json")).catch(() => null)) as {
+      expected?: number;
+      actual?: number;
+    } | null;
+    if (!coverage || typeof coverage.expected !== "number" || typeof coverage.actual !== "number")
+      return null;
+    return { documented: coverage.actual, total: coverage.expected, tool: "TypeDoc coverage" };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Exported names and whether they are documented, from `go doc -all` output: what go/doc
+ * keeps (exported declarations of the build's files; methods under their exported types;
+ * constructors under their types), each declaration followed by its doc indented by four
+ * spaces. Declarations are counted per name as the service does: each func and method,
+ * each type, each name of a const/var (a group's doc documents its names, a `//` comment
+ * inside a group its own spec).
+ */
+export function goDocCounts(text: string): { documented: number; total: number } {
+  const lines = text.split("\n");
+  let documented = 0;
+  let total = 0;
+  const count = (name: string, doc: boolean) => {
+    if (!/^[A-Z]/.test(name)) return;
+    total++;
+    if (doc) documented++;
+  };
+  const DECL = /^(func|type|var|const) /;
+  let i = 0;
+  while (i < lines.length) {
+    const line = lines[i]!;
+    if (!DECL.test(line)) {
+      i++;
+      continue;
+    }
+    const kind = line.split(" ")[0]!;
+    const block: string[] = [line];
+    const closer = line.endsWith("(") ? ")" : line.endsWith("{") ? "}" : null;
+    let ticks = (line.match(/`/g) ?? []).length;
+    i++;
+    if (closer) {
+      while (i < lines.length && !lines[i]!.startsWith(closer)) block.push(lines[i++]!);
+      i++;
+    } else
+      while (ticks % 2 === 1 && i < lines.length) ticks += (lines[i++]!.match(/`/g) ?? []).length;
+    let doc = false;
+    while (i < lines.length && lines[i]!.startsWith("    ")) {
+      doc = true;
+      i++;
+    }
+    if (kind === "func") {
+      const m = /^func (?:\([^)]*?(\w+)(?:\[[^\]]*\])?\) )?(\w+)/.exec(line);
+      if (m) count(m[2]!, doc);
+    } else if (closer === ")") {
+      let specDoc = false;
+      for (const inner of block.slice(1)) {
+        if (/^\t\/\//.test(inner)) {
+          specDoc = true;
+          continue;
+        }
+        const m = /^\t(\w+(?:,\s*\w+)*)/.exec(inner);
+        if (m) for (const n of m[1]!.split(/,\s*/)) count(n, doc || specDoc);
+        specDoc = false;
+      }
+    } else {
+      const m = /^(?:type|var|const) (\w+(?:,\s*\w+)*)/.exec(line);
+      if (m) for (const n of m[1]!.split(/,\s*/)) count(n, doc);
+    }
+  }
+  return { documented, total };
+}
+
+/** Go: `go doc -all` of each package holding API files, counted by goDocCounts. */
+async function referenceGoDocs(root: string, files: string[]): Promise<DocCount | null> {
+  const dirs = [...new Set(files.map((f) => path.posix.dirname(f)))].sort();
+  if (dirs.length === 0) return null;
+  let documented = 0;
+  let total = 0;
+  for (const dir of dirs) {
+    const result = await exec("go", ["doc", "-all", `./${dir === "." ? "" : dir}`], {
+      cwd: root,
+      env: { ...process.env, GOFLAGS: "-mod=mod", GOTOOLCHAIN: "local" },
+      maxBuffer: 64 * 1024 * 1024,
+    }).catch((error: unknown) => {
+      console.log(`health-accuracy: go doc ./${dir}: ${String(error).slice(0, 300)}`);
+      return null;
+    });
+    if (!result) continue;
+    const counts = goDocCounts(result.stdout);
+    documented += counts.documented;
+    total += counts.total;
+  }
+  return total > 0 ? { documented, total, tool: "go doc -all" } : null;
+}
+
+/** The documentation reference over every language with API files, summed. */
+async function referenceDocs(
+  root: string,
+  repo: RepoFiles,
+): Promise<{ percent: number | null; tool: string }> {
+  const api = repo.files.filter(isApiFile);
+  const of = (...languages: string[]) =>
+    api.filter((f) => languages.includes(f.language ?? "")).map((f) => f.path);
+  const parts: Array<{ language: string; count: DocCount | null }> = [];
+  if (of("javascript", "typescript").length > 0)
+    parts.push({
+      language: "JS/TS",
+      count: await referenceJsDocs(root, of("javascript", "typescript")),
+    });
+  if (of("go").length > 0)
+    parts.push({ language: "Go", count: await referenceGoDocs(root, of("go")) });
+  if (of("python").length > 0)
+    parts.push({ language: "Python", count: await referencePythonDocs(root, repo) });
+  if (parts.length === 0) return { percent: null, tool: "none (no API files)" };
+  const failed = parts.filter((p) => p.count === null);
+  const tool = parts
+    .map((p) =>
+      p.count
+        ? `${p.count.tool} ${p.count.documented}/${p.count.total}`
+        : `${p.language} reference failed (see above)`,
+    )
+    .join("; ");
+  // A partial reference would compare different symbol sets: none when one is missing.
+  if (failed.length > 0) return { percent: null, tool };
+  const documented = parts.reduce((n, p) => n + p.count!.documented, 0);
+  const total = parts.reduce((n, p) => n + p.count!.total, 0);
+  return { percent: total > 0 ? (100 * documented) / total : null, tool };
 }
 
 /**
@@ -276,7 +535,7 @@ async function referenceDuplication(root: string, files: string[]): Promise<numb
 export const healthAccuracy: Benchmark = {
   name: "health-accuracy",
   description:
-    "health figures beside the reference tools (c8/nyc, coverage.py, go cover, npm outdated, jscpd) on HEALTH_BENCH_REPOS",
+    "health figures beside the reference tools (c8/nyc/jest/vitest, coverage.py, go cover, TypeDoc, go doc, __doc__, npm outdated, jscpd) on HEALTH_BENCH_REPOS",
   async run(): Promise<BenchReport> {
     const repos = (process.env.HEALTH_BENCH_REPOS ?? "")
       .split(",")
@@ -329,13 +588,9 @@ export const healthAccuracy: Benchmark = {
         coverage_ref_tool: refCoverage.tool,
         docs: round(docPercent),
         docs_symbols: docs.symbols.length,
-        docs_ref: round(refDocs),
-        docs_ref_tool:
-          refDocs !== null
-            ? "python __doc__"
-            : repo.files.some((f) => f.language === "python")
-              ? "python __doc__ (failed, see above)"
-              : "n/a: no JS/Go doc reference tool installed here",
+        docs_documented: documented,
+        docs_ref: round(refDocs.percent),
+        docs_ref_tool: refDocs.tool,
         outdated: details.outdated ?? null,
         outdated_ref: refOutdated.count,
         outdated_ref_tool: refOutdated.tool,
@@ -362,7 +617,7 @@ export const healthAccuracy: Benchmark = {
           value: Math.abs((row.docs ?? 0) - row.docs_ref),
           target: 5,
           pass: within(row.docs, row.docs_ref),
-          detail: `service ${row.docs}% vs runtime __doc__ ${row.docs_ref}%`,
+          detail: `service ${row.docs}% (${documented}/${docs.symbols.length}) vs ${refDocs.tool}: ${row.docs_ref}%`,
         });
       if (row.outdated_ref !== null)
         checks.push({

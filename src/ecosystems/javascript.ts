@@ -263,6 +263,51 @@ export function withJsonSummary(
   return { command, reportDir: dir?.[1] ?? dir?.[2] ?? "coverage" };
 }
 
+/**
+ * The steps of a shell script joined by `&&` or `;` at its top level (not inside quotes,
+ * `$(…)` or parentheses), trimmed. A script with one step gives one.
+ */
+export function scriptSteps(script: string): string[] {
+  const steps: string[] = [];
+  let depth = 0;
+  let quote: "'" | '"' | "`" | null = null;
+  let start = 0;
+  for (let i = 0; i < script.length; i++) {
+    const c = script[i]!;
+    if (quote) {
+      if (c === "\\" && quote !== "'") i++;
+      else if (c === quote) quote = null;
+      continue;
+    }
+    if (c === "\\") i++;
+    else if (c === "'" || c === '"' || c === "`") quote = c;
+    else if (c === "(") depth++;
+    else if (c === ")") depth = Math.max(0, depth - 1);
+    else if (depth === 0 && (c === ";" || c === "\n" || (c === "&" && script[i + 1] === "&"))) {
+      steps.push(script.slice(start, i));
+      if (c === "&") i++;
+      start = i + 1;
+    }
+  }
+  steps.push(script.slice(start));
+  return steps.map((s) => s.trim()).filter((s) => s !== "");
+}
+
+/**
+ * The step of a script of several steps that runs the coverage tool (the last that
+ * matches), or null when the script has one step or none matches. `a && b && jest`: a
+ * failing `a` stops the script before jest writes its report, and arguments given to
+ * `npm test -- …` reach only the last step.
+ */
+export function coverageStep(script: string, runs: RegExp): string | null {
+  const steps = scriptSteps(script);
+  if (steps.length < 2) return null;
+  return steps.filter((s) => runs.test(s)).pop() ?? null;
+}
+
+const JEST = /(^|[\s;&|(/])jest(?=\s|$)/;
+const VITEST = /(^|[\s;&|(/])vitest(?=\s|$)/;
+
 async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt> {
   const notes: string[] = [];
   const manifest = ctx.files.get("package.json");
@@ -305,6 +350,8 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
   let method: string;
   let summaryFile: string;
   let fallback: string | null = null;
+  // The coverage tool's own step run alone, when the whole script wrote no report.
+  let alone: { command: string; summaryFile: string } | null = null;
   if (own && (await exists(path.join(bin, own.tool)))) {
     const added = withJsonSummary(own.script, own.tool);
     command = added.command;
@@ -312,28 +359,64 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
     summaryFile = path.join(root, added.reportDir, "coverage-summary.json");
     // When a config file moves the report elsewhere, the tool reports its last run again.
     fallback = `${own.tool} report --reporter=json-summary --report-dir=${REPORT_DIR}`;
-  } else if (/(^|[\s;&|(/])jest(?=\s|$)/.test(script)) {
-    command = `npm test -- --coverage --coverageReporters=json-summary --coverageDirectory=${REPORT_DIR}`;
+    const step = coverageStep(own.script, new RegExp(`(^|[\\s;&|(])${own.tool}(?=\\s)`));
+    if (step) {
+      const stepAdded = withJsonSummary(step, own.tool);
+      alone = {
+        command: stepAdded.command,
+        summaryFile: path.join(root, stepAdded.reportDir, "coverage-summary.json"),
+      };
+    }
+  } else if (JEST.test(script)) {
+    const args = `--coverage --coverageReporters=json-summary --coverageDirectory=${REPORT_DIR}`;
+    command = `npm test -- ${args}`;
     method = "jest --coverage";
     summaryFile = path.join(root, REPORT_DIR, "coverage-summary.json");
+    const step = coverageStep(script, JEST);
+    if (step) alone = { command: `${step} ${args}`, summaryFile };
   } else if (
-    /(^|[\s;&|(/])vitest(?=\s|$)/.test(script) &&
+    VITEST.test(script) &&
     ((await exists(path.join(root, "node_modules/@vitest/coverage-v8"))) ||
       (await exists(path.join(root, "node_modules/@vitest/coverage-istanbul"))))
   ) {
-    command = `npm test -- --coverage.enabled=true --coverage.reporter=json-summary --coverage.reportsDirectory=${REPORT_DIR}`;
+    const args = `--coverage.enabled=true --coverage.reporter=json-summary --coverage.reportsDirectory=${REPORT_DIR}`;
+    command = `npm test -- ${args}`;
     method = "vitest --coverage";
     summaryFile = path.join(root, REPORT_DIR, "coverage-summary.json");
+    const step = coverageStep(script, VITEST);
+    if (step) alone = { command: `${step} ${args}`, summaryFile };
   } else {
     command = `node ${shellQuote(serviceC8())} --reporter=json-summary --report-dir=${REPORT_DIR} --temp-directory=${REPORT_DIR}/tmp npm test`;
     method = "c8 around npm test";
     summaryFile = path.join(root, REPORT_DIR, "coverage-summary.json");
   }
   await rm(summaryFile, { force: true });
-  const result = await ctx.run(command, pathEnv);
+  let result = await ctx.run(command, pathEnv);
   if (!result) return { ok: false, reason: ctx.outOfTime(), command, notes };
   if (result.timedOut) return timedOutAttempt(result, command, notes);
   let figures = parseIstanbulSummary(await readJson(summaryFile), root);
+  let testsPassed = result.ok;
+  if (!figures && alone) {
+    // A failing earlier step (`a && jest`) stopped the script before its coverage step, or
+    // the coverage arguments went to a later step: the step runs alone, after the script
+    // has run its earlier steps (builds stay built). A failure is still a failure.
+    const first = result;
+    await rm(alone.summaryFile, { force: true });
+    const again = await ctx.run(alone.command, pathEnv);
+    if (!again) return { ok: false, reason: ctx.outOfTime(), command, notes };
+    if (again.timedOut) return timedOutAttempt(again, alone.command, notes);
+    figures = parseIstanbulSummary(await readJson(alone.summaryFile), root);
+    if (figures) {
+      notes.push(
+        first.ok
+          ? `\`${command}\` wrote no coverage report; its coverage step \`${alone.command}\` was run on its own.`
+          : `\`${command}\` failed (${describeResult(first)}) before its coverage step wrote a report; the step \`${alone.command}\` was run on its own.`,
+      );
+      testsPassed = first.ok && again.ok;
+      command = alone.command;
+      result = again;
+    }
+  }
   if (!figures && fallback) {
     const report = await ctx.run(fallback, pathEnv);
     if (report?.ok)
@@ -351,7 +434,7 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
     };
   if (!result.ok)
     notes.push(`The tests failed (${describeResult(result)}); coverage is from that run.`);
-  return { ok: true, figures, unit: "lines", command, method, testsPassed: result.ok, notes };
+  return { ok: true, figures, unit: "lines", command, method, testsPassed, notes };
 }
 
 // --- manifests ----------------------------------------------------------------------------

@@ -57,7 +57,13 @@ export function isTestPath(rel: string, language: Language | null): boolean {
   switch (language) {
     case "javascript":
     case "typescript":
-      return /\.(test|spec)\.[cm]?[jt]sx?$/.test(name) || TEST_DIR.test(rel);
+      return (
+        /\.(test|spec)\.[cm]?[jt]sx?$/.test(name) ||
+        // tsd's type tests (`index.test-d.ts`), and a root `test.js` (ava's default).
+        /\.test-d\.[cm]?tsx?$/.test(name) ||
+        (rel === name && /^tests?\.[cm]?[jt]sx?$/.test(name)) ||
+        TEST_DIR.test(rel)
+      );
     case "python":
       return (
         /^test_.*\.py$/.test(name) ||

@@ -16,6 +16,10 @@
  * - Go: `go test -coverprofile ./...`, totals computed from the profile as
  *   `go tool cover -func` does.
  *
+ * Failing tests do not turn a written report into an estimate: the figure is the report's,
+ * with `tests_passed: false`. A JavaScript test script of several steps whose earlier step
+ * fails before the coverage step runs gets that step run on its own (javascript.ts).
+ *
  * Test files are left out of the figure where the report lists files. When a language
  * cannot be measured, its coverage is estimated from the ratio of test to source lines
  * and marked so (`measured: false` with the reason).

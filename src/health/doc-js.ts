@@ -6,7 +6,8 @@
  * properties of an exported object literal, and `X.name = …` / `X.prototype.name = …`
  * assignments or `defineGetter(X, "name", …)`-style calls on an exported object `X`, as
  * express's `res.status = function status(code)` does). Re-exports of other modules
- * (`export … from`, `exports.x = require(…)`) are counted where they are defined. Names
+ * (`export … from`, `exports.x = require(…)`) are counted where they are defined. Overloads
+ * and merged declarations of one name are one symbol, documented when any is. Names
  * starting with `_`, and symbols tagged `@private`, `@internal`, `@ignore` or
  * `@api private`, are not public API.
  */
@@ -101,15 +102,23 @@ export function jsDocSymbols(fileName: string, text: string): DocSymbol[] {
     scriptKind(fileName),
   );
   const out: DocSymbol[] = [];
-  const seen = new Set<string>();
+  const seen = new Map<string, DocSymbol>();
   const lineOf = (node: ts.Node) =>
     source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
   const add = (name: string, node: ts.Node, docNodes: ts.Node[]) => {
     const last = name.split(".").pop() ?? name;
-    if (last.startsWith("_") || last.startsWith("#") || seen.has(name)) return;
+    if (last.startsWith("_") || last.startsWith("#")) return;
+    const earlier = seen.get(name);
+    if (earlier) {
+      // Overloads (`export function f(a: string): …; export function f(…) {…}`) and
+      // merged declarations are one symbol, documented when any of them is.
+      if (!docNodes.some(isPrivateDoc) && docNodes.some(hasDoc)) earlier.documented = true;
+      return;
+    }
     if (docNodes.some(isPrivateDoc)) return;
-    seen.add(name);
-    out.push({ name, line: lineOf(node), documented: docNodes.some(hasDoc) });
+    const symbol = { name, line: lineOf(node), documented: docNodes.some(hasDoc) };
+    seen.set(name, symbol);
+    out.push(symbol);
   };
 
   // Local declarations by name, with the node their doc comment sits on.

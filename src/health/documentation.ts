@@ -70,9 +70,12 @@ export function assessReadme(repo: RepoFiles): ReadmeAssessment {
 /** Folders whose code is not a package's public API (examples, tests, tooling, docs). */
 const NOT_API_DIR =
   /(^|\/)(examples?|demos?|samples?|tests?|testing|testdata|__tests__|__mocks__|spec|e2e|fixtures?|bench(marks?)?|perf|scripts?|tools?|docs?|website|site|\.github|coverage|node_modules|vendor)\//i;
-/** Root-level tooling files (`vite.config.ts`, `.eslintrc.js`, `Gruntfile.js`, `setup.py`). */
+/**
+ * Root-level tooling files (`vite.config.ts`, `karma.sauce.conf.js`, `.eslintrc.js`,
+ * `Gruntfile.js`, `benchmark.js`, `setup.py`).
+ */
 const NOT_API_FILE =
-  /^([^/]*\.config\.[cm]?[jt]s|\.[^/]*rc\.[cm]?js|(gulp|grunt|jake)file\.[cm]?js|setup\.py|noxfile\.py|conftest\.py|fabfile\.py)$/i;
+  /^([^/]*\.conf(ig)?\.[cm]?[jt]s|\.[^/]*rc\.[cm]?js|(gulp|grunt|jake)file\.[cm]?js|bench(mark)?s?\.[cm]?[jt]s|setup\.py|noxfile\.py|conftest\.py|fabfile\.py)$/i;
 
 /** True for a file whose exported symbols are public API. */
 export function isApiFile(file: ScanFile): boolean {

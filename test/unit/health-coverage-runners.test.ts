@@ -195,6 +195,55 @@ describe("JavaScript coverage by runner", () => {
     });
   });
 
+  it("a failing test: mocha under c8 still writes its report, measured, tests failed", async () => {
+    const { result, language } = await scan(
+      {
+        "package.json": pkg("mocha"),
+        "src/math.js": CJS_SOURCE,
+        "test/math.js": [
+          'const assert = require("node:assert");',
+          'const { add, sub } = require("../src/math.js");',
+          'it("adds", () => assert.equal(add(1, 2), 3));',
+          'it("subtracts, wrongly", () => assert.equal(sub(3, 2), 2));',
+        ].join("\n"),
+      },
+      true,
+    );
+    expect(result.measured).toBe(true);
+    expect(language).toMatchObject({ measured: true, covered: 7, total: 10, tests_passed: false });
+    expect((language.notes as string[]).join(" ")).toMatch(/tests failed/);
+  });
+
+  it("a failing test in a step before jest (dayjs' shape): jest's step runs alone, measured", async () => {
+    // `a && jest`: the failing first step stops the script before jest writes coverage.
+    const { result, language } = await scan(
+      {
+        "package.json": pkg("jest test/zone.test.js --coverage=false && jest"),
+        "src/math.js": CJS_SOURCE,
+        "test/math.test.js": [
+          'const { add, sub } = require("../src/math.js");',
+          'test("adds", () => expect(add(1, 2)).toBe(3));',
+          'test("subtracts", () => expect(sub(3, 2)).toBe(1));',
+        ].join("\n"),
+        "test/zone.test.js": 'test("depends on the time zone", () => expect(1).toBe(2));\n',
+      },
+      true,
+    );
+    expect(result.measured).toBe(true);
+    expect(language).toMatchObject({
+      measured: true,
+      method: "jest --coverage",
+      command:
+        "jest --coverage --coverageReporters=json-summary --coverageDirectory=.foreman-coverage",
+      covered: 3,
+      total: 4,
+      tests_passed: false,
+    });
+    expect((language.notes as string[]).join(" ")).toMatch(
+      /failed .* before its coverage step wrote a report; the step `jest --coverage/,
+    );
+  });
+
   it("estimates, and says why, when the tests cannot run", async () => {
     const { result, language } = await scan(
       { "package.json": pkg("no-such-runner"), "src/math.js": CJS_SOURCE },

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { hasGeneratedHeader, mayHoldSecrets } from "../../src/indexer/skip.js";
+import { coverageStep, scriptSteps } from "../../src/ecosystems/javascript.js";
 import {
   estimateCoverage,
   findCoverageScript,
@@ -179,6 +180,26 @@ describe("coverage output parsers", () => {
       command: "cross-env X=1 c8 --reporter=json-summary --report-dir=out/cov mocha",
       reportDir: "out/cov",
     });
+  });
+
+  it("splits a test script into its steps and finds the coverage tool's step", () => {
+    // dayjs' shape: time-zone runs, then jest with coverage and a quoted JSON threshold.
+    const dayjs =
+      'cross-env TZ=Pacific/Auckland npm run test-tz && npm run test-tz; jest --coverage --coverageThreshold="{ \\"global\\": { \\"lines\\": 100} }"';
+    expect(scriptSteps(dayjs)).toEqual([
+      "cross-env TZ=Pacific/Auckland npm run test-tz",
+      "npm run test-tz",
+      'jest --coverage --coverageThreshold="{ \\"global\\": { \\"lines\\": 100} }"',
+    ]);
+    expect(scriptSteps("echo 'a && b' && (cd x && jest) || true")).toEqual([
+      "echo 'a && b'",
+      "(cd x && jest) || true",
+    ]);
+    const jest = /(^|[\s;&|(/])jest(?=\s|$)/;
+    expect(coverageStep(dayjs, jest)).toMatch(/^jest --coverage /);
+    expect(coverageStep("jest && eslint .", jest)).toBe("jest");
+    expect(coverageStep("jest --ci", jest)).toBeNull(); // one step: npm test reaches it
+    expect(coverageStep("tsc && mocha", jest)).toBeNull();
   });
 
   it("counts Go cover-profile statements once per block", () => {
@@ -462,6 +483,10 @@ describe("documentation", () => {
         "function five() {}",
         "export { five, local as six };",
         'export * from "./other.js";',
+        "export function seven(a: string): string;",
+        "export function seven(a: number): number;",
+        "/** Overloads documented on the implementation. */",
+        "export function seven(a: unknown) { return a; }",
       ].join("\n"),
       "pkg/mod.py": [
         "def public():",
@@ -539,10 +564,28 @@ describe("documentation", () => {
       ["src/a.ts", "Four", false],
       ["src/a.ts", "five", true],
       ["src/a.ts", "six", false],
+      ["src/a.ts", "seven", true],
     ]);
     const result = await measureDocumentation(repo);
-    // No README: 70% of the 10 documented out of 19.
-    expect(result.score).toBe(Math.round(0.7 * ((100 * 10) / 19) * 10) / 10);
+    // No README: 70% of the 11 documented out of 20.
+    expect(result.score).toBe(Math.round(0.7 * ((100 * 11) / 20) * 10) / 10);
+  });
+
+  it("leaves root tests, tsd type tests, benchmarks and tool configs out of the API", async () => {
+    // p-limit's and dayjs' shapes.
+    expect(isTestPath("test.js", "javascript")).toBe(true);
+    expect(isTestPath("index.test-d.ts", "typescript")).toBe(true);
+    expect(isTestPath("lib/test.js", "javascript")).toBe(false); // a module named test
+    const scan = await findExports(
+      repoOf({
+        "index.js": "/** Limits. */\nexport default function pLimit() {}\n",
+        "test.js": "export function helper() {}\n",
+        "index.test-d.ts": "export const typed = 1;\n",
+        "benchmark.js": "export function run() {}\n",
+        "karma.sauce.conf.js": "module.exports = function (config) {};\n",
+      }),
+    );
+    expect(scan.symbols.map((s) => [s.path, s.name])).toEqual([["index.js", "pLimit"]]);
   });
 
   it("reads CommonJS exports the way express writes them", async () => {

@@ -7,10 +7,19 @@
  * assignments or `defineGetter(X, "name", …)`-style calls on an exported object `X`, as
  * express's `res.status = function status(code)` does). Re-exports of other modules
  * (`export … from`, `exports.x = require(…)`) are counted where they are defined. Overloads
- * and merged declarations of one name are one symbol, documented when any is. Names
+ * and merged declarations of one name are one symbol, documented when any is; so is an alias
+ * chain (`a.x = a.y = function …`), under its first name. Class fields count only when their
+ * value is a function (a method); properties do not. A class member that implements or
+ * overrides a documented member of an interface or class declared in the same file, or of a
+ * global interface of TypeScript's standard library (`class $URL implements URL`, the name
+ * neither declared nor imported in the file), is documented, as editors and TypeDoc show the
+ * inherited doc; types of other files are not read (no type checker). Names
  * starting with `_`, and symbols tagged `@private`, `@internal`, `@ignore` or
  * `@api private`, are not public API.
  */
+import { readdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
 import ts from "typescript";
 
 export interface DocSymbol {
@@ -92,6 +101,37 @@ function isDefinition(node: ts.Expression): boolean {
   );
 }
 
+let libInterfaces: Map<string, Map<string, boolean>> | null = null;
+
+/**
+ * Members of a global interface of TypeScript's standard library (lib.dom.d.ts, lib.es*.d.ts,
+ * shipped with the compiler) and whether each has a doc comment, read once on first use.
+ */
+export function libMemberDocs(name: string): Array<[string, boolean]> {
+  if (!libInterfaces) {
+    libInterfaces = new Map();
+    const dir = path.dirname(createRequire(import.meta.url).resolve("typescript"));
+    for (const file of readdirSync(dir)) {
+      if (!/^lib\.(dom|es\d+|es5|esnext)[\w.]*\.d\.ts$/.test(file)) continue;
+      const lib = ts.createSourceFile(
+        file,
+        readFileSync(path.join(dir, file), "utf8"),
+        ts.ScriptTarget.Latest,
+        true,
+      );
+      for (const statement of lib.statements) {
+        if (!ts.isInterfaceDeclaration(statement)) continue;
+        const members = libInterfaces.get(statement.name.text) ?? new Map<string, boolean>();
+        for (const member of statement.members)
+          if (member.name && ts.isIdentifier(member.name))
+            members.set(member.name.text, members.get(member.name.text) || hasDoc(member));
+        libInterfaces.set(statement.name.text, members);
+      }
+    }
+  }
+  return [...(libInterfaces.get(name) ?? new Map<string, boolean>())];
+}
+
 /** Public symbols of one file's text. */
 export function jsDocSymbols(fileName: string, text: string): DocSymbol[] {
   const source = ts.createSourceFile(
@@ -105,18 +145,19 @@ export function jsDocSymbols(fileName: string, text: string): DocSymbol[] {
   const seen = new Map<string, DocSymbol>();
   const lineOf = (node: ts.Node) =>
     source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
-  const add = (name: string, node: ts.Node, docNodes: ts.Node[]) => {
+  const add = (name: string, node: ts.Node, docNodes: ts.Node[], inherited = false) => {
     const last = name.split(".").pop() ?? name;
     if (last.startsWith("_") || last.startsWith("#")) return;
     const earlier = seen.get(name);
     if (earlier) {
       // Overloads (`export function f(a: string): …; export function f(…) {…}`) and
       // merged declarations are one symbol, documented when any of them is.
-      if (!docNodes.some(isPrivateDoc) && docNodes.some(hasDoc)) earlier.documented = true;
+      if (!docNodes.some(isPrivateDoc) && (inherited || docNodes.some(hasDoc)))
+        earlier.documented = true;
       return;
     }
     if (docNodes.some(isPrivateDoc)) return;
-    const symbol = { name, line: lineOf(node), documented: docNodes.some(hasDoc) };
+    const symbol = { name, line: lineOf(node), documented: inherited || docNodes.some(hasDoc) };
     seen.set(name, symbol);
     out.push(symbol);
   };
@@ -138,6 +179,72 @@ export function jsDocSymbols(fileName: string, text: string): DocSymbol[] {
         if (ts.isIdentifier(decl.name))
           locals.set(decl.name.text, { node: statement, value: decl.initializer });
   }
+  const imported = new Set<string>();
+  for (const statement of source.statements)
+    if (ts.isImportDeclaration(statement) && statement.importClause) {
+      const clause = statement.importClause;
+      if (clause.name) imported.add(clause.name.text);
+      if (clause.namedBindings && ts.isNamedImports(clause.namedBindings))
+        for (const element of clause.namedBindings.elements) imported.add(element.name.text);
+      else if (clause.namedBindings) imported.add(clause.namedBindings.name.text);
+    }
+
+  /**
+   * Members of the interfaces and classes a class implements or extends, by name: documented
+   * or not. Read where that is possible without a type checker: types declared in this file,
+   * and global types of TypeScript's standard library (`implements URL`) when the name is
+   * neither declared nor imported here. An implementing or overriding member shows the
+   * inherited doc in editors and TypeDoc.
+   */
+  const heritageCache = new Map<ts.Node, Map<string, boolean>>();
+  function inheritedDocs(node: ts.ClassLikeDeclaration, depth = 0): Map<string, boolean> {
+    const cached = heritageCache.get(node);
+    if (cached) return cached;
+    const docs = new Map<string, boolean>();
+    heritageCache.set(node, docs);
+    for (const clause of node.heritageClauses ?? [])
+      for (const type of clause.types) {
+        if (!ts.isIdentifier(type.expression) || depth > 8) continue;
+        const base = type.expression.text;
+        const declared = source.statements.filter(
+          (s): s is ts.InterfaceDeclaration | ts.ClassDeclaration =>
+            (ts.isInterfaceDeclaration(s) || ts.isClassDeclaration(s)) && s.name?.text === base,
+        );
+        const members =
+          declared.length > 0
+            ? declared.flatMap((d) => memberDocs(d, depth))
+            : locals.has(base) || imported.has(base)
+              ? []
+              : libMemberDocs(base);
+        for (const [name, documented] of members)
+          if (documented || !docs.has(name))
+            docs.set(name, documented || (docs.get(name) ?? false));
+      }
+    return docs;
+  }
+  function memberDocs(
+    decl: ts.InterfaceDeclaration | ts.ClassDeclaration,
+    depth: number,
+  ): Array<[string, boolean]> {
+    const own: Array<[string, boolean]> = [];
+    for (const member of decl.members)
+      if (member.name && (ts.isIdentifier(member.name) || ts.isStringLiteral(member.name)))
+        own.push([member.name.text, hasDoc(member)]);
+    const inherited = ts.isClassDeclaration(decl) ? [...inheritedDocs(decl, depth + 1)] : [];
+    if (ts.isInterfaceDeclaration(decl))
+      for (const clause of decl.heritageClauses ?? [])
+        for (const type of clause.types)
+          if (ts.isIdentifier(type.expression)) {
+            const name = type.expression.text;
+            const parents = source.statements.filter(
+              (s): s is ts.InterfaceDeclaration =>
+                ts.isInterfaceDeclaration(s) && s.name.text === name,
+            );
+            if (depth < 8) for (const p of parents) inherited.push(...memberDocs(p, depth + 1));
+          }
+    return [...own, ...inherited];
+  }
+
   /** A local defined in this file (not a `require`d value). */
   const ownLocal = (name: string) => {
     const local = locals.get(name);
@@ -166,7 +273,17 @@ export function jsDocSymbols(fileName: string, text: string): DocSymbol[] {
         hasModifier(member, ts.SyntaxKind.ProtectedKeyword)
       )
         continue;
-      add(`${prefix}.${member.name.text}`, member, [member]);
+      // A field is a property, not a method, unless its value is a function.
+      if (
+        ts.isPropertyDeclaration(member) &&
+        !(
+          member.initializer &&
+          (ts.isArrowFunction(member.initializer) || ts.isFunctionExpression(member.initializer))
+        )
+      )
+        continue;
+      const inherited = inheritedDocs(node).get(member.name.text) ?? false;
+      add(`${prefix}.${member.name.text}`, member, [member], inherited);
     }
   };
 
@@ -297,17 +414,16 @@ export function jsDocSymbols(fileName: string, text: string): DocSymbol[] {
       }
       continue;
     }
-    for (const target of targets) {
-      const name = memberName(target);
-      if (name === null) continue;
-      if (ts.isIdentifier(value)) {
-        const local = ownLocal(value.text);
-        if (local) add(name, statement, [statement, local.node]);
-      } else if (isDefinition(value) || !isRequireCall(value)) {
-        if (ts.isPropertyAccessExpression(value) || isRequireCall(value)) continue; // re-export
-        add(name, statement, [statement, value]);
-      }
-    }
+    // An alias chain (`res.contentType = res.type = function contentType(…)`) is one
+    // function under several names: one symbol, under the first name, as a re-export counts
+    // where it is defined.
+    const name = targets.map(memberName).find((n) => n !== null);
+    if (!name) continue;
+    if (ts.isIdentifier(value)) {
+      const local = ownLocal(value.text);
+      if (local) add(name, statement, [statement, local.node]);
+    } else if (!ts.isPropertyAccessExpression(value) && !isRequireCall(value))
+      add(name, statement, [statement, value]);
   }
 
   function objectMembers(prefix: string | null, literal: ts.ObjectLiteralExpression): void {

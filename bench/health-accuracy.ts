@@ -22,8 +22,11 @@
  *   documentation  On the files the service counts as public API (isApiFile), read by
  *                  tools other than the service's parsers: JS/TS: TypeDoc with
  *                  typedoc-plugin-coverage (devDependencies; kinds as the service counts
- *                  them, see referenceJsDocs); Go: `go doc -all` per package, its output
- *                  counted per exported name (goDocCounts); Python: the modules' objects
+ *                  them, and the service's public API scope set by the benchmark's own
+ *                  TypeDoc plugin bench/lib/typedoc-public-api.mjs: no `_` names, no
+ *                  CommonJS re-exports or aliases, see referenceJsDocs); Go: `go doc
+ *                  -all` per package, its output counted per exported name
+ *                  (goDocCounts); Python: the modules' objects
  *                  imported and asked for `__doc__` (runtime introspection, independent of
  *                  the ast reader). Several languages are summed; one failing gives none.
  *   freshness      npm: `npm outdated --json` entries whose latest is newer than wanted
@@ -245,14 +248,20 @@ interface DocCount {
  * set to those the service counts: enums, variables, functions, classes, interfaces, type
  * aliases, namespaces, and methods and accessors of classes and objects (TypeDoc's default
  * also requires properties and enum members; the service counts neither interface members
- * nor constructor-assigned fields nor enum members). `@private`, `@internal`, `@hidden`,
- * private and protected members are left out (excludePrivate/Protected/Internal). What
- * still differs, and is the tools' difference: TypeDoc counts a `module.exports =
- * require(…)` entry module, aliases (`res.header = res.set`) and re-exported functions of
- * other packages (`exports.json = bodyParser.json`) that the service counts where they
- * are defined or not at all; TypeDoc inherits docs from an implemented interface; names
- * starting with `_` without a private tag count for TypeDoc; overloads need a doc on the
- * implementation or each signature.
+ * nor fields nor enum members). `@private`, `@internal`, `@hidden`, private and protected
+ * members are left out (excludePrivate/Protected/Internal). The rest of the service's
+ * definition of public API, which TypeDoc has no option for, is set by a plugin of this
+ * benchmark, bench/lib/typedoc-public-api.mjs, that removes before counting: names starting
+ * with `_` and `@api private` symbols; CommonJS re-exports and aliases (`module.exports =
+ * require(…)`, `exports.json = bodyParser.json`, the inner names of `res.contentType =
+ * res.type = function …`), which the service counts once where they are defined, or not at
+ * all when another package defines them; `@typedef {import("./x").X} X` type imports; and
+ * `this.x = …` fields, which TypeDoc makes methods when they hold a function. This is the
+ * reference's scope only: which symbols are documented is TypeDoc's own reading (its
+ * comments, and docs inherited from implemented interfaces and base classes). What still
+ * differs, and is the tools' difference: overloads need a doc on the implementation or each
+ * signature; the service reads inherited docs only from types of the same file and the
+ * standard library (no type checker), TypeDoc from any.
  */
 async function referenceJsDocs(root: string, files: string[]): Promise<DocCount | null> {
   if (files.length === 0) return null;
@@ -304,7 +313,10 @@ async function referenceJsDocs(root: string, files: string[]): Promise<DocCount 
           "Method",
           "Accessor",
         ],
-        plugin: ["typedoc-plugin-coverage"],
+        plugin: [
+          "typedoc-plugin-coverage",
+          path.join(ROOT, "bench", "lib", "typedoc-public-api.mjs"),
+        ],
         coverageOutputType: "json",
         coverageOutputPath: path.join(dir, "coverage.json"),
         outputs: [{ name: "json", path: path.join(dir, "typedoc.json.out") }],

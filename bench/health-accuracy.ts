@@ -260,8 +260,9 @@ interface DocCount {
  * reference's scope only: which symbols are documented is TypeDoc's own reading (its
  * comments, and docs inherited from implemented interfaces and base classes). What still
  * differs, and is the tools' difference: overloads need a doc on the implementation or each
- * signature; the service reads inherited docs only from types of the same file and the
- * standard library (no type checker), TypeDoc from any.
+ * signature; the service reads inherited docs only from types of the repository (same file,
+ * or imported by name from a relative path) and the standard library's globals (no type
+ * checker), TypeDoc from any.
  */
 async function referenceJsDocs(root: string, files: string[]): Promise<DocCount | null> {
   if (files.length === 0) return null;

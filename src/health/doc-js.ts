@@ -13,7 +13,8 @@
  * overrides a documented member of an interface or class declared in the same file, or of a
  * global interface of TypeScript's standard library (`class $URL implements URL`, the name
  * neither declared nor imported in the file), is documented, as editors and TypeDoc show the
- * inherited doc; types of other files are not read (no type checker). Names
+ * inherited doc; an interface or class imported by name from a relative path of the project
+ * counts too (its own members; there is no type checker to follow further). Names
  * starting with `_`, and symbols tagged `@private`, `@internal`, `@ignore` or
  * `@api private`, are not public API.
  */
@@ -132,8 +133,48 @@ export function libMemberDocs(name: string): Array<[string, boolean]> {
   return [...(libInterfaces.get(name) ?? new Map<string, boolean>())];
 }
 
-/** Public symbols of one file's text. */
-export function jsDocSymbols(fileName: string, text: string): DocSymbol[] {
+/** Members of a type, by name, and whether each has a doc comment. */
+export type MemberDocs = Array<[string, boolean]>;
+
+/**
+ * The members of a type another file of the project declares: `specifier` as written in
+ * the importing file's `import`, `name` the imported (not local) name; null when unknown.
+ */
+export type ImportedTypeDocs = (specifier: string, name: string) => MemberDocs | null;
+
+/** The interfaces and classes declared at the top of one file, with their own members' docs. */
+export function declaredTypeDocs(fileName: string, text: string): Map<string, MemberDocs> {
+  const source = ts.createSourceFile(
+    fileName,
+    text,
+    ts.ScriptTarget.Latest,
+    true,
+    scriptKind(fileName),
+  );
+  const types = new Map<string, MemberDocs>();
+  for (const statement of source.statements)
+    if (
+      (ts.isInterfaceDeclaration(statement) || ts.isClassDeclaration(statement)) &&
+      statement.name
+    ) {
+      const members = types.get(statement.name.text) ?? [];
+      for (const member of statement.members as ts.NodeArray<ts.ClassElement | ts.TypeElement>)
+        if (member.name && (ts.isIdentifier(member.name) || ts.isStringLiteral(member.name)))
+          members.push([member.name.text, hasDoc(member)]);
+      types.set(statement.name.text, members);
+    }
+  return types;
+}
+
+/**
+ * Public symbols of one file's text. `importedTypes` reads the interfaces and classes that
+ * other files of the project declare, for the docs a member inherits from them.
+ */
+export function jsDocSymbols(
+  fileName: string,
+  text: string,
+  importedTypes?: ImportedTypeDocs,
+): DocSymbol[] {
   const source = ts.createSourceFile(
     fileName,
     text,
@@ -179,21 +220,38 @@ export function jsDocSymbols(fileName: string, text: string): DocSymbol[] {
         if (ts.isIdentifier(decl.name))
           locals.set(decl.name.text, { node: statement, value: decl.initializer });
   }
-  const imported = new Set<string>();
+  /** Imported names: the module and the name it exports (null: default or namespace). */
+  const imported = new Map<string, { specifier: string; name: string | null }>();
   for (const statement of source.statements)
-    if (ts.isImportDeclaration(statement) && statement.importClause) {
+    if (
+      ts.isImportDeclaration(statement) &&
+      statement.importClause &&
+      ts.isStringLiteral(statement.moduleSpecifier)
+    ) {
       const clause = statement.importClause;
-      if (clause.name) imported.add(clause.name.text);
+      const specifier = statement.moduleSpecifier.text;
+      if (clause.name) imported.set(clause.name.text, { specifier, name: null });
       if (clause.namedBindings && ts.isNamedImports(clause.namedBindings))
-        for (const element of clause.namedBindings.elements) imported.add(element.name.text);
-      else if (clause.namedBindings) imported.add(clause.namedBindings.name.text);
+        for (const element of clause.namedBindings.elements)
+          imported.set(element.name.text, {
+            specifier,
+            name: (element.propertyName ?? element.name).text,
+          });
+      else if (clause.namedBindings)
+        imported.set(clause.namedBindings.name.text, { specifier, name: null });
     }
+  const importedDocs = (base: string): MemberDocs => {
+    const from = imported.get(base);
+    if (!from?.name || !importedTypes) return [];
+    return importedTypes(from.specifier, from.name) ?? [];
+  };
 
   /**
    * Members of the interfaces and classes a class implements or extends, by name: documented
    * or not. Read where that is possible without a type checker: types declared in this file,
-   * and global types of TypeScript's standard library (`implements URL`) when the name is
-   * neither declared nor imported here. An implementing or overriding member shows the
+   * types imported by name from another file of the project (`importedTypes`; their own
+   * members), and global types of TypeScript's standard library (`implements URL`) when the
+   * name is neither declared nor imported here. An implementing or overriding member shows the
    * inherited doc in editors and TypeDoc.
    */
   const heritageCache = new Map<ts.Node, Map<string, boolean>>();
@@ -213,9 +271,11 @@ export function jsDocSymbols(fileName: string, text: string): DocSymbol[] {
         const members =
           declared.length > 0
             ? declared.flatMap((d) => memberDocs(d, depth))
-            : locals.has(base) || imported.has(base)
-              ? []
-              : libMemberDocs(base);
+            : imported.has(base)
+              ? importedDocs(base)
+              : locals.has(base)
+                ? []
+                : libMemberDocs(base);
         for (const [name, documented] of members)
           if (documented || !docs.has(name))
             docs.set(name, documented || (docs.get(name) ?? false));

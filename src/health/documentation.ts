@@ -8,7 +8,7 @@
 import { execFile } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { jsDocSymbols } from "./doc-js.js";
+import { declaredTypeDocs, jsDocSymbols, type MemberDocs } from "./doc-js.js";
 import type { RepoFiles, ScanFile } from "./files.js";
 import { clampScore, type MetricResult } from "./types.js";
 
@@ -134,6 +134,45 @@ function runReader(
   });
 }
 
+/**
+ * The interfaces and classes other files of the repository declare, for the docs a class
+ * member inherits: a relative import (`./url`, `./url.js`, `../types`) resolved as
+ * TypeScript does (the `.js` of an ES import names its `.ts` source, a folder its index).
+ */
+function importedTypeDocs(
+  repo: RepoFiles,
+): (from: string, specifier: string, name: string) => MemberDocs | null {
+  const byPath = new Map(
+    repo.files
+      .filter((f) => f.language === "javascript" || f.language === "typescript")
+      .map((f) => [f.path, f]),
+  );
+  const parsed = new Map<string, Map<string, MemberDocs>>();
+  return (from, specifier, name) => {
+    if (!specifier.startsWith(".")) return null;
+    const base = path.posix.join(path.posix.dirname(from), specifier);
+    const stem = base.replace(/\.[cm]?jsx?$/, "");
+    const candidates = [
+      base,
+      ...[".ts", ".tsx", ".d.ts", ".mts", ".cts", ".js", ".jsx", ".mjs", ".cjs"].map(
+        (ext) => stem + ext,
+      ),
+      ...["index.ts", "index.tsx", "index.d.ts", "index.js"].map((f) => `${base}/${f}`),
+    ];
+    for (const candidate of candidates) {
+      const file = byPath.get(candidate);
+      if (!file) continue;
+      let types = parsed.get(file.path);
+      if (!types) {
+        types = declaredTypeDocs(file.path, file.text);
+        parsed.set(file.path, types);
+      }
+      return types.get(name) ?? null;
+    }
+    return null;
+  };
+}
+
 export interface ExportScan {
   symbols: ExportedSymbol[];
   /** Per language: the reader used, or why the language was not read. */
@@ -152,8 +191,11 @@ export async function findExports(repo: RepoFiles): Promise<ExportScan> {
   const js = api.filter((f) => f.language === "javascript" || f.language === "typescript");
   if (js.length > 0) {
     scan.readers.javascript = "TypeScript compiler API (JSDoc)";
+    const imported = importedTypeDocs(repo);
     for (const file of js)
-      for (const s of jsDocSymbols(file.path, file.text))
+      for (const s of jsDocSymbols(file.path, file.text, (specifier, name) =>
+        imported(file.path, specifier, name),
+      ))
         scan.symbols.push({ path: file.path, ...s });
   }
   const dir = toolsDir();

@@ -676,6 +676,41 @@ describe("documentation", () => {
       ["lib/view.js", "View.render", false],
     ]);
   });
+
+  it("documents a member that implements a documented member of an interface imported from another file", async () => {
+    const repo = repoOf({
+      "src/types.ts": [
+        "export interface Shape {",
+        "  /** The area. */",
+        "  area(): number;",
+        "  name(): string;",
+        "}",
+      ].join("\n"),
+      "src/square.ts": [
+        'import { Shape as Base } from "./types.js";',
+        'import { Other } from "some-package";',
+        "/** A square. */",
+        "export class Square implements Base {",
+        "  area() { return 1; }",
+        "  name() { return 'square'; }",
+        "}",
+        "/** A circle. */",
+        "export class Circle implements Other {",
+        "  area() { return 3; }",
+        "}",
+      ].join("\n"),
+    });
+    const found = (await findExports(repo)).symbols
+      .filter((e) => e.path === "src/square.ts")
+      .map((e) => [e.name, e.documented]);
+    expect(found).toEqual([
+      ["Square", true],
+      ["Square.area", true],
+      ["Square.name", false],
+      ["Circle", true],
+      ["Circle.area", false], // a package's types are not read (no type checker)
+    ]);
+  });
 });
 
 describe("dependencies", () => {

@@ -618,24 +618,27 @@ export const healthAccuracy: Benchmark = {
         a !== null && b !== null && Math.abs(a - b) <= 5;
       if (row.coverage_ref !== null)
         checks.push({
-          name: `${name} coverage`,
+          name: `${name} coverage: points apart`,
           value: Math.abs((row.coverage ?? 0) - row.coverage_ref),
+          atMost: true,
           target: 5,
           pass: within(row.coverage, row.coverage_ref),
           detail: `service ${row.coverage} vs ${refCoverage.tool} ${row.coverage_ref}`,
         });
       if (row.docs_ref !== null)
         checks.push({
-          name: `${name} documentation`,
+          name: `${name} documentation: points apart`,
           value: Math.abs((row.docs ?? 0) - row.docs_ref),
+          atMost: true,
           target: 5,
           pass: within(row.docs, row.docs_ref),
           detail: `service ${row.docs}% (${documented}/${docs.symbols.length}) vs ${refDocs.tool}: ${row.docs_ref}%`,
         });
       if (row.outdated_ref !== null)
         checks.push({
-          name: `${name} outdated deps`,
+          name: `${name} outdated deps: count apart`,
           value: Math.abs((row.outdated ?? 0) - row.outdated_ref),
+          atMost: true,
           target: 0,
           pass: row.outdated === row.outdated_ref,
           detail: `service ${row.outdated} vs ${refOutdated.tool} ${row.outdated_ref}`,

@@ -1,5 +1,4 @@
 import { isValidSlackRequest } from "@slack/bolt";
-import { createHash } from "node:crypto";
 import { WebClient, type Block, type KnownBlock } from "@slack/web-api";
 import { z } from "zod";
 import type { TaskRecord } from "../db/models.js";
@@ -16,8 +15,14 @@ import { errors, isAppError } from "../errors.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
-import { outcomeSentence } from "./tracker.js";
-import { deliveryTaskId, noRepoText, usageText, type RequestTask } from "./task-request.js";
+import { deliveryKey, outcomeSentence } from "./tracker.js";
+import {
+  deliveryTaskId,
+  noRepoText,
+  REPO_NAME,
+  usageText,
+  type RequestTask,
+} from "./task-request.js";
 import {
   findIntegration,
   findSlackInstall,
@@ -81,8 +86,9 @@ function helpText(settings: SlackSettings): string {
 }
 
 /**
- * Queues a task asked for in Slack (a command's `task …`, a mention): answers the text for the
- * requester now. What needs the database (the delivery's claim, a named repository, the
+ * Queues a task asked for in Slack (a command's `task …`, a mention): answers what to tell
+ * the requester now: a refusal saying what the request lacks, `queued`, or `duplicate` for a
+ * retry of a delivery queued before. What needs the database (the delivery's claim, a named repository, the
  * allowance, the task) happens in the task request job, which answers in Slack itself.
  */
 async function queueTask(
@@ -97,14 +103,15 @@ async function queueTask(
     /** Slack's id of this delivery (trigger_id, event_id): its retries carry it. */
     delivery: string;
   },
-): Promise<string | null> {
+): Promise<{ refusal: string } | "queued" | "duplicate"> {
   const settings = integration.settings as SlackSettings;
   const words = sanitizeUntrusted(input.text).split(/\s+/).filter(Boolean);
   const first = words[0] ?? "";
-  const namesRepo = /^[\w.-]+\/[\w.-]+$/.test(first);
-  if (words.length === 0 || (namesRepo && words.length === 1)) return usageText(settings);
+  const namesRepo = REPO_NAME.test(first);
+  if (words.length === 0 || (namesRepo && words.length === 1))
+    return { refusal: usageText(settings) };
   if (!namesRepo && !settings.channels[input.channel] && !settings.default_repo)
-    return noRepoText(settings, input.channel);
+    return { refusal: noRepoText(settings, input.channel) };
   const queued = await deps.requestTask({
     type: "slack",
     integration_id: integration._id,
@@ -116,9 +123,7 @@ async function queueTask(
     ...(input.thread_ts ? { thread_ts: input.thread_ts } : {}),
     via: input.via,
   });
-  // A retry of a delivery queued before: answered as Slack's retries expect, with nothing.
-  if (!queued) return null;
-  return `On it: the task is being created; it will post here with its plan for approval.`;
+  return queued ? "queued" : "duplicate";
 }
 
 async function statusText(
@@ -307,13 +312,13 @@ async function actOn(
       channel: event.channel,
       thread_ts,
       via: "mention",
-      delivery: event_id ?? `${event.channel}:${event.ts}`,
+      delivery: deliveryKey(event_id ?? `${event.channel}:${event.ts}`, request.rawBody),
     });
     // What the request lacks is said in its thread (the request itself is answered at once);
     // a queued task announces itself there.
-    if (answer && !answer.startsWith("On it"))
+    if (typeof answer === "object")
       await slackClient(integration, deps.apiUrl)
-        .chat.postMessage({ channel: event.channel, thread_ts, text: answer })
+        .chat.postMessage({ channel: event.channel, thread_ts, text: answer.refusal })
         .catch((err: unknown) => logger.warn({ err }, "slack reply failed"));
     return { status: 200, body: {} };
   }
@@ -334,20 +339,21 @@ async function actOn(
       };
     const [verb = "help", ...words] = sanitizeUntrusted(cmd.text).split(/\s+/).filter(Boolean);
     if (verb.toLowerCase() === "task") {
-      const text = await queueTask(deps, integration, {
+      const answer = await queueTask(deps, integration, {
         text: words.join(" "),
         user: cmd.user_id,
         channel: cmd.channel_id,
         via: "command",
         // Slack gives every invocation its own trigger_id; the signed body is the fallback.
-        delivery:
-          cmd.trigger_id ??
-          `body-${createHash("sha256").update(request.rawBody).digest("base64url")}`,
+        delivery: deliveryKey(cmd.trigger_id, request.rawBody),
       });
-      return {
-        status: 200,
-        body: text === null ? {} : { response_type: "ephemeral", text },
-      };
+      // A retry of a delivery queued before is answered as Slack's retries expect: nothing.
+      if (answer === "duplicate") return { status: 200, body: {} };
+      const text =
+        answer === "queued"
+          ? "On it: the task is being created; it will post here with its plan for approval."
+          : answer.refusal;
+      return { status: 200, body: { response_type: "ephemeral", text } };
     }
     if (verb.toLowerCase() === "status")
       return {

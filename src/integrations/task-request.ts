@@ -57,6 +57,9 @@ export function deliveryTaskId(integrationId: string, deliveryKey: string): stri
   return taskIdFor("integration-delivery", integrationId, deliveryKey);
 }
 
+/** A word that names a repository (`owner/name`) in a Slack request. */
+export const REPO_NAME = /^[\w.-]+\/[\w.-]+$/;
+
 /** The Slack text for a channel with no repository, saying what to set. */
 export function noRepoText(settings: SlackSettings, channel: string): string {
   return (

@@ -13,6 +13,7 @@ import type { IntegrationJobDeps } from "./notices.js";
 import { slackClient } from "./slack.js";
 import {
   noRepoText,
+  REPO_NAME,
   TASK_REQUEST_JOB,
   unmappedText,
   usageText,
@@ -66,7 +67,7 @@ async function slackTarget(
   const settings = integration.settings as SlackSettings;
   const words = request.text.split(/\s+/).filter(Boolean);
   const first = words[0];
-  if (first && /^[\w.-]+\/[\w.-]+$/.test(first)) {
+  if (first && REPO_NAME.test(first)) {
     const named = first.toLowerCase();
     for (const repo of await accountRepos(deps.tasks.models, integration.account_id))
       if (repo.full_name.toLowerCase() === named)

@@ -1,9 +1,10 @@
 import type { Models } from "../db/models.js";
 import { MongoBackend, type MongoJobRepository } from "@agendajs/mongo-backend";
 import { Agenda, InMemoryNotificationChannel, type Job } from "agenda";
-import type { Collection, Db } from "mongodb";
+import type { Db, Document } from "mongodb";
 import mongoose from "mongoose";
 import { createHash } from "node:crypto";
+import { createInsertBatcher, type BatchedInsert } from "../db/insert-batcher.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
 import { ExclusiveJobRepository } from "./exclusive-locks.js";
 import type { ZodType } from "zod";
@@ -106,7 +107,8 @@ async function enqueueJob(
   agenda: Agenda,
   /** The job store, when this process runs workers (otherwise no hint is ever taken). */
   store: ExclusiveJobRepository | undefined,
-  jobs: Collection,
+  /** The jobs collection's insert, grouped per turn of the event loop (db/insert-batcher.ts). */
+  insertJob: BatchedInsert<Document>,
   processName: string,
   name: string,
   data: unknown,
@@ -127,7 +129,7 @@ async function enqueueJob(
   const doc: Record<string, unknown> = { ...props, _id: id, lastModifiedBy: processName };
   for (const field of NULL_FIELDS) doc[field] ??= null;
   try {
-    await jobs.insertOne(doc as never);
+    await insertJob(doc);
   } catch (error) {
     if (isDuplicateKey(error)) return false;
     throw error;
@@ -148,6 +150,8 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
   const backend = new GuardedMongoBackend(options.db);
   await backend.connect();
   if (backend.connectError) throw backend.connectError;
+  // Jobs queued in one turn (a burst of requests, the intake journal's batch) are one insert.
+  const insertJob = createInsertBatcher<Document>(options.db.collection("jobs"));
   const agenda = new Agenda({
     backend,
     name: options.name,
@@ -205,7 +209,7 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
       return enqueueJob(
         agenda,
         started ? (backend.repository as ExclusiveJobRepository) : undefined,
-        options.db.collection("jobs"),
+        insertJob,
         options.name,
         kind.name,
         parsed,

@@ -10,8 +10,9 @@
  * One embedded database and the real service in-process, web only (no workers): every
  * delivery asks for a task, and its answer waits for what makes that request durable (the
  * integration's lookup, cached; the signature and timestamp check; reading what is asked; one
- * insert: the task request job, whose `_id` also recognises a repeated delivery,
- * src/integrations/task-requests.ts). The jobs stay queued (the job that claims the delivery
+ * line appended to the intake journal, src/queue/intake-journal.ts, from which the task
+ * request job is inserted within 10 ms, its `_id` recognising a repeated delivery;
+ * INTAKE_JOURNAL=off makes the answer wait for that insert). The jobs stay queued (the job that claims the delivery
  * and creates the task runs on workers, tested in test/integration/integrations-*.test.ts). Slack, Linear, Jira and the model are one local fake server (the
  * integrations' API URLs and Jira site point at it); nothing in the request path calls it,
  * and the run reports how many requests it saw.
@@ -311,6 +312,9 @@ export const integrationsBench: Benchmark = {
           `at most ${MAX_DELIVERIES_PER_ROUND}`,
       );
 
+    const journal = process.env.INTAKE_JOURNAL ?? "on";
+    if (journal !== "on" && journal !== "off")
+      throw new BenchError(`INTAKE_JOURNAL must be on or off, got "${journal}"`);
     const cleanup = new Cleanup();
     activeCleanups.add(cleanup);
     try {
@@ -324,6 +328,7 @@ export const integrationsBench: Benchmark = {
           LINEAR_API_URL: `${fake.url}/linear/graphql`,
           LLM_BASE_URL: `${fake.url}/v1`,
           LLM_API_KEY: "bench-model-key-0123456789",
+          INTAKE_JOURNAL: journal,
         },
         { workers: false },
       );
@@ -477,17 +482,25 @@ export const integrationsBench: Benchmark = {
       // What the service stored proves each delivery went the whole way: one queued task
       // request each (the job that creates the task; workers are off here, so it waits).
       const jobs = service.db.connection.db!.collection("jobs");
-      const stored = Object.fromEntries(
-        await Promise.all(
-          VENDORS.map(
-            async (v) =>
-              [
-                v,
-                await jobs.countDocuments({ name: TASK_REQUEST_JOB.name, "data.type": v }),
-              ] as const,
+      const count = async () =>
+        Object.fromEntries(
+          await Promise.all(
+            VENDORS.map(
+              async (v) =>
+                [
+                  v,
+                  await jobs.countDocuments({ name: TASK_REQUEST_JOB.name, "data.type": v }),
+                ] as const,
+            ),
           ),
-        ),
-      ) as Record<Vendor, number>;
+        ) as Record<Vendor, number>;
+      // Journaled requests are inserted within the journal's batch window; allow them 10 s.
+      let stored = await count();
+      for (let waited = 0; waited < 10_000 && VENDORS.some((v) => stored[v] !== sent[v]);) {
+        await sleep(100);
+        waited += 100;
+        stored = await count();
+      }
       for (const v of VENDORS)
         if (stored[v] !== sent[v])
           throw new BenchError(
@@ -529,6 +542,7 @@ export const integrationsBench: Benchmark = {
         checks,
         info: {
           engine,
+          intakeJournal: journal,
           rate,
           deliveriesPerRound: perRound,
           warmupDeliveries: perWarmup,

@@ -29,12 +29,17 @@ export function isDeadPredecessor(holder: unknown): boolean {
   const match = /^(.*):(\d+):([0-9a-f]{12})$/.exec(holder);
   if (!match || match[1] !== hostname() || match[3] !== dataKey) return false;
   const pid = Number(match[2]);
-  if (pid === process.pid) return false;
+  // A running pid may have been reused: the lock lifetime decides then.
+  return pid !== process.pid && !pidRunning(pid);
+}
+
+/** Whether a process of this pid runs on this host (one we may not signal counts as running). */
+export function pidRunning(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return false; // alive (or the pid was reused: the lock lifetime decides then)
+    return true;
   } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "ESRCH";
+    return (error as NodeJS.ErrnoException).code !== "ESRCH";
   }
 }
 

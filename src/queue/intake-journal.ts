@@ -13,6 +13,8 @@ import { hostname } from "node:os";
 import path from "node:path";
 import type { Logger } from "../util/logger.js";
 import type { ZodType } from "zod";
+import { pidRunning } from "./identity.js";
+import { uniqueJobKey } from "./scheduler.js";
 
 /*
  * The intake journal: a door that must answer fast (Slack wants 3 s, Linear and Jira retry
@@ -67,12 +69,11 @@ interface Line {
 
 interface Segment {
   file: string;
+  /** Open while lines go to it; a file without one is removed once all of it is inserted. */
   fd: number | undefined;
   bytes: number;
   /** Lines of this file not inserted yet. */
   outstanding: Set<Pending>;
-  /** No more lines go to it: removed once everything in it is inserted. */
-  closed: boolean;
 }
 
 interface Pending {
@@ -107,21 +108,6 @@ export interface IntakeJournalOptions {
 }
 
 const safeHost = () => hostname().replace(/[^A-Za-z0-9.-]/g, "_") || "host";
-
-function uniqueKey(name: string, unique: Record<string, unknown> | undefined): string | undefined {
-  return (
-    unique && JSON.stringify([name, Object.entries(unique).sort(([a], [b]) => a.localeCompare(b))])
-  );
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code !== "ESRCH";
-  }
-}
 
 export class IntakeJournal {
   readonly dir: string;
@@ -184,7 +170,7 @@ export class IntakeJournal {
     options: { unique?: Record<string, unknown> } = {},
   ): Promise<boolean> {
     const parsed = kind.schema.parse(data);
-    const key = uniqueKey(kind.name, options.unique);
+    const key = uniqueJobKey(kind.name, options.unique);
     if (key !== undefined && this.recent.has(key)) return false;
     const line: Line = { name: kind.name, data: parsed, unique: options.unique };
     if (this.closing || this.pending >= MAX_PENDING || !this.append(line)) {
@@ -226,7 +212,7 @@ export class IntakeJournal {
       const deadHere =
         host === this.host &&
         Number.isInteger(pid) &&
-        (pid === process.pid ? !liveInstances.has(instance ?? "") : !pidAlive(pid));
+        (pid === process.pid ? !liveInstances.has(instance ?? "") : !pidRunning(pid));
       if (!stale && !deadHere) continue;
       const claimed = path.join(this.dir, this.fileName(`taken-${randomUUID().slice(0, 8)}`));
       try {
@@ -291,7 +277,7 @@ export class IntakeJournal {
     const file = path.join(this.dir, this.fileName(this.sequence++));
     try {
       const fd = openSync(file, "a", 0o600);
-      const segment: Segment = { file, fd, bytes: 0, outstanding: new Set(), closed: false };
+      const segment: Segment = { file, fd, bytes: 0, outstanding: new Set() };
       this.segments.add(segment);
       return segment;
     } catch (error) {
@@ -366,13 +352,7 @@ export class IntakeJournal {
       this.logger.error({ err: error, file }, "reading a taken intake journal failed");
       return 0;
     }
-    const segment: Segment = {
-      file,
-      fd: undefined,
-      bytes: 0,
-      outstanding: new Set(),
-      closed: true,
-    };
+    const segment: Segment = { file, fd: undefined, bytes: 0, outstanding: new Set() };
     this.segments.add(segment);
     let count = 0;
     for (const raw of text.split("\n")) {
@@ -386,7 +366,7 @@ export class IntakeJournal {
         this.logger.warn({ file }, "skipped an unreadable intake journal line");
         continue;
       }
-      const key = uniqueKey(line.name, line.unique);
+      const key = uniqueJobKey(line.name, line.unique);
       if (key !== undefined) this.remember(key);
       segment.outstanding.add({ line, segment });
       count += 1;
@@ -459,7 +439,7 @@ export class IntakeJournal {
 
   /** Everything in the segment is inserted: empty it (the active one) or remove it. */
   private async settle(segment: Segment): Promise<void> {
-    if (!segment.closed && segment.fd !== undefined) {
+    if (segment.fd !== undefined) {
       // Nothing was written between the last insert and here (same tick): safe to empty.
       try {
         ftruncateSync(segment.fd, 0);
@@ -470,17 +450,13 @@ export class IntakeJournal {
       return;
     }
     this.segments.delete(segment);
-    this.closeFd(segment);
     await unlink(segment.file).catch(() => undefined);
   }
 
+  /** No more lines go to the segment: removed now if everything in it is inserted. */
   private retire(segment: Segment): void {
-    segment.closed = true;
     this.closeFd(segment);
-    if (segment.outstanding.size === 0) {
-      this.segments.delete(segment);
-      void unlink(segment.file).catch(() => undefined);
-    }
+    if (segment.outstanding.size === 0) void this.settle(segment);
   }
 
   private closeFd(segment: Segment): void {
@@ -520,7 +496,6 @@ export class IntakeJournal {
       );
       this.segments.delete(segment);
       this.closeFd(segment);
-      segment.closed = true;
       if (segment === this.active) this.active = undefined;
       // The lines stay queued as they are; only the file that keeps them changes.
       for (const entry of [...segment.outstanding]) {

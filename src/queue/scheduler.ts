@@ -95,6 +95,16 @@ const NULL_FIELDS = [
   "skipDays",
 ] as const;
 
+/** What names a unique job (its `_id` is derived from it): its name and `unique` fields. */
+export function uniqueJobKey(
+  name: string,
+  unique: Record<string, unknown> | undefined,
+): string | undefined {
+  return (
+    unique && JSON.stringify([name, Object.entries(unique).sort(([a], [b]) => a.localeCompare(b))])
+  );
+}
+
 /**
  * Queues a job to run now with one insert. With `unique`, it is queued once for those
  * fields: its `_id` is derived from them.
@@ -114,8 +124,7 @@ async function enqueueJob(
   data: unknown,
   unique: Record<string, unknown> | undefined,
 ): Promise<boolean> {
-  const key =
-    unique && JSON.stringify([name, Object.entries(unique).sort(([a], [b]) => a.localeCompare(b))]);
+  const key = uniqueJobKey(name, unique);
   const id = key
     ? new mongoose.Types.ObjectId(createHash("sha256").update(key).digest("hex").slice(0, 24))
     : new mongoose.Types.ObjectId();

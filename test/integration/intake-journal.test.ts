@@ -85,12 +85,20 @@ const enqueueOf = (n: number) => [WRITER_KIND, { n }, { unique: { "data.n": n } 
 describe("intake journal", () => {
   it("answers once the line is written, inserts the job once, and empties its file", async () => {
     const dir = await dataDir();
-    const journal = await openJournal(dir);
+    // The inserts wait for `release`, so the file is read before any of them.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const journal = await openJournal(dir, async (kind, data, options) => {
+      await held;
+      return scheduler.enqueue(kind, data, options);
+    });
     expect(await journal.enqueue(...enqueueOf(101))).toBe(true);
     // Durable before any insert: the line is in the file.
     expect((await journalLines(dir)).map((l) => JSON.parse(l).data)).toEqual([{ n: 101 }]);
+    expect(await jobsOf([101])).toEqual([]);
     // A redelivery to this process is known at once.
     expect(await journal.enqueue(...enqueueOf(101))).toBe(false);
+    release();
     expect(await journal.flush(10_000)).toBe(true);
     expect(await jobsOf([101])).toEqual([101]);
     expect(await journalLines(dir)).toEqual([]);

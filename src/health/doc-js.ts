@@ -133,6 +133,20 @@ export function libMemberDocs(name: string): Array<[string, boolean]> {
   return [...(libInterfaces.get(name) ?? new Map<string, boolean>())];
 }
 
+/** One JavaScript or TypeScript file's syntax tree, with parent links. */
+function parseFile(fileName: string, text: string): ts.SourceFile {
+  return ts.createSourceFile(fileName, text, ts.ScriptTarget.Latest, true, scriptKind(fileName));
+}
+
+/** The named members an interface or class declares itself, and whether each is documented. */
+function ownMemberDocs(decl: ts.InterfaceDeclaration | ts.ClassDeclaration): MemberDocs {
+  const members: MemberDocs = [];
+  for (const member of decl.members as ts.NodeArray<ts.ClassElement | ts.TypeElement>)
+    if (member.name && (ts.isIdentifier(member.name) || ts.isStringLiteral(member.name)))
+      members.push([member.name.text, hasDoc(member)]);
+  return members;
+}
+
 /** Members of a type, by name, and whether each has a doc comment. */
 export type MemberDocs = Array<[string, boolean]>;
 
@@ -144,13 +158,7 @@ export type ImportedTypeDocs = (specifier: string, name: string) => MemberDocs |
 
 /** The interfaces and classes declared at the top of one file, with their own members' docs. */
 export function declaredTypeDocs(fileName: string, text: string): Map<string, MemberDocs> {
-  const source = ts.createSourceFile(
-    fileName,
-    text,
-    ts.ScriptTarget.Latest,
-    true,
-    scriptKind(fileName),
-  );
+  const source = parseFile(fileName, text);
   const types = new Map<string, MemberDocs>();
   for (const statement of source.statements)
     if (
@@ -158,10 +166,7 @@ export function declaredTypeDocs(fileName: string, text: string): Map<string, Me
       statement.name
     ) {
       const members = types.get(statement.name.text) ?? [];
-      for (const member of statement.members as ts.NodeArray<ts.ClassElement | ts.TypeElement>)
-        if (member.name && (ts.isIdentifier(member.name) || ts.isStringLiteral(member.name)))
-          members.push([member.name.text, hasDoc(member)]);
-      types.set(statement.name.text, members);
+      types.set(statement.name.text, [...members, ...ownMemberDocs(statement)]);
     }
   return types;
 }
@@ -175,13 +180,7 @@ export function jsDocSymbols(
   text: string,
   importedTypes?: ImportedTypeDocs,
 ): DocSymbol[] {
-  const source = ts.createSourceFile(
-    fileName,
-    text,
-    ts.ScriptTarget.Latest,
-    true,
-    scriptKind(fileName),
-  );
+  const source = parseFile(fileName, text);
   const out: DocSymbol[] = [];
   const seen = new Map<string, DocSymbol>();
   const lineOf = (node: ts.Node) =>
@@ -286,10 +285,7 @@ export function jsDocSymbols(
     decl: ts.InterfaceDeclaration | ts.ClassDeclaration,
     depth: number,
   ): Array<[string, boolean]> {
-    const own: Array<[string, boolean]> = [];
-    for (const member of decl.members)
-      if (member.name && (ts.isIdentifier(member.name) || ts.isStringLiteral(member.name)))
-        own.push([member.name.text, hasDoc(member)]);
+    const own = ownMemberDocs(decl);
     const inherited = ts.isClassDeclaration(decl) ? [...inheritedDocs(decl, depth + 1)] : [];
     if (ts.isInterfaceDeclaration(decl))
       for (const clause of decl.heritageClauses ?? [])

@@ -5,6 +5,7 @@ import { taskById, taskConversations, type TaskDeps } from "../domain/tasks.js";
 import type { JobKind, Scheduler } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
+import { withRetries } from "../util/retry.js";
 import { postJiraNotice } from "./jira.js";
 import { postLinearNotice } from "./linear.js";
 import { postSlackNotice } from "./slack.js";
@@ -63,45 +64,45 @@ export function integrationNoticeJob(deps: IntegrationJobDeps): JobKind<z.infer<
       const integration = await findIntegration(models, source.integration_id, source.type);
       if (!integration || integration.account_id !== task.account_id || !integration.enabled)
         return;
-      let lastError: unknown;
-      for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
-        try {
-          if (source.type === "slack" && kind !== "merged")
-            await postSlackNotice(
-              { tasks: deps.tasks, logger, apiUrl: deps.slackApiUrl },
-              integration,
-              { ...task, report_to: source },
-              kind,
-            );
-          else if (source.type === "linear")
-            await postLinearNotice(
-              { apiUrl: deps.linearApiUrl },
-              integration,
-              { ...task, report_to: source },
-              kind,
-            );
-          else if (source.type === "jira")
-            await postJiraNotice(
-              { allowLocal: deps.allowLocalSites },
-              integration,
-              { ...task, report_to: source },
-              kind,
-            );
-          await claimMarker(models, markers.integrationNotice(task_id, kind));
-          logger.info({ task: task_id, kind, type: source.type }, "notice posted");
-          return;
-        } catch (error) {
-          lastError = error;
-          logger.warn({ task: task_id, kind, attempt, err: error }, "notice failed");
-          if (attempt < ATTEMPTS)
-            await new Promise((r) => setTimeout(r, backoff * 2 ** (attempt - 1)));
-        }
+      try {
+        await withRetries(
+          ATTEMPTS,
+          backoff,
+          () => true,
+          (err, attempt) => logger.warn({ task: task_id, kind, attempt, err }, "notice failed"),
+          async () => {
+            if (source.type === "slack" && kind !== "merged")
+              await postSlackNotice(
+                { tasks: deps.tasks, logger, apiUrl: deps.slackApiUrl },
+                integration,
+                { ...task, report_to: source },
+                kind,
+              );
+            else if (source.type === "linear")
+              await postLinearNotice(
+                { apiUrl: deps.linearApiUrl },
+                integration,
+                { ...task, report_to: source },
+                kind,
+              );
+            else if (source.type === "jira")
+              await postJiraNotice(
+                { allowLocal: deps.allowLocalSites },
+                integration,
+                { ...task, report_to: source },
+                kind,
+              );
+            await claimMarker(models, markers.integrationNotice(task_id, kind));
+          },
+        );
+        logger.info({ task: task_id, kind, type: source.type }, "notice posted");
+      } catch (error) {
+        const reason = redactText(error instanceof Error ? error.message : String(error));
+        await deps.tasks.events.append(task_id, {
+          event_type: "log",
+          message: `Could not post the ${kind === "end" ? "result" : kind} to ${source.type} after ${ATTEMPTS} attempts: ${reason}`,
+        });
       }
-      const reason = redactText(lastError instanceof Error ? lastError.message : String(lastError));
-      await deps.tasks.events.append(task_id, {
-        event_type: "log",
-        message: `Could not post the ${kind === "end" ? "result" : kind} to ${source.type} after ${ATTEMPTS} attempts: ${reason}`,
-      });
     },
   };
 }

@@ -7,6 +7,7 @@ import type { RepoTarget, TaskSource } from "../domain/integrations/types.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
 import { redactText } from "../util/redact.js";
+import { withRetries } from "../util/retry.js";
 import { commentOnJiraIssue, jiraClient } from "./jira.js";
 import { commentOnIssue, linearClient } from "./linear.js";
 import type { IntegrationJobDeps } from "./notices.js";
@@ -39,24 +40,6 @@ import {
 const ATTEMPTS = 4;
 
 type TaskRequestDeps = IntegrationJobDeps;
-
-async function withRetries<T>(
-  attempts: number,
-  backoffMs: number,
-  retryable: (error: unknown) => boolean,
-  onError: (error: unknown, attempt: number) => void,
-  work: () => Promise<T>,
-): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await work();
-    } catch (error) {
-      onError(error, attempt);
-      if (attempt >= attempts || !retryable(error)) throw error;
-      await new Promise((r) => setTimeout(r, backoffMs * 2 ** (attempt - 1)));
-    }
-  }
-}
 
 /** The repository a Slack request names (owner/name of the account's), or its channel's. */
 async function slackTarget(

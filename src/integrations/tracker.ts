@@ -25,15 +25,18 @@ export function deliveryMarkers(
   deliveryId: string | undefined,
   rawBody: string,
 ): Marker[] {
-  const body = marker(`body-${createHash("sha256").update(rawBody).digest("base64url")}`);
+  const body = marker(bodyKey(rawBody));
   return deliveryId ? [body, marker(deliveryId.slice(0, 200))] : [body];
 }
 
 /** What identifies a delivery across the vendor's retries: its id, or its signed body. */
 export function deliveryKey(deliveryId: string | undefined, rawBody: string): string {
-  return deliveryId
-    ? `id-${deliveryId.slice(0, 200)}`
-    : `body-${createHash("sha256").update(rawBody).digest("base64url")}`;
+  return deliveryId ? `id-${deliveryId.slice(0, 200)}` : bodyKey(rawBody);
+}
+
+/** A signed body's name among a delivery's once-markers and keys: its sha256. */
+function bodyKey(rawBody: string): string {
+  return `body-${createHash("sha256").update(rawBody).digest("base64url")}`;
 }
 
 /**

@@ -1,15 +1,13 @@
 /*
  * Which files of a working copy exist for the index: what git lists (tracked files and new
- * untracked ones, .gitignore respected), or, outside a git repository, a directory walk that
- * honours .gitignore files with a small matcher of its own.
+ * untracked ones, with git's own ignore rules), or, when the folder has no `.git` directory
+ * of its own, a directory walk that honours its .gitignore files.
  */
-import { execFile } from "node:child_process";
-import { readdir, readFile } from "node:fs/promises";
+import { lstat, readdir, readFile } from "node:fs/promises";
 import path from "node:path";
-import { promisify } from "node:util";
+import ignore, { type Ignore } from "ignore";
+import { GitError, runGit } from "../util/git.js";
 import { skipDirectory, type SkipReason } from "./skip.js";
-
-const execFileAsync = promisify(execFile);
 
 export interface FileList {
   /** Relative posix paths, unique, in no particular order. */
@@ -19,7 +17,10 @@ export interface FileList {
   prunedDirs: Partial<Record<SkipReason, number>>;
 }
 
-/** Lists the files of `root` with git, falling back to a walk when it is not a repository. */
+/**
+ * Lists the files of `root` with git when it has a `.git` directory, otherwise (a plain
+ * folder, or a `.git` replaced by a link or a file, where the service runs no git) by a walk.
+ */
 export async function listRepoFiles(root: string): Promise<FileList> {
   const fromGit = await gitFiles(root);
   if (fromGit !== undefined) return { paths: fromGit, source: "git", prunedDirs: {} };
@@ -29,148 +30,89 @@ export async function listRepoFiles(root: string): Promise<FileList> {
   return { paths, source: "walk", prunedDirs };
 }
 
+/*
+ * `git ls-files` gives git's exact ignore semantics (negation, `**`, escapes, nested
+ * .gitignore files, .git/info/exclude) for free, and git is needed anyway. It runs through
+ * runGit, which rewrites `.git/config` and sets the hardening flags first: a working copy's
+ * `.git` is writable by the repository's own commands, and listing untracked files would
+ * otherwise consult whatever core.fsmonitor they put there. core.excludesFile is emptied so
+ * that the service user's ~/.config/git/ignore does not hide a repository's files.
+ */
 async function gitFiles(root: string): Promise<string[] | undefined> {
+  const dotGit = await lstat(path.join(root, ".git")).catch(() => undefined);
+  if (!dotGit?.isDirectory()) return undefined;
+  let stdout: string;
   try {
-    const { stdout } = await execFileAsync(
-      "git",
-      ["ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-      { cwd: root, maxBuffer: 512 * 1024 * 1024, encoding: "utf8" },
-    );
-    // Unmerged files are listed once per stage.
-    return [...new Set(stdout.split("\0").filter((p) => p !== ""))];
+    stdout = await runGit(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], {
+      cwd: root,
+      config: ["-c", "core.excludesFile=/dev/null"],
+    });
   } catch (error) {
-    const e = error as NodeJS.ErrnoException & { code?: unknown; stderr?: string };
-    // No git on the PATH, or not a work tree: walk instead. Anything else is a real failure.
-    if (e.code === "ENOENT" && e.path === "git") return undefined;
-    if (typeof e.stderr === "string" && /not a git repository/i.test(e.stderr)) return undefined;
+    // A `.git` directory that holds no repository: walk instead. Anything else is a failure.
+    if (error instanceof GitError && /not a git repository/i.test(error.stderr)) return undefined;
     throw error;
   }
+  // Unmerged files are listed once per stage; a nested repository is listed as "dir/".
+  return [...new Set(stdout.split("\0").filter((p) => p !== "" && !p.endsWith("/")))];
 }
 
-interface IgnoreRule {
-  /** Directory of the .gitignore, relative to the root ("" for the root). */
+/** The rules of one .gitignore file, and the directory (relative, "" for the root) it is in. */
+interface IgnoreScope {
   base: string;
-  pattern: RegExp;
-  negate: boolean;
-  dirOnly: boolean;
+  rules: Ignore;
 }
 
 async function walk(
   abs: string,
   rel: string,
-  inherited: IgnoreRule[],
+  inherited: IgnoreScope[],
   out: string[],
   pruned: Partial<Record<SkipReason, number>>,
 ): Promise<void> {
   let entries;
   try {
+    // Dirents carry lstat's types: a link to a directory is not entered.
     entries = await readdir(abs, { withFileTypes: true });
   } catch {
     return;
   }
-  let rules = inherited;
+  let scopes = inherited;
   if (entries.some((e) => e.name === ".gitignore" && e.isFile())) {
     const text = await readFile(path.join(abs, ".gitignore"), "utf8").catch(() => "");
-    rules = [...inherited, ...parseGitignore(text, rel)];
+    // Case-sensitive, as git is by default (core.ignorecase false) on Linux.
+    scopes = [...inherited, { base: rel, rules: ignore({ ignorecase: false }).add(text) }];
   }
   for (const entry of entries) {
+    // Whatever `.git` is (a directory, a link, a `gitdir:` file), it is not the repository's.
+    if (entry.name === ".git") continue;
     const childRel = rel === "" ? entry.name : `${rel}/${entry.name}`;
     if (entry.isDirectory()) {
-      if (entry.name === ".git" || isIgnored(rules, childRel, true)) continue;
+      if (isIgnored(scopes, childRel, true)) continue;
       const reason = skipDirectory(entry.name);
       if (reason !== undefined) {
         pruned[reason] = (pruned[reason] ?? 0) + 1;
         continue;
       }
-      await walk(path.join(abs, entry.name), childRel, rules, out, pruned);
-    } else if (!isIgnored(rules, childRel, false)) {
+      await walk(path.join(abs, entry.name), childRel, scopes, out, pruned);
+    } else if (!isIgnored(scopes, childRel, false)) {
       // Symbolic links are listed too; reading refuses them, like the git path does.
       out.push(childRel);
     }
   }
 }
 
-function isIgnored(rules: IgnoreRule[], rel: string, isDir: boolean): boolean {
-  let ignored = false;
-  for (const rule of rules) {
-    if (rule.dirOnly && !isDir) continue;
-    const sub = rule.base === "" ? rel : rel.slice(rule.base.length + 1);
-    if (rule.pattern.test(sub)) ignored = !rule.negate;
+/**
+ * Git's precedence across .gitignore files: the deepest file with a rule that matches
+ * decides; within one file the last matching rule does (the `ignore` package's test()).
+ * Parent directories need no check here, because the walk does not enter ignored ones.
+ */
+function isIgnored(scopes: IgnoreScope[], rel: string, isDir: boolean): boolean {
+  for (let i = scopes.length - 1; i >= 0; i--) {
+    const { base, rules } = scopes[i]!;
+    const sub = base === "" ? rel : rel.slice(base.length + 1);
+    const result = rules.test(isDir ? `${sub}/` : sub);
+    if (result.ignored) return true;
+    if (result.unignored) return false;
   }
-  return ignored;
-}
-
-/** The rules of one .gitignore file in directory `base` (common syntax, not every corner). */
-export function parseGitignore(text: string, base: string): IgnoreRule[] {
-  const rules: IgnoreRule[] = [];
-  for (const raw of text.split(/\r?\n/)) {
-    let line = raw.replace(/(?<!\\)\s+$/, "");
-    if (line === "" || line.startsWith("#")) continue;
-    let negate = false;
-    if (line.startsWith("!")) {
-      negate = true;
-      line = line.slice(1);
-    } else if (line.startsWith("\\#") || line.startsWith("\\!")) {
-      line = line.slice(1);
-    }
-    let dirOnly = false;
-    if (line.endsWith("/")) {
-      dirOnly = true;
-      line = line.slice(0, -1);
-    }
-    // A slash at the start or in the middle anchors the pattern to the .gitignore's directory.
-    const anchored = line.includes("/");
-    if (line.startsWith("/")) line = line.slice(1);
-    if (line === "") continue;
-    const body = globToRegex(line);
-    rules.push({
-      base,
-      pattern: new RegExp(anchored ? `^${body}$` : `(?:^|/)${body}$`),
-      negate,
-      dirOnly,
-    });
-  }
-  return rules;
-}
-
-function globToRegex(glob: string): string {
-  let out = "";
-  for (let i = 0; i < glob.length; i++) {
-    const c = glob[i]!;
-    if (c === "*") {
-      if (glob[i + 1] === "*") {
-        const slashAfter = glob[i + 2] === "/";
-        const atStart = i === 0 || glob[i - 1] === "/";
-        if (atStart && slashAfter) {
-          out += "(?:.*/)?"; // "**/": any number of directories, including none
-          i += 2;
-        } else {
-          out += ".*";
-          i += 1;
-        }
-      } else {
-        out += "[^/]*";
-      }
-    } else if (c === "?") {
-      out += "[^/]";
-    } else if (c === "[") {
-      const close = glob.indexOf("]", i + 1);
-      if (close < 0) {
-        out += "\\[";
-      } else {
-        const set = glob
-          .slice(i + 1, close)
-          .replace(/^!/, "^")
-          .replace(/\\/g, "\\\\");
-        out += `[${set}]`;
-        i = close;
-      }
-    } else if (c === "\\" && i + 1 < glob.length) {
-      out += glob[i + 1]!.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
-      i += 1;
-    } else {
-      out += c.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
-    }
-  }
-  return out;
+  return false;
 }

@@ -1,6 +1,7 @@
 import { readdir } from "node:fs/promises";
 import path from "node:path";
 import semver from "semver";
+import { parse as parseToml, TomlDate, TomlError } from "smol-toml";
 import { describeResult } from "../util/sandbox.js";
 import {
   containsText,
@@ -25,7 +26,8 @@ import type {
 
 /*
  * Python: pytest as the check, coverage.py around pytest or unittest for coverage, and
- * requirements*.txt and pyproject.toml (`[project] dependencies`) as manifests.
+ * requirements*.txt and pyproject.toml (`[project] dependencies`, Poetry's dependency
+ * tables) as manifests.
  */
 
 export const python: Ecosystem<"python"> = {
@@ -318,7 +320,18 @@ function addPython(out: Manifests, manifest: string, entry: string, dev: boolean
   }
   const name = match[1]!;
   const spec = match[2]!.trim().replace(/^\((.*)\)$/, "$1");
-  const parsed = pep440Range(spec);
+  addDependency(out, manifest, name, spec, pep440Range(spec), dev);
+}
+
+/** Records one declared dependency, or why its version specifier was not understood. */
+function addDependency(
+  out: Manifests,
+  manifest: string,
+  name: string,
+  spec: string,
+  parsed: { range: string; exact: string | null } | null,
+  dev: boolean,
+): void {
   if (!parsed) {
     out.skipped.push({
       manifest,
@@ -345,13 +358,95 @@ async function readPython(_root: string, repo: ManifestFiles, out: Manifests): P
     for (const line of file.lines) addPython(out, file.path, line.replace(/\s#.*$/, ""), dev);
   }
   const pyproject = repo.files.find((f) => f.path === "pyproject.toml")?.text;
-  if (pyproject) {
-    // The `dependencies = [...]` array of the [project] table (no TOML parser needed for it).
-    const project = /^\[project\]\s*$([\s\S]*?)(?=^\[|$(?![\s\S]))/m.exec(pyproject)?.[1] ?? "";
-    const array = /^dependencies\s*=\s*\[([\s\S]*?)\]/m.exec(project)?.[1];
-    if (array) {
-      for (const item of array.matchAll(/["']([^"']+)["']/g))
-        addPython(out, "pyproject.toml", item[1]!, false);
+  if (pyproject !== undefined) readPyproject(pyproject, out);
+}
+
+type TomlTable = Record<string, unknown>;
+
+function isTable(value: unknown): value is TomlTable {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    !Array.isArray(value) &&
+    !(value instanceof TomlDate)
+  );
+}
+
+/** The table at a key path of a parsed TOML document, or undefined. */
+function tableAt(doc: TomlTable, ...keys: string[]): TomlTable | undefined {
+  let at: unknown = doc;
+  for (const key of keys) at = isTable(at) && Object.hasOwn(at, key) ? at[key] : undefined;
+  return isTable(at) ? at : undefined;
+}
+
+const PYPROJECT = "pyproject.toml";
+
+/*
+ * pyproject.toml with a real TOML parser (smol-toml: small, no dependencies, TOML 1.0
+ * compliant), so multi-line arrays, inline tables, dotted keys and comments holding
+ * brackets read as Python's own tools read them. A file that is not valid TOML is treated
+ * as absent (pip and Poetry refuse it too), and the manifest's skipped list says so.
+ */
+function readPyproject(text: string, out: Manifests): void {
+  let doc: TomlTable;
+  try {
+    doc = parseToml(text);
+  } catch (error) {
+    const where = error instanceof TomlError ? ` at line ${error.line}` : "";
+    out.skipped.push({
+      manifest: PYPROJECT,
+      entry: "(the whole file)",
+      reason: `not valid TOML${where}, so read as absent`,
+    });
+    return;
+  }
+  // PEP 621: `[project] dependencies`, an array of PEP 508 requirement strings.
+  const requirements = tableAt(doc, "project")?.dependencies;
+  if (Array.isArray(requirements))
+    for (const item of requirements)
+      if (typeof item === "string") addPython(out, PYPROJECT, item, false);
+  // Poetry: `[tool.poetry.dependencies]`, and for development the old
+  // `[tool.poetry.dev-dependencies]` and `[tool.poetry.group.<name>.dependencies]`.
+  const poetry = tableAt(doc, "tool", "poetry");
+  if (!poetry) return;
+  addPoetryTable(out, tableAt(poetry, "dependencies"), false);
+  addPoetryTable(out, tableAt(poetry, "dev-dependencies"), true);
+  for (const group of Object.values(tableAt(poetry, "group") ?? {}))
+    if (isTable(group)) addPoetryTable(out, tableAt(group, "dependencies"), true);
+}
+
+function addPoetryTable(out: Manifests, table: TomlTable | undefined, dev: boolean): void {
+  for (const [name, value] of Object.entries(table ?? {})) {
+    // The interpreter the project supports, not a package.
+    if (name.toLowerCase() === "python") continue;
+    const spec = typeof value === "string" ? value : isTable(value) ? value.version : undefined;
+    if (isTable(value) && ["git", "path", "url"].some((k) => Object.hasOwn(value, k))) {
+      out.skipped.push({
+        manifest: PYPROJECT,
+        entry: name,
+        reason: "a URL or path, not a registry package",
+      });
+    } else if (typeof spec === "string" || (isTable(value) && spec === undefined)) {
+      const declared = (spec ?? "").trim();
+      addDependency(out, PYPROJECT, name, declared, poetryRange(declared), dev);
+    } else {
+      // An array of constraints by Python version or platform, or an odd value.
+      out.skipped.push({ manifest: PYPROJECT, entry: name, reason: "not understood" });
     }
   }
+}
+
+/**
+ * A Poetry version constraint as a semver range: `^1.2` and `~1.2` mean what they mean in
+ * semver, a bare version is exact, and anything else is read as PEP 440 (`>=1.2,<2`).
+ */
+function poetryRange(spec: string): { range: string; exact: string | null } | null {
+  const s = spec.trim();
+  if (s === "" || s === "*") return { range: "*", exact: null };
+  const caretOrTilde = /^([\^~])\s*(\d+(?:\.\d+){0,2})$/.exec(s);
+  if (caretOrTilde) {
+    const range = semver.validRange(`${caretOrTilde[1]}${caretOrTilde[2]}`);
+    return range === null ? null : { range, exact: null };
+  }
+  return pep440Range(/^\d/.test(s) ? `==${s}` : s);
 }

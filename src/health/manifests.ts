@@ -2,7 +2,8 @@
  * Declared dependencies of a repository, from its manifests at the root, as each registered
  * ecosystem reads them (src/ecosystems/<name>.ts, its `manifests` reader): package.json
  * (with package-lock.json for exact versions), requirements*.txt and pyproject.toml
- * (`[project] dependencies`), go.mod (direct requirements). Only reading, never running.
+ * (`[project] dependencies`, Poetry's tables), go.mod (direct requirements). Only reading,
+ * never running.
  */
 import { ECOSYSTEMS, type DependencyRegistry, type Manifests } from "../ecosystems/index.js";
 import type { RepoFiles } from "./files.js";

@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
+import { isDeepStrictEqual } from "node:util";
 import picomatch from "picomatch";
 
 /*
@@ -36,25 +37,6 @@ export function readPath(root: unknown, path: string): PathValue {
   return { found: true, value: current };
 }
 
-/** Equality of two JSON values: same type, same scalars, same keys and items in depth. */
-export function jsonEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== typeof b || a === null || b === null || typeof a !== "object") return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  if (Array.isArray(a) && Array.isArray(b))
-    return a.length === b.length && a.every((item, i) => jsonEqual(item, b[i]));
-  const ka = Object.keys(a as object);
-  const kb = Object.keys(b as object);
-  return (
-    ka.length === kb.length &&
-    ka.every(
-      (k) =>
-        Object.hasOwn(b as object, k) &&
-        jsonEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]),
-    )
-  );
-}
-
 /**
  * True when every entry of `match` holds for the payload: the value at the dot-path equals
  * the expected value, or one of them when the expected value is an array. A missing path
@@ -68,7 +50,9 @@ export function matchesPayload(
     const at = readPath(payload, path);
     if (!at.found) return false;
     const candidates = Array.isArray(expected) ? expected : [expected];
-    return candidates.some((candidate) => jsonEqual(at.value, candidate));
+    // Both sides are JSON.parse results (the stored match and the posted body): Node's
+    // strict deep equality is JSON equality for them, key order ignored, types strict.
+    return candidates.some((candidate) => isDeepStrictEqual(at.value, candidate));
   });
 }
 

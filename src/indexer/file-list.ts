@@ -4,9 +4,8 @@
  * honours .gitignore files with a small matcher of its own.
  */
 import { execFile } from "node:child_process";
-import { readdir, readFile } from "node:fs/promises";
-import path from "node:path";
 import { promisify } from "node:util";
+import { listDir, readText } from "../util/workcopy-fs.js";
 import { skipDirectory, type SkipReason } from "./skip.js";
 
 const execFileAsync = promisify(execFile);
@@ -56,21 +55,19 @@ interface IgnoreRule {
 }
 
 async function walk(
-  abs: string,
+  root: string,
   rel: string,
   inherited: IgnoreRule[],
   out: string[],
   pruned: Partial<Record<SkipReason, number>>,
 ): Promise<void> {
-  let entries;
-  try {
-    entries = await readdir(abs, { withFileTypes: true });
-  } catch {
-    return;
-  }
+  // Read through util/workcopy-fs.ts: a folder swapped for a link is not walked into.
+  const entries = await listDir(root, rel);
+  if (typeof entries === "string") return;
   let rules = inherited;
   if (entries.some((e) => e.name === ".gitignore" && e.isFile())) {
-    const text = await readFile(path.join(abs, ".gitignore"), "utf8").catch(() => "");
+    const gitignore = rel === "" ? ".gitignore" : `${rel}/.gitignore`;
+    const text = (await readText(root, gitignore, { maxBytes: 1024 * 1024 })) ?? "";
     rules = [...inherited, ...parseGitignore(text, rel)];
   }
   for (const entry of entries) {
@@ -82,7 +79,7 @@ async function walk(
         pruned[reason] = (pruned[reason] ?? 0) + 1;
         continue;
       }
-      await walk(path.join(abs, entry.name), childRel, rules, out, pruned);
+      await walk(root, childRel, rules, out, pruned);
     } else if (!isIgnored(rules, childRel, false)) {
       // Symbolic links are listed too; reading refuses them, like the git path does.
       out.push(childRel);

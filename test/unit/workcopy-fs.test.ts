@@ -282,6 +282,19 @@ describe("every host-side reader of a working copy", () => {
     expect(readBoundedSync(root, "CLAUDE.md", 1 << 20, scratch)).toBe("symlink");
   });
 
+  it("the index built on worker threads, with a tracked folder swapped for a link", async () => {
+    for (let i = 0; i < 1000; i++) await put(`gen/file${i}.js`, `export const v${i} = ${i};\n`);
+    await gitInit();
+    // Still listed by git (it is in the index), read through the link by a plain open.
+    await writeFile(path.join(outside, "dir", "deep.js"), `export const deep = "${MARKER}";\n`);
+    await swapForLink("src/nested", path.join(outside, "dir"));
+    const index = await buildIndex(root, { workers: true });
+    expect(index.stats.workers).toBeGreaterThan(0);
+    expect(index.files).not.toContain("src/nested/deep.js");
+    expect(index.stats.skipped.symlink).toBeGreaterThan(0);
+    expect(JSON.stringify(index.search("deep"))).not.toContain(MARKER);
+  });
+
   it("the directory walk outside git does not enter a linked folder", async () => {
     await poison();
     const listed = await listRepoFiles(root);

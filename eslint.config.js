@@ -45,6 +45,78 @@ export default tseslint.config(
     },
   },
   {
+    // Working copies are read through src/util/workcopy-fs.ts only (docs/architecture.md,
+    // "Reading working copies"): a plain fs read of `path.join(root, file)` follows a link
+    // the repository or the model put there, to any file the service can read. The folders
+    // that handle working copies may not import fs's reading functions; a file that reads
+    // only the service's own files says why in an eslint-disable comment.
+    files: [
+      "src/indexer/**/*.ts",
+      "src/tools/**/*.ts",
+      "src/pipeline/**/*.ts",
+      "src/health/**/*.ts",
+      "src/ecosystems/**/*.ts",
+      "src/domain/**/*.ts",
+      "src/verify/**/*.ts",
+      "src/jobs/**/*.ts",
+    ],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        ...["node:fs", "fs", "node:fs/promises", "fs/promises"].map((name) => ({
+          name,
+          importNames: [
+            "default",
+            "promises",
+            "readFile",
+            "readFileSync",
+            "createReadStream",
+            "openAsBlob",
+            "readdir",
+            "readdirSync",
+            "opendir",
+            "opendirSync",
+            "open",
+            "openSync",
+            "read",
+            "readSync",
+            "stat",
+            "statSync",
+            "lstat",
+            "lstatSync",
+            "exists",
+            "existsSync",
+            "access",
+            "accessSync",
+            "readlink",
+            "readlinkSync",
+            "realpath",
+            "realpathSync",
+            "glob",
+            "globSync",
+            "watch",
+          ],
+          message:
+            "Read working copies through src/util/workcopy-fs.ts (it never follows a link out of the working copy).",
+        })),
+      ],
+      "no-restricted-syntax": [
+        "error",
+        {
+          selector: "ImportExpression[source.value=/^(node:)?fs(\\/promises)?$/]",
+          message:
+            "Read working copies through src/util/workcopy-fs.ts (it never follows a link out of the working copy).",
+        },
+        {
+          selector:
+            "CallExpression[callee.name='require'][arguments.0.value=/^(node:)?fs(\\/promises)?$/]",
+          message:
+            "Read working copies through src/util/workcopy-fs.ts (it never follows a link out of the working copy).",
+        },
+      ],
+    },
+  },
+  {
     // Plain Node scripts and tool configs (CommonJS for dependency-cruiser).
     files: ["**/*.mjs", "**/*.cjs"],
     languageOptions: {

@@ -1,8 +1,6 @@
-import { readFile } from "node:fs/promises";
-import path from "node:path";
 import semver from "semver";
 import { describeResult } from "../util/sandbox.js";
-import { isFile, timedOutAttempt } from "./kit.js";
+import { isFile, readReport, timedOutAttempt } from "./kit.js";
 import type {
   CoverageAttempt,
   CoverageContext,
@@ -73,7 +71,7 @@ async function goCoverage(ctx: CoverageContext): Promise<CoverageAttempt> {
   if (result.timedOut) return timedOutAttempt(result, command, notes);
   if (result.exitCode === 127 || /go: (command )?not found/.test(result.output))
     return { ok: false, reason: "go is not installed on this worker", command, notes };
-  const text = await readFile(path.join(ctx.root, profile), "utf8").catch(() => "");
+  const text = (await readReport(ctx.root, profile)) ?? "";
   const { files } = parseGoProfile(text);
   let covered = 0;
   let total = 0;

@@ -326,7 +326,7 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
 
   const root = ctx.root;
   const declares = nonEmpty(pkg.dependencies) || nonEmpty(pkg.devDependencies);
-  if (declares && !(await exists(path.join(root, "node_modules")))) {
+  if (declares && !(await exists(root, "node_modules"))) {
     const locked = await findLockfile(root);
     const install = locked ? INSTALL[locked.manager].command : UNLOCKED_INSTALL;
     const result = await ctx.run(install);
@@ -352,7 +352,7 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
   let fallback: string | null = null;
   // The coverage tool's own step run alone, when the whole script wrote no report.
   let alone: { command: string; summaryFile: string } | null = null;
-  if (own && (await exists(path.join(bin, own.tool)))) {
+  if (own && (await exists(root, path.join(bin, own.tool)))) {
     const added = withJsonSummary(own.script, own.tool);
     command = added.command;
     method = `the repository's coverage script \`${own.name}\` (${own.tool})`;
@@ -376,8 +376,8 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
     if (step) alone = { command: `${step} ${args}`, summaryFile };
   } else if (
     VITEST.test(script) &&
-    ((await exists(path.join(root, "node_modules/@vitest/coverage-v8"))) ||
-      (await exists(path.join(root, "node_modules/@vitest/coverage-istanbul"))))
+    ((await exists(root, "node_modules/@vitest/coverage-v8")) ||
+      (await exists(root, "node_modules/@vitest/coverage-istanbul")))
   ) {
     const args = `--coverage.enabled=true --coverage.reporter=json-summary --coverage.reportsDirectory=${REPORT_DIR}`;
     command = `npm test -- ${args}`;
@@ -394,7 +394,7 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
   let result = await ctx.run(command, pathEnv);
   if (!result) return { ok: false, reason: ctx.outOfTime(), command, notes };
   if (result.timedOut) return timedOutAttempt(result, command, notes);
-  let figures = parseIstanbulSummary(await readJson(summaryFile), root);
+  let figures = parseIstanbulSummary(await readJson(root, summaryFile), root);
   let testsPassed = result.ok;
   if (!figures && alone) {
     // A failing earlier step (`a && jest`) stopped the script before its coverage step, or
@@ -405,7 +405,7 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
     const again = await ctx.run(alone.command, pathEnv);
     if (!again) return { ok: false, reason: ctx.outOfTime(), command, notes };
     if (again.timedOut) return timedOutAttempt(again, alone.command, notes);
-    figures = parseIstanbulSummary(await readJson(alone.summaryFile), root);
+    figures = parseIstanbulSummary(await readJson(root, alone.summaryFile), root);
     if (figures) {
       notes.push(
         first.ok
@@ -421,7 +421,7 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
     const report = await ctx.run(fallback, pathEnv);
     if (report?.ok)
       figures = parseIstanbulSummary(
-        await readJson(path.join(root, REPORT_DIR, "coverage-summary.json")),
+        await readJson(root, path.join(REPORT_DIR, "coverage-summary.json")),
         root,
       );
   }
@@ -460,7 +460,7 @@ function parseJson(text: string | undefined): Record<string, unknown> | undefine
 
 /** A lockfile's text: lock files are not among the scanned files (indexer rules). */
 async function lockText(root: string, name: string): Promise<string | undefined> {
-  const bytes = await readBounded(path.join(root, name), MAX_LOCK_BYTES);
+  const bytes = await readBounded(root, name, MAX_LOCK_BYTES);
   return typeof bytes === "string" ? undefined : bytes.toString("utf8");
 }
 

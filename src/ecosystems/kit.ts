@@ -1,12 +1,20 @@
-import { readFile, stat } from "node:fs/promises";
 import path from "node:path";
 import { describeResult, type SandboxResult } from "../util/sandbox.js";
+import {
+  entryInfo,
+  exists as entryExists,
+  readBytes,
+  readText as readCopyText,
+  relativeInside,
+} from "../util/workcopy-fs.js";
 import { isTestPath, languageOf } from "./source-files.js";
 import type { CoverageAttempt } from "./types.js";
 
 /*
  * Small helpers the ecosystem modules share: bounded reads of a working copy's files for
- * detection, and the pieces of a coverage run every adapter needs.
+ * detection, and the pieces of a coverage run every adapter needs. Every read goes through
+ * util/workcopy-fs.ts: the working copy is written by the repository's own commands, and a
+ * manifest or report swapped for a link to a host file must not be read.
  */
 
 // --- reading files for detection ----------------------------------------------------------
@@ -19,34 +27,24 @@ const MAX_FILE_BYTES = 1024 * 1024;
 
 export const TOO_LARGE = Symbol("too large");
 
-/** A file's text; null when it is missing, not a regular file or unreadable. */
+/** A file's text; null when it is missing, a link, not a regular file or unreadable. */
 export async function readText(
   workdir: string,
   name: string,
 ): Promise<string | null | typeof TOO_LARGE> {
-  const file = path.join(workdir, name);
-  try {
-    const info = await stat(file);
-    if (!info.isFile()) return null;
-    if (info.size > MAX_FILE_BYTES) return TOO_LARGE;
-    return await readFile(file, "utf8");
-  } catch {
-    return null;
-  }
+  const bytes = await readBytes(workdir, name, { maxBytes: MAX_FILE_BYTES });
+  if (bytes === "too-large") return TOO_LARGE;
+  return typeof bytes === "string" ? null : bytes.toString("utf8");
 }
 
+/** A regular file (not a link to one) at `name`. */
 export async function isFile(workdir: string, name: string): Promise<boolean> {
-  return stat(path.join(workdir, name)).then(
-    (info) => info.isFile(),
-    () => false,
-  );
+  return (await entryInfo(workdir, name))?.type === "file";
 }
 
+/** A folder (not a link to one) at `name`. */
 export async function isDirectory(workdir: string, name: string): Promise<boolean> {
-  return stat(path.join(workdir, name)).then(
-    (info) => info.isDirectory(),
-    () => false,
-  );
+  return (await entryInfo(workdir, name))?.type === "directory";
 }
 
 export async function containsText(
@@ -63,16 +61,30 @@ export async function containsText(
 /** Scratch folder for the coverage tools' reports, inside the working copy. */
 export const REPORT_DIR = ".foreman-coverage";
 
-export async function exists(file: string): Promise<boolean> {
-  return stat(file).then(
-    () => true,
-    () => false,
-  );
+/**
+ * Whether anything (a link too) is at `file`, a path under `root`, reached without following
+ * a link on the way.
+ */
+export async function exists(root: string, file: string): Promise<boolean> {
+  const rel = relativeInside(root, file);
+  return rel !== undefined && (await entryExists(root, rel));
 }
 
-export async function readJson(file: string): Promise<unknown> {
+/** Largest report read (coverage summaries and profiles of big repositories). */
+const MAX_REPORT_BYTES = 128 * 1024 * 1024;
+
+/** A report's text, `file` a path under `root`; undefined when missing, a link or too large. */
+export async function readReport(root: string, file: string): Promise<string | undefined> {
+  const rel = relativeInside(root, file);
+  return rel === undefined ? undefined : readCopyText(root, rel, { maxBytes: MAX_REPORT_BYTES });
+}
+
+/** A JSON report at `file`, a path under `root`; undefined when unreadable or not JSON. */
+export async function readJson(root: string, file: string): Promise<unknown> {
+  const text = await readReport(root, file);
+  if (text === undefined) return undefined;
   try {
-    return JSON.parse(await readFile(file, "utf8")) as unknown;
+    return JSON.parse(text) as unknown;
   } catch {
     return undefined;
   }

@@ -1,8 +1,8 @@
-import { readdir } from "node:fs/promises";
 import path from "node:path";
 import semver from "semver";
 import { parse as parseToml, TomlDate, TomlError } from "smol-toml";
 import { describeResult } from "../util/sandbox.js";
+import { listDir } from "../util/workcopy-fs.js";
 import {
   containsText,
   isDirectory,
@@ -53,12 +53,8 @@ async function hasPytestFile(workdir: string, dir: string): Promise<boolean> {
   while (queue.length > 0 && budget > 0) {
     const next = queue.shift();
     if (!next) break;
-    let entries;
-    try {
-      entries = await readdir(path.join(workdir, next.rel), { withFileTypes: true });
-    } catch {
-      continue;
-    }
+    const entries = await listDir(workdir, next.rel);
+    if (typeof entries === "string") continue;
     for (const entry of entries) {
       if (--budget < 0) break;
       if (entry.isFile() && /^test_.*\.py$/.test(entry.name)) return true;
@@ -223,9 +219,7 @@ async function pythonCoverage(ctx: CoverageContext): Promise<CoverageAttempt> {
   if (!result) return { ok: false, reason: ctx.outOfTime(), command, notes };
   if (result.timedOut) return timedOutAttempt(result, command, notes);
   const report = await ctx.run(`${python} -m coverage json -q -o ${json}`, env);
-  const figures = report?.ok
-    ? parseCoveragePyJson(await readJson(path.join(root, json)), root)
-    : null;
+  const figures = report?.ok ? parseCoveragePyJson(await readJson(root, json), root) : null;
   if (!figures)
     return {
       ok: false,

@@ -18,6 +18,9 @@
  * starting with `_`, and symbols tagged `@private`, `@internal`, `@ignore` or
  * `@api private`, are not public API.
  */
+// Reads TypeScript's own lib.*.d.ts files in the service's node_modules, never a working copy
+// (its files come as text from health/files.ts).
+// eslint-disable-next-line no-restricted-imports -- the service's own files, not a working copy
 import { readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";

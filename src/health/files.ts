@@ -5,7 +5,6 @@
  * security metric must see them. Their text stays in this process; reports carry only
  * paths, line numbers and masked previews.
  */
-import path from "node:path";
 import { listRepoFiles } from "../indexer/file-list.js";
 import { readBounded } from "../indexer/read-files.js";
 import { forEachConcurrently } from "../util/concurrency.js";
@@ -88,7 +87,7 @@ export async function readRepoFiles(root: string): Promise<RepoFiles> {
       bump("over-byte-limit");
       return;
     }
-    const bytes = await readBounded(path.join(root, rel), MAX_FILE_BYTES);
+    const bytes = await readBounded(root, rel, MAX_FILE_BYTES);
     if (typeof bytes === "string") {
       bump(bytes);
       return;

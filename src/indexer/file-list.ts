@@ -3,10 +3,9 @@
  * untracked ones, with git's own ignore rules), or, when the folder has no `.git` directory
  * of its own, a directory walk that honours its .gitignore files.
  */
-import { lstat, readdir, readFile } from "node:fs/promises";
-import path from "node:path";
 import ignore, { type Ignore } from "ignore";
 import { GitError, runGit } from "../util/git.js";
+import { entryInfo, listDir, readText } from "../util/workcopy-fs.js";
 import { skipDirectory, type SkipReason } from "./skip.js";
 
 export interface FileList {
@@ -39,8 +38,8 @@ export async function listRepoFiles(root: string): Promise<FileList> {
  * that the service user's ~/.config/git/ignore does not hide a repository's files.
  */
 async function gitFiles(root: string): Promise<string[] | undefined> {
-  const dotGit = await lstat(path.join(root, ".git")).catch(() => undefined);
-  if (!dotGit?.isDirectory()) return undefined;
+  const dotGit = await entryInfo(root, ".git");
+  if (dotGit?.type !== "directory") return undefined;
   let stdout: string;
   try {
     stdout = await runGit(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], {
@@ -63,22 +62,20 @@ interface IgnoreScope {
 }
 
 async function walk(
-  abs: string,
+  root: string,
   rel: string,
   inherited: IgnoreScope[],
   out: string[],
   pruned: Partial<Record<SkipReason, number>>,
 ): Promise<void> {
-  let entries;
-  try {
-    // Dirents carry lstat's types: a link to a directory is not entered.
-    entries = await readdir(abs, { withFileTypes: true });
-  } catch {
-    return;
-  }
+  // Read through util/workcopy-fs.ts: a folder swapped for a link is not walked into, and
+  // dirents carry lstat's types, so a link to a directory is not entered either.
+  const entries = await listDir(root, rel);
+  if (typeof entries === "string") return;
   let scopes = inherited;
   if (entries.some((e) => e.name === ".gitignore" && e.isFile())) {
-    const text = await readFile(path.join(abs, ".gitignore"), "utf8").catch(() => "");
+    const gitignore = rel === "" ? ".gitignore" : `${rel}/.gitignore`;
+    const text = (await readText(root, gitignore, { maxBytes: 1024 * 1024 })) ?? "";
     // Case-sensitive, as git is by default (core.ignorecase false) on Linux.
     scopes = [...inherited, { base: rel, rules: ignore({ ignorecase: false }).add(text) }];
   }
@@ -93,7 +90,7 @@ async function walk(
         pruned[reason] = (pruned[reason] ?? 0) + 1;
         continue;
       }
-      await walk(path.join(abs, entry.name), childRel, scopes, out, pruned);
+      await walk(root, childRel, scopes, out, pruned);
     } else if (!isIgnored(scopes, childRel, false)) {
       // Symbolic links are listed too; reading refuses them, like the git path does.
       out.push(childRel);

@@ -3,7 +3,6 @@
  * with blocking reads (cheapest here, and no other work shares this thread) into one shard,
  * and posts the shard back, its arrays transferred rather than copied, when told to finish.
  */
-import path from "node:path";
 import { parentPort } from "node:worker_threads";
 import { readBoundedSync } from "./read-files.js";
 import { ShardBuilder, shardBuffers } from "./shard.js";
@@ -21,8 +20,7 @@ port.on("message", (message: ToWorker) => {
     if (message.type === "files") {
       builder ??= new ShardBuilder();
       for (const rel of message.paths) {
-        const file = `${message.root}${path.sep}${rel}`;
-        const content = readBoundedSync(file, message.maxFileBytes, scratch);
+        const content = readBoundedSync(message.root, rel, message.maxFileBytes, scratch);
         if (typeof content === "string") builder.skip(content);
         else builder.addFile(rel, content);
       }

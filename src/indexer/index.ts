@@ -4,13 +4,12 @@
  * content. Large repositories are tokenized on worker threads (workers.ts), small ones
  * in-process; either way each file is tokenized as soon as its bytes are read.
  */
-import { readFileSync } from "node:fs";
-import { stat } from "node:fs/promises";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { Bm25Index, type WeightedTerm } from "./bm25.js";
 import { listRepoFiles } from "./file-list.js";
 import { forEachConcurrently } from "../util/concurrency.js";
+import { entryInfo, readTextSync } from "../util/workcopy-fs.js";
 import { READ_CONCURRENCY, readBounded } from "./read-files.js";
 import { ShardBuilder, type Shard } from "./shard.js";
 import { fileKind, kindFactors } from "./ranking.js";
@@ -78,7 +77,8 @@ export async function buildIndex(
 ): Promise<RepoIndex> {
   const started = performance.now();
   const absRoot = path.resolve(root);
-  if (!(await stat(absRoot)).isDirectory()) throw new Error(`${absRoot} is not a directory`);
+  if ((await entryInfo(absRoot, ""))?.type !== "directory")
+    throw new Error(`${absRoot} is not a directory`);
   const maxFileBytes = options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
 
   const listing = await listRepoFiles(absRoot);
@@ -119,7 +119,7 @@ export async function buildIndex(
     root: absRoot,
     files,
     stats,
-    search: (query, limit = 10) => search(index, absRoot, query, limit),
+    search: (query, limit = 10) => search(index, absRoot, maxFileBytes, query, limit),
     listFiles: (dir) => listUnder(files, dir),
     has: (p) => indexed.has(normalizeRel(p)),
     summary: (maxEntries = 200, focus = []) =>
@@ -130,7 +130,7 @@ export async function buildIndex(
 async function indexInProcess(root: string, paths: string[], maxFileBytes: number): Promise<Shard> {
   const builder = new ShardBuilder();
   await forEachConcurrently(paths, READ_CONCURRENCY, async (rel) => {
-    const content = await readBounded(path.join(root, rel), maxFileBytes);
+    const content = await readBounded(root, rel, maxFileBytes);
     if (typeof content === "string") builder.skip(content);
     else builder.addFile(rel, content);
   });
@@ -167,7 +167,13 @@ function listUnder(files: string[], dir: string | undefined): string[] {
   return out;
 }
 
-function search(index: Bm25Index, root: string, query: string, limit: number): SearchHit[] {
+function search(
+  index: Bm25Index,
+  root: string,
+  maxFileBytes: number,
+  query: string,
+  limit: number,
+): SearchHit[] {
   const terms = new Map<string, WeightedTerm>();
   const use = (term: WeightedTerm) => {
     const known = terms.get(term.key);
@@ -188,7 +194,7 @@ function search(index: Bm25Index, root: string, query: string, limit: number): S
   return scored.slice(0, limit).map(({ doc, score }) => ({
     path: paths[doc]!,
     score,
-    snippet: snippet(index, path.join(root, paths[doc]!), weights),
+    snippet: snippet(index, readTextSync(root, paths[doc]!, { maxBytes: maxFileBytes }), weights),
   }));
 }
 
@@ -199,16 +205,13 @@ function compare(a: string, b: string): number {
 const lineWords = new TokenBuffer();
 
 /**
- * The numbered lines around the line with the most (idf-weighted) distinct query terms, read
- * from the working copy now: the index keeps no file contents.
+ * The numbered lines around the line with the most (idf-weighted) distinct query terms, in
+ * `text` read from the working copy now (the index keeps no file contents) through
+ * util/workcopy-fs.ts: a file swapped for a link, a FIFO or anything else since the index was
+ * built gives an empty snippet, never the text of what the link points to.
  */
-function snippet(index: Bm25Index, file: string, weights: Map<string, number>): string {
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch {
-    return "";
-  }
+function snippet(index: Bm25Index, text: string | undefined, weights: Map<string, number>): string {
+  if (text === undefined) return "";
   const lines = text.split("\n");
   // Words repeat within a file: each distinct one is split and looked up once.
   const keysOfWord = new Map<string, string[]>();

@@ -4,8 +4,8 @@
  * where the code it needs is defined before its first tool call. Light per-language
  * patterns over each line, like symbols.ts: a view for a reader, not a symbol table.
  */
-import { readFileSync } from "node:fs";
 import path from "node:path";
+import { readTextSync } from "../util/workcopy-fs.js";
 
 const JS =
   /^\s*(?:export\s+)?(?:default\s+)?(?:declare\s+)?(?:abstract\s+)?(?:async\s+)?(?:function\b|class\s|interface\s|type\s+\w+\s*[=<]|enum\s|namespace\s)|^(?:export\s+)?(?:const|let|var)\s+[\w$]+\s*(?::[^=]+)?=\s*(?:async\s+)?(?:function\b|\([^)]*\)\s*(?::[^=]+)?=>|[\w$]+\s*=>)|^[\w$]+(?:\.[\w$]+)+\s*=\s*(?:async\s+)?function\b|^\s{2,4}(?:(?:public|private|protected|static|async|override|get|set)\s+)*\*?[\w$]+\s*(?:<[^>]*>)?\([^)]*\)\s*(?::\s*[^{]+)?\{\s*$/;
@@ -32,6 +32,8 @@ BY_EXTENSION.php = PHP;
 
 const NOT_METHODS = /^\s*(?:if|for|while|switch|catch|with|return|function|else|do)\b/;
 const LINE_CHARS = 120;
+/** Files larger than this are not read for the map (the index leaves them out anyway). */
+const MAX_FILE_BYTES = 1024 * 1024;
 
 /** The declaring lines of a file's text, trimmed on the right and capped in length. */
 export function declarations(file: string, text: string): string[] {
@@ -63,12 +65,9 @@ export function repoMap(root: string, files: readonly string[], options: RepoMap
   const blocks: string[] = [];
   let budget = options.maxChars;
   for (const file of files) {
-    let text: string;
-    try {
-      text = readFileSync(path.join(root, file), "utf8");
-    } catch {
-      continue;
-    }
+    // Through util/workcopy-fs.ts: a file swapped for a link since it was indexed is skipped.
+    const text = readTextSync(root, file, { maxBytes: MAX_FILE_BYTES });
+    if (text === undefined) continue;
     const lines = declarations(file, text);
     const shown: string[] = [];
     for (const line of lines.slice(0, options.maxLinesPerFile)) {

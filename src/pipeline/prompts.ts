@@ -1,8 +1,7 @@
-import { readFile } from "node:fs/promises";
-import path from "node:path";
 import { findAgent } from "../domain/agents.js";
 import type { SkillDefinition } from "../domain/skills.js";
 import { loadPrompt } from "../util/prompt-file.js";
+import { readText } from "../util/workcopy-fs.js";
 
 /*
  * Prompt assembly. What goes in, in order: the stage's rules, the repository's own
@@ -35,13 +34,21 @@ const INSTRUCTION_FILES = [
 
 const MAX_INSTRUCTION_BYTES = 12_000;
 
-/** The repository's instruction files, each capped, as one block (empty when none). */
+/**
+ * The repository's instruction files, each capped, as one block (empty when none). Read
+ * through util/workcopy-fs.ts: an instruction file that is a symbolic link (committed as one,
+ * or swapped for one by a command) is left out, never followed to the host's files.
+ */
 export async function readRepositoryInstructions(workdir: string): Promise<string> {
   const parts: string[] = [];
   let budget = MAX_INSTRUCTION_BYTES * 2;
   for (const file of INSTRUCTION_FILES) {
     if (budget <= 0) break;
-    const text = await readFile(path.join(workdir, file), "utf8").catch(() => undefined);
+    // Up to 4 bytes a character: enough bytes for the character cap below.
+    const text = await readText(workdir, file, {
+      maxBytes: MAX_INSTRUCTION_BYTES * 4,
+      partial: true,
+    });
     if (!text?.trim()) continue;
     const capped = text.slice(0, Math.min(MAX_INSTRUCTION_BYTES, budget));
     budget -= capped.length;

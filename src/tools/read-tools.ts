@@ -3,11 +3,11 @@
  * search_code. Mistakes the model can fix (a bad path, a line past the end) come back as text
  * starting with "Error: " so it can correct itself; only unexpected failures throw.
  */
-import { stat } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
 import type { ExecutableTool } from "../llm/types.js";
-import { openInside, PathError, resolveInside } from "../util/paths.js";
+import { PathError, resolveInside } from "../util/paths.js";
+import { entryInfo, readBytes, type Refusal } from "../util/workcopy-fs.js";
 
 import type { RepoIndex } from "../indexer/index.js";
 import { holdsSecrets, looksBinary, mayHoldSecrets } from "../indexer/skip.js";
@@ -54,6 +54,22 @@ function errorText(error: unknown): string {
   if (code === "ENOENT" || code === "ENOTDIR" || code === "EEXIST" || code === "EISDIR")
     return `Error: the path changed or does not exist (${code}); check it and try again.`;
   throw error;
+}
+
+/** A read refused by util/workcopy-fs.ts (the file changed between the look and the read). */
+function refusalText(rel: string, refusal: Refusal): string {
+  switch (refusal) {
+    case "symlink":
+      return `Error: '${rel}' is, or passes through, a symbolic link; read the file it points to instead.`;
+    case "not-a-file":
+      return `Error: '${rel}' is not a regular file.`;
+    case "too-large":
+      return `Error: '${rel}' is too large to read.`;
+    case "missing":
+      return `Error: the path changed or does not exist; check it and try again.`;
+    default:
+      return `Error: '${rel}' could not be read (${refusal}).`;
+  }
 }
 
 /** Relative posix form of an absolute path inside `root` ("" for the root itself). */
@@ -114,29 +130,27 @@ export function createReadTools(root: string, getIndex: () => RepoIndex): Execut
       if (rel === "") return "Error: that is the repository root; use list_files to see it.";
       if (mayHoldSecrets(rel))
         return `Error: ${rel} may hold credentials, so it is not shown; work from its example or documentation instead.`;
-      const info = await stat(abs).catch((error: NodeJS.ErrnoException) => {
-        if (error.code === "ENOENT" || error.code === "ENOTDIR") return undefined;
-        throw error;
-      });
+      // What is there, and the bytes, through util/workcopy-fs.ts: no link is followed, at
+      // the end of the path or on the way, also one swapped in since resolveInside looked.
+      const info = await entryInfo(root, rel);
       if (info === undefined) {
+        // Nothing there, or a folder on the way is a link: which one, for the model.
+        const why = await readBytes(root, rel, { maxBytes: 0, partial: true });
+        if (why === "symlink")
+          return `Error: '${rel}' passes through a symbolic link; use the path it points to instead.`;
         return `Error: no file '${rel}' in the repository; use list_files or search_code to find the right path.`;
       }
-      if (info.isDirectory()) {
+      if (info.type === "directory") {
         return `Error: '${rel}' is a directory; use list_files to see its files.`;
       }
-      if (!info.isFile()) return `Error: '${rel}' is not a regular file.`;
+      if (info.type === "symlink")
+        return `Error: '${rel}' is a symbolic link; read the file it points to instead.`;
+      if (info.type !== "file") return `Error: '${rel}' is not a regular file.`;
       if (info.size > MAX_FILE_BYTES) {
         return `Error: '${rel}' is ${(info.size / 1024 / 1024).toFixed(1)} MB, too large to read.`;
       }
-      // Opened without following a final link and checked after opening (a directory of the
-      // path may have been swapped for a link since resolveInside looked).
-      let bytes: Buffer;
-      try {
-        const handle = await openInside(root, abs);
-        bytes = await handle.readFile().finally(() => handle.close());
-      } catch (error) {
-        return errorText(error);
-      }
+      const bytes = await readBytes(root, rel, { maxBytes: MAX_FILE_BYTES });
+      if (typeof bytes === "string") return refusalText(rel, bytes);
       if (holdsSecrets(bytes))
         return `Error: ${rel} holds credentials (a private key or a token), so it is not shown.`;
       if (looksBinary(bytes)) {

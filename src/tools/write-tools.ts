@@ -7,12 +7,16 @@
  * failures throw.
  */
 import { randomBytes } from "node:crypto";
+// lstat and realpath decide where a write may go (confined by util/paths.ts); the file reads
+// here go through util/workcopy-fs.ts.
+// eslint-disable-next-line no-restricted-imports -- write confinement, not a read of content
 import { chmod, lstat, mkdir, realpath, rename, unlink, writeFile } from "node:fs/promises";
 import type { Stats } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import type { ExecutableTool } from "../llm/types.js";
-import { inCheckedDir, openInside, PathError, resolveInside } from "../util/paths.js";
+import { inCheckedDir, PathError, resolveInside } from "../util/paths.js";
+import { readBytes } from "../util/workcopy-fs.js";
 import { looksBinary, mayHoldSecrets } from "../indexer/skip.js";
 
 /** Default cap on the size of a file the model writes. */
@@ -95,16 +99,13 @@ async function lstatOrUndefined(abs: string): Promise<Stats | undefined> {
   });
 }
 
-/** The first `limit` bytes of a file as text: enough to tell its line endings. */
-async function readStart(root: string, abs: string, limit: number): Promise<string> {
-  const handle = await openInside(root, abs);
-  try {
-    const buffer = Buffer.alloc(limit);
-    const { bytesRead } = await handle.read(buffer, 0, limit, 0);
-    return buffer.subarray(0, bytesRead).toString("utf8");
-  } finally {
-    await handle.close();
-  }
+/**
+ * The first `limit` bytes of the file `rel` as text: enough to tell its line endings. Read
+ * through util/workcopy-fs.ts, so a link swapped in meanwhile is refused, not followed.
+ */
+async function readStart(root: string, rel: string, limit: number): Promise<string> {
+  const bytes = await readBytes(root, rel, { maxBytes: limit, partial: true });
+  return typeof bytes === "string" ? "" : bytes.toString("utf8");
 }
 
 function plural(n: number, word: string): string {
@@ -323,7 +324,7 @@ export function createWriteTools(root: string, options: WriteToolOptions = {}): 
         // line endings rather than turn every line into a diff.
         let kept = "";
         if (previous !== undefined && !content.includes("\r")) {
-          if (usesCrlf(await readStart(root, abs, 64 * 1024))) {
+          if (usesCrlf(await readStart(root, rel, 64 * 1024))) {
             data = toCrlf(content);
             kept = ", CRLF line endings kept";
           }
@@ -374,8 +375,10 @@ export function createWriteTools(root: string, options: WriteToolOptions = {}): 
             `${rel} is ${info.size} bytes, more than the limit of ${maxBytes} bytes for editing.`,
           );
         }
-        const handle = await openInside(root, abs);
-        const bytes = await handle.readFile().finally(() => handle.close());
+        // Through util/workcopy-fs.ts by the path links in the directories resolved to.
+        const bytes = await readBytes(root, rel, { maxBytes });
+        if (typeof bytes === "string")
+          refuse(`${rel} could not be read (${bytes}); it changed while in use, look again.`);
         if (looksBinary(bytes)) refuse(`${rel} is a binary file; it cannot be edited as text.`);
         const text = bytes.toString("utf8");
         // Writing back text that was not valid UTF-8 would replace its other bytes with U+FFFD.

@@ -10,7 +10,7 @@
  * statement lines, so the figures differ by tool and are fixed per tool here.
  */
 import { execFile } from "node:child_process";
-import { symlink } from "node:fs/promises";
+import { mkdir, readdir, symlink } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
@@ -44,11 +44,30 @@ const ESM_SOURCE = CJS_SOURCE.replace(
   "export { add, sub, mul };",
 );
 
+/**
+ * The service's packages installed into `dir`'s node_modules as links, one per package: the
+ * scan looks for a tool (`node_modules/.bin/c8`, `node_modules/@vitest/coverage-v8`) without
+ * following a link on the way (util/workcopy-fs.ts), so node_modules, `.bin` and the scope
+ * folders are real folders, as npm makes them.
+ */
+async function linkPackages(from: string, dir: string): Promise<void> {
+  const to = path.join(dir, "node_modules");
+  await mkdir(to);
+  for (const entry of await readdir(from)) {
+    if (entry !== ".bin" && !entry.startsWith("@")) {
+      await symlink(path.join(from, entry), path.join(to, entry));
+      continue;
+    }
+    await mkdir(path.join(to, entry));
+    for (const inner of await readdir(path.join(from, entry)))
+      await symlink(path.join(from, entry, inner), path.join(to, entry, inner));
+  }
+}
+
 async function scan(files: Record<string, string>, linkNodeModules: boolean) {
   const fixture = await createGitRepo({ ".gitignore": "node_modules\n", ...files });
   fixtures.push(fixture);
-  if (linkNodeModules)
-    await symlink(path.join(ROOT, "node_modules"), path.join(fixture.dir, "node_modules"), "dir");
+  if (linkNodeModules) await linkPackages(path.join(ROOT, "node_modules"), fixture.dir);
   const repo = await readRepoFiles(fixture.dir);
   const result = await measureCoverage(repo, { root: fixture.dir, timeoutMs: 120_000 });
   const languages = result.details.languages as Array<Record<string, unknown>>;

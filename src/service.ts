@@ -37,7 +37,6 @@ import { createThreadNotifier } from "./github/notices.js";
 import { createProgressReporter } from "./github/progress.js";
 import { createIntegrationNotifier, integrationNoticeJob } from "./integrations/notices.js";
 import { TASK_REQUEST_JOB, type RequestTask } from "./integrations/task-request.js";
-import { IntakeJournal } from "./queue/intake-journal.js";
 import { taskRequestJob } from "./integrations/task-requests.js";
 import { createRateLimiters } from "./http/rate-limit.js";
 import { ensureRateLimitIndexes } from "./domain/request-records.js";
@@ -196,25 +195,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       allowLocalSites: config.allowLocalRepos,
     }),
   );
-  // Every process takes over what a dead one of its DATA_DIR left in the intake journal.
-  const journal = await IntakeJournal.open({
-    dataDir: config.dataDir,
-    kinds: [TASK_REQUEST_JOB],
-    enqueue: (kind, data, enqueueOptions) => scheduler.enqueue(kind, data, enqueueOptions),
-    logger,
-  });
-  const journalTimer = setInterval(
-    () =>
-      void journal
-        .takeOverDead()
-        .catch((error: unknown) =>
-          logger.warn({ err: error }, "looking for dead writers' intake journals failed"),
-        ),
-    RETAKE_CHECK_MS,
-  );
-  journalTimer.unref();
+  // Answered once the job is in the database: the scheduler groups the inserts of one turn
+  // into one insertMany (db/insert-batcher.ts), well inside Slack's 3-second deadline.
   const requestTask: RequestTask = (request) =>
-    (config.jobs.intakeJournal ? journal : scheduler).enqueue(TASK_REQUEST_JOB, request, {
+    scheduler.enqueue(TASK_REQUEST_JOB, request, {
       unique: { "data.task_id": request.task_id },
     });
   // Tasks from Slack (and the other integrations) report back where they were asked for.
@@ -399,8 +383,6 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       hub.stop();
       streams.close();
       intake?.stop();
-      clearInterval(journalTimer);
-      await journal.close(0);
       await scheduler.stop(0);
       await db.close();
       throw error;
@@ -436,10 +418,6 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         streams?.close();
         hub?.stop();
         accountViews?.stop();
-        // Requests answered from the journal reach the database before it closes (or stay
-        // in the journal for the next start when it does not answer within the grace).
-        clearInterval(journalTimer);
-        await journal.close(config.jobs.shutdownGraceMs);
         await scheduler.stop(config.jobs.shutdownGraceMs);
         detachMetricsDatabase(db.connection.db);
         await db.close();

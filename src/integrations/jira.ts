@@ -1,4 +1,3 @@
-import { createHmac, timingSafeEqual } from "node:crypto";
 import { lookup } from "node:dns/promises";
 import { Agent as HttpsAgent } from "node:https";
 import ipaddr from "ipaddr.js";
@@ -28,6 +27,13 @@ import {
   type NoticeKind,
 } from "./tracker.js";
 import { deliveryTaskId, type RequestTask } from "./task-request.js";
+import {
+  checkReplayWindow,
+  hmacHexValid,
+  signedObject,
+  signedShape,
+  type ReplayWindow,
+} from "./signed-request.js";
 
 /*
  * The Jira Cloud door: one admin webhook (issue created/updated, comment created). Adding the
@@ -38,15 +44,21 @@ import { deliveryTaskId, type RequestTask } from "./task-request.js";
  * plan is posted (`started`) and when the task's pull request is merged (`done`; a task
  * that ends without a pull request takes it when it is done). Deliveries are checked
  * against the webhook secret (X-Hub-Signature: sha256=HMAC-SHA256 of the raw body) and their
- * signed `timestamp` (within MAX_AGE_MS: Jira Cloud delivers retries up to 30 minutes late)
- * before anything is read, and acted on once (claimDelivery: the
+ * signed `timestamp` (within JIRA_WINDOW: Jira Cloud delivers retries up to 30 minutes late)
+ * before anything is read, its body read with the schema below (a 400 for one that does not
+ * fit, signed-request.ts), and acted on once (claimDelivery: the
  * X-Atlassian-Webhook-Identifier, which Jira keeps across retries, and the signed body).
  */
 
-/** How old a delivery's signed `timestamp` may be: Jira retries for up to 30 minutes. */
-export const JIRA_MAX_AGE_MS = 35 * 60_000;
-/** How far ahead of this clock it may be (clock skew). */
-const MAX_SKEW_MS = 5 * 60_000;
+/**
+ * How far a delivery's signed `timestamp` may be from this clock: 35 minutes old (Jira
+ * retries for up to 30 minutes), 5 minutes ahead (clock skew).
+ */
+const JIRA_WINDOW: ReplayWindow = {
+  pastMs: 35 * 60_000,
+  futureMs: 5 * 60_000,
+  words: "the window of 35 minutes back and 5 minutes ahead",
+};
 
 export interface JiraDeps {
   tasks: TaskDeps;
@@ -200,11 +212,8 @@ export async function transitionJiraIssue(
 }
 
 /** Whether `header` (X-Hub-Signature) is `sha256=` HMAC-SHA256 of the raw body under `secret`. */
-export function jiraSignatureValid(secret: string, rawBody: string, header: string): boolean {
-  const given = header.replace(/^sha256=/i, "");
-  if (!/^[0-9a-f]{64}$/i.test(given)) return false;
-  const expected = createHmac("sha256", secret).update(rawBody).digest();
-  return timingSafeEqual(expected, Buffer.from(given, "hex"));
+function jiraSignatureValid(secret: string, rawBody: string, header: string): boolean {
+  return /^sha256=/i.test(header) && hmacHexValid(secret, rawBody, header.slice(7));
 }
 
 function labelAdded(event: z.infer<typeof jiraEvent>, label: string): boolean {
@@ -237,20 +246,14 @@ export async function handleJira(
     throw errors.unauthorized("The Jira webhook signature is missing or invalid.");
   const logger = deps.logger.child({ integration: integration._id, jira: "webhook" });
   if (!integration.enabled) return OK;
-  let json: unknown;
-  try {
-    json = JSON.parse(request.rawBody);
-  } catch {
-    throw errors.invalidJson("The Jira webhook body is not valid JSON.");
-  }
   // Stale or replayed: the signed timestamp is the event's time (ms), kept across retries.
-  const sent = (json as { timestamp?: unknown } | null)?.timestamp;
-  const age = typeof sent === "number" ? Date.now() - sent : Number.NaN;
-  if (!(age <= JIRA_MAX_AGE_MS && age >= -MAX_SKEW_MS))
-    throw errors.unauthorized("The Jira webhook delivery carries no timestamp or is too old.");
-  const parsed = jiraEvent.safeParse(json);
-  if (!parsed.success) return OK;
-  const event = parsed.data;
+  const json = signedObject(request.rawBody, "Jira webhook body");
+  checkReplayWindow(
+    typeof json.timestamp === "number" ? json.timestamp : Number.NaN,
+    JIRA_WINDOW,
+    "The Jira delivery's signed timestamp",
+  );
+  const event = signedShape(jiraEvent, json, "body", "Jira webhook body");
   const settings = integration.settings as JiraSettings;
   const marker = (id: string) => markers.jiraDelivery(integration._id, id);
   const once = () => claimDelivery(deps.tasks.models, marker, request.delivery, request.rawBody);

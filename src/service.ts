@@ -22,7 +22,7 @@ import { createIntake, type Intake } from "./pipeline/intake.js";
 import { createPipeline, type Pipeline } from "./pipeline/runner.js";
 import { StageError } from "./pipeline/errors.js";
 import { createGithubReceiver } from "./github/receiver.js";
-import { mountManifestFlow } from "./github/manifest.js";
+import { createSetupToken, mountManifestFlow, REGISTER_PATH } from "./github/manifest.js";
 import { handleJira } from "./integrations/jira.js";
 import { handleLinear } from "./integrations/linear.js";
 import {
@@ -278,6 +278,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       : await startMetricsServer({ ...config.metrics, port: metricsPort }, logger);
   if (metricsServer) logger.info({ url: metricsServer.url }, "metrics listening");
 
+  // No App yet: registering one needs this token, printed below once the server listens.
+  const setupToken = options.web && !config.github ? createSetupToken() : undefined;
   let http: RunningServer | undefined;
   let accountViews: AccountViewCache | undefined;
   let hub: TaskEventHub | undefined;
@@ -366,9 +368,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
               ),
           },
         },
-        mountPages: config.github
-          ? undefined
-          : (router) => mountManifestFlow(router, { config, logger }),
+        mountPages: setupToken
+          ? (router) => mountManifestFlow(router, { config, logger, setupToken })
+          : undefined,
         accountViews,
         tasks: pipeline.taskDeps,
         streams,
@@ -388,11 +390,14 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       throw error;
     }
     logger.info({ url: http.url, workers: options.workers, github: Boolean(github) }, "listening");
-    if (!config.github)
+    // The token is the operator's key to the registration page: it goes to the log, the
+    // place only the operator reads (docs/operations.md, "Registering the GitHub App").
+    if (setupToken) {
+      const base = (config.manifest.publicUrl ?? http.url).replace(/\/+$/, "");
       logger.info(
-        { url: `${http.url}/github/register` },
-        "APP_ID unset: register the GitHub App here",
+        `GitHub App not configured: open ${base}${REGISTER_PATH}?token=${setupToken} to register it`,
       );
+    }
   }
 
   let stopping: Promise<void> | undefined;

@@ -1,5 +1,4 @@
 import { lookup } from "node:dns/promises";
-import { Agent as HttpsAgent } from "node:https";
 import ipaddr from "ipaddr.js";
 import { Version3Client } from "jira.js";
 import { z } from "zod";
@@ -10,7 +9,7 @@ import { errors } from "../errors.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
-import { addressProblem, publicOnlyLookup } from "../util/remote-url.js";
+import { guardedAxiosConfig, PUBLIC_ADDRESSES, type AddressPolicy } from "../util/outbound.js";
 import { findIntegration, type IntegrationRecord } from "../domain/integrations/store.js";
 import type { JiraSecrets, JiraSettings } from "../domain/integrations/kinds.js";
 import type { TaskSource } from "../domain/integrations/types.js";
@@ -129,39 +128,42 @@ const jiraEvent = z.looseObject({
 
 /**
  * The site is the account's to name, so the service checks it before calling it: https and
- * a host resolving only to public addresses (the clone URL policy's address check), so an
- * integration cannot make the service call its own network.
+ * a host resolving only to addresses the policy allows (public ones: the clone URL policy's
+ * address check), so an integration cannot make the service call its own network.
  */
-async function checkSite(siteUrl: string, allowLocal: boolean): Promise<void> {
-  if (allowLocal) return;
+async function checkSite(siteUrl: string, policy: AddressPolicy): Promise<void> {
   const url = new URL(siteUrl);
   if (url.protocol !== "https:") throw new Error("The Jira site_url must be an https:// URL.");
   const host = url.hostname.replace(/^\[|\]$/g, "");
+  const port = Number(url.port || 443);
   const addresses = ipaddr.isValid(host)
     ? [host]
     : (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
   for (const address of addresses) {
-    const problem = addressProblem(address);
+    const problem = policy.refuse(address, port);
     if (problem) throw new Error(`The Jira site ${host} resolves to ${problem}.`);
   }
 }
 
-/** Keeps connections to Jira sites (one agent for all: its pool is per host). */
-const publicSiteAgent = new HttpsAgent({ keepAlive: true, lookup: publicOnlyLookup });
-
+/**
+ * A client for the integration's site. Unless local sites are allowed (ALLOW_LOCAL_REPOS:
+ * development), the check above is made again at every connection the client opens, and
+ * it follows no redirect and speaks no plain http (util/outbound.ts): no hop goes where the
+ * first was not checked to go. `policy` is for tests (a local HTTPS fake); the default
+ * allows public addresses only.
+ */
 export async function jiraClient(
   integration: IntegrationRecord,
   allowLocal = false,
+  policy: AddressPolicy = PUBLIC_ADDRESSES,
 ): Promise<Version3Client> {
   const settings = integration.settings as JiraSettings;
-  await checkSite(settings.site_url, allowLocal);
+  if (!allowLocal) await checkSite(settings.site_url, policy);
   const secrets = integration.secrets as JiraSecrets;
   return new Version3Client({
     host: settings.site_url,
     authentication: { basic: { email: settings.email, apiToken: secrets.api_token } },
-    // The check above, again at every connection: the site's name is resolved where the
-    // client connects, and a non-public answer is refused (no DNS rebinding past checkSite).
-    ...(allowLocal ? {} : { baseRequestConfig: { httpsAgent: publicSiteAgent } }),
+    ...(allowLocal ? {} : { baseRequestConfig: guardedAxiosConfig(policy) }),
   });
 }
 

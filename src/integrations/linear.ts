@@ -98,7 +98,8 @@ const commentEvent = z.looseObject({
   data: z.looseObject({
     id: z.string(),
     body: z.string().default(""),
-    issueId: z.string(),
+    // Absent on comments of project updates and documents: those are acknowledged only.
+    issueId: z.string().optional(),
     userId: z.string().nullish(),
     user: z.looseObject({ id: z.string(), name: z.string().optional() }).nullish(),
   }),
@@ -290,20 +291,21 @@ export async function handleLinear(
     const { data } = comment;
     const decision = commentCommand(data.body);
     const userId = data.userId ?? data.user?.id;
-    if (!decision || !userId) return OK;
+    const issueId = data.issueId;
+    if (!decision || !userId || !issueId) return OK;
     const client = linearClient(integration, deps.apiUrl);
     await takeGateComment({
       tasks: deps.tasks,
       accountId: integration.account_id,
       integrationId: integration._id,
-      issueId: data.issueId,
+      issueId,
       decision,
       decidedBy: `Linear user ${data.user?.name ?? userId}`,
       author: userId,
       vendor: "linear",
       mayDecide: (task) => isTeamMember(client, task.report_to.ref.team_id ?? "", userId),
       refusal: "Only members of the issue's team may approve or reject this task.",
-      reply: (text) => commentOnIssue(client, data.issueId, text),
+      reply: (text) => commentOnIssue(client, issueId, text),
       claim: once,
       logger,
     });

@@ -166,12 +166,23 @@ const commandForm = z.looseObject({
 const interactionPayload = z.looseObject({
   type: z.string(),
   user: z.looseObject({ id: z.string() }),
-  team: z.looseObject({ id: z.string() }).optional(),
-  channel: z.looseObject({ id: z.string() }).optional(),
+  team: z.looseObject({ id: z.string() }).nullish(),
+  channel: z.looseObject({ id: z.string() }).nullish(),
   trigger_id: z.string().optional(),
   actions: z
     .array(z.looseObject({ action_id: z.string(), value: z.string().optional() }))
     .default([]),
+});
+
+/** The event this door acts on; other event types have fields of other shapes (a `user_change`'s `user` is an object) and are only acknowledged. */
+const mentionEvent = z.looseObject({
+  type: z.literal("app_mention"),
+  user: z.string().optional(),
+  text: z.string().optional(),
+  channel: z.string().optional(),
+  ts: z.string().optional(),
+  thread_ts: z.string().optional(),
+  bot_id: z.string().optional(),
 });
 
 const eventEnvelope = z.looseObject({
@@ -180,17 +191,13 @@ const eventEnvelope = z.looseObject({
   team_id: z.string().optional(),
   event_id: z.string().optional(),
   event: z
-    .looseObject({
-      type: z.string(),
-      user: z.string().optional(),
-      text: z.string().optional(),
-      channel: z.string().optional(),
-      ts: z.string().optional(),
-      thread_ts: z.string().optional(),
-      bot_id: z.string().optional(),
-    })
+    .union([mentionEvent, z.looseObject({ type: z.string().refine((t) => t !== "app_mention") })])
     .optional(),
 });
+
+function isMention(event: { type: string }): event is z.infer<typeof mentionEvent> {
+  return event.type === "app_mention";
+}
 
 /** The request comes from another Slack team than the one installed (or set) here. */
 function wrongTeam(integration: IntegrationRecord, team: string | undefined): boolean {
@@ -347,7 +354,7 @@ async function actOn(
   if (body.endpoint === "events") {
     const { type, challenge, event, event_id, team_id } = body.envelope;
     if (type === "url_verification") return { status: 200, body: { challenge } };
-    if (type !== "event_callback" || event?.type !== "app_mention" || event.bot_id)
+    if (type !== "event_callback" || !event || !isMention(event) || event.bot_id)
       return { status: 200, body: {} };
     if (wrongTeam(integration, team_id)) {
       logger.warn({ team: team_id }, "slack event from another team ignored");

@@ -136,6 +136,19 @@ describe("Slack: malformed signed bodies", () => {
         expect(res.status, `${path} ${body}`).toBe(400);
         expect(res.body.error?.code, body).toBe(code);
       }
+    // Events the door does not act on keep their own shapes (a user_change's user is an
+    // object): acknowledged, not refused.
+    const other = JSON.stringify({
+      type: "event_callback",
+      event_id: "Ev0OTHER1",
+      event: { type: "user_change", user: { id: "U0USER0001", name: "ann" } },
+    });
+    const res = await post(
+      `/integrations/${ids.slack}/slack/events`,
+      other,
+      slackHeaders(other, SLACK_SECRET),
+    );
+    expect(res.status).toBe(200);
   });
 
   it("answers 400 to commands and interactions that are not what Slack sends", async () => {
@@ -225,7 +238,15 @@ describe("Linear", () => {
       expect(res.status, body).toBe(400);
       expect(res.body.error?.code, body).toBe(code);
     }
-    // An event the door does not act on is acknowledged.
+    // An event the door does not act on is acknowledged, and so is a comment on a project
+    // update (it has no issueId).
+    const projectComment = JSON.stringify({
+      type: "Comment",
+      action: "create",
+      webhookTimestamp: now,
+      data: { id: "c1", body: "/approve", projectUpdateId: "pu1", userId: "u1" },
+    });
+    expect((await post(path(), projectComment, linearHeaders(projectComment))).status).toBe(200);
     const other = JSON.stringify({
       type: "Project",
       action: "create",

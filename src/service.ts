@@ -22,7 +22,7 @@ import { createIntake, type Intake } from "./pipeline/intake.js";
 import { createPipeline, type Pipeline } from "./pipeline/runner.js";
 import { StageError } from "./pipeline/errors.js";
 import { createGithubReceiver } from "./github/receiver.js";
-import { mountManifestFlow } from "./github/manifest.js";
+import { createSetupToken, mountManifestFlow, REGISTER_PATH } from "./github/manifest.js";
 import { handleJira } from "./integrations/jira.js";
 import { handleLinear } from "./integrations/linear.js";
 import {
@@ -37,7 +37,6 @@ import { createThreadNotifier } from "./github/notices.js";
 import { createProgressReporter } from "./github/progress.js";
 import { createIntegrationNotifier, integrationNoticeJob } from "./integrations/notices.js";
 import { TASK_REQUEST_JOB, type RequestTask } from "./integrations/task-request.js";
-import { IntakeJournal } from "./queue/intake-journal.js";
 import { taskRequestJob } from "./integrations/task-requests.js";
 import { createRateLimiters } from "./http/rate-limit.js";
 import { ensureRateLimitIndexes } from "./domain/request-records.js";
@@ -196,25 +195,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       allowLocalSites: config.allowLocalRepos,
     }),
   );
-  // Every process takes over what a dead one of its DATA_DIR left in the intake journal.
-  const journal = await IntakeJournal.open({
-    dataDir: config.dataDir,
-    kinds: [TASK_REQUEST_JOB],
-    enqueue: (kind, data, enqueueOptions) => scheduler.enqueue(kind, data, enqueueOptions),
-    logger,
-  });
-  const journalTimer = setInterval(
-    () =>
-      void journal
-        .takeOverDead()
-        .catch((error: unknown) =>
-          logger.warn({ err: error }, "looking for dead writers' intake journals failed"),
-        ),
-    RETAKE_CHECK_MS,
-  );
-  journalTimer.unref();
+  // Answered once the job is in the database: the scheduler groups the inserts of one turn
+  // into one insertMany (db/insert-batcher.ts), well inside Slack's 3-second deadline.
   const requestTask: RequestTask = (request) =>
-    (config.jobs.intakeJournal ? journal : scheduler).enqueue(TASK_REQUEST_JOB, request, {
+    scheduler.enqueue(TASK_REQUEST_JOB, request, {
       unique: { "data.task_id": request.task_id },
     });
   // Tasks from Slack (and the other integrations) report back where they were asked for.
@@ -294,6 +278,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       : await startMetricsServer({ ...config.metrics, port: metricsPort }, logger);
   if (metricsServer) logger.info({ url: metricsServer.url }, "metrics listening");
 
+  // No App yet: registering one needs this token, printed below once the server listens.
+  const setupToken = options.web && !config.github ? createSetupToken() : undefined;
   let http: RunningServer | undefined;
   let accountViews: AccountViewCache | undefined;
   let hub: TaskEventHub | undefined;
@@ -382,9 +368,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
               ),
           },
         },
-        mountPages: config.github
-          ? undefined
-          : (router) => mountManifestFlow(router, { config, logger }),
+        mountPages: setupToken
+          ? (router) => mountManifestFlow(router, { config, logger, setupToken })
+          : undefined,
         accountViews,
         tasks: pipeline.taskDeps,
         streams,
@@ -399,18 +385,19 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       hub.stop();
       streams.close();
       intake?.stop();
-      clearInterval(journalTimer);
-      await journal.close(0);
       await scheduler.stop(0);
       await db.close();
       throw error;
     }
     logger.info({ url: http.url, workers: options.workers, github: Boolean(github) }, "listening");
-    if (!config.github)
+    // The token is the operator's key to the registration page: it goes to the log, the
+    // place only the operator reads (docs/operations.md, "Registering the GitHub App").
+    if (setupToken) {
+      const base = (config.manifest.publicUrl ?? http.url).replace(/\/+$/, "");
       logger.info(
-        { url: `${http.url}/github/register` },
-        "APP_ID unset: register the GitHub App here",
+        `GitHub App not configured: open ${base}${REGISTER_PATH}?token=${setupToken} to register it`,
       );
+    }
   }
 
   let stopping: Promise<void> | undefined;
@@ -436,10 +423,6 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         streams?.close();
         hub?.stop();
         accountViews?.stop();
-        // Requests answered from the journal reach the database before it closes (or stay
-        // in the journal for the next start when it does not answer within the grace).
-        clearInterval(journalTimer);
-        await journal.close(config.jobs.shutdownGraceMs);
         await scheduler.stop(config.jobs.shutdownGraceMs);
         detachMetricsDatabase(db.connection.db);
         await db.close();

@@ -116,7 +116,6 @@ export const envSchema = z.object({
   COMMAND_TIMEOUT_S: positiveInt(600, 86_400),
   JOB_LOCK_LIFETIME_S: positiveInt(120, 86_400),
   SHUTDOWN_GRACE_S: positiveInt(30, 3600),
-  INTAKE_JOURNAL: z.enum(["on", "off"]).default("on"),
   ACCOUNT_VIEW_POLL_MS: positiveInt(500, 60_000),
   EVENT_POLL_MS: positiveInt(200, 60_000),
   WS_BUFFER_BUDGET_KB: positiveInt(65_536, 4_194_304),
@@ -266,12 +265,6 @@ export interface Config {
   jobs: {
     lockLifetimeMs: number;
     shutdownGraceMs: number;
-    /**
-     * Slack, Linear and Jira task requests are answered once appended to DATA_DIR/intake and
-     * inserted into the jobs collection right after (queue/intake-journal.ts); off: the
-     * answer waits for the insert.
-     */
-    intakeJournal: boolean;
   };
   /** How repository commands are contained (util/sandbox.ts). */
   sandbox: {
@@ -480,7 +473,6 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     jobs: {
       lockLifetimeMs: env.JOB_LOCK_LIFETIME_S * 1000,
       shutdownGraceMs: env.SHUTDOWN_GRACE_S * 1000,
-      intakeJournal: env.INTAKE_JOURNAL === "on",
     },
     sandbox: {
       engine: env.SANDBOX,

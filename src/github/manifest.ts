@@ -1,6 +1,6 @@
 import type Router from "@koa/router";
 import { Octokit } from "@octokit/rest";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { existsSync } from "node:fs";
 import { chmod, readFile, rename, writeFile } from "node:fs/promises";
 import path from "node:path";
@@ -18,6 +18,11 @@ import { registerSecret } from "../util/redact.js";
  * App and sends the browser to GET /github/manifest/callback with a one-time code, which is
  * exchanged for the App's credentials (POST /app-manifests/{code}/conversions). They are
  * written to `.env` (mode 0600, never logged) and the operator restarts the service.
+ *
+ * Whoever registers first makes the service run as their App, so the flow is the operator's
+ * alone: the page needs the setup token printed in the log at start (256 random bits, made
+ * anew at each start, compared in constant time), and the callback needs the one-time state
+ * that only a page opened with it hands out (Jupyter's login token is the model).
  */
 
 export const REGISTER_PATH = "/github/register";
@@ -29,6 +34,8 @@ const PLACEHOLDER = "https://foreman.example.com";
 export interface ManifestFlowOptions {
   config: Config;
   logger: Logger;
+  /** The token the registration page needs (createSetupToken; printed in the log at start). */
+  setupToken: string;
   /** The manifest template; `app.yml` of the working directory, else the one shipped here. */
   manifestFile?: string;
 }
@@ -48,6 +55,16 @@ ${body}
 </body></html>
 `;
 }
+
+/** A new setup token for the registration page: 256 random bits, hex. */
+export function createSetupToken(): string {
+  return randomBytes(32).toString("hex");
+}
+
+const digest = (text: string) => createHash("sha256").update(text).digest();
+
+/** Why the registration pages refuse a request without the setup token or its state. */
+const NEEDS_TOKEN = `Registering the GitHub App needs this server's setup token: open the address printed in the service's log at start ("GitHub App not configured: open …${REGISTER_PATH}?token=… to register it").`;
 
 function defaultManifestFile(): string {
   const local = path.resolve("app.yml");
@@ -114,13 +131,23 @@ export function mountManifestFlow(router: Router, options: ManifestFlowOptions):
   const { logger } = options;
   const config = options.config.manifest;
   const envFile = config.envFile;
-  // One-time states of registrations started here (the page's form carries one).
+  // Hashes of equal length, so the comparison takes the same time whatever is sent.
+  const tokenDigest = digest(options.setupToken);
+  const tokenGiven = (value: unknown) =>
+    typeof value === "string" && timingSafeEqual(digest(value), tokenDigest);
+  // One-time states of registrations started here (the page's form carries one), by their
+  // sha256: a lookup's timing tells nothing about a state handed out.
   const states = new Map<string, number>();
+  const stateKey = (state: string) => digest(state).toString("hex");
   let registered: { slug: string; htmlUrl: string } | undefined;
 
   const baseUrlOf = (origin: string) => (config.publicUrl ?? origin).replace(/\/+$/, "");
 
   router.get(REGISTER_PATH, async (ctx) => {
+    if (!tokenGiven(ctx.query.token)) throw errors.forbidden(NEEDS_TOKEN);
+    // The address carries the token: not kept by caches, not sent on as a Referer.
+    ctx.set("Cache-Control", "no-store");
+    ctx.set("Referrer-Policy", "no-referrer");
     if (registered) {
       ctx.type = "text/html; charset=utf-8";
       ctx.body = page(
@@ -132,7 +159,7 @@ export function mountManifestFlow(router: Router, options: ManifestFlowOptions):
     const now = Date.now();
     for (const [state, expires] of states) if (expires < now) states.delete(state);
     const state = randomBytes(16).toString("hex");
-    states.set(state, now + STATE_TTL_MS);
+    states.set(stateKey(state), now + STATE_TTL_MS);
     // protocol and host honour X-Forwarded-* when TRUST_PROXY is set (Koa's `proxy`).
     const baseUrl = baseUrlOf(`${ctx.protocol}://${ctx.host}`);
     const template = await readFile(options.manifestFile ?? defaultManifestFile(), "utf8");
@@ -157,19 +184,18 @@ export function mountManifestFlow(router: Router, options: ManifestFlowOptions):
   router.get(CALLBACK_PATH, async (ctx) => {
     const code = typeof ctx.query.code === "string" ? ctx.query.code : "";
     const state = typeof ctx.query.state === "string" ? ctx.query.state : "";
+    // The state first: only a page opened with the setup token hands one out.
+    const key = stateKey(state);
+    const expires = states.get(key);
+    if (expires === undefined || expires < Date.now())
+      throw errors.forbidden(
+        `Unknown or expired registration: start again at ${REGISTER_PATH}. ${NEEDS_TOKEN}`,
+      );
     if (!/^[\w-]{1,200}$/.test(code))
       throw errors.validation([
         { path: "query.code", message: "GitHub's one-time code is missing." },
       ]);
-    const expires = states.get(state);
-    if (expires === undefined || expires < Date.now())
-      throw errors.validation([
-        {
-          path: "query.state",
-          message: `Unknown or expired registration; start again at ${REGISTER_PATH}.`,
-        },
-      ]);
-    states.delete(state);
+    states.delete(key);
     let app;
     try {
       const octokit = new Octokit({ baseUrl: config.apiUrl, request: { retries: 0 } });
@@ -194,6 +220,8 @@ export function mountManifestFlow(router: Router, options: ManifestFlowOptions):
       ...(app.slug ? { APP_SLUG: app.slug } : {}),
     });
     registered = { slug: app.slug ?? String(app.id), htmlUrl: app.html_url };
+    // Registered: no other registration may follow (the service runs as this App next).
+    states.clear();
     logger.info(
       { appId: app.id, slug: app.slug, envFile },
       "GitHub App registered; its credentials are in the env file: restart the service",

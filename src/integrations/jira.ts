@@ -1,6 +1,4 @@
-import { createHmac, timingSafeEqual } from "node:crypto";
 import { lookup } from "node:dns/promises";
-import { Agent as HttpsAgent } from "node:https";
 import ipaddr from "ipaddr.js";
 import { Version3Client } from "jira.js";
 import { z } from "zod";
@@ -11,7 +9,7 @@ import { errors } from "../errors.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
-import { addressProblem, publicOnlyLookup } from "../util/remote-url.js";
+import { guardedAxiosConfig, PUBLIC_ADDRESSES, type AddressPolicy } from "../util/outbound.js";
 import { findIntegration, type IntegrationRecord } from "../domain/integrations/store.js";
 import type { JiraSecrets, JiraSettings } from "../domain/integrations/kinds.js";
 import type { TaskSource } from "../domain/integrations/types.js";
@@ -28,6 +26,13 @@ import {
   type NoticeKind,
 } from "./tracker.js";
 import { deliveryTaskId, type RequestTask } from "./task-request.js";
+import {
+  checkReplayWindow,
+  hmacHexValid,
+  signedObject,
+  signedShape,
+  type ReplayWindow,
+} from "./signed-request.js";
 
 /*
  * The Jira Cloud door: one admin webhook (issue created/updated, comment created). Adding the
@@ -38,15 +43,21 @@ import { deliveryTaskId, type RequestTask } from "./task-request.js";
  * plan is posted (`started`) and when the task's pull request is merged (`done`; a task
  * that ends without a pull request takes it when it is done). Deliveries are checked
  * against the webhook secret (X-Hub-Signature: sha256=HMAC-SHA256 of the raw body) and their
- * signed `timestamp` (within MAX_AGE_MS: Jira Cloud delivers retries up to 30 minutes late)
- * before anything is read, and acted on once (claimDelivery: the
+ * signed `timestamp` (within JIRA_WINDOW: Jira Cloud delivers retries up to 30 minutes late)
+ * before anything is read, its body read with the schema below (a 400 for one that does not
+ * fit, signed-request.ts), and acted on once (claimDelivery: the
  * X-Atlassian-Webhook-Identifier, which Jira keeps across retries, and the signed body).
  */
 
-/** How old a delivery's signed `timestamp` may be: Jira retries for up to 30 minutes. */
-export const JIRA_MAX_AGE_MS = 35 * 60_000;
-/** How far ahead of this clock it may be (clock skew). */
-const MAX_SKEW_MS = 5 * 60_000;
+/**
+ * How far a delivery's signed `timestamp` may be from this clock: 35 minutes old (Jira
+ * retries for up to 30 minutes), 5 minutes ahead (clock skew).
+ */
+const JIRA_WINDOW: ReplayWindow = {
+  pastMs: 35 * 60_000,
+  futureMs: 5 * 60_000,
+  words: "the window of 35 minutes back and 5 minutes ahead",
+};
 
 export interface JiraDeps {
   tasks: TaskDeps;
@@ -117,39 +128,42 @@ const jiraEvent = z.looseObject({
 
 /**
  * The site is the account's to name, so the service checks it before calling it: https and
- * a host resolving only to public addresses (the clone URL policy's address check), so an
- * integration cannot make the service call its own network.
+ * a host resolving only to addresses the policy allows (public ones: the clone URL policy's
+ * address check), so an integration cannot make the service call its own network.
  */
-async function checkSite(siteUrl: string, allowLocal: boolean): Promise<void> {
-  if (allowLocal) return;
+async function checkSite(siteUrl: string, policy: AddressPolicy): Promise<void> {
   const url = new URL(siteUrl);
   if (url.protocol !== "https:") throw new Error("The Jira site_url must be an https:// URL.");
   const host = url.hostname.replace(/^\[|\]$/g, "");
+  const port = Number(url.port || 443);
   const addresses = ipaddr.isValid(host)
     ? [host]
     : (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
   for (const address of addresses) {
-    const problem = addressProblem(address);
+    const problem = policy.refuse(address, port);
     if (problem) throw new Error(`The Jira site ${host} resolves to ${problem}.`);
   }
 }
 
-/** Keeps connections to Jira sites (one agent for all: its pool is per host). */
-const publicSiteAgent = new HttpsAgent({ keepAlive: true, lookup: publicOnlyLookup });
-
+/**
+ * A client for the integration's site. Unless local sites are allowed (ALLOW_LOCAL_REPOS:
+ * development), the check above is made again at every connection the client opens, and
+ * it follows no redirect and speaks no plain http (util/outbound.ts): no hop goes where the
+ * first was not checked to go. `policy` is for tests (a local HTTPS fake); the default
+ * allows public addresses only.
+ */
 export async function jiraClient(
   integration: IntegrationRecord,
   allowLocal = false,
+  policy: AddressPolicy = PUBLIC_ADDRESSES,
 ): Promise<Version3Client> {
   const settings = integration.settings as JiraSettings;
-  await checkSite(settings.site_url, allowLocal);
+  if (!allowLocal) await checkSite(settings.site_url, policy);
   const secrets = integration.secrets as JiraSecrets;
   return new Version3Client({
     host: settings.site_url,
     authentication: { basic: { email: settings.email, apiToken: secrets.api_token } },
-    // The check above, again at every connection: the site's name is resolved where the
-    // client connects, and a non-public answer is refused (no DNS rebinding past checkSite).
-    ...(allowLocal ? {} : { baseRequestConfig: { httpsAgent: publicSiteAgent } }),
+    ...(allowLocal ? {} : { baseRequestConfig: guardedAxiosConfig(policy) }),
   });
 }
 
@@ -200,11 +214,8 @@ export async function transitionJiraIssue(
 }
 
 /** Whether `header` (X-Hub-Signature) is `sha256=` HMAC-SHA256 of the raw body under `secret`. */
-export function jiraSignatureValid(secret: string, rawBody: string, header: string): boolean {
-  const given = header.replace(/^sha256=/i, "");
-  if (!/^[0-9a-f]{64}$/i.test(given)) return false;
-  const expected = createHmac("sha256", secret).update(rawBody).digest();
-  return timingSafeEqual(expected, Buffer.from(given, "hex"));
+function jiraSignatureValid(secret: string, rawBody: string, header: string): boolean {
+  return /^sha256=/i.test(header) && hmacHexValid(secret, rawBody, header.slice(7));
 }
 
 function labelAdded(event: z.infer<typeof jiraEvent>, label: string): boolean {
@@ -237,20 +248,14 @@ export async function handleJira(
     throw errors.unauthorized("The Jira webhook signature is missing or invalid.");
   const logger = deps.logger.child({ integration: integration._id, jira: "webhook" });
   if (!integration.enabled) return OK;
-  let json: unknown;
-  try {
-    json = JSON.parse(request.rawBody);
-  } catch {
-    throw errors.invalidJson("The Jira webhook body is not valid JSON.");
-  }
   // Stale or replayed: the signed timestamp is the event's time (ms), kept across retries.
-  const sent = (json as { timestamp?: unknown } | null)?.timestamp;
-  const age = typeof sent === "number" ? Date.now() - sent : Number.NaN;
-  if (!(age <= JIRA_MAX_AGE_MS && age >= -MAX_SKEW_MS))
-    throw errors.unauthorized("The Jira webhook delivery carries no timestamp or is too old.");
-  const parsed = jiraEvent.safeParse(json);
-  if (!parsed.success) return OK;
-  const event = parsed.data;
+  const json = signedObject(request.rawBody, "Jira webhook body");
+  checkReplayWindow(
+    typeof json.timestamp === "number" ? json.timestamp : Number.NaN,
+    JIRA_WINDOW,
+    "The Jira delivery's signed timestamp",
+  );
+  const event = signedShape(jiraEvent, json, "body", "Jira webhook body");
   const settings = integration.settings as JiraSettings;
   const marker = (id: string) => markers.jiraDelivery(integration._id, id);
   const once = () => claimDelivery(deps.tasks.models, marker, request.delivery, request.rawBody);

@@ -5,7 +5,6 @@ import {
   Team_StatesQuery,
   UpdateIssueMutation,
 } from "@linear/sdk";
-import { LinearWebhookClient } from "@linear/sdk/webhooks";
 import { z } from "zod";
 import { markers } from "../domain/markers.js";
 import type { TaskRecord } from "../db/models.js";
@@ -30,6 +29,13 @@ import {
   type NoticeKind,
 } from "./tracker.js";
 import { deliveryTaskId, type RequestTask } from "./task-request.js";
+import {
+  checkReplayWindow,
+  hmacHexValid,
+  signedObject,
+  signedShape,
+  type ReplayWindow,
+} from "./signed-request.js";
 
 /*
  * The Linear door: one webhook (Issue and Comment events). Adding the integration's label
@@ -38,10 +44,13 @@ import { deliveryTaskId, type RequestTask } from "./task-request.js";
  * team member takes the gates with `/approve`, `/reject`, `/approve-diff`, `/reject-diff`
  * comments. The issue moves to the team's first "started" state when the plan is posted and
  * to its first "completed" state when the task's pull request is merged (when the task is
- * done, if it opened none). Every delivery is checked with the
- * SDK's verifier (HMAC-SHA256 of the raw body in Linear-Signature; the signed
- * webhookTimestamp within 60 s) before anything is read, and acted on once (claimDelivery:
- * the Linear-Delivery id and the signed body).
+ * done, if it opened none). Every delivery is checked as Linear documents it before
+ * anything is read (HMAC-SHA256 of the raw body in Linear-Signature, then the signed
+ * webhookTimestamp within 60 s of this clock, either way), its body read with the schemas
+ * below (a 400 for one that does not fit), and acted on once (claimDelivery: the
+ * Linear-Delivery id and the signed body). The SDK's LinearWebhookClient checks the same,
+ * but folds a bad signature, a stale time and a body that is not JSON into one exception,
+ * so its caller cannot answer each as what it is (signed-request.ts).
  */
 
 export interface LinearDeps {
@@ -89,7 +98,8 @@ const commentEvent = z.looseObject({
   data: z.looseObject({
     id: z.string(),
     body: z.string().default(""),
-    issueId: z.string(),
+    // Absent on comments of project updates and documents: those are acknowledged only.
+    issueId: z.string().optional(),
     userId: z.string().nullish(),
     user: z.looseObject({ id: z.string(), name: z.string().optional() }).nullish(),
   }),
@@ -173,6 +183,16 @@ export async function isTeamMember(
 
 const OK = { status: 200, body: { ok: true } };
 
+/** Linear's replay window: the signed webhookTimestamp within a minute, either way. */
+const LINEAR_WINDOW: ReplayWindow = {
+  pastMs: 60_000,
+  futureMs: 60_000,
+  words: "the 60-second window",
+};
+
+/** What every Linear delivery carries; Issue and Comment events are read further below. */
+const envelope = z.looseObject({ type: z.string(), action: z.string() });
+
 /** Handles one signed Linear webhook delivery for an integration. */
 export async function handleLinear(
   deps: LinearDeps,
@@ -181,17 +201,21 @@ export async function handleLinear(
 ): Promise<{ status: number; body: unknown }> {
   const integration = await findIntegration(deps.tasks.models, integrationId, "linear");
   const secrets = integration?.secrets as LinearSecrets | undefined;
-  let payload: unknown;
-  try {
-    if (!integration || !secrets || !request.signature) throw new Error("unsigned");
-    payload = new LinearWebhookClient(secrets.webhook_secret).parseData(
-      Buffer.from(request.rawBody),
-      request.signature,
-    );
-  } catch {
-    // One answer for an unknown integration, a bad signature or a stale timestamp.
-    throw errors.unauthorized("The Linear webhook signature is missing, invalid or too old.");
-  }
+  // One answer for an unknown integration and a bad signature.
+  if (
+    !integration ||
+    !secrets ||
+    !hmacHexValid(secrets.webhook_secret, request.rawBody, request.signature)
+  )
+    throw errors.unauthorized("The Linear webhook signature is missing or invalid.");
+  const payload = signedObject(request.rawBody, "Linear webhook body");
+  const sent = payload.webhookTimestamp;
+  checkReplayWindow(
+    typeof sent === "number" ? sent : Number.NaN,
+    LINEAR_WINDOW,
+    "The Linear delivery's signed webhookTimestamp",
+  );
+  const { type } = signedShape(envelope, payload, "body", "Linear webhook body");
   const logger = deps.logger.child({ integration: integration._id, linear: "webhook" });
   if (!integration.enabled) return OK;
   const settings = integration.settings as LinearSettings;
@@ -199,9 +223,13 @@ export async function handleLinear(
   const once = () => claimDelivery(deps.tasks.models, marker, request.delivery, request.rawBody);
   const taskId = deliveryTaskId(integration._id, deliveryKey(request.delivery, request.rawBody));
 
-  const issue = issueEvent.safeParse(payload);
-  if (issue.success) {
-    const { action, data, updatedFrom } = issue.data;
+  if (type === "Issue") {
+    const { action, data, updatedFrom } = signedShape(
+      issueEvent,
+      payload,
+      "body",
+      "Linear Issue event",
+    );
     const label = settings.label.toLowerCase();
     const labelled = data.labels.find((l) => l.name.toLowerCase() === label);
     const trigger =
@@ -257,25 +285,27 @@ export async function handleLinear(
     return unmapped ? OK : queuedAnswer(fresh, taskId);
   }
 
-  const comment = commentEvent.safeParse(payload);
-  if (comment.success && comment.data.action === "create") {
-    const { data } = comment.data;
+  const comment =
+    type === "Comment" ? signedShape(commentEvent, payload, "body", "Linear Comment event") : null;
+  if (comment?.action === "create") {
+    const { data } = comment;
     const decision = commentCommand(data.body);
     const userId = data.userId ?? data.user?.id;
-    if (!decision || !userId) return OK;
+    const issueId = data.issueId;
+    if (!decision || !userId || !issueId) return OK;
     const client = linearClient(integration, deps.apiUrl);
     await takeGateComment({
       tasks: deps.tasks,
       accountId: integration.account_id,
       integrationId: integration._id,
-      issueId: data.issueId,
+      issueId,
       decision,
       decidedBy: `Linear user ${data.user?.name ?? userId}`,
       author: userId,
       vendor: "linear",
       mayDecide: (task) => isTeamMember(client, task.report_to.ref.team_id ?? "", userId),
       refusal: "Only members of the issue's team may approve or reject this task.",
-      reply: (text) => commentOnIssue(client, data.issueId, text),
+      reply: (text) => commentOnIssue(client, issueId, text),
       claim: once,
       logger,
     });

@@ -30,15 +30,18 @@ import {
 } from "../domain/integrations/store.js";
 import type { SlackSecrets, SlackSettings } from "../domain/integrations/kinds.js";
 import type { TaskSource } from "../domain/integrations/types.js";
+import { checkReplayWindow, signedJson, signedShape, type ReplayWindow } from "./signed-request.js";
 
 /*
  * The Slack door: a slash command (`/foreman task [owner/repo] <what>`, `status`, `help`) and
  * app mentions ask for tasks (queued at once, created by the task request job: Slack wants its
  * answer within 3 s); the task reports in a thread (plan and change summary with
  * Approve / Reject buttons, the result, failures); only Slack users the integration allows
- * may press a gate button. Every request is checked with Slack's signature scheme (Bolt's
- * verifier: HMAC of the raw body with the signing secret, 5-minute replay window) before
- * anything is read from it, and each delivery is acted on once.
+ * may press a gate button. Every request is checked before anything is read from it: its
+ * timestamp within 5 minutes of this clock either way (Slack's replay window; Bolt's
+ * verifier only refuses old ones), then Slack's signature (Bolt's verifier: HMAC of the raw
+ * body with the signing secret); a body that is not what the endpoint takes is a 400
+ * (signed-request.ts). Each delivery is acted on once.
  */
 
 export interface SlackDeps {
@@ -163,12 +166,23 @@ const commandForm = z.looseObject({
 const interactionPayload = z.looseObject({
   type: z.string(),
   user: z.looseObject({ id: z.string() }),
-  team: z.looseObject({ id: z.string() }).optional(),
-  channel: z.looseObject({ id: z.string() }).optional(),
+  team: z.looseObject({ id: z.string() }).nullish(),
+  channel: z.looseObject({ id: z.string() }).nullish(),
   trigger_id: z.string().optional(),
   actions: z
     .array(z.looseObject({ action_id: z.string(), value: z.string().optional() }))
     .default([]),
+});
+
+/** The event this door acts on; other event types have fields of other shapes (a `user_change`'s `user` is an object) and are only acknowledged. */
+const mentionEvent = z.looseObject({
+  type: z.literal("app_mention"),
+  user: z.string().optional(),
+  text: z.string().optional(),
+  channel: z.string().optional(),
+  ts: z.string().optional(),
+  thread_ts: z.string().optional(),
+  bot_id: z.string().optional(),
 });
 
 const eventEnvelope = z.looseObject({
@@ -177,17 +191,13 @@ const eventEnvelope = z.looseObject({
   team_id: z.string().optional(),
   event_id: z.string().optional(),
   event: z
-    .looseObject({
-      type: z.string(),
-      user: z.string().optional(),
-      text: z.string().optional(),
-      channel: z.string().optional(),
-      ts: z.string().optional(),
-      thread_ts: z.string().optional(),
-      bot_id: z.string().optional(),
-    })
+    .union([mentionEvent, z.looseObject({ type: z.string().refine((t) => t !== "app_mention") })])
     .optional(),
 });
+
+function isMention(event: { type: string }): event is z.infer<typeof mentionEvent> {
+  return event.type === "app_mention";
+}
 
 /** The request comes from another Slack team than the one installed (or set) here. */
 function wrongTeam(integration: IntegrationRecord, team: string | undefined): boolean {
@@ -202,9 +212,28 @@ export interface SlackRequest {
   contentType: string;
 }
 
-/** Slack's signature check (Bolt's verifier: HMAC of the raw body, 5-minute window). */
-function signedBy(secret: string | undefined, request: SlackRequest): boolean {
-  return Boolean(
+/** Slack's replay window: 5 minutes either way (https://api.slack.com/authentication/verifying-requests-from-slack). */
+const SLACK_WINDOW: ReplayWindow = {
+  pastMs: 5 * 60_000,
+  futureMs: 5 * 60_000,
+  words: "the 5-minute window",
+};
+
+const badSignature = () =>
+  errors.unauthorized("The Slack request signature or timestamp is missing or invalid.");
+
+/**
+ * Slack's checks, before anything is read: the timestamp within the replay window (either
+ * way), then the signature (Bolt's verifier: HMAC of "v0:<timestamp>:<raw body>").
+ */
+function checkSigned(secret: string | undefined, request: SlackRequest): void {
+  if (!/^\d{1,12}$/.test(request.timestamp)) throw badSignature();
+  checkReplayWindow(
+    Number(request.timestamp) * 1000,
+    SLACK_WINDOW,
+    "The Slack request's timestamp (X-Slack-Request-Timestamp)",
+  );
+  const valid =
     secret &&
     isValidSlackRequest({
       signingSecret: secret,
@@ -213,12 +242,49 @@ function signedBy(secret: string | undefined, request: SlackRequest): boolean {
         "x-slack-signature": request.signature,
         "x-slack-request-timestamp": Number(request.timestamp),
       },
-    }),
-  );
+    });
+  if (!valid) throw badSignature();
 }
 
-const badSignature = () =>
-  errors.unauthorized("The Slack request signature is missing, invalid or too old.");
+/** A signed Slack request's body, read as its endpoint sends it. */
+type SlackBody =
+  | { endpoint: "events"; envelope: z.infer<typeof eventEnvelope> }
+  | { endpoint: "commands"; command: z.infer<typeof commandForm> }
+  | { endpoint: "interactions"; payload: z.infer<typeof interactionPayload> };
+
+/**
+ * Reads a signed body: events are JSON, commands a form, interactions a form whose `payload`
+ * field is JSON. Anything else is a 400 (`invalid_json`, `validation_failed`).
+ */
+function readBody(endpoint: SlackEndpoint, rawBody: string): SlackBody {
+  if (endpoint === "events")
+    return {
+      endpoint,
+      envelope: signedShape(
+        eventEnvelope,
+        signedJson(rawBody, "Slack event"),
+        "body",
+        "Slack event",
+      ),
+    };
+  const form = Object.fromEntries(new URLSearchParams(rawBody));
+  if (endpoint === "commands")
+    return {
+      endpoint,
+      command: signedShape(commandForm, form, "body", "Slack slash command"),
+    };
+  if (typeof form.payload !== "string")
+    throw errors.validation([{ path: "body.payload", message: "Required" }]);
+  return {
+    endpoint,
+    payload: signedShape(
+      interactionPayload,
+      signedJson(form.payload, "Slack interaction payload"),
+      "payload",
+      "Slack interaction",
+    ),
+  };
+}
 
 /** Handles one signed Slack request for an integration; the answer is what Slack gets. */
 export async function handleSlack(
@@ -229,21 +295,17 @@ export async function handleSlack(
 ): Promise<DoorAnswer> {
   const integration = await findIntegration(deps.tasks.models, integrationId, "slack");
   const secrets = integration?.secrets as SlackSecrets | undefined;
-  // One answer for an unknown integration, a bad or stale signature: nothing is revealed.
-  if (!integration || !signedBy(secrets?.signing_secret, request)) throw badSignature();
-  return actOn(deps, integration, endpoint, request);
+  // One answer for an unknown integration and a bad signature: nothing is revealed.
+  checkSigned(secrets?.signing_secret, request);
+  if (!integration) throw badSignature();
+  return actOn(deps, integration, readBody(endpoint, request.rawBody), request);
 }
 
 /** The Slack team a request comes from, as each endpoint carries it. */
-function teamOf(endpoint: SlackEndpoint, rawBody: string): string | undefined {
-  try {
-    if (endpoint === "events") return eventEnvelope.parse(JSON.parse(rawBody)).team_id;
-    const form = new URLSearchParams(rawBody);
-    if (endpoint === "commands") return form.get("team_id") ?? undefined;
-    return interactionPayload.parse(JSON.parse(form.get("payload") ?? "null")).team?.id;
-  } catch {
-    return undefined;
-  }
+function teamOf(body: SlackBody): string | undefined {
+  if (body.endpoint === "events") return body.envelope.team_id;
+  if (body.endpoint === "commands") return body.command.team_id;
+  return body.payload.team?.id;
 }
 
 /**
@@ -256,13 +318,11 @@ export async function handleSlackApp(
   endpoint: SlackEndpoint,
   request: SlackRequest,
 ): Promise<DoorAnswer> {
-  if (!signedBy(deps.signingSecret, request)) throw badSignature();
-  if (endpoint === "events") {
-    const envelope = eventEnvelope.safeParse(JSON.parse(request.rawBody || "null"));
-    if (envelope.success && envelope.data.type === "url_verification")
-      return { status: 200, body: { challenge: envelope.data.challenge } };
-  }
-  const team = teamOf(endpoint, request.rawBody);
+  checkSigned(deps.signingSecret, request);
+  const body = readBody(endpoint, request.rawBody);
+  if (body.endpoint === "events" && body.envelope.type === "url_verification")
+    return { status: 200, body: { challenge: body.envelope.challenge } };
+  const team = teamOf(body);
   const integration = team ? await findSlackInstall(deps.tasks.models, team) : null;
   if (!integration) {
     deps.logger.info({ team, slack: endpoint }, "slack request from a team no integration has");
@@ -277,27 +337,24 @@ export async function handleSlackApp(
           : {},
     };
   }
-  return actOn(deps, integration, endpoint, request);
+  return actOn(deps, integration, body, request);
 }
 
 /** Acts on a verified Slack request for `integration`. */
 async function actOn(
   deps: SlackDeps,
   integration: IntegrationRecord,
-  endpoint: SlackEndpoint,
+  body: SlackBody,
   request: SlackRequest,
 ): Promise<DoorAnswer> {
   const settings = integration.settings as SlackSettings;
-  const logger = deps.logger.child({ integration: integration._id, slack: endpoint });
+  const logger = deps.logger.child({ integration: integration._id, slack: body.endpoint });
   if (!integration.enabled) return { status: 200, body: { text: "This integration is disabled." } };
 
-  if (endpoint === "events") {
-    const envelope = eventEnvelope.safeParse(JSON.parse(request.rawBody || "null"));
-    if (!envelope.success)
-      throw errors.validation([{ path: "body", message: "not a Slack event" }]);
-    const { type, challenge, event, event_id, team_id } = envelope.data;
+  if (body.endpoint === "events") {
+    const { type, challenge, event, event_id, team_id } = body.envelope;
     if (type === "url_verification") return { status: 200, body: { challenge } };
-    if (type !== "event_callback" || event?.type !== "app_mention" || event.bot_id)
+    if (type !== "event_callback" || !event || !isMention(event) || event.bot_id)
       return { status: 200, body: {} };
     if (wrongTeam(integration, team_id)) {
       logger.warn({ team: team_id }, "slack event from another team ignored");
@@ -323,12 +380,8 @@ async function actOn(
     return { status: 200, body: {} };
   }
 
-  const form = new URLSearchParams(request.rawBody);
-  if (endpoint === "commands") {
-    const parsed = commandForm.safeParse(Object.fromEntries(form));
-    if (!parsed.success)
-      throw errors.validation([{ path: "body", message: "not a Slack slash command" }]);
-    const cmd = parsed.data;
+  if (body.endpoint === "commands") {
+    const cmd = body.command;
     if (wrongTeam(integration, cmd.team_id))
       return {
         status: 200,
@@ -364,16 +417,7 @@ async function actOn(
   }
 
   // interactions: a gate button
-  let payloadJson: unknown;
-  try {
-    payloadJson = JSON.parse(form.get("payload") ?? "null");
-  } catch {
-    throw errors.invalidJson("The Slack interaction payload is not valid JSON.");
-  }
-  const parsed = interactionPayload.safeParse(payloadJson);
-  if (!parsed.success)
-    throw errors.validation([{ path: "payload", message: "not a Slack interaction" }]);
-  const payload = parsed.data;
+  const payload = body.payload;
   const action = payload.actions[0];
   const decision = action ? GATE_ACTIONS[action.action_id] : undefined;
   if (payload.type !== "block_actions" || !action?.value || !decision)

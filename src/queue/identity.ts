@@ -34,7 +34,7 @@ export function isDeadPredecessor(holder: unknown): boolean {
 }
 
 /** Whether a process of this pid runs on this host (one we may not signal counts as running). */
-export function pidRunning(pid: number): boolean {
+function pidRunning(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -96,7 +96,7 @@ const NULL_FIELDS = [
 ] as const;
 
 /** What names a unique job (its `_id` is derived from it): its name and `unique` fields. */
-export function uniqueJobKey(
+function uniqueJobKey(
   name: string,
   unique: Record<string, unknown> | undefined,
 ): string | undefined {
@@ -159,7 +159,7 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
   const backend = new GuardedMongoBackend(options.db);
   await backend.connect();
   if (backend.connectError) throw backend.connectError;
-  // Jobs queued in one turn (a burst of requests, the intake journal's batch) are one insert.
+  // Jobs queued in one turn (a burst of requests to the Slack, Linear and Jira doors) are one insert.
   const insertJob = createInsertBatcher<Document>(options.db.collection("jobs"));
   const agenda = new Agenda({
     backend,

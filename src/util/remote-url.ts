@@ -11,7 +11,6 @@
  * then). Address classes come from ipaddr.js (the library Express's proxy-addr uses), so
  * the ranges are not hand-written masks.
  */
-import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from "node:dns";
 import { lookup } from "node:dns/promises";
 import ipaddr from "ipaddr.js";
 
@@ -103,45 +102,6 @@ export function addressProblem(address: string): string | null {
   const range = parsed.range();
   if (range === "unicast") return null;
   return `a non-public address (${parsed.toString()}, ${range})`;
-}
-
-type LookupCallback = (
-  error: NodeJS.ErrnoException | null,
-  address: string | LookupAddress[],
-  family?: number,
-) => void;
-
-/**
- * A `lookup` for HTTP agents that call hosts a user named (a Jira site): the name is
- * resolved where the connection is made and refused when any address is not public, so a
- * DNS answer that changes after an earlier check (rebinding) cannot point the call inward.
- */
-export function publicOnlyLookup(
-  hostname: string,
-  options: LookupOptions,
-  callback: LookupCallback,
-): void {
-  dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
-    if (error) return callback(error, "");
-    for (const { address } of addresses) {
-      const problem = addressProblem(address);
-      if (problem)
-        return callback(
-          Object.assign(new Error(`${hostname} resolves to ${problem}`), {
-            code: "EADDRNOTPUBLIC",
-          }),
-          "",
-        );
-    }
-    if (options.all) return callback(null, addresses);
-    const first = addresses[0];
-    if (!first)
-      return callback(
-        Object.assign(new Error(`${hostname} has no address`), { code: "ENOTFOUND" }),
-        "",
-      );
-    callback(null, first.address, first.family);
-  });
 }
 
 /**

@@ -18,6 +18,8 @@ import { startTestServer, type TestServer } from "../helpers/server.js";
  * does): the page's form carries the manifest with this server's URLs; GitHub's callback
  * code is exchanged (nock, checked against GitHub's REST description) and the credentials
  * land in a temporary .env that the next start reads, without a secret in any log line.
+ * The flow is the operator's alone: the page needs the setup token the service prints in
+ * its log at start, and the callback the one-time state only that page hands out.
  */
 
 const PEM = testPrivateKey();
@@ -37,6 +39,15 @@ let dir: string;
 let envFile: string;
 let server: TestServer;
 const logLines: string[] = [];
+let token: string;
+
+/** The setup token a server printed at start, from its log lines. */
+function setupToken(lines: string[]): string {
+  const line = lines.find((l) => l.includes("GitHub App not configured: open "));
+  const found = /\/github\/register\?token=([0-9a-f]+) to register it/.exec(line ?? "")?.[1];
+  if (!found) throw new Error(`no setup token in the log:\n${lines.join("")}`);
+  return found;
+}
 
 beforeAll(async () => {
   nock.disableNetConnect();
@@ -48,6 +59,7 @@ beforeAll(async () => {
     env: { ENV_FILE: envFile, PUBLIC_URL: "https://foreman.acme.test/" },
     logLines,
   });
+  token = setupToken(logLines);
 });
 
 afterEach(() => {
@@ -65,8 +77,10 @@ afterAll(async () => {
 
 /** The form of the registration page: where it posts, and the manifest it carries. */
 async function registrationForm(): Promise<{ action: URL; manifest: Record<string, unknown> }> {
-  const res = await fetch(`${server.url}/github/register`);
+  const res = await fetch(`${server.url}/github/register?token=${token}`);
   expect(res.status).toBe(200);
+  expect(res.headers.get("cache-control")).toBe("no-store");
+  expect(res.headers.get("referrer-policy")).toBe("no-referrer");
   expect(res.headers.get("content-type")).toMatch(/^text\/html/);
   const html = await res.text();
   const action = /<form action="([^"]+)" method="post">/.exec(html)?.[1];
@@ -100,13 +114,42 @@ describe("GitHub App manifest flow", () => {
     expect(JSON.stringify(manifest)).not.toContain("foreman.example.com");
   });
 
-  it("refuses a callback without a code or with a state it did not hand out", async () => {
-    const noCode = await server.api("GET", "/github/manifest/callback?state=abc");
+  it("prints a setup token of 256 bits at start, and refuses the page without it", async () => {
+    expect(token).toMatch(/^[0-9a-f]{64}$/);
+    // PUBLIC_URL is where the operator opens it.
+    expect(logLines.join("")).toContain(
+      `GitHub App not configured: open https://foreman.acme.test/github/register?token=${token} to register it`,
+    );
+    const wrong = `${token.slice(0, -1)}${token.endsWith("0") ? "1" : "0"}`;
+    for (const query of [
+      "",
+      "?token=",
+      `?token=${wrong}`,
+      `?token=${token}x`,
+      "?token=a&token=b",
+    ]) {
+      const res = await server.api("GET", `/github/register${query}`);
+      expect(res.status, query).toBe(403);
+      expect(res.body.error.code).toBe("forbidden");
+      expect(res.body.error.message).toMatch(
+        /setup token: open the address printed in the service's log at start/,
+      );
+    }
+    expect(githubRequests()).toHaveLength(0);
+  });
+
+  it("refuses a callback with a state it did not hand out, then one without a code", async () => {
+    const stranger = await server.api("GET", "/github/manifest/callback?code=abc123&state=forged");
+    expect(stranger.status).toBe(403);
+    expect(stranger.body.error.message).toMatch(/^Unknown or expired registration/);
+    expect(stranger.body.error.message).toMatch(/setup token/);
+    const noState = await server.api("GET", "/github/manifest/callback?code=abc123");
+    expect(noState.status).toBe(403);
+    const { action } = await registrationForm();
+    const state = action.searchParams.get("state")!;
+    const noCode = await server.api("GET", `/github/manifest/callback?state=${state}`);
     expect(noCode.status).toBe(400);
     expect(noCode.body.error.code).toBe("validation_failed");
-    const stranger = await server.api("GET", "/github/manifest/callback?code=abc123&state=forged");
-    expect(stranger.status).toBe(400);
-    expect(JSON.stringify(stranger.body.error.details)).toMatch(/Unknown or expired registration/);
     expect(githubRequests()).toHaveLength(0);
   });
 
@@ -147,7 +190,7 @@ describe("GitHub App manifest flow", () => {
       "GET",
       `/github/manifest/callback?code=one-time-code&state=${state}`,
     );
-    expect(again.status).toBe(400);
+    expect(again.status).toBe(403);
 
     expect((await stat(envFile)).mode & 0o777).toBe(0o600);
     const text = await readFile(envFile, "utf8");
@@ -166,9 +209,10 @@ describe("GitHub App manifest flow", () => {
     expect(next.github).toMatchObject({ appId: "987654", slug: "foreman-acme" });
     expect(next.github!.privateKey.trim()).toBe(PEM.trim());
 
-    // The page now says the App exists; no secret reached a log line.
-    const page = await (await fetch(`${server.url}/github/register`)).text();
+    // The page now says the App exists (to the operator only); no secret reached a log line.
+    const page = await (await fetch(`${server.url}/github/register?token=${token}`)).text();
     expect(page).toContain("Restart the service");
+    expect((await server.api("GET", "/github/register")).status).toBe(403);
     const logs = logLines.join("\n");
     expect(logs).toContain("GitHub App registered");
     for (const secret of [
@@ -180,11 +224,14 @@ describe("GitHub App manifest flow", () => {
       expect(logs).not.toContain(secret);
   });
 
-  it("is not served once an App is configured", async () => {
+  it("is not served once an App is configured, and prints no token", async () => {
+    const lines: string[] = [];
     const configured = await startTestServer({
       env: { APP_ID: "1", PRIVATE_KEY: testPrivateKey(), WEBHOOK_SECRET: "s3cret-webhook" },
+      logLines: lines,
     });
     try {
+      expect(lines.join("")).not.toContain("GitHub App not configured");
       expect((await configured.api("GET", "/github/register")).status).toBe(404);
       expect((await configured.api("GET", "/github/manifest/callback?code=x&state=y")).status).toBe(
         404,
@@ -195,12 +242,18 @@ describe("GitHub App manifest flow", () => {
   });
 
   it("registers on GitHub Enterprise Server under an organization when GHE_HOST and GH_ORG are set", async () => {
+    const ghesLines: string[] = [];
     const ghes = await startTestServer({
       env: { ENV_FILE: envFile, GHE_HOST: "ghe.acme.test", GH_ORG: "acme" },
-      logLines,
+      logLines: ghesLines,
     });
     try {
-      const res = await fetch(`${ghes.url}/github/register`);
+      // Each start prints a token of its own; the other server's is refused here.
+      const ghesToken = setupToken(ghesLines);
+      expect(ghesToken).not.toBe(token);
+      expect(ghesLines.join("")).toContain(`open ${ghes.url}/github/register?token=${ghesToken}`);
+      expect((await ghes.api("GET", `/github/register?token=${token}`)).status).toBe(403);
+      const res = await fetch(`${ghes.url}/github/register?token=${ghesToken}`);
       const html = await res.text();
       const action = /<form action="([^"]+)"/.exec(html)![1]!.replace(/&amp;/g, "&");
       const url = new URL(action);

@@ -328,7 +328,8 @@ describe("integrations: Jira", () => {
     expect(stale.body).toEqual({
       error: {
         code: "unauthorized",
-        message: "The Jira webhook delivery carries no timestamp or is too old.",
+        message:
+          "The Jira delivery's signed timestamp is outside the window of 35 minutes back and 5 minutes ahead around this server's clock: a replayed request, or a clock out of step.",
       },
     });
     expect((await deliver({ ...payload, timestamp: undefined })).status).toBe(401);

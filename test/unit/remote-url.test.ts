@@ -5,12 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { shallowClone } from "../../src/util/git.js";
-import {
-  addressProblem,
-  parseRemote,
-  pinnedAddresses,
-  publicOnlyLookup,
-} from "../../src/util/remote-url.js";
+import { addressProblem, parseRemote, pinnedAddresses } from "../../src/util/remote-url.js";
 
 describe("the clone-URL policy's pieces", () => {
   it("classifies addresses with ipaddr.js ranges", () => {
@@ -75,37 +70,5 @@ describe("the service's git and http redirects", () => {
     );
     expect(seen.length).toBeGreaterThan(0);
     expect(seen.filter((u) => u.startsWith("/moved"))).toEqual([]);
-  });
-});
-
-describe("the public-only lookup of user-named hosts (Jira sites)", () => {
-  it("refuses a name that resolves to loopback, and no connection is made", async () => {
-    let connections = 0;
-    const listener = http.createServer((_req, res) => res.end("reached"));
-    listener.on("connection", () => (connections += 1));
-    await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", resolve));
-    const port = (listener.address() as AddressInfo).port;
-    try {
-      const agent = new http.Agent({ lookup: publicOnlyLookup });
-      const error = await new Promise<NodeJS.ErrnoException>((resolve, reject) => {
-        http
-          .get({ host: "localhost", port, agent }, () => reject(new Error("connected")))
-          .on("error", resolve);
-      });
-      expect(error.code).toBe("EADDRNOTPUBLIC");
-      expect(error.message).toContain("localhost resolves to a non-public address (127.0.0.1");
-      expect(connections).toBe(0);
-    } finally {
-      await new Promise((resolve) => listener.close(resolve));
-    }
-  });
-
-  it("answers in both shapes a lookup is asked for, refusing the same way", async () => {
-    for (const all of [false, true]) {
-      const error = await new Promise<NodeJS.ErrnoException | null>((resolve) =>
-        publicOnlyLookup("localhost", { all }, (err) => resolve(err)),
-      );
-      expect(error?.code).toBe("EADDRNOTPUBLIC");
-    }
   });
 });

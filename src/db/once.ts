@@ -153,7 +153,7 @@ export const markers = {
   // Health reports, automations, jobs
   /** A health report's ending (domain/health-reports.ts). */
   healthEnd: kind("health-end", "health-end", (reportId: string) => [reportId]),
-  /** Attempt `attempt` of a health scan's lease (jobs/health-scan.ts, queue/lease.ts). */
+  /** Attempt `attempt` of a health scan's lease (domain/health-scan.ts, queue/lease.ts). */
   healthLease: kind("health-lease", "health-lease", (reportId: string, attempt: number) => [
     reportId,
     attempt,

@@ -17,9 +17,9 @@ const healthReportsOf = (models: Models) => collectionOf<HealthReportRecord>(mod
 
 /*
  * Health reports (docs/api.md, "Health reports and analytics"): a scan is requested through the
- * API (a `pending` report and a job), measured by a worker (jobs/health-scan.ts) and ended
- * once, `completed` or `failed`, by whoever gets there first (a unique marker, atomic on
- * FerretDB too). A sweep fails reports whose worker went away, so none stays `pending` or
+ * API (a `pending` report and a job), measured by a worker (domain/health-scan.ts
+ * runHealthScan, which alone calls the transitions below) and ended once, `completed` or
+ * `failed`, by whoever gets there first (a unique marker, atomic on FerretDB too). A sweep fails reports whose worker went away, so none stays `pending` or
  * `running` for ever.
  */
 

@@ -3,17 +3,16 @@
  * how much each metric counts; metrics without a score (null) are left out and the weights of
  * the others are renormalised to sum to 1, so an unavailable metric neither helps nor hurts.
  */
+import { HEALTH_METRICS } from "./metrics/index.js";
 import { METRIC_NAMES, type MetricName, type Metrics } from "./types.js";
 
-/** Relative weight of each metric in the overall score (they sum to 100). */
-export const METRIC_WEIGHTS: Readonly<Record<MetricName, number>> = {
-  test_coverage: 25,
-  security: 25,
-  tech_debt: 15,
-  ci_pass_rate: 15,
-  documentation: 10,
-  dependency_freshness: 10,
-};
+/** Relative weight of each metric in the overall score (they sum to 100): each metric's own. */
+export const METRIC_WEIGHTS: Readonly<Record<MetricName, number>> = Object.freeze(
+  Object.fromEntries(METRIC_NAMES.map((name) => [name, HEALTH_METRICS[name].weight])) as Record<
+    MetricName,
+    number
+  >,
+);
 
 /** The grade table of docs/api.md, "The report": the lowest score of each grade, best first. */
 export const GRADE_TABLE: ReadonlyArray<readonly [grade: string, min: number]> = [

@@ -1,38 +1,14 @@
-import { mkdir, rm } from "node:fs/promises";
-import { runLeased } from "../queue/lease.js";
-import path from "node:path";
 import { z } from "zod";
 import type { Config } from "../config/env.js";
-import type { Models } from "../db/models.js";
-import {
-  beatReport,
-  finishReport,
-  openReport,
-  recordReportCommit,
-  startReport,
-  sweepHealthReports,
-  type HealthReportRecord,
-} from "../domain/health-reports.js";
-import { recordDefaultBranch } from "../domain/linking.js";
-import { resolveRepo } from "../domain/workspaces.js";
-import { markers } from "../domain/markers.js";
-import { AppError } from "../errors.js";
-import type { GithubClient } from "../github-api/client.js";
-import type { CiSource } from "../health/ci.js";
-import { scanRepository } from "../health/scanner.js";
-import { GitError, runGit, shallowClone } from "../util/git.js";
-import { remoteGitArgs, RemoteUrlError } from "../util/remote-url.js";
-import type { Logger } from "../util/logger.js";
-import { redactText } from "../util/redact.js";
+import { sweepHealthReports } from "../domain/health-reports.js";
+import { runHealthScan, type HealthScanDeps } from "../domain/health-scan.js";
 import type { JobKind, Scheduler } from "../queue/scheduler.js";
 
 /*
- * The health-scan job (docs/api.md, "How scans run"): a fresh shallow clone under
- * DATA_DIR/health, the metrics, the report, the clone removed. What keeps a report from staying
- * `pending`/`running`: a lease per run (a unique insert, kept alive by a heartbeat that also
- * touches Agenda's lock), so a run whose worker died is taken over after the lock lifetime, at
- * most MAX_ATTEMPTS times; HEALTH_SCAN_TIMEOUT_S bounds a run; and the sweep job fails what no
- * worker finishes (domain/health-reports.ts sweepHealthReports).
+ * The health-scan job (docs/api.md, "How scans run"): its payload names a report, and the
+ * domain runs the scan (domain/health-scan.ts runHealthScan: lease, clone, metrics, report,
+ * clone removed). The sweep job fails what no worker finishes (domain/health-reports.ts
+ * sweepHealthReports).
  */
 
 const scanSchema = z.strictObject({ report_id: z.string().min(1).max(100) });
@@ -40,13 +16,6 @@ export type HealthScanJob = z.infer<typeof scanSchema>;
 
 export const HEALTH_SCAN_JOB = { name: "health.scan", schema: scanSchema } as const;
 export const HEALTH_SWEEP_JOB = "health.sweep";
-/** Runs of one scan (a worker dying mid-scan counts) before the report fails. */
-export const MAX_ATTEMPTS = 2;
-
-/** A failure with the sentence the report's `error` should say. */
-export class ScanError extends Error {
-  override name = "ScanError";
-}
 
 /** Queues the scan of a report; queueing the same report twice is one job. */
 export async function enqueueHealthScan(scheduler: Scheduler, reportId: string): Promise<void> {
@@ -57,178 +26,16 @@ export async function enqueueHealthScan(scheduler: Scheduler, reportId: string):
   );
 }
 
-export interface HealthJobDeps {
-  config: Config;
-  models: Models;
-  logger: Logger;
-  github?: GithubClient | undefined;
-}
-
-/** The readable `error` of a failed scan. */
-export function describeScanFailure(error: unknown, timedOut: boolean, timeoutMs: number): string {
-  let message: string;
-  if (timedOut)
-    message = `The scan did not finish within ${Math.round(timeoutMs / 1000)} s (HEALTH_SCAN_TIMEOUT_S).`;
-  else if (error instanceof ScanError) message = error.message;
-  else if (error instanceof GitError)
-    message = `git failed while cloning the repository: ${error.stderr || error.message}`;
-  else message = "An internal error stopped the scan; the service log has the details.";
-  return redactText(message).slice(0, 2000);
-}
+export type HealthJobDeps = HealthScanDeps;
 
 /** The scan job kind, run by workers. */
 export function createHealthScanJob(deps: HealthJobDeps): JobKind<HealthScanJob> {
-  const { config, models } = deps;
-  const ttlMs = config.jobs.lockLifetimeMs;
-
-  async function cloneSource(report: HealthReportRecord) {
-    let found;
-    try {
-      found = await resolveRepo(models, report.account_id, report.workspace_id, report.repo_id);
-    } catch (error) {
-      if (error instanceof AppError && error.status === 404)
-        throw new ScanError(
-          `The repository ${report.repo_id} is no longer part of workspace ${report.workspace_id}.`,
-        );
-      throw error;
-    }
-    const { workspace, repo } = found;
-    // Unknown until a first clone (installation events do not carry it): the clone then
-    // takes the remote's default branch, and the CI metric asks about the branch it found.
-    const branch = repo.default_branch || null;
-    const installationId = workspace.github?.installation_id;
-    if (workspace.kind !== "github") {
-      const ci: CiSource = { kind: "none", reason: "not a GitHub repository" };
-      // The clone-URL policy again at clone time (the name may resolve elsewhere now).
-      let gitConfig: string[];
-      try {
-        gitConfig = await remoteGitArgs(repo.clone_url, config.allowLocalRepos);
-      } catch (error) {
-        if (error instanceof RemoteUrlError)
-          throw new ScanError(
-            `The clone URL of ${repo.full_name} is not allowed (${error.message}). Only https://, ssh:// and user@host:path remotes on public hosts can be used.`,
-          );
-        throw error;
-      }
-      return { url: repo.clone_url, branch, ci, gitConfig };
-    }
-    const github = deps.github;
-    if (!github || installationId == null)
-      throw new ScanError(
-        "This repository belongs to a GitHub App installation, but the GitHub App is not configured on this worker (APP_ID, PRIVATE_KEY).",
-      );
-    const ci: CiSource = {
-      kind: "github",
-      octokit: () => github.octokit(installationId),
-      fullName: repo.full_name,
-      branch: branch ?? "",
-    };
-    return {
-      url: await github.cloneUrl(installationId, repo.clone_url),
-      branch,
-      ci,
-      gitConfig: [] as string[],
-    };
-  }
-
-  async function run(data: HealthScanJob, touch: () => Promise<void>): Promise<void> {
-    const logger = deps.logger.child({ component: "health-scan", report: data.report_id });
-    const report = await openReport(models, data.report_id);
-    if (!report) return;
-    const result = await runLeased(
-      models,
-      {
-        attempt: (attempt) => markers.healthLease(report._id, attempt),
-        ttlMs,
-        maxAttempts: MAX_ATTEMPTS,
-        beat: async () => {
-          await beatReport(models, report._id);
-          await touch();
-        },
-        onBeatError: (error) => logger.warn({ err: error }, "heartbeat failed"),
-        timeout: { ms: config.health.scanTimeoutMs, reason: "the scan timed out" },
-      },
-      async (run) => {
-        await startReport(models, report, run.lease.attempt);
-        const workdir = path.join(config.dataDir, "health", `${report._id}-${run.lease.attempt}`);
-        let commit: string | null = null;
-        const started = performance.now();
-        try {
-          const source = await cloneSource(report);
-          // A clone left by an earlier run whose worker died on this machine goes too.
-          for (let attempt = 0; attempt <= run.lease.attempt; attempt++)
-            await rm(path.join(config.dataDir, "health", `${report._id}-${attempt}`), {
-              recursive: true,
-              force: true,
-            });
-          await mkdir(path.dirname(workdir), { recursive: true });
-          await shallowClone(source.url, source.branch, workdir, {
-            config: source.gitConfig,
-            timeoutMs: config.pipeline.commandTimeoutS * 1000,
-            signal: run.signal,
-          });
-          commit = (await runGit(["rev-parse", "HEAD"], { cwd: workdir })).trim();
-          if (!source.branch) {
-            // No branch known: the clone followed the remote's HEAD; remember what it found.
-            const found = (
-              await runGit(["symbolic-ref", "--short", "HEAD"], { cwd: workdir })
-            ).trim();
-            if (source.ci.kind === "github") source.ci.branch = found;
-            await recordDefaultBranch(models, report.workspace_id, report.repo_id, found).catch(
-              (error: unknown) =>
-                logger.warn({ err: error }, "could not record the default branch"),
-            );
-          }
-          await recordReportCommit(models, report._id, commit);
-          const result = await scanRepository({
-            root: workdir,
-            coverageTimeoutMs: config.health.coverageTimeoutMs,
-            registry: config.health.registry,
-            ci: source.ci,
-            signal: run.signal,
-          });
-          await finishReport(models, report._id, {
-            status: "completed",
-            commit_sha: commit,
-            score: result.score,
-            grade: result.grade,
-            metrics: result.metrics,
-            weights: result.weights,
-          });
-          logger.info(
-            { score: result.score, ms: Math.round(performance.now() - started) },
-            "health scan finished",
-          );
-        } catch (error) {
-          const message = describeScanFailure(
-            error,
-            run.signal.aborted,
-            config.health.scanTimeoutMs,
-          );
-          logger.warn({ err: error }, "health scan failed");
-          await finishReport(models, report._id, {
-            status: "failed",
-            error: message,
-            commit_sha: commit,
-          });
-        } finally {
-          await rm(workdir, { recursive: true, force: true }).catch(() => undefined);
-        }
-      },
-    );
-    if (result === "exhausted")
-      await finishReport(models, report._id, {
-        status: "failed",
-        error: `The worker running this scan stopped ${MAX_ATTEMPTS} times before finishing it; the workers' logs say why.`,
-      });
-  }
-
   return {
     name: HEALTH_SCAN_JOB.name,
     schema: scanSchema,
-    concurrency: config.health.concurrency,
+    concurrency: deps.config.health.concurrency,
     async run(data, job) {
-      await run(data, async () => {
+      await runHealthScan(deps, data.report_id, async () => {
         await job.touch();
       });
     },

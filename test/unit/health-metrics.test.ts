@@ -21,7 +21,7 @@ import {
 import { compareWithLatest, majorsBehind } from "../../src/health/freshness.js";
 import { gradeFor, overallScore } from "../../src/health/grading.js";
 import { pep440Range, readManifests } from "../../src/health/manifests.js";
-import { securityMetric } from "../../src/health/scanner.js";
+import { securityMetric } from "../../src/health/metrics/security.js";
 import { findDangerousCalls, findSecrets, maskSecret } from "../../src/health/security.js";
 import { findDuplication } from "../../src/health/duplication.js";
 import { findFunctions, measureTechDebt } from "../../src/health/tech-debt.js";

@@ -1,0 +1,54 @@
+/*
+ * What a health metric is (docs/architecture.md, "How to add a health metric"): a name of the
+ * report (health/types.ts METRIC_NAMES), its weight in the overall score, and `measure`, which
+ * reads the one scan context the scanner builds and returns the metric's result.
+ */
+import type { Config } from "../../config/env.js";
+import type { Logger } from "../../util/logger.js";
+import type { CiSource } from "../ci.js";
+import type { RepoFiles } from "../files.js";
+import type { Manifests } from "../manifests.js";
+import type { RegistryClient } from "../registry.js";
+import type { MetricName, MetricResult } from "../types.js";
+
+/** Everything a metric may use, built once per scan by health/scanner.ts. */
+export interface ScanContext {
+  /** The working copy (read it through util/workcopy-fs.ts, never plain node:fs). */
+  root: string;
+  /** Its files, read once (health/files.ts). */
+  files: RepoFiles;
+  /** The dependencies it declares at the root (health/manifests.ts). */
+  manifests: Manifests;
+  /** The package registries and advisory sources, bounded per scan (health/registry.ts). */
+  registry: RegistryClient;
+  /** Where the CI history comes from (GitHub, or none and why). */
+  ci: CiSource;
+  /** How the repository's own commands run in the sandbox (util/sandbox.ts). */
+  sandbox: {
+    /** Budget for every install and test command of the scan together. */
+    timeoutMs: number;
+    /** GOPROXY for Go commands (from GOPROXY_URL). */
+    goproxy: string;
+  };
+  /** The scan's configuration (HEALTH_*). */
+  config: Config["health"];
+  /** Aborted when the scan times out or its worker stops. */
+  signal?: AbortSignal;
+  logger: Logger;
+}
+
+/** One metric of the report: adding one is a file of this shape and a line in ./index.ts. */
+export interface HealthMetric<N extends MetricName = MetricName> {
+  name: N;
+  /** Relative weight in the overall score (the registry's weights sum to 100). */
+  weight: number;
+  /** Measures the working copy; throws only when the scan is aborted. */
+  measure(ctx: ScanContext): Promise<MetricResult>;
+}
+
+/** Notes on a file-reading metric's result that only part of the repository was read. */
+export function noteTruncation(files: RepoFiles, result: MetricResult): MetricResult {
+  if (files.truncated)
+    result.details.truncated = `only part of the repository was read (${JSON.stringify(files.skipped)})`;
+  return result;
+}

@@ -13,7 +13,7 @@ import { gradeFor, METRIC_WEIGHTS, overallScore } from "./grading.js";
 import { readManifests } from "./manifests.js";
 import { HEALTH_METRICS, type ScanContext } from "./metrics/index.js";
 import { RegistryClient } from "./registry.js";
-import { METRIC_NAMES, type MetricResult, type Metrics } from "./types.js";
+import { METRIC_NAMES, type MetricName, type MetricResult, type Metrics } from "./types.js";
 
 export interface ScanOptions {
   root: string;
@@ -56,11 +56,20 @@ async function scanContext(options: ScanOptions): Promise<ScanContext> {
 /** Measures a working copy. Throws only when the scan is aborted. */
 export async function scanRepository(options: ScanOptions): Promise<ScanResult> {
   const ctx = await scanContext(options);
-  // Every metric runs to its end before an error is thrown, so none outlives the scan (and
-  // its working copy).
-  const settled = await Promise.allSettled(
-    METRIC_NAMES.map((name) => HEALTH_METRICS[name].measure(ctx)),
+  // Lookups and analyses start at once; the repository's commands start when the analyses
+  // are done (see HealthMetric.work). Every metric runs to its end before an error is
+  // thrown, so none outlives the scan (and its working copy).
+  const start = (name: MetricName) => HEALTH_METRICS[name].measure(ctx);
+  const runs = new Map<MetricName, Promise<MetricResult>>();
+  for (const name of METRIC_NAMES)
+    if (HEALTH_METRICS[name].work !== "commands") runs.set(name, start(name));
+  await Promise.allSettled(
+    METRIC_NAMES.filter((name) => HEALTH_METRICS[name].work === "analysis").map((name) =>
+      runs.get(name)!,
+    ),
   );
+  for (const name of METRIC_NAMES) if (!runs.has(name)) runs.set(name, start(name));
+  const settled = await Promise.allSettled(METRIC_NAMES.map((name) => runs.get(name)!));
   options.signal?.throwIfAborted();
   const metrics = {} as Record<string, MetricResult>;
   for (const [i, name] of METRIC_NAMES.entries()) {

@@ -8,5 +8,6 @@ import type { HealthMetric } from "./types.js";
 export const ciPassRate: HealthMetric<"ci_pass_rate"> = {
   name: "ci_pass_rate",
   weight: 15,
+  work: "lookup",
   measure: (ctx) => measureCiPassRate(ctx.ci),
 };

@@ -8,5 +8,6 @@ import type { HealthMetric } from "./types.js";
 export const dependencyFreshness: HealthMetric<"dependency_freshness"> = {
   name: "dependency_freshness",
   weight: 10,
+  work: "lookup",
   measure: (ctx) => measureFreshness(ctx.registry, ctx.manifests),
 };

@@ -8,5 +8,6 @@ import { noteTruncation, type HealthMetric } from "./types.js";
 export const documentation: HealthMetric<"documentation"> = {
   name: "documentation",
   weight: 10,
+  work: "analysis",
   measure: async (ctx) => noteTruncation(ctx.files, await measureDocumentation(ctx.files)),
 };

@@ -77,6 +77,7 @@ export function securityMetric(repo: RepoFiles, advisories: AdvisoryResult): Met
 export const security: HealthMetric<"security"> = {
   name: "security",
   weight: 25,
+  work: "lookup",
   measure: async (ctx) =>
     noteTruncation(
       ctx.files,

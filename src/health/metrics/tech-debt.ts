@@ -8,5 +8,6 @@ import { noteTruncation, type HealthMetric } from "./types.js";
 export const techDebt: HealthMetric<"tech_debt"> = {
   name: "tech_debt",
   weight: 15,
+  work: "analysis",
   measure: async (ctx) => noteTruncation(ctx.files, await measureTechDebt(ctx.files)),
 };

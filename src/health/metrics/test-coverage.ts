@@ -8,6 +8,7 @@ import type { HealthMetric } from "./types.js";
 export const testCoverage: HealthMetric<"test_coverage"> = {
   name: "test_coverage",
   weight: 25,
+  work: "commands",
   measure: (ctx) =>
     measureCoverage(ctx.files, {
       root: ctx.root,

@@ -42,6 +42,13 @@ export interface HealthMetric<N extends MetricName = MetricName> {
   name: N;
   /** Relative weight in the overall score (the registry's weights sum to 100). */
   weight: number;
+  /**
+   * What its work is, which decides when the scanner starts it: `lookup` (registries, CI:
+   * waiting on the network) at once; `analysis` (in-process reading of the files) at once;
+   * `commands` (the repository's own commands in the sandbox, with a time budget) only after
+   * the analyses, so they do not take the CPU from commands that are being timed.
+   */
+  work: "analysis" | "lookup" | "commands";
   /** Measures the working copy; throws only when the scan is aborted. */
   measure(ctx: ScanContext): Promise<MetricResult>;
 }

@@ -4,7 +4,9 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/global-setup.ts"],
-    testTimeout: 60_000,
+    // Bounds, not waits: a test that waits on real processes (git, the sandbox, the worker)
+    // must fit a loaded 2-core machine; a fast test ends as soon as it is done.
+    testTimeout: 120_000,
     hookTimeout: 180_000,
     // Two cores: files run two at a time against the one embedded database.
     maxWorkers: 2,

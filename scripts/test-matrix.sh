@@ -25,7 +25,7 @@ solo=(test/integration/database-outage.test.ts test/integration/embedded-db.test
 #  - the sandbox, which runs repository code with that Node on PATH, and the hostile repo;
 #  - coverage measured with V8 (c8, vitest's v8 provider) and the TypeScript-in-dist loader;
 #  - a smoke set of the HTTP and WebSocket server: Node's http limits and timeouts, slow
-#    WebSocket readers, graceful shutdown of open connections, the task lifecycle over both.
+#    WebSocket readers, graceful shutdown of open connections.
 runtime_sensitive=(
   test/integration/start.test.ts
   test/integration/roles.test.ts
@@ -42,7 +42,6 @@ runtime_sensitive=(
   test/integration/http-limits.test.ts
   test/integration/ws-slow-readers.test.ts
   test/integration/shutdown.test.ts
-  test/integration/tasks-lifecycle.test.ts
 )
 runtime_solo=(test/integration/embedded-db.test.ts)
 for f in "${runtime_sensitive[@]}" "${runtime_solo[@]}"; do

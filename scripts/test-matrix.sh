@@ -3,7 +3,8 @@
 # Node and the runtime-sensitive files (listed below, with the reason) on every version in
 # TEST_NODE_VERSIONS (default "22 24"; empty: the machine's only). Those versions come from
 # the npm registry's `node` package, installed once into FOREMAN_NODE_CACHE (default
-# ~/.cache/foreman-node/<major>). Extra arguments go to every vitest run.
+# ~/.cache/foreman-node/<major>). Extra arguments go to the vitest runs of the whole suite
+# and of the runtime-sensitive files (not to the one-at-a-time database files, as before).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -107,10 +108,10 @@ suite() {
     local excludes=()
     for f in "${solo[@]}"; do excludes+=(--exclude "$f"); done
     PATH="$path_with" "$bin" "${vitest[@]}" "${excludes[@]}" "$@"
-    PATH="$path_with" "$bin" "${vitest[@]}" --no-file-parallelism "${solo[@]}" "$@"
+    PATH="$path_with" "$bin" "${vitest[@]}" --no-file-parallelism "${solo[@]}"
   else
     PATH="$path_with" "$bin" "${vitest[@]}" "${runtime_sensitive[@]}" "$@"
-    PATH="$path_with" "$bin" "${vitest[@]}" --no-file-parallelism "${runtime_solo[@]}" "$@"
+    PATH="$path_with" "$bin" "${vitest[@]}" --no-file-parallelism "${runtime_solo[@]}"
   fi
 }
 

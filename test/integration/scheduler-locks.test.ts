@@ -1,5 +1,5 @@
 import mongoose from "mongoose";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createScheduler, type Scheduler } from "../../src/queue/scheduler.js";
 import { createLogger } from "../../src/util/logger.js";
@@ -19,8 +19,13 @@ const schedulers: Scheduler[] = [];
 beforeAll(async () => {
   connection = await mongoose.createConnection(testDatabaseUri("locks")).asPromise();
 });
+// Each test's workers stop after it, passed or failed: three workers left polling every
+// 20 ms load the shared database under the next tests (which timed out behind them on a
+// loaded machine).
+afterEach(async () => {
+  await Promise.all(schedulers.splice(0).map((s) => s.stop(1000)));
+});
 afterAll(async () => {
-  await Promise.all(schedulers.map((s) => s.stop(1000)));
   await connection.close();
 });
 
@@ -69,9 +74,6 @@ describe("job locks", () => {
       scope: "job-lock",
     });
     expect(markers).toBe(jobs);
-    // Stopped here, not after the file: three workers left polling every 20 ms load the
-    // shared database under the next tests (which timed out behind them on a loaded machine).
-    await Promise.all(schedulers.splice(0).map((s) => s.stop(1000)));
   });
 
   it("takes over a job a dead worker had locked but not started, once its lock expired", async () => {

@@ -57,6 +57,12 @@ const script: Script = {
   ],
 };
 
+// Waits for the pipeline (clone, index, the model, verification in the sandbox) through the
+// page or the API: seconds when idle, far longer on a loaded 2-core machine. vitest's
+// expect.poll gives up after 1 s by default, so every wait on the service names its bound,
+// and the tests that make them allow several (360 s: 4 · PIPELINE_MS).
+const PIPELINE_MS = 90_000;
+
 let repo: GitFixture;
 let model: FakeModel;
 let server: TestServer;
@@ -145,8 +151,11 @@ describe("the dashboard", () => {
     const taskId = page.url().split("/").pop()!;
 
     // The plan gate: phases arrived over the WebSocket, the plan is shown with its buttons.
-    await page.getByRole("button", { name: "Approve plan" }).waitFor({ timeout: 30_000 });
-    await expect.poll(() => page.getByTestId("phase").textContent()).toBe("AWAITING_APPROVAL");
+    await page.getByRole("button", { name: "Approve plan" }).waitFor({ timeout: PIPELINE_MS });
+    await page
+      .getByTestId("phase")
+      .filter({ hasText: /^AWAITING_APPROVAL$/ })
+      .waitFor();
     for (const phase of ["CLONING", "INDEXING", "PLANNING"])
       await expect(page.locator(".timeline .phase-done", { hasText: phase }).count()).resolves.toBe(
         1,
@@ -157,7 +166,7 @@ describe("the dashboard", () => {
     await page.getByRole("button", { name: "Approve plan" }).click();
 
     // The diff gate: the diff file by file, the review comment beside its line.
-    await page.getByRole("button", { name: "Approve diff" }).waitFor({ timeout: 60_000 });
+    await page.getByRole("button", { name: "Approve diff" }).waitFor({ timeout: PIPELINE_MS });
     await page.locator(".d2h-file-wrapper", { hasText: "src/greet.js" }).waitFor();
     await expect(page.locator(".review-comment").textContent()).resolves.toContain(
       "Consider trimming the name.",
@@ -170,9 +179,10 @@ describe("the dashboard", () => {
     await screenshot(page, "task-diff");
     await page.getByRole("button", { name: "Approve diff" }).click();
 
-    await expect
-      .poll(() => page.getByTestId("phase").textContent(), { timeout: 60_000 })
-      .toBe("DONE");
+    await page
+      .getByTestId("phase")
+      .filter({ hasText: /^DONE$/ })
+      .waitFor({ timeout: PIPELINE_MS });
     const branch = await page.getByTestId("branch").textContent();
     expect(branch).toMatch(/\S/);
     expect(branch).not.toBe("—");
@@ -184,14 +194,19 @@ describe("the dashboard", () => {
     const lines = await page.getByTestId("log").locator("li").count();
     await page.reload();
     await page.getByTestId("log").waitFor();
-    await expect.poll(() => page.getByTestId("log").locator("li").count()).toBe(lines);
+    await page
+      .getByTestId("log")
+      .locator("li")
+      .nth(lines - 1)
+      .waitFor();
+    expect(await page.getByTestId("log").locator("li").count()).toBe(lines);
     await screenshot(page, "task-done");
 
     await visit("/tasks", "tasks");
     await page.getByRole("link", { name: /Add a greeting helper/ }).waitFor();
     await page.getByLabel("Status").selectOption("failed");
     await page.getByText("No tasks match these filters.").waitFor();
-  }, 180_000);
+  }, 360_000);
 
   it("shows a decision lost to a race as a plain message", async () => {
     const key = (await page.evaluate(() => sessionStorage.getItem("foreman.apiKey")))!;
@@ -207,7 +222,7 @@ describe("the dashboard", () => {
     await expect
       .poll(
         async () => (await server.api("GET", `/tasks/${created.body.id}`, { key })).body.status,
-        { timeout: 30_000 },
+        { timeout: PIPELINE_MS, interval: 200 },
       )
       .toBe("awaiting_approval");
     const p = await context.newPage();
@@ -221,9 +236,12 @@ describe("the dashboard", () => {
     );
     await p.getByRole("button", { name: "Approve plan" }).click();
     await p.getByText("This task is no longer waiting for that decision").waitFor();
-    await expect.poll(() => p.getByTestId("phase").textContent()).toBe("FAILED");
+    await p
+      .getByTestId("phase")
+      .filter({ hasText: /^FAILED$/ })
+      .waitFor();
     await p.close();
-  });
+  }, 360_000);
 
   it("creates a key shown once and revokes it after confirmation", async () => {
     await visit("/keys", "keys");

@@ -43,11 +43,15 @@ export function fakeGithub(): GithubFake {
   };
 }
 
-/** Polls `probe` every 50 ms until it gives a truthy value, for at most `ms`. */
+/**
+ * Polls `probe` every 50 ms until it gives a truthy value, for at most `ms`. The default
+ * bound fits a task's pipeline (clone, index, the model) on a loaded 2-core machine, where
+ * 20 s ran out; it costs nothing when the value comes sooner.
+ */
 export async function until<T>(
   what: string,
   probe: () => Promise<T | undefined | null | false>,
-  ms = 20_000,
+  ms = 60_000,
 ): Promise<T> {
   const deadline = Date.now() + ms;
   for (;;) {

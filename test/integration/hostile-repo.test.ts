@@ -165,8 +165,9 @@ async function expectContained(attempts: Attempt[], loot: string): Promise<void>
   expect(loot).not.toContain(WEBHOOK_CANARY);
   expect(loot).not.toContain("FOREMAN_CANARY");
 
-  // The processes it left behind died with the command.
-  const deadline = Date.now() + 5_000;
+  // The processes it left behind died with the command (a bound, not a wait: on a loaded
+  // 2-core machine the kill and the reaping can outlast the 5 s allowed before).
+  const deadline = Date.now() + 30_000;
   while ((await hostProcesses(TOKEN)).length > 0 && Date.now() < deadline)
     await new Promise((resolve) => setTimeout(resolve, 100));
   expect(await hostProcesses(TOKEN)).toEqual([]);

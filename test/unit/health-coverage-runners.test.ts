@@ -13,12 +13,18 @@ import { execFile } from "node:child_process";
 import { mkdir, readdir, symlink } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { measureCoverage, PYTHON_CANDIDATES } from "../../src/health/coverage.js";
 import { readRepoFiles } from "../../src/health/files.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
+// Each test runs a real runner: jest, vitest, pytest, or `go test`, which compiles the testing
+// packages with coverage when the build cache is cold (~20 s idle, well over a minute on a
+// loaded 2-core machine). The scan's own budget runs out first, so a slow run fails with the
+// tool's reason rather than a bare test timeout.
+const SCAN_BUDGET_MS = 150_000;
+vi.setConfig({ testTimeout: SCAN_BUDGET_MS + 30_000 });
 const exec = promisify(execFile);
 const fixtures: GitFixture[] = [];
 afterAll(async () => {
@@ -69,7 +75,7 @@ async function scan(files: Record<string, string>, linkNodeModules: boolean) {
   fixtures.push(fixture);
   if (linkNodeModules) await linkPackages(path.join(ROOT, "node_modules"), fixture.dir);
   const repo = await readRepoFiles(fixture.dir);
-  const result = await measureCoverage(repo, { root: fixture.dir, timeoutMs: 120_000 });
+  const result = await measureCoverage(repo, { root: fixture.dir, timeoutMs: SCAN_BUDGET_MS });
   const languages = result.details.languages as Array<Record<string, unknown>>;
   return { result, language: languages[0]! };
 }

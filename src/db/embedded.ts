@@ -9,6 +9,7 @@ import {
   readFile,
   rename,
   rm,
+  stat,
   writeFile,
   chmod,
   readdir,
@@ -214,9 +215,14 @@ export async function ensureFerretdb(logger?: Logger): Promise<string> {
   for (;;) {
     try {
       await mkdir(lock);
+      await writeFile(path.join(lock, "owner"), `${os.hostname()}:${process.pid}\n`);
       break;
     } catch {
       if (existsSync(binary)) return binary;
+      if (await isStaleBuildLock(lock)) {
+        await rm(lock, { recursive: true, force: true });
+        continue;
+      }
       if (Date.now() > deadline)
         throw new Error(`timed out waiting for the FerretDB build lock ${lock}`);
       await new Promise((r) => setTimeout(r, 500));
@@ -255,6 +261,27 @@ export async function ensureFerretdb(logger?: Logger): Promise<string> {
     return binary;
   } finally {
     await rm(lock, { recursive: true, force: true });
+  }
+}
+
+/**
+ * A build lock whose builder is gone: its owner process on this host no longer runs (killed
+ * mid-build), or it names no owner a minute after it was made (killed between the two
+ * writes). Without this, every later start waited the whole 15 minutes for it.
+ */
+async function isStaleBuildLock(lock: string): Promise<boolean> {
+  const owner = await readFile(path.join(lock, "owner"), "utf8").catch(() => undefined);
+  if (owner === undefined) {
+    const made = await stat(lock).catch(() => undefined);
+    return made !== undefined && Date.now() - made.mtimeMs > 60_000;
+  }
+  const [host, pid] = owner.trim().split(":");
+  if (host !== os.hostname() || !pid) return false;
+  try {
+    process.kill(Number(pid), 0);
+    return false;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "ESRCH";
   }
 }
 

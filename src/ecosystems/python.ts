@@ -222,7 +222,7 @@ async function pythonCoverage(ctx: CoverageContext): Promise<CoverageAttempt> {
   if (result.timedOut) return timedOutAttempt(result, command, notes);
   const report = await ctx.run(`${python} -m coverage json -q -o ${json}`, env);
   const figures = report?.ok
-    ? parseCoveragePyJson(await readJson(path.join(root, json)), root)
+    ? parseCoveragePyJson(await readJson(path.join(root, json)), ctx.sandboxRoot)
     : null;
   if (!figures)
     return {

@@ -15,6 +15,7 @@ import { RegistryClient, type RegistryConfig, type Severity } from "./registry.j
 import { findDangerousCalls, findSecrets } from "./security.js";
 import { measureTechDebt } from "./tech-debt.js";
 import { clampScore, type MetricResult, type Metrics } from "./types.js";
+import type { SandboxCache } from "../util/sandbox.js";
 
 export interface ScanOptions {
   root: string;
@@ -22,6 +23,8 @@ export interface ScanOptions {
   registry: RegistryConfig;
   ci: CiSource;
   signal?: AbortSignal;
+  /** The package cache of the scan's account and repository (util/sandbox-cache.ts). */
+  cache?: SandboxCache;
 }
 
 export interface ScanResult {
@@ -96,7 +99,10 @@ export function securityMetric(repo: RepoFiles, advisories: AdvisoryResult): Met
   return { score, summary, details, measured: true };
 }
 
-/** Measures a working copy. Throws only when the scan is aborted. */
+/**
+ * Measures a working copy. Throws only when the scan is aborted, or when its tests went past
+ * TASK_DISK_LIMIT_MB (DiskBudgetError).
+ */
 export async function scanRepository(options: ScanOptions): Promise<ScanResult> {
   const repo = await readRepoFiles(options.root);
   options.signal?.throwIfAborted();
@@ -119,6 +125,7 @@ export async function scanRepository(options: ScanOptions): Promise<ScanResult> 
     timeoutMs: options.coverageTimeoutMs,
     ...(options.signal ? { signal: options.signal } : {}),
     goproxy: options.registry.goproxyUrl,
+    ...(options.cache ? { cache: options.cache } : {}),
   });
   const { freshness, advisories } = await network;
   options.signal?.throwIfAborted();

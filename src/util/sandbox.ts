@@ -130,7 +130,7 @@ const PIPE_GRACE_MS = KILL_GRACE_MS + 500;
  * by the redactor (PEM private keys are the longest, about 3.3 KiB for RSA-4096).
  */
 const REDACT_MARGIN = 8 * 1024;
-/** The sandbox's /dev/shm (memory-backed), at most; smaller when the disk budget is. */
+/** The sandbox's /dev/shm (memory-backed), at most; half the disk budget when that is less. */
 const SHM_MB = 256;
 
 /*
@@ -350,6 +350,11 @@ function sandboxIds(): { uid: number; gid: number } {
 
 const MIB = 1024 * 1024;
 
+/** The sandbox's /dev/shm in MiB: SHM_MB, or half the disk budget when that is smaller. */
+function shmLimitMb(diskLimitMb: number): number {
+  return diskLimitMb > 0 ? Math.min(SHM_MB, Math.max(1, Math.floor(diskLimitMb / 2))) : SHM_MB;
+}
+
 /** RLIMIT_FSIZE in MiB: SANDBOX_MAX_FILE_MB, or the disk budget when that is smaller. */
 function fileLimitMb(diskLimitMb: number): number {
   return diskLimitMb > 0 ? Math.min(settings.maxFileMb, diskLimitMb) : settings.maxFileMb;
@@ -370,6 +375,11 @@ function limitArgs(diskLimitMb: number): string[] {
 interface RunMounts {
   /** The working copy to mount: the overlay's mount point, or the host folder. */
   workspace: string;
+  /**
+   * The working copy's folder on the host, to look at before bwrap starts (the overlay's
+   * mount point is still an empty folder then).
+   */
+  hostWorkspace: string;
   /** Where the command sees it: WORKSPACE, or (benchmark only) the host path. */
   workspaceAt: string;
   /** The run's private /tmp (HOME is /tmp/home). */
@@ -385,7 +395,7 @@ interface RunMounts {
  */
 async function bwrapArgs(mounts: RunMounts, network: string[] = []): Promise<string[]> {
   const { uid, gid } = sandboxIds();
-  const shmMb = mounts.diskLimitMb > 0 ? Math.min(SHM_MB, mounts.diskLimitMb) : SHM_MB;
+  const shmMb = shmLimitMb(mounts.diskLimitMb);
   const args = [
     "bwrap",
     "--unshare-all",
@@ -427,7 +437,7 @@ async function bwrapArgs(mounts: RunMounts, network: string[] = []): Promise<str
   // Read-only over itself: hooks, config (fsmonitor, filters, aliases), info/attributes the
   // service's own git reads later can't be written from inside. A `.git` file (a worktree
   // pointer) is pinned the same way; the folder it points to is not mounted at all.
-  if (await lstat(path.join(mounts.workspace, ".git")).catch(() => undefined))
+  if (await lstat(path.join(mounts.hostWorkspace, ".git")).catch(() => undefined))
     args.push(
       "--ro-bind",
       path.join(mounts.workspace, ".git"),
@@ -634,9 +644,7 @@ export function diskBudgetMechanism(): string {
     `temporary files and package cache with du every ${DISK_WATCH_MIN_INTERVAL_MS / 1000}-` +
     `${DISK_WATCH_MAX_INTERVAL_MS / 1000} s (and open deleted files) and stops the command past ` +
     `the budget; the kernel caps single files at ${fileLimitMb(settings.diskLimitMb)} MB (RLIMIT_FSIZE)` +
-    (settings.engine === "bwrap"
-      ? ` and /dev/shm at ${Math.min(SHM_MB, settings.diskLimitMb)} MB`
-      : "")
+    (settings.engine === "bwrap" ? ` and /dev/shm at ${shmLimitMb(settings.diskLimitMb)} MB` : "")
   );
 }
 
@@ -675,7 +683,13 @@ export async function checkSandbox(): Promise<SandboxReport> {
     const args = sandboxArgv({
       run: probe,
       bwrap: await bwrapArgs(
-        { workspace: source, workspaceAt: WORKSPACE, tmp, diskLimitMb: settings.diskLimitMb },
+        {
+          workspace: source,
+          hostWorkspace: workspace,
+          workspaceAt: WORKSPACE,
+          tmp,
+          diskLimitMb: settings.diskLimitMb,
+        },
         net?.bwrapOptions,
       ),
       command: ["/bin/sh", "-c", "true"],
@@ -986,6 +1000,7 @@ export async function runSandboxed(
       const bwrap = await bwrapArgs(
         {
           workspace,
+          hostWorkspace: cwd,
           workspaceAt: mode === "host" ? cwd : WORKSPACE,
           tmp,
           cache: { source: cacheSource, readOnly: cacheReadOnly },

@@ -14,11 +14,11 @@
  *   still counted against the command that wrote it.
  * - "Whenever it may have mattered": every second the watcher asks the filesystems of those
  *   folders how much they use (statfs, microseconds). The run cannot have grown by more
- *   than they did, so while their growth since the last walk is under half the room left,
- *   no walk is needed; otherwise it walks, at most every max(1 s, 20 × the last walk's time)
- *   and at least every 10 s. A command that writes little costs two walks; the walks cost at
- *   most about 5% of the run's time in any case (`diskWatch` in the result and `npm run bench
- *   -- sandbox` report it).
+ *   than they did (short of other processes freeing space meanwhile), so while their growth
+ *   since the last walk is under half the room left, no walk is needed (but every 10 s);
+ *   past half the room it walks when the last walk's time allows (20 × that time since, so
+ *   about 5% busy at most); past all the room it walks at once. A command that writes little
+ *   costs two walks (`diskWatch` in the result, and `npm run bench -- sandbox`, report it).
  * - Files deleted but still open (write, unlink, keep writing) are invisible to `du`: the
  *   open files of the command's processes (/proc/<pid>/fd) that have no name left are added.
  * - The kernel still bounds single files: RLIMIT_FSIZE is the smaller of SANDBOX_MAX_FILE_MB
@@ -114,21 +114,28 @@ export function watchDisk(options: {
     }
   }
 
-  /** True when the run may have grown past half its remaining room since the last walk. */
-  async function mayMatter(): Promise<boolean> {
-    if (!last) return true;
+  /**
+   * How the filesystems' growth since the last walk compares with the run's room left: 2 it
+   * may be past the limit, 1 past half the room, 0 neither.
+   */
+  async function growth(): Promise<0 | 1 | 2> {
+    if (!last) return 2;
     const started = performance.now();
     const grown = (await filesystemsUsed(options.paths)) - last.fsUsed;
     stats.busyMs += performance.now() - started;
-    return grown >= (options.limitBytes - last.bytes) / 2;
+    const room = options.limitBytes - last.bytes;
+    return grown >= room ? 2 : grown >= room / 2 ? 1 : 0;
   }
 
   async function tick(): Promise<void> {
     if (stopped || exceededBytes !== undefined || !last) return;
     const since = performance.now() - last.at;
-    const due = since >= DISK_WATCH_MAX_INTERVAL_MS;
-    const allowed = since >= Math.max(DISK_WATCH_MIN_INTERVAL_MS, last.took * INTERVAL_FACTOR);
-    if (due || (allowed && (await mayMatter()))) await walk();
+    // Possibly past the limit: walk now (once a second at most). Past half the room: walk
+    // when the last walk's cost allows. Otherwise only every DISK_WATCH_MAX_INTERVAL_MS.
+    const level = await growth();
+    const cheapEnough = since >= last.took * INTERVAL_FACTOR;
+    if (level === 2 || (level === 1 && cheapEnough) || since >= DISK_WATCH_MAX_INTERVAL_MS)
+      await walk();
     else stats.skipped++;
     schedule();
   }
@@ -151,7 +158,7 @@ export function watchDisk(options: {
       stopped = true;
       clearTimeout(timer);
       await running;
-      if (exceededBytes === undefined && (await mayMatter())) await walk();
+      if (exceededBytes === undefined && (await growth()) > 0) await walk();
       else stats.skipped++;
     },
     cancel() {

@@ -9,9 +9,10 @@
  * process group past the limit:
  *
  * - `du -s -x -B1` (allocated blocks, hard links once, sparse files as what they use) over
- *   those folders, under `nice`: once when the command starts, then whenever it may have
- *   mattered, and once more when the command has ended, so what the last second wrote is
- *   still counted against the command that wrote it.
+ *   those folders, under `nice`: when the command starts (unless an earlier run's walk of
+ *   the same working copy is known), then whenever it may have mattered, and once more when
+ *   the command has ended if it may matter, so what the last second wrote is still counted
+ *   against the command that wrote it.
  * - "Whenever it may have mattered": every second the watcher asks the filesystems of those
  *   folders how much they use (statfs, microseconds). The run cannot have grown by more
  *   than they did (short of other processes freeing space meanwhile), so while their growth
@@ -66,6 +67,20 @@ export interface DiskWatch {
   cancel(): void;
 }
 
+/*
+ * The last walk of each working copy (and cache), kept across runs: the next run on it starts
+ * from that figure plus the filesystems' growth since, instead of walking at its start. A
+ * working copy that shrank meanwhile is only overestimated (one walk more, never one less).
+ */
+const lastKnown = new Map<string, { bytes: number; fsUsed: number }>();
+const LAST_KNOWN_MAX = 1000;
+
+function remember(key: string, value: { bytes: number; fsUsed: number }): void {
+  lastKnown.delete(key);
+  lastKnown.set(key, value);
+  if (lastKnown.size > LAST_KNOWN_MAX) lastKnown.delete(lastKnown.keys().next().value!);
+}
+
 /** Bytes in use on the filesystems of `paths`, one figure per filesystem. */
 async function filesystemsUsed(paths: string[]): Promise<number> {
   const devices = new Map<number, string>();
@@ -84,9 +99,11 @@ async function filesystemsUsed(paths: string[]): Promise<number> {
 /**
  * Starts measuring `paths` (and the open deleted files of `rootPid`'s process tree) against
  * `limitBytes`; `onExceeded` is called once, the first time a measurement is past it.
+ * `key` names what persists between runs (the working copy and cache), for lastKnown.
  */
 export function watchDisk(options: {
   paths: string[];
+  key: string;
   rootPid: number | undefined;
   limitBytes: number;
   onExceeded(bytes: number): void;
@@ -108,6 +125,7 @@ export function watchDisk(options: {
     stats.busyMs += took;
     stats.peakBytes = Math.max(stats.peakBytes, bytes);
     last = { bytes, fsUsed, at: performance.now(), took };
+    remember(options.key, { bytes, fsUsed });
     if (bytes > options.limitBytes && exceededBytes === undefined) {
       exceededBytes = bytes;
       options.onExceeded(bytes);
@@ -148,7 +166,12 @@ export function watchDisk(options: {
     timer.unref();
   }
 
-  running = walk().then(schedule);
+  // A first walk only for a working copy not seen before; otherwise the first look decides.
+  const known = lastKnown.get(options.key);
+  if (known) {
+    last = { ...known, at: performance.now(), took: 0 };
+    running = tick();
+  } else running = walk().then(schedule);
   return {
     stats,
     get exceededBytes() {

@@ -1083,6 +1083,7 @@ export async function runSandboxed(
       if (diskLimitMb > 0 && pid !== undefined)
         watch = watchDisk({
           paths: watched,
+          key: JSON.stringify([cwd, options.cache?.dir ?? null]),
           rootPid: pid,
           limitBytes: diskLimitMb * MIB,
           // Past the budget: stopped like a timeout, whole group and PID namespace.

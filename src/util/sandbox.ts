@@ -164,6 +164,11 @@ export interface SandboxSettings {
   /** Host paths never visible inside, even below a mounted toolchain folder (DATA_DIR). */
   hiddenPaths: string[];
   /**
+   * Host folders mounted read-only at their own path besides the usual layout; none by
+   * default (tests whose fixtures link to this checkout's node_modules).
+   */
+  readOnlyPaths: string[];
+  /**
    * TASK_DISK_LIMIT_MB: what a run's working copy, temporary files and package cache may
    * take on disk while it runs (util/sandbox-disk.ts); 0 turns the watcher off.
    */
@@ -180,6 +185,7 @@ const DEFAULT_SETTINGS: SandboxSettings = {
   maxProcs: 1024,
   maxFileMb: 1024,
   hiddenPaths: [],
+  readOnlyPaths: [],
   diskLimitMb: 2048,
 };
 
@@ -434,6 +440,7 @@ async function bwrapArgs(mounts: RunMounts, network: string[] = []): Promise<str
   const modules = path.join(SERVICE_ROOT, "node_modules");
   if (await stat(modules).catch(() => undefined))
     args.push("--ro-bind", modules, SERVICE_MODULES_MOUNT);
+  for (const extra of settings.readOnlyPaths) args.push("--ro-bind", extra, extra);
   // Read-only over itself: hooks, config (fsmonitor, filters, aliases), info/attributes the
   // service's own git reads later can't be written from inside. A `.git` file (a worktree
   // pointer) is pinned the same way; the folder it points to is not mounted at all.

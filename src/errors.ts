@@ -19,6 +19,7 @@ export type ErrorCode =
   | "rate_limited"
   | "internal"
   | "upstream_unavailable"
+  | "insufficient_storage"
   | "not_ready";
 
 export interface FieldProblem {
@@ -83,6 +84,11 @@ export const errors = {
   upstream: (message: string, status = 502) =>
     new AppError(status, "upstream_unavailable", message),
   notReady: (message: string) => new AppError(503, "not_ready", message),
+  /** The worker's disk is nearly full (DATA_DIR_MIN_FREE_MB): nothing new is started. */
+  insufficientStorage: (message: string, retryAfterS: number) =>
+    new AppError(503, "insufficient_storage", message, undefined, {
+      "Retry-After": String(retryAfterS),
+    }),
   databaseUnavailable: (retryAfterS = DATABASE_RETRY_AFTER_S) =>
     new AppError(
       503,

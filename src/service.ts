@@ -1,3 +1,4 @@
+import path from "node:path";
 import type { Config } from "./config/env.js";
 import { registerConfigSecrets } from "./config/env.js";
 import { connectDatabase, type Database } from "./db/connection.js";
@@ -59,6 +60,8 @@ import {
   setIdentityDataDir,
 } from "./queue/identity.js";
 import { checkSandbox, configureSandbox } from "./util/sandbox.js";
+import { configureSandboxCaches } from "./util/sandbox-cache.js";
+import { createStorageCheck } from "./domain/storage.js";
 
 export interface ServiceOptions {
   config: Config;
@@ -114,14 +117,38 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   setIdentityDataDir(config.dataDir);
   // Before anything else: workers must not start running repository code without the
   // boundary they were configured with (util/sandbox.ts).
-  configureSandbox({ ...config.sandbox, hiddenPaths: [config.dataDir] });
+  configureSandbox({
+    engine: config.sandbox.engine,
+    network: config.sandbox.network,
+    memoryMb: config.sandbox.memoryMb,
+    maxProcs: config.sandbox.maxProcs,
+    maxFileMb: config.sandbox.maxFileMb,
+    diskLimitMb: config.sandbox.diskLimitMb,
+    hiddenPaths: [config.dataDir],
+  });
+  // Per account and repository, under DATA_DIR: DATA_DIR_MIN_FREE_MB covers them too.
+  configureSandboxCaches({
+    root: path.join(config.dataDir, "sandbox-cache"),
+    maxAgeDays: config.sandbox.cacheMaxAgeDays,
+  });
   if (config.sandbox.engine === "none") {
     logger.warn(
       "SANDBOX=none: repository commands (verification, run_command, health-scan tests) run UNCONTAINED with this service's user, files and network. Only for repositories you fully trust; install bubblewrap and unset SANDBOX to contain them.",
     );
-  } else if (options.workers) {
-    await checkSandbox();
   }
+  if (options.workers) {
+    // Once at start: how the working copy is mounted and how the disk budget is kept.
+    const report = await checkSandbox();
+    logger.info(
+      {
+        workspace_mount: report.workspaceMount,
+        disk_budget: report.diskBudget,
+        data_dir_min_free_mb: config.dataDirMinFreeMb,
+      },
+      `sandbox ready: working copies at /workspace (${report.workspaceMount === "overlay" ? "overlay mount" : report.workspaceMount === "bind" ? "bind mount: its host path shows in the sandbox's /proc/self/mountinfo" : "SANDBOX=none: at their host paths"}); disk budget: ${report.diskBudget}`,
+    );
+  }
+  const checkStorage = createStorageCheck(config.dataDir, config.dataDirMinFreeMb);
   const db = await connectDatabase(config, logger);
   if (config.metrics.enabled) enableMetrics(db.connection.db, config.metrics.dbReadEveryMs);
 
@@ -231,6 +258,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   await workspaceCache.start();
   const integrationCache = await startIntegrationCache(db.models, config.accountViewPollMs);
   pipeline.taskDeps.insertTask = createInsertBatcher(newTaskCollection(db.models));
+  pipeline.taskDeps.checkStorage = checkStorage;
   pipeline.taskDeps.cache = {
     tier: (id) => tierCache.get(id),
     workspace: (id) => workspaceCache.get(id),
@@ -377,7 +405,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         githubClient,
         modelClient,
         cron: cronJobs,
-        healthScans: { enqueue: (id) => enqueueHealthScan(scheduler, id) },
+        healthScans: { enqueue: (id) => enqueueHealthScan(scheduler, id), checkStorage },
       });
     } catch (error) {
       await metricsServer?.close();

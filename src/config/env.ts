@@ -139,6 +139,13 @@ export const envSchema = z.object({
   SANDBOX_MEMORY_MB: positiveInt(4096, 1_048_576),
   SANDBOX_MAX_PROCS: positiveInt(1024, 1_000_000),
   SANDBOX_MAX_FILE_MB: positiveInt(1024, 1_048_576),
+  // Disk a task's (or scan's) working copy, temporary files and package cache may take while
+  // its commands run (util/sandbox-disk.ts); 0: not watched.
+  TASK_DISK_LIMIT_MB: z.coerce.number().int().min(0).max(16_777_216).default(2048),
+  // Package caches (per account and repository) unused this long are removed.
+  SANDBOX_CACHE_MAX_AGE_DAYS: positiveInt(14, 3650),
+  // Free space under DATA_DIR below which new tasks and scans are refused (503); 0: never.
+  DATA_DIR_MIN_FREE_MB: z.coerce.number().int().min(0).max(16_777_216).default(1024),
   // GET /metrics (src/metrics/): who may read it; see metricsExposure() below.
   METRICS: z.enum(["auto", "off", "public", "token"]).default("auto"),
   METRICS_TOKEN: optionalString.pipe(
@@ -274,7 +281,16 @@ export interface Config {
     memoryMb: number;
     maxProcs: number;
     maxFileMb: number;
+    /** TASK_DISK_LIMIT_MB; 0: not watched. */
+    diskLimitMb: number;
+    /** SANDBOX_CACHE_MAX_AGE_DAYS: unused package caches are removed after this. */
+    cacheMaxAgeDays: number;
   };
+  /**
+   * DATA_DIR_MIN_FREE_MB: below this much free space under DATA_DIR, task and scan creation
+   * answer 503 `insufficient_storage` (domain/storage.ts); 0: never.
+   */
+  dataDirMinFreeMb: number;
   /** Prometheus metrics: recorded when `enabled`; read on the public port and/or a port of their own. */
   metrics: {
     enabled: boolean;
@@ -480,7 +496,10 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       memoryMb: env.SANDBOX_MEMORY_MB,
       maxProcs: env.SANDBOX_MAX_PROCS,
       maxFileMb: env.SANDBOX_MAX_FILE_MB,
+      diskLimitMb: env.TASK_DISK_LIMIT_MB,
+      cacheMaxAgeDays: env.SANDBOX_CACHE_MAX_AGE_DAYS,
     },
+    dataDirMinFreeMb: env.DATA_DIR_MIN_FREE_MB,
     accountViewPollMs: env.ACCOUNT_VIEW_POLL_MS,
     eventPollMs: env.EVENT_POLL_MS,
     metrics: metricsExposure(env),

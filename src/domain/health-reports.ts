@@ -119,15 +119,21 @@ const SCAN_UNDER_WAY_MS = 60 * 60_000;
 
 /**
  * Requests a scan: a `pending` report and its job. A scan of the same repository already
- * pending or running is answered instead of queueing a second one.
+ * pending or running is answered instead of queueing a second one. `scans.checkStorage`
+ * throws 503 `insufficient_storage` when DATA_DIR is nearly full (domain/storage.ts): then
+ * nothing is created.
  */
 export async function requestScan(
   models: Models,
   accountId: string,
   input: { repo_id: string; workspace_id?: string | undefined },
-  enqueue: (reportId: string) => Promise<void>,
+  scans: {
+    enqueue(reportId: string): Promise<void>;
+    checkStorage?: (() => Promise<void>) | undefined;
+  },
   now = new Date(),
 ): Promise<HealthReportRecord> {
+  const enqueue = (id: string) => scans.enqueue(id);
   const { workspace, repo } = await findAccountRepo(
     models,
     accountId,
@@ -149,6 +155,7 @@ export async function requestScan(
     await enqueue(underWay._id);
     return underWay;
   }
+  await scans.checkStorage?.();
   const doc: HealthReportRecord = {
     _id: newId("hr"),
     account_id: accountId,

@@ -1,3 +1,5 @@
+import { sandboxCache } from "../util/sandbox-cache.js";
+import { StageError } from "../util/stage-error.js";
 import { mkdir, rm } from "node:fs/promises";
 import path from "node:path";
 import type { Config } from "../config/env.js";
@@ -55,6 +57,8 @@ export function describeScanFailure(error: unknown, timedOut: boolean, timeoutMs
   if (timedOut)
     message = `The scan did not finish within ${Math.round(timeoutMs / 1000)} s (HEALTH_SCAN_TIMEOUT_S).`;
   else if (error instanceof ScanError) message = error.message;
+  // Reported on purpose, e.g. its tests went past TASK_DISK_LIMIT_MB (util/sandbox-disk.ts).
+  else if (error instanceof StageError) message = error.message;
   else if (error instanceof GitError)
     message = `git failed while cloning the repository: ${error.stderr || error.message}`;
   else message = "An internal error stopped the scan; the service log has the details.";
@@ -180,6 +184,11 @@ export async function runHealthScan(
           ci: source.ci,
           logger,
           signal: run.signal,
+          // The account's own package cache for this repository, as its tasks use.
+          cache: await sandboxCache({
+            account: report.account_id,
+            repo: `${report.workspace_id}/${report.repo_id}`,
+          }),
         });
         await finishReport(models, report._id, {
           status: "completed",

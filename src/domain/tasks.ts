@@ -62,6 +62,11 @@ export interface TaskDeps {
   /** Removes a task's working copy, if this process can see it. */
   workdirOf?(taskId: string): string;
   /**
+   * Throws 503 `insufficient_storage` while DATA_DIR has less free space than
+   * DATA_DIR_MIN_FREE_MB (domain/storage.ts): a task is refused rather than started to fail.
+   */
+  checkStorage?(): Promise<void>;
+  /**
    * Tells the place a task reports to (its GitHub thread, chat thread or tracker issue) that
    * the plan or the diff waits for approval, that the task ended, or that its pull request
    * was merged (recordPullRequestOutcome). Set by the composition root.
@@ -264,6 +269,7 @@ export async function createTask(
     const existing = await tasksOf(deps.models).findOne({ _id: options.id });
     if (existing) return existingTask(existing, accountId);
   }
+  await deps.checkStorage?.();
   await checkSkillAndAgent(deps.models, accountId, input);
   const cache = deps.cache;
   const [{ workspace, repo }, cachedTier, notify] = await Promise.all([
@@ -344,6 +350,7 @@ export async function createTasks(
   inputs: BatchTaskInput[],
 ): Promise<TaskRecord[]> {
   if (inputs.length === 0) return [];
+  await deps.checkStorage?.();
   const repos = new Map<string, Awaited<ReturnType<typeof resolveRepo>>>();
   for (const input of inputs) {
     const key = `${input.workspace_id}\n${input.repo_id}`;

@@ -3,7 +3,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import semver from "semver";
 import { readBounded } from "../indexer/read-files.js";
-import { describeResult } from "../util/sandbox.js";
+import { describeResult, sandboxPath } from "../util/sandbox.js";
 import {
   exists,
   isDirectory,
@@ -344,7 +344,8 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
   }
 
   const bin = path.join(root, "node_modules", ".bin");
-  const pathEnv = { PATH: `${bin}:${process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin"}` };
+  const binSeen = path.posix.join(ctx.sandboxRoot, "node_modules", ".bin");
+  const pathEnv = { PATH: `${binSeen}:${process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin"}` };
   const own = findCoverageScript(scripts);
   let command: string;
   let method: string;
@@ -386,7 +387,7 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
     const step = coverageStep(script, VITEST);
     if (step) alone = { command: `${step} ${args}`, summaryFile };
   } else {
-    command = `node ${shellQuote(serviceC8())} --reporter=json-summary --report-dir=${REPORT_DIR} --temp-directory=${REPORT_DIR}/tmp npm test`;
+    command = `node ${shellQuote(sandboxPath(serviceC8()))} --reporter=json-summary --report-dir=${REPORT_DIR} --temp-directory=${REPORT_DIR}/tmp npm test`;
     method = "c8 around npm test";
     summaryFile = path.join(root, REPORT_DIR, "coverage-summary.json");
   }
@@ -394,7 +395,7 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
   let result = await ctx.run(command, pathEnv);
   if (!result) return { ok: false, reason: ctx.outOfTime(), command, notes };
   if (result.timedOut) return timedOutAttempt(result, command, notes);
-  let figures = parseIstanbulSummary(await readJson(root, summaryFile), root);
+  let figures = parseIstanbulSummary(await readJson(root, summaryFile), ctx.sandboxRoot);
   let testsPassed = result.ok;
   if (!figures && alone) {
     // A failing earlier step (`a && jest`) stopped the script before its coverage step, or
@@ -405,7 +406,7 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
     const again = await ctx.run(alone.command, pathEnv);
     if (!again) return { ok: false, reason: ctx.outOfTime(), command, notes };
     if (again.timedOut) return timedOutAttempt(again, alone.command, notes);
-    figures = parseIstanbulSummary(await readJson(root, alone.summaryFile), root);
+    figures = parseIstanbulSummary(await readJson(root, alone.summaryFile), ctx.sandboxRoot);
     if (figures) {
       notes.push(
         first.ok
@@ -422,7 +423,7 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
     if (report?.ok)
       figures = parseIstanbulSummary(
         await readJson(root, path.join(REPORT_DIR, "coverage-summary.json")),
-        root,
+        ctx.sandboxRoot,
       );
   }
   if (!figures)

@@ -219,7 +219,9 @@ async function pythonCoverage(ctx: CoverageContext): Promise<CoverageAttempt> {
   if (!result) return { ok: false, reason: ctx.outOfTime(), command, notes };
   if (result.timedOut) return timedOutAttempt(result, command, notes);
   const report = await ctx.run(`${python} -m coverage json -q -o ${json}`, env);
-  const figures = report?.ok ? parseCoveragePyJson(await readJson(root, json), root) : null;
+  const figures = report?.ok
+    ? parseCoveragePyJson(await readJson(root, json), ctx.sandboxRoot)
+    : null;
   if (!figures)
     return {
       ok: false,

@@ -70,6 +70,11 @@ export type CoverageAttempt =
 /** What health/coverage.ts gives an adapter: the working copy, its files and a time budget. */
 export interface CoverageContext {
   root: string;
+  /**
+   * The working copy as the commands see it (/workspace in the sandbox, `root` with
+   * SANDBOX=none): for paths handed to a command and read back from its reports.
+   */
+  sandboxRoot: string;
   files: ReadonlyMap<string, SourceFile>;
   /** GOPROXY for module downloads (from GOPROXY_URL). */
   goproxy?: string | undefined;

@@ -24,7 +24,13 @@
  * cannot be measured, its coverage is estimated from the ratio of test to source lines
  * and marked so (`measured: false` with the reason).
  */
-import { runSandboxed, type SandboxResult } from "../util/sandbox.js";
+import {
+  diskBudgetFailure,
+  runSandboxed,
+  sandboxRoot,
+  type SandboxCache,
+  type SandboxResult,
+} from "../util/sandbox.js";
 import {
   ECOSYSTEMS,
   type CoverageAdapter,
@@ -86,6 +92,8 @@ export interface CoverageOptions {
   signal?: AbortSignal;
   /** GOPROXY for `go test` (from GOPROXY_URL). */
   goproxy?: string;
+  /** The package cache of the scan's account and repository (util/sandbox-cache.ts). */
+  cache?: SandboxCache;
 }
 
 /** An estimate never claims more than this. */
@@ -114,13 +122,18 @@ async function run(
 ): Promise<SandboxResult | null> {
   const left = budget.remaining();
   if (left < 1000) return null;
-  return runSandboxed(command, {
+  const result = await runSandboxed(command, {
     cwd: options.root,
     timeoutMs: left,
     maxOutputBytes: OUTPUT_BYTES,
     env,
     ...(options.signal ? { signal: options.signal } : {}),
+    ...(options.cache ? { cache: options.cache } : {}),
   });
+  // Past TASK_DISK_LIMIT_MB the scan fails with the reason (jobs/health-scan.ts).
+  const overBudget = diskBudgetFailure(result, "scan");
+  if (overBudget) throw overBudget;
+  return result;
 }
 
 function outOfTime(budget: Budget): string {
@@ -150,6 +163,8 @@ export async function measureCoverage(
   const byPath = new Map(repo.files.map((f) => [f.path, f]));
   const context = {
     root: options.root,
+    // Where the commands see the working copy: reports name files under it.
+    sandboxRoot: sandboxRoot(options.root),
     files: byPath,
     goproxy: options.goproxy,
     run: (command: string, env?: Record<string, string>) => run(command, options, budget, env),

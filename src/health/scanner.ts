@@ -7,6 +7,7 @@
  */
 import type { Config } from "../config/env.js";
 import type { Logger } from "../util/logger.js";
+import type { SandboxCache } from "../util/sandbox.js";
 import type { CiSource } from "./ci.js";
 import { readRepoFiles } from "./files.js";
 import { gradeFor, METRIC_WEIGHTS, overallScore } from "./grading.js";
@@ -22,6 +23,8 @@ export interface ScanOptions {
   ci: CiSource;
   logger: Logger;
   signal?: AbortSignal;
+  /** The package cache of the scan's account and repository (util/sandbox-cache.ts). */
+  cache?: SandboxCache;
 }
 
 export interface ScanResult {
@@ -46,6 +49,7 @@ async function scanContext(options: ScanOptions): Promise<ScanContext> {
     sandbox: {
       timeoutMs: options.config.coverageTimeoutMs,
       goproxy: options.config.registry.goproxyUrl,
+      ...(options.cache ? { cache: options.cache } : {}),
     },
     config: options.config,
     ...(options.signal ? { signal: options.signal } : {}),
@@ -53,7 +57,10 @@ async function scanContext(options: ScanOptions): Promise<ScanContext> {
   };
 }
 
-/** Measures a working copy. Throws only when the scan is aborted. */
+/**
+ * Measures a working copy. Throws only when the scan is aborted, or when its tests went past
+ * TASK_DISK_LIMIT_MB (DiskBudgetError).
+ */
 export async function scanRepository(options: ScanOptions): Promise<ScanResult> {
   const ctx = await scanContext(options);
   // Lookups and analyses start at once; the repository's commands start when the analyses

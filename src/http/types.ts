@@ -40,7 +40,13 @@ export interface HttpDeps {
   /** Arms and disarms the Agenda jobs of cron automations (jobs/cron.ts). */
   cron?: CronJobs | undefined;
   /** Queues health scans (jobs/health-scan.ts). */
-  healthScans?: { enqueue(reportId: string): Promise<void> } | undefined;
+  healthScans?:
+    | {
+        enqueue(reportId: string): Promise<void>;
+        /** 503 `insufficient_storage` while DATA_DIR is nearly full (domain/storage.ts). */
+        checkStorage?: (() => Promise<void>) | undefined;
+      }
+    | undefined;
 }
 
 /** A vendor's signed door (Slack): checks the request's signature itself, takes no key. */

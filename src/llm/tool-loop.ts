@@ -14,6 +14,7 @@ import {
 import type { ZodError } from "zod";
 import { recordModelUsage } from "../metrics/index.js";
 import { redactText } from "../util/redact.js";
+import { StageError } from "../util/stage-error.js";
 import { usageOf, withCacheBreakpoints, type SdkUsage } from "./cache.js";
 import {
   contextWindowOf,
@@ -221,8 +222,11 @@ export async function runToolLoop<F>(options: ToolLoopOptions<F>): Promise<ToolL
       try {
         output = await (spec as ExecutableTool).execute(parsed.value);
       } catch (error) {
-        // Cancellation ends the loop; any other failure is the model's to work around.
+        // Cancellation ends the loop, and so does a failure reported on purpose (a command
+        // past the task's disk budget: util/sandbox-disk.ts); any other failure is the
+        // model's to work around.
         if (options.signal?.aborted) throw options.signal.reason ?? error;
+        if (error instanceof StageError) throw error;
         fail(call, `${call.toolName} failed: ${errorMessage(error)}`);
         continue;
       }

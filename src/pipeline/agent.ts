@@ -4,6 +4,7 @@ import { runToolLoop } from "../llm/tool-loop.js";
 import { memoryPromptBlock } from "../domain/memory.js";
 import { skillForTask, type SkillDefinition } from "../domain/skills.js";
 import { createRememberTool, createRunCommandTool, finishTool } from "../tools/agent-tools.js";
+import { sandboxCache, type SandboxCache } from "../util/sandbox-cache.js";
 import { agentSystemPrompt, readRepositoryInstructions } from "./prompts.js";
 import { describeCall, firstLine, progressLog } from "./progress.js";
 import type { StageContext } from "./stage.js";
@@ -30,6 +31,17 @@ export interface AgentOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * The package cache of the task's commands: its account's, for its repository
+ * (util/sandbox-cache.ts), never another account's.
+ */
+export function taskCache(ctx: StageContext): Promise<SandboxCache> {
+  return sandboxCache({
+    account: ctx.task.account_id,
+    repo: `${ctx.task.workspace_id}/${ctx.task.repo_id}`,
+  });
+}
+
 /** The system prompt parts every agent of a task shares, read once per stage. */
 export async function agentContext(
   ctx: StageContext,
@@ -51,6 +63,7 @@ export async function runAgent(
   const notes: string[] = [];
   const signal = options.signal ?? ctx.signal;
   const progress = progressLog(ctx, options.label);
+  const cache = await taskCache(ctx);
   const tools = [
     ...createReadTools(ctx.workdir, () => index),
     ...createWriteTools(ctx.workdir, {
@@ -62,6 +75,7 @@ export async function runAgent(
       timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
       signal,
       onRun: (line) => progress.note(line),
+      cache,
     }),
     createRememberTool((text) => notes.push(text)),
   ];

@@ -1,6 +1,12 @@
 import { z } from "zod";
 import type { ExecutableTool, ToolSpec } from "../llm/types.js";
-import { describeResult, runSandboxed } from "../util/sandbox.js";
+import {
+  describeResult,
+  diskBudgetFailure,
+  runSandboxed,
+  sandboxRoot,
+  type SandboxCache,
+} from "../util/sandbox.js";
 
 /*
  * The implementing and fixing tools beyond reading and writing files (docs/architecture.md,
@@ -23,20 +29,30 @@ export function createRunCommandTool(options: {
   timeoutMs: number;
   signal?: AbortSignal | undefined;
   onRun?: (line: string) => void;
+  /** The package cache of the task's account and repository (util/sandbox-cache.ts). */
+  cache?: SandboxCache | undefined;
 }): ExecutableTool<{ command: string }> {
+  // The path the commands see; never the working copy's folder on the host (SANDBOX=none
+  // has no other, so none is named).
+  const root = sandboxRoot(options.cwd);
+  const where = root === options.cwd ? "the repository root" : `the repository root, ${root}`;
   return {
     name: "run_command",
-    description: `Run a shell command in the repository root (for example the tests or a type check) and see its exit status and output. No network credentials or service secrets are available; the limit is ${Math.round(options.timeoutMs / 1000)} s per command.`,
+    description: `Run a shell command in ${where} (for example the tests or a type check), and see its exit status and output. No network credentials or service secrets are available; the limit is ${Math.round(options.timeoutMs / 1000)} s per command.`,
     input: z.strictObject({ command: z.string().trim().min(1).max(4000) }),
     async execute({ command }) {
       const result = await runSandboxed(command, {
         cwd: options.cwd,
         timeoutMs: options.timeoutMs,
         ...(options.signal ? { signal: options.signal } : {}),
+        ...(options.cache ? { cache: options.cache } : {}),
         maxOutputBytes: COMMAND_OUTPUT_BYTES,
       });
       const status = describeResult(result);
       options.onRun?.(status);
+      // Past TASK_DISK_LIMIT_MB the task fails (the tool loop ends on a StageError).
+      const overBudget = diskBudgetFailure(result, "task");
+      if (overBudget) throw overBudget;
       // A failing command is a result, not a tool error: the model reads the status line.
       return `${status}\n${result.output || "(no output)"}`;
     },

@@ -5,7 +5,8 @@
  * Built from maintained tools, not a network stack of ours:
  *
  * - util-linux `unshare` gives the run a user namespace (the service's uid mapped to root)
- *   and a network namespace of its own. bwrap then runs in that network namespace
+ *   and a network namespace of its own (and a mount namespace, for the overlay mounts of
+ *   util/sandbox.ts). bwrap then runs in that network namespace
  *   (`--share-net`) but in a nested user namespace of its own, so no process of the command
  *   ever holds a capability over the network namespace: it cannot change routes or rules.
  * - `slirp4netns` (user-mode networking) gives the namespace a `tap0` with 10.0.2.100/24, a
@@ -145,7 +146,7 @@ p=$$
   exec "$setpriv" --pdeathsig KILL -- "$slirp" --configure --mtu=65520 --disable-host-loopback \\
     --enable-sandbox --enable-seccomp --ready-fd=3 "$p" tap0 3>"$d/net-up" 2>"$d/net.log"
 ) </dev/null >/dev/null 2>&1 &
-exec "$unshare" --user --map-root-user --net -- /bin/sh -c '
+exec "$unshare" --user --map-root-user --net --mount -- /bin/sh -c '
   echo >"$1/net-ns"
   read up <"$1/net-up"
   fail() { echo "${NETWORK_FAILED_MARK} $1" >&2; cat "$2/net.log" >&2 2>/dev/null; exit ${NETWORK_FAILED_EXIT}; }

@@ -5,13 +5,15 @@
  *
  * - engine `bwrap` (the default): bubblewrap puts the command in its own user, PID, mount,
  *   network, IPC and UTS namespaces with every capability dropped. It sees the working copy
- *   read-write, its `.git` read-only (so nothing it does can plant hooks or config for the
- *   service's own git), the toolchains read-only, a private /tmp and HOME, the shared package
- *   caches, and nothing else of the host: not DATA_DIR, not other working copies, not the
- *   service's checkout, not the service's processes (own /proc), not the host's loopback (own
- *   network namespace with only its own `lo`). When the command ends or is killed, the PID
- *   namespace goes with it, so nothing it started survives. Memory, processes and file size
- *   are bounded with rlimits (prlimit).
+ *   read-write at the fixed path /workspace, its `.git` read-only (so nothing it does can
+ *   plant hooks or config for the service's own git), the toolchains read-only, a private
+ *   /tmp and HOME, its account's package cache at /cache (util/sandbox-cache.ts), and nothing
+ *   else of the host: not DATA_DIR, not other working copies, not where its own working copy
+ *   lives on the host, not the service's checkout, not the service's processes (own /proc),
+ *   not the host's loopback (own network namespace with only its own `lo`). When the command
+ *   ends or is killed, the PID namespace goes with it, so nothing it started survives.
+ *   Memory, processes and file size are bounded with rlimits (prlimit), disk with
+ *   TASK_DISK_LIMIT_MB (util/sandbox-disk.ts).
  * - engine `none`: a plain child process (scrubbed environment, own process group). Only for
  *   operators who trust every repository; refused while OPEN_SIGNUP is on (config/env.ts).
  *
@@ -19,6 +21,7 @@
  * is bounded and redacted, and a timeout or cancel kills everything the command started.
  */
 import { execFile, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { closeSync, constants as fsConstants, openSync, readFileSync } from "node:fs";
 import { Socket } from "node:net";
 import { promisify } from "node:util";
@@ -26,11 +29,13 @@ import {
   lstat,
   mkdir,
   mkdtemp,
+  readFile,
   readlink,
   realpath,
   rm,
   rmdir,
   stat,
+  symlink,
   writeFile,
 } from "node:fs/promises";
 import os from "node:os";
@@ -40,6 +45,17 @@ import { fileURLToPath } from "node:url";
 import { recordSandboxRun } from "../metrics/index.js";
 import { redactText } from "./redact.js";
 import {
+  DISK_WATCH_MAX_INTERVAL_MS,
+  DISK_WATCH_MIN_INTERVAL_MS,
+  diskLimitText,
+  DiskBudgetError,
+  watchDisk,
+  type DiskBudgetSubject,
+  type DiskWatch,
+  type DiskWatchStats,
+} from "./sandbox-disk.js";
+import { OVERLAY_SCRATCH_PREFIX, removeTree, type SandboxCache } from "./sandbox-cache.js";
+import {
   NETWORK_FAILED_EXIT,
   NETWORK_FIX,
   networkFailure,
@@ -48,7 +64,17 @@ import {
   type SandboxNetwork,
 } from "./sandbox-network.js";
 
+export { DiskBudgetError, type SandboxCache };
+
+/** Where a sandboxed command sees its working copy, whatever its folder on the host. */
+export const WORKSPACE = "/workspace";
+/** Where it sees its package cache (npm, Go, pip, cargo; util/sandbox-cache.ts). */
+export const CACHE_MOUNT = "/cache";
+/** The service's own node_modules (c8 for health-scan coverage), read-only. */
+export const SERVICE_MODULES_MOUNT = "/foreman/node_modules";
+
 export type SandboxOptions = {
+  /** The working copy: the command starts in it (at /workspace when sandboxed). */
   cwd: string;
   timeoutMs: number;
   signal?: AbortSignal;
@@ -56,6 +82,19 @@ export type SandboxOptions = {
   maxOutputBytes?: number;
   /** Extra variables (e.g. CI=true); secret-looking names are dropped. */
   env?: Record<string, string>;
+  /**
+   * The package cache of the task's or scan's account and repository (sandboxCache in
+   * util/sandbox-cache.ts). Without one the run gets an empty cache of its own, removed
+   * with the run: nothing is shared.
+   */
+  cache?: SandboxCache;
+  /** TASK_DISK_LIMIT_MB for this run instead of the configured one; 0: not watched. */
+  diskLimitMb?: number;
+  /**
+   * Internal, for the benchmark only: `host` mounts the working copy at its host path (as
+   * before /workspace), `bind` skips the overlay that keeps that path out of mountinfo.
+   */
+  mount?: "workspace" | "bind" | "host";
 };
 
 export type SandboxResult = {
@@ -74,6 +113,10 @@ export type SandboxResult = {
    * brought up), in words; absent when none did.
    */
   limit?: string;
+  /** Set when TASK_DISK_LIMIT_MB stopped the command: the limit and what was measured. */
+  disk?: { limitMb: number; usedBytes: number };
+  /** What measuring the disk cost during this run; absent when it was not watched. */
+  diskWatch?: DiskWatchStats;
 };
 
 const DEFAULT_MAX_OUTPUT = 64 * 1024;
@@ -87,6 +130,8 @@ const PIPE_GRACE_MS = KILL_GRACE_MS + 500;
  * by the redactor (PEM private keys are the longest, about 3.3 KiB for RSA-4096).
  */
 const REDACT_MARGIN = 8 * 1024;
+/** The sandbox's /dev/shm (memory-backed), at most; half the disk budget when that is less. */
+const SHM_MB = 256;
 
 /*
  * Names never passed to the child, even from `options.env`: the service's own configuration
@@ -99,23 +144,6 @@ const BLOCKED_ENV =
 /** True when a variable of this name may never reach a sandboxed command. */
 function isBlockedEnvName(name: string): boolean {
   return BLOCKED_ENV.test(name);
-}
-
-let cacheRoot: Promise<string> | undefined;
-
-/*
- * Package caches shared by every run, so a second install of the same dependencies is
- * served from disk (and works offline). Under XDG_CACHE_HOME when the service has one
- * (survives reboots), else the OS temp dir. Shared caches are a channel between tasks;
- * npm and Go verify cached content by checksum, which is why sharing them is acceptable.
- */
-function sharedCacheRoot(): Promise<string> {
-  cacheRoot ??= (async () => {
-    const root = path.join(process.env.XDG_CACHE_HOME || os.tmpdir(), "foreman-sandbox-cache");
-    await mkdir(root, { recursive: true });
-    return root;
-  })();
-  return cacheRoot;
 }
 
 export type SandboxEngine = "bwrap" | "none";
@@ -135,6 +163,16 @@ export interface SandboxSettings {
   maxFileMb: number;
   /** Host paths never visible inside, even below a mounted toolchain folder (DATA_DIR). */
   hiddenPaths: string[];
+  /**
+   * Host folders mounted read-only at their own path besides the usual layout; none by
+   * default (tests whose fixtures link to this checkout's node_modules).
+   */
+  readOnlyPaths: string[];
+  /**
+   * TASK_DISK_LIMIT_MB: what a run's working copy, temporary files and package cache may
+   * take on disk while it runs (util/sandbox-disk.ts); 0 turns the watcher off.
+   */
+  diskLimitMb: number;
 }
 
 /** The service's own checkout (this file is src/util/ or dist/util/ of it): never mounted. */
@@ -147,6 +185,8 @@ const DEFAULT_SETTINGS: SandboxSettings = {
   maxProcs: 1024,
   maxFileMb: 1024,
   hiddenPaths: [],
+  readOnlyPaths: [],
+  diskLimitMb: 2048,
 };
 
 let settings: SandboxSettings = DEFAULT_SETTINGS;
@@ -316,28 +356,52 @@ function sandboxIds(): { uid: number; gid: number } {
 
 const MIB = 1024 * 1024;
 
+/** The sandbox's /dev/shm in MiB: SHM_MB, or half the disk budget when that is smaller. */
+function shmLimitMb(diskLimitMb: number): number {
+  return diskLimitMb > 0 ? Math.min(SHM_MB, Math.max(1, Math.floor(diskLimitMb / 2))) : SHM_MB;
+}
+
+/** RLIMIT_FSIZE in MiB: SANDBOX_MAX_FILE_MB, or the disk budget when that is smaller. */
+function fileLimitMb(diskLimitMb: number): number {
+  return diskLimitMb > 0 ? Math.min(settings.maxFileMb, diskLimitMb) : settings.maxFileMb;
+}
+
 /** prlimit in front of the command: the memory, process and file-size limits. */
-function limitArgs(): string[] {
+function limitArgs(diskLimitMb: number): string[] {
   return [
     "prlimit",
     `--data=${settings.memoryMb * MIB}`,
     `--nproc=${settings.maxProcs}`,
-    `--fsize=${settings.maxFileMb * MIB}`,
+    `--fsize=${fileLimitMb(diskLimitMb) * MIB}`,
     "--",
   ];
+}
+
+/** What bwrap mounts for one run, as paths where bwrap runs (see runSandboxed). */
+interface RunMounts {
+  /** The working copy to mount: the overlay's mount point, or the host folder. */
+  workspace: string;
+  /**
+   * The working copy's folder on the host, to look at before bwrap starts (the overlay's
+   * mount point is still an empty folder then).
+   */
+  hostWorkspace: string;
+  /** Where the command sees it: WORKSPACE, or (benchmark only) the host path. */
+  workspaceAt: string;
+  /** The run's private /tmp (HOME is /tmp/home). */
+  tmp: string;
+  /** The package cache, mounted at CACHE_MOUNT. */
+  cache?: { source: string; readOnly: boolean } | undefined;
+  diskLimitMb: number;
 }
 
 /**
  * bwrap and its arguments, up to the `--` before the command. `network`: options of the
  * public network (util/sandbox-network.ts), mounted last.
  */
-async function bwrapArgs(
-  cwd: string,
-  tmp: string,
-  cache: string | undefined,
-  network: string[] = [],
-): Promise<string[]> {
+async function bwrapArgs(mounts: RunMounts, network: string[] = []): Promise<string[]> {
   const { uid, gid } = sandboxIds();
+  const shmMb = shmLimitMb(mounts.diskLimitMb);
   const args = [
     "bwrap",
     "--unshare-all",
@@ -358,28 +422,156 @@ async function bwrapArgs(
     "/proc",
     "--dev",
     "/dev",
+    // A size-capped tmpfs: /dev/shm is memory, and otherwise half of it.
+    "--size",
+    String(shmMb * MIB),
+    "--tmpfs",
+    "/dev/shm",
     "--bind",
-    tmp,
+    mounts.tmp,
     "/tmp",
   ];
-  if (cache) args.push("--bind", cache, cache);
-  args.push("--bind", cwd, cwd);
-  // The service's own node_modules, read-only at the same path: a health scan runs the
-  // service's c8 around a repository's tests (src/health/coverage.ts). Third-party packages
-  // only; the rest of the checkout (configuration, .env, data) stays out of sight. Mounted
-  // after /tmp, so a checkout that lives under /tmp is still found.
+  if (mounts.cache)
+    args.push(mounts.cache.readOnly ? "--ro-bind" : "--bind", mounts.cache.source, CACHE_MOUNT);
+  args.push("--bind", mounts.workspace, mounts.workspaceAt);
+  // The service's own node_modules, read-only at a fixed path: a health scan runs the
+  // service's c8 around a repository's tests (src/health/coverage.ts, sandboxPath). Third-party
+  // packages only; the rest of the checkout (configuration, .env, data) stays out of sight.
   const modules = path.join(SERVICE_ROOT, "node_modules");
-  if (await stat(modules).catch(() => undefined)) args.push("--ro-bind", modules, modules);
+  if (await stat(modules).catch(() => undefined))
+    args.push("--ro-bind", modules, SERVICE_MODULES_MOUNT);
+  for (const extra of settings.readOnlyPaths) args.push("--ro-bind", extra, extra);
   // Read-only over itself: hooks, config (fsmonitor, filters, aliases), info/attributes the
   // service's own git reads later can't be written from inside. A `.git` file (a worktree
   // pointer) is pinned the same way; the folder it points to is not mounted at all.
-  const git = path.join(cwd, ".git");
-  if (await lstat(git).catch(() => undefined)) args.push("--ro-bind", git, git);
+  if (await lstat(path.join(mounts.hostWorkspace, ".git")).catch(() => undefined))
+    args.push(
+      "--ro-bind",
+      path.join(mounts.workspace, ".git"),
+      path.join(mounts.workspaceAt, ".git"),
+    );
   args.push(...network);
   // bwrap's root is a tmpfs holding the mount points; read-only, so a write "outside" fails
-  // loudly instead of landing somewhere that vanishes with the run.
-  args.push("--remount-ro", "/", "--chdir", cwd, "--");
+  // loudly instead of landing somewhere that vanishes with the run. /dev too (its device
+  // nodes still work): only /dev/shm, capped above, takes files.
+  args.push("--remount-ro", "/dev", "--remount-ro", "/", "--chdir", mounts.workspaceAt, "--");
   return args;
+}
+
+/*
+ * Keeping the working copy's host path out of /proc/self/mountinfo. A bind mount shows its
+ * source folder's path (DATA_DIR/work/<task>) there, whatever the mount point is called. An
+ * overlay mount shows the option strings it was given instead, so the working copy (and the
+ * package cache) is mounted, before bwrap starts, as an overlay whose upper layer is the folder
+ * itself and whose lower layer is empty: every read and write goes straight to the folder,
+ * nothing is copied. It is mounted in a user and mount namespace of the run's own (util-linux
+ * `unshare`, the service's uid as root there, as for the public network), from inside the
+ * run folder with relative names, so mountinfo shows `lowerdir=ws.l,upperdir=ws.u,...`.
+ * The overlay's scratch folders (an empty lower layer and its work folder) sit beside the
+ * folder on the same filesystem, as `.foreman-overlay-<random>`, removed with the run.
+ *
+ * Unprivileged overlay mounts need Linux 5.11+; where the start-up probe finds none, or one
+ * mount fails, the folder is bind-mounted as before (at /workspace all the same; only
+ * mountinfo then shows its host path). checkSandbox reports which.
+ */
+const MOUNT_SCRIPT = `d=$1; mount=$2; shift 2
+cd "$d" || exit 125
+while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
+  n=$1; shift
+  o="lowerdir=$n.l,upperdir=$n.u,workdir=$n.w,userxattr"
+  if "$mount" -t overlay overlay -o "$o,uuid=off" "$n" 2>/dev/null || "$mount" -t overlay overlay -o "$o" "$n" 2>/dev/null; then
+    echo overlay >"$n.mode"
+  elif "$mount" --bind "$n.u" "$n"; then
+    echo bind >"$n.mode"
+  else
+    echo "foreman-sandbox: could not mount the working copy" >&2; exit 125
+  fi
+done
+shift
+exec "$@"
+`;
+
+interface OverlayTools {
+  unshare: string;
+  mount: string;
+}
+
+let overlayProbe: { key: string; result: Promise<OverlayTools | undefined> } | undefined;
+
+/** The tools of the overlay mounts, when this machine can make them; undefined otherwise. */
+function overlayTools(): Promise<OverlayTools | undefined> {
+  const key = process.env.PATH ?? "";
+  if (overlayProbe?.key !== key) overlayProbe = { key, result: probeOverlay() };
+  return overlayProbe.result;
+}
+
+async function probeOverlay(): Promise<OverlayTools | undefined> {
+  const sbin = ["/usr/bin", "/bin", "/usr/sbin", "/sbin"];
+  const unshare = await findExecutable("unshare", sbin);
+  const mount = await findExecutable("mount", sbin);
+  if (!unshare || !mount) return undefined;
+  const probe = await mkdtemp(path.join(os.tmpdir(), "foreman-overlay-probe-"));
+  try {
+    const upper = path.join(probe, "upper");
+    const run = path.join(probe, "run");
+    await mkdir(upper);
+    await mkdir(run);
+    const overlay = await prepareOverlay(run, "ws", upper);
+    if (!overlay) return undefined;
+    await execFileAsync(
+      unshare,
+      [
+        "--user",
+        "--map-root-user",
+        "--mount",
+        "--",
+        "/bin/sh",
+        "-c",
+        MOUNT_SCRIPT,
+        "sh",
+        run,
+        mount,
+        "ws",
+        "--",
+        "/bin/true",
+      ],
+      { timeout: 15_000, env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } },
+    );
+    const mode = await readFile(path.join(run, "ws.mode"), "utf8").catch(() => "");
+    return mode.trim() === "overlay" ? { unshare, mount } : undefined;
+  } catch {
+    return undefined;
+  } finally {
+    await removeTree(probe);
+  }
+}
+
+/**
+ * The run folder's side of one overlay mount `name`: its mount point, and links to the
+ * upper folder and to scratch folders beside it. Returns the scratch folder (to remove after
+ * the run), or undefined when there is no room for one (the folder is then bind-mounted).
+ */
+async function prepareOverlay(
+  run: string,
+  name: string,
+  upper: string,
+): Promise<string | undefined> {
+  const scratch = path.join(
+    path.dirname(upper),
+    `${OVERLAY_SCRATCH_PREFIX}${randomBytes(6).toString("hex")}`,
+  );
+  try {
+    await mkdir(path.join(scratch, "lower"), { recursive: true, mode: 0o700 });
+    await mkdir(path.join(scratch, "work"), { mode: 0o700 });
+  } catch {
+    await removeTree(scratch);
+    return undefined;
+  }
+  await mkdir(path.join(run, name));
+  await symlink(upper, path.join(run, `${name}.u`));
+  await symlink(path.join(scratch, "lower"), path.join(run, `${name}.l`));
+  await symlink(path.join(scratch, "work"), path.join(run, `${name}.w`));
+  return scratch;
 }
 
 /*
@@ -443,12 +635,34 @@ const BWRAP_FIX =
   "`sysctl -w user.max_user_namespaces=15000` where it is 0), " +
   "or set SANDBOX=none with OPEN_SIGNUP=false if every repository is trusted";
 
+/** What the start-up check found, for the service's log (checkSandbox). */
+export interface SandboxReport {
+  /** How the working copy reaches /workspace. */
+  workspaceMount: "overlay" | "bind" | "host";
+  /** How TASK_DISK_LIMIT_MB is enforced, in words. */
+  diskBudget: string;
+}
+
+/** The disk budget's mechanism, in words (logged at start, docs/operations.md). */
+export function diskBudgetMechanism(): string {
+  if (settings.diskLimitMb <= 0) return "off (TASK_DISK_LIMIT_MB=0)";
+  return (
+    `TASK_DISK_LIMIT_MB=${settings.diskLimitMb}: a watcher measures each run's working copy, ` +
+    `temporary files and package cache with du every ${DISK_WATCH_MIN_INTERVAL_MS / 1000}-` +
+    `${DISK_WATCH_MAX_INTERVAL_MS / 1000} s (and open deleted files) and stops the command past ` +
+    `the budget; the kernel caps single files at ${fileLimitMb(settings.diskLimitMb)} MB (RLIMIT_FSIZE)` +
+    (settings.engine === "bwrap" ? ` and /dev/shm at ${shmLimitMb(settings.diskLimitMb)} MB` : "")
+  );
+}
+
 /**
  * Start-up check that the configured engine works here: runs `true` in the same sandbox as
- * a real command (same mounts and limits). Throws an error naming the fix.
+ * a real command (same mounts and limits). Throws an error naming the fix; says how the
+ * working copy is mounted and how the disk budget is kept.
  */
-export async function checkSandbox(): Promise<void> {
-  if (settings.engine === "none") return;
+export async function checkSandbox(): Promise<SandboxReport> {
+  const diskBudget = diskBudgetMechanism();
+  if (settings.engine === "none") return { workspaceMount: "host", diskBudget };
   if (!(await findOnPath("bwrap"))) {
     throw new Error(`SANDBOX=bwrap but bwrap is not on the PATH: ${BWRAP_FIX}.`);
   }
@@ -461,19 +675,44 @@ export async function checkSandbox(): Promise<void> {
   if (publicNet) await networkTools(); // names the packages to install
   const probe = await mkdtemp(path.join(os.tmpdir(), "foreman-probe-"));
   try {
+    const workspace = path.join(probe, "workspace");
+    const tmp = path.join(probe, "tmp");
+    await mkdir(workspace);
+    await mkdir(tmp);
+    const tools = await overlayTools();
+    const overlays: string[] = [];
+    let source = workspace;
+    if (tools && (await prepareOverlay(probe, "ws", workspace))) {
+      overlays.push("ws");
+      source = path.join(probe, "ws");
+    }
     const net = publicNet ? await publicNetwork(probe) : undefined;
-    let args = [
-      ...(await bwrapArgs(probe, probe, undefined, net?.bwrapOptions)),
-      ...limitArgs(),
-      "/bin/sh",
-      "-c",
-      "true",
-    ];
-    if (net) args = net.wrap(args);
+    const args = sandboxArgv({
+      run: probe,
+      bwrap: await bwrapArgs(
+        {
+          workspace: source,
+          hostWorkspace: workspace,
+          workspaceAt: WORKSPACE,
+          tmp,
+          diskLimitMb: settings.diskLimitMb,
+        },
+        net?.bwrapOptions,
+      ),
+      command: ["/bin/sh", "-c", "true"],
+      overlays,
+      tools,
+      net,
+      diskLimitMb: settings.diskLimitMb,
+    });
     await execFileAsync(args[0]!, args.slice(1), {
       timeout: 15_000,
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
     });
+    const mode = overlays.length
+      ? (await readFile(path.join(probe, "ws.mode"), "utf8").catch(() => "")).trim()
+      : "bind";
+    return { workspaceMount: mode === "overlay" ? "overlay" : "bind", diskBudget };
   } catch (error) {
     const failure = error as NodeJS.ErrnoException & { stderr?: string };
     const detail = (failure.stderr ?? "").trim().split("\n")[0] || failure.message;
@@ -483,10 +722,45 @@ export async function checkSandbox(): Promise<void> {
       );
     throw new Error(`SANDBOX=bwrap does not work on this machine (${detail}): ${BWRAP_FIX}.`);
   } finally {
-    await rm(probe, { recursive: true, force: true }).catch(() => undefined);
+    await removeTree(probe);
   }
 }
 
+/**
+ * The argv of a sandboxed run: bwrap with the limits and the command, inside the overlay
+ * mounts' namespace when there are any, inside the public network's launcher when asked.
+ */
+function sandboxArgv(parts: {
+  run: string;
+  bwrap: string[];
+  command: string[];
+  overlays: string[];
+  tools: OverlayTools | undefined;
+  net: Awaited<ReturnType<typeof publicNetwork>> | undefined;
+  diskLimitMb: number;
+}): string[] {
+  let argv = [...parts.bwrap, ...limitArgs(parts.diskLimitMb), ...parts.command];
+  const tools = parts.tools;
+  if (tools && parts.overlays.length > 0)
+    argv = [
+      "/bin/sh",
+      "-c",
+      MOUNT_SCRIPT,
+      "sh",
+      parts.run,
+      tools.mount,
+      ...parts.overlays,
+      "--",
+      ...argv,
+    ];
+  // The network's launcher has a user and mount namespace of its own already.
+  if (parts.net) return parts.net.wrap(argv);
+  if (tools && parts.overlays.length > 0)
+    return [tools.unshare, "--user", "--map-root-user", "--mount", "--", ...argv];
+  return argv;
+}
+
+/** Where the sandbox's variables point: HOME, and the package cache's folder. */
 function buildEnv(
   home: string,
   cache: string,
@@ -519,6 +793,24 @@ function buildEnv(
     if (!isBlockedEnvName(name)) env[name] = value;
   }
   return env;
+}
+
+/**
+ * The path a sandboxed command sees for a host path the service hands it: a file of the
+ * service's own node_modules (serviceC8) is under SERVICE_MODULES_MOUNT. Unchanged with
+ * SANDBOX=none.
+ */
+export function sandboxPath(hostPath: string): string {
+  if (settings.engine === "none") return hostPath;
+  const modules = path.join(SERVICE_ROOT, "node_modules");
+  if (isInside(hostPath, modules))
+    return path.posix.join(SERVICE_MODULES_MOUNT, path.relative(modules, hostPath));
+  return hostPath;
+}
+
+/** The working copy's path as sandboxed commands see it: /workspace, or `root` (SANDBOX=none). */
+export function sandboxRoot(root: string): string {
+  return settings.engine === "none" ? root : WORKSPACE;
 }
 
 async function assertDirectory(cwd: string): Promise<void> {
@@ -644,7 +936,8 @@ function commonSuffixLength(a: string, b: string): number {
 
 /**
  * Runs `command` with /bin/sh in `cwd` under a scrubbed environment and a time limit; the
- * whole process group is killed on timeout, abort, or once the shell itself has exited.
+ * whole process group is killed on timeout, abort, past the disk budget, or once the shell
+ * itself has exited.
  */
 export async function runSandboxed(
   command: string,
@@ -669,34 +962,70 @@ export async function runSandboxed(
   // A fresh HOME (and, sandboxed, /tmp) per run rather than the cwd's parent: that parent
   // is the workspace area other checkouts live in, and tools write dotfiles (~/.npmrc,
   // ~/.gitconfig, shell history, config dirs) that would leak between runs and tasks. What
-  // is worth keeping across runs, the package caches, is pointed at shared directories
-  // explicitly. The run folder is in the OS temp dir, never under DATA_DIR; inside bwrap its
-  // tmp/ is /tmp and /tmp/home is HOME, and the output FIFO beside them is not mounted.
+  // is worth keeping across runs, the package cache, is the account's own folder (or, without
+  // one, an empty folder of this run). The run folder is in the OS temp dir, never under
+  // DATA_DIR; inside bwrap its tmp/ is /tmp and /tmp/home is HOME, and the output FIFO and
+  // the overlay mount points beside them are not mounted.
   const run = await mkdtemp(path.join(os.tmpdir(), "foreman-run-"));
   let output: OutputFifo | undefined;
   let cgroup: string | undefined;
+  const scratch: string[] = [];
+  let watch: DiskWatch | undefined;
   try {
-    const cache = await sharedCacheRoot();
     const boxed = settings.engine === "bwrap";
     const cwd = await realpath(options.cwd);
+    const diskLimitMb = options.diskLimitMb ?? settings.diskLimitMb;
+    const cacheDir = options.cache
+      ? await realpath(options.cache.dir)
+      : path.join(run, "scratch-cache");
+    if (!options.cache) await mkdir(cacheDir);
+    const cacheReadOnly = options.cache?.readOnly === true;
     let home = path.join(run, "home");
+    let cacheSeen = cacheDir;
     let argv = ["/bin/sh", "-c", command];
     if (boxed) {
       const tmp = path.join(run, "tmp");
       await mkdir(path.join(tmp, "home"), { recursive: true });
       home = "/tmp/home";
-      const exposes = hiddenPaths().some((h) => isInside(cache, h));
+      cacheSeen = CACHE_MOUNT;
+      const mode = options.mount ?? "workspace";
+      const tools = mode === "workspace" ? await overlayTools() : undefined;
+      const overlays: string[] = [];
+      // Through an overlay of the run's own (see MOUNT_SCRIPT), or bound as it is.
+      const mountSource = async (name: string, folder: string): Promise<string> => {
+        if (!tools) return folder;
+        const made = await prepareOverlay(run, name, folder);
+        if (!made) return folder;
+        scratch.push(made);
+        overlays.push(name);
+        return path.join(run, name);
+      };
+      const workspace = await mountSource("ws", cwd);
+      // A run's own empty cache lives in the run folder: nothing there to keep out of sight.
+      const cacheSource = options.cache ? await mountSource("cache", cacheDir) : cacheDir;
       const net = settings.network === "public" ? await publicNetwork(run) : undefined;
-      const bwrap = await bwrapArgs(cwd, tmp, exposes ? undefined : cache, net?.bwrapOptions);
-      argv = [...bwrap, ...limitArgs(), ...argv];
-      if (net) argv = net.wrap(argv);
+      const bwrap = await bwrapArgs(
+        {
+          workspace,
+          hostWorkspace: cwd,
+          workspaceAt: mode === "host" ? cwd : WORKSPACE,
+          tmp,
+          cache: { source: cacheSource, readOnly: cacheReadOnly },
+          diskLimitMb,
+        },
+        net?.bwrapOptions,
+      );
+      argv = sandboxArgv({ run, bwrap, command: argv, overlays, tools, net, diskLimitMb });
       cgroup = await createPidsCgroup(settings.maxProcs);
     } else {
       await mkdir(home);
     }
-    const env = buildEnv(home, cache, options.env);
+    const env = buildEnv(home, cacheSeen, options.env);
     if (boxed) env.TMPDIR = "/tmp";
     const fifo = (output = await openOutputFifo(path.join(run, ".output")));
+    // What the run can write to: the working copy, the run folder (its /tmp and HOME) and a
+    // writable cache.
+    const watched = [cwd, run, ...(cacheReadOnly || !options.cache ? [] : [cacheDir])];
     return await new Promise<SandboxResult>((resolve, reject) => {
       const collector = createCollector(options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT);
       let outputClosed = false;
@@ -758,6 +1087,15 @@ export async function runSandboxed(
         terminate();
       }, options.timeoutMs);
       options.signal?.addEventListener("abort", onAbort, { once: true });
+      if (diskLimitMb > 0 && pid !== undefined)
+        watch = watchDisk({
+          paths: watched,
+          key: JSON.stringify([cwd, options.cache?.dir ?? null]),
+          rootPid: pid,
+          limitBytes: diskLimitMb * MIB,
+          // Past the budget: stopped like a timeout, whole group and PID namespace.
+          onExceeded: () => terminate(),
+        });
 
       function cleanup(): void {
         clearTimeout(deadline);
@@ -765,20 +1103,43 @@ export async function runSandboxed(
         options.signal?.removeEventListener("abort", onAbort);
       }
 
-      function finish(): void {
+      async function finish(): Promise<void> {
         if (settled) return;
         settled = true;
         cleanup();
+        // One last measurement: what the command wrote since the previous one counts too.
+        await watch?.finish();
         const text = collector.text();
-        const ok = exitCode === 0 && !timedOut && !aborted;
+        let disk = watch?.exceededBytes;
+        const fileCap = boxed ? fileLimitMb(diskLimitMb) : 0;
+        // A single file as large as the budget is past it (RLIMIT_FSIZE stopped the write).
+        if (
+          disk === undefined &&
+          boxed &&
+          diskLimitMb > 0 &&
+          fileCap === diskLimitMb &&
+          fileLimitHit(exitCode, text)
+        )
+          disk = diskLimitMb * MIB;
+        const ok = exitCode === 0 && !timedOut && !aborted && disk === undefined;
         const limit =
-          boxed && !ok && !timedOut && !aborted
-            ? pidsLimitHit(cgroup)
-              ? processLimitText()
-              : (networkFailure(exitCode, text) ?? limitHit(exitCode, text))
-            : undefined;
+          disk !== undefined
+            ? diskLimitText(diskLimitMb, disk)
+            : boxed && !ok && !timedOut && !aborted
+              ? pidsLimitHit(cgroup)
+                ? processLimitText()
+                : (networkFailure(exitCode, text) ?? limitHit(exitCode, text))
+              : undefined;
         recordSandboxRun(
-          timedOut ? "timeout" : aborted ? "aborted" : exitCode === 0 ? "ok" : "failed",
+          timedOut
+            ? "timeout"
+            : aborted
+              ? "aborted"
+              : disk !== undefined
+                ? "disk_limit"
+                : exitCode === 0
+                  ? "ok"
+                  : "failed",
           performance.now() - started,
         );
         resolve({
@@ -791,6 +1152,8 @@ export async function runSandboxed(
           output: text,
           ok,
           ...(limit ? { limit } : {}),
+          ...(disk !== undefined ? { disk: { limitMb: diskLimitMb, usedBytes: disk } } : {}),
+          ...(watch ? { diskWatch: watch.stats } : {}),
         });
       }
 
@@ -798,12 +1161,13 @@ export async function runSandboxed(
       fifo.reader.on("error", () => undefined);
       fifo.reader.on("close", () => {
         outputClosed = true;
-        if (exited) finish();
+        if (exited) void finish();
       });
       child.on("error", (error) => {
         if (settled) return;
         settled = true;
         cleanup();
+        watch?.cancel();
         if (pid !== undefined) killGroup(pid, "SIGKILL");
         reject(new Error(`sandbox: could not run command: ${redactText(error.message)}`));
       });
@@ -823,14 +1187,16 @@ export async function runSandboxed(
         terminate();
         pipeTimer = setTimeout(() => {
           fifo.reader.destroy();
-          finish();
+          void finish();
         }, PIPE_GRACE_MS);
-        if (outputClosed) finish();
+        if (outputClosed) void finish();
       });
     });
   } finally {
+    watch?.cancel();
     output?.close();
     await rm(run, { recursive: true, force: true }).catch(() => undefined);
+    for (const folder of scratch) await removeTree(folder);
     // In the background: the PID namespace dies asynchronously, and the result need not wait.
     void removeCgroup(cgroup);
   }
@@ -887,13 +1253,30 @@ function processLimitText(): string {
   return `too many processes: the command exceeded SANDBOX_MAX_PROCS=${settings.maxProcs}`;
 }
 
+function fileLimitHit(exitCode: number | null, output: string): boolean {
+  return exitCode === SIGXFSZ_EXIT || /File size limit exceeded/.test(output);
+}
+
 function limitHit(exitCode: number | null, output: string): string | undefined {
-  if (exitCode === SIGXFSZ_EXIT || /File size limit exceeded/.test(output))
+  if (fileLimitHit(exitCode, output))
     return `file too large: the command wrote a file over SANDBOX_MAX_FILE_MB=${settings.maxFileMb}`;
   if (OUT_OF_MEMORY.test(output))
     return `out of memory: the command exceeded SANDBOX_MEMORY_MB=${settings.memoryMb}`;
   if (OUT_OF_PROCESSES.test(output)) return processLimitText();
   return undefined;
+}
+
+/**
+ * The failure of a task or scan whose command the disk budget stopped (DiskBudgetError, a
+ * StageError: the task fails with its sentence); undefined for any other result.
+ */
+export function diskBudgetFailure(
+  result: SandboxResult,
+  subject: DiskBudgetSubject,
+): DiskBudgetError | undefined {
+  return result.disk
+    ? new DiskBudgetError(subject, result.command, result.disk.limitMb, result.disk.usedBytes)
+    : undefined;
 }
 
 function formatDuration(ms: number): string {
@@ -911,6 +1294,7 @@ export function describeResult(result: SandboxResult): string {
   if (result.aborted) return `${name} was cancelled after ${after}`;
   if (result.ok) return `${name} succeeded after ${after}`;
   const limit = result.limit ? ` (${result.limit})` : "";
+  if (result.disk) return `${name} was stopped after ${after}${limit}`;
   if (result.exitCode !== null)
     return `${name} failed with exit code ${result.exitCode} after ${after}${limit}`;
   return `${name} was killed by ${result.signal ?? "a signal"} after ${after}${limit}`;

@@ -3,7 +3,13 @@
  * failed and why) and for the task log (one line).
  */
 import { redactText } from "../util/redact.js";
-import { describeResult, runSandboxed, type SandboxResult } from "../util/sandbox.js";
+import {
+  describeResult,
+  diskBudgetFailure,
+  runSandboxed,
+  type SandboxCache,
+  type SandboxResult,
+} from "../util/sandbox.js";
 import type { Check, VerifyPlan } from "./checks.js";
 
 export interface CheckOutcome {
@@ -33,6 +39,8 @@ export interface RunChecksOptions {
   onResult?(outcome: CheckOutcome, kind: CheckKind): void | Promise<void>;
   /** Installs download and build; they may need longer than a check. Defaults to timeoutMs. */
   installTimeoutMs?: number;
+  /** The package cache of the task's account and repository (util/sandbox-cache.ts). */
+  cache?: SandboxCache;
 }
 
 /** Throws the abort reason: a cancelled task stops here rather than reporting a failure. */
@@ -43,7 +51,8 @@ function stopIfAborted(signal: AbortSignal | undefined): void {
 /**
  * Runs the install steps (stopping at the first failure, since checks without dependencies
  * only fail noisily) and then every check, even after one fails, so the model sees every
- * failure in one round.
+ * failure in one round. Throws DiskBudgetError (a StageError) when a command went past
+ * TASK_DISK_LIMIT_MB.
  */
 export async function runChecks(
   plan: VerifyPlan,
@@ -68,6 +77,7 @@ export async function runChecks(
       timeoutMs:
         kind === "install" ? (options.installTimeoutMs ?? options.timeoutMs) : options.timeoutMs,
       signal: options.signal,
+      ...(options.cache ? { cache: options.cache } : {}),
     });
     if (result.aborted) {
       stopIfAborted(options.signal);
@@ -77,6 +87,9 @@ export async function runChecks(
     const done = { check, result };
     (result.ok ? outcome.passed : outcome.failed).push(check);
     await options.onResult?.(done, kind);
+    // Past TASK_DISK_LIMIT_MB: the task fails here; it is not a failure for the model to fix.
+    const overBudget = diskBudgetFailure(result, "task");
+    if (overBudget) throw overBudget;
     return done;
   }
 

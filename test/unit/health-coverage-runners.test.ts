@@ -13,9 +13,11 @@ import { execFile } from "node:child_process";
 import { mkdir, readdir, symlink } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
-import { afterAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { measureCoverage, PYTHON_CANDIDATES } from "../../src/health/coverage.js";
 import { readRepoFiles } from "../../src/health/files.js";
+import { configureSandbox } from "../../src/util/sandbox.js";
+import { sandboxCache } from "../../src/util/sandbox-cache.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
@@ -27,7 +29,13 @@ const SCAN_BUDGET_MS = 150_000;
 vi.setConfig({ testTimeout: SCAN_BUDGET_MS + 30_000 });
 const exec = promisify(execFile);
 const fixtures: GitFixture[] = [];
+beforeAll(() => {
+  // The fixtures link node_modules to this checkout's: the sandbox shows it at that path
+  // too (the service's own is otherwise only at /foreman/node_modules).
+  configureSandbox({ readOnlyPaths: [path.join(ROOT, "node_modules")] });
+});
 afterAll(async () => {
+  configureSandbox({});
   await Promise.all(fixtures.map((f) => f.remove()));
 });
 
@@ -75,7 +83,13 @@ async function scan(files: Record<string, string>, linkNodeModules: boolean) {
   fixtures.push(fixture);
   if (linkNodeModules) await linkPackages(path.join(ROOT, "node_modules"), fixture.dir);
   const repo = await readRepoFiles(fixture.dir);
-  const result = await measureCoverage(repo, { root: fixture.dir, timeoutMs: SCAN_BUDGET_MS });
+  const result = await measureCoverage(repo, {
+    root: fixture.dir,
+    timeoutMs: SCAN_BUDGET_MS,
+    // One package cache for these fixtures (as an account's repository has), kept between
+    // runs: Go's build cache of the standard library is warm after the first.
+    cache: await sandboxCache({ account: "test-coverage-runners", repo: "fixtures" }),
+  });
   const languages = result.details.languages as Array<Record<string, unknown>>;
   return { result, language: languages[0]! };
 }

@@ -93,7 +93,9 @@ const env = { PATH: `${process.env.PATH}:/usr/sbin:/sbin` };
 describe("SANDBOX_NETWORK=public", () => {
   beforeEach(() => configureSandbox({ network: "public" }));
   it("starts: the start-up probe brings the network up on this machine", async () => {
-    await expect(checkSandbox()).resolves.toBeUndefined();
+    await expect(checkSandbox()).resolves.toMatchObject({
+      workspaceMount: expect.stringMatching(/^(overlay|bind)$/),
+    });
   });
 
   it("has an interface, a default route and slirp4netns's resolver", async () => {

@@ -76,7 +76,7 @@ describe("runSandboxed", () => {
     expect(lines.at(-1)).toBe(`line 2999 ${"x".repeat(10)}`);
   });
 
-  it("runs in cwd with a fresh HOME", async () => {
+  it("runs in the working copy, at /workspace, with a fresh HOME", async () => {
     await writeFile(path.join(dir, "marker.txt"), "here");
     const result = await runSandboxed('cat marker.txt; echo; echo "$HOME"; pwd', {
       cwd: dir,
@@ -84,7 +84,7 @@ describe("runSandboxed", () => {
     });
     const [marker, home, pwd] = result.output.trim().split("\n");
     expect(marker).toBe("here");
-    expect(pwd).toBe(dir);
+    expect(pwd).toBe("/workspace");
     expect(home).not.toBe(process.env.HOME);
     expect(home).not.toBe(path.dirname(dir));
   });
@@ -273,7 +273,9 @@ describe("runSandboxed", () => {
     }
 
     it("starts: the start-up probe passes on this machine", async () => {
-      await expect(checkSandbox()).resolves.toBeUndefined();
+      const report = await checkSandbox();
+      expect(["overlay", "bind"]).toContain(report.workspaceMount);
+      expect(report.diskBudget).toMatch(/^TASK_DISK_LIMIT_MB=2048: a watcher measures/);
     });
 
     it("names the fix when bwrap is missing", async () => {
@@ -401,7 +403,10 @@ describe("sandbox configuration", () => {
       memoryMb: 4096,
       maxProcs: 1024,
       maxFileMb: 1024,
+      diskLimitMb: 2048,
+      cacheMaxAgeDays: 14,
     });
+    expect(loadConfig({}).dataDirMinFreeMb).toBe(1024);
     expect(
       loadConfig({ SANDBOX_MEMORY_MB: "512", SANDBOX_MAX_PROCS: "64", SANDBOX_MAX_FILE_MB: "8" })
         .sandbox,

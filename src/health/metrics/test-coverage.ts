@@ -15,5 +15,6 @@ export const testCoverage: HealthMetric<"test_coverage"> = {
       timeoutMs: ctx.sandbox.timeoutMs,
       ...(ctx.signal ? { signal: ctx.signal } : {}),
       goproxy: ctx.sandbox.goproxy,
+      ...(ctx.sandbox.cache ? { cache: ctx.sandbox.cache } : {}),
     }),
 };

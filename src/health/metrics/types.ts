@@ -3,6 +3,7 @@
  * report (health/types.ts METRIC_NAMES), its weight in the overall score, and `measure`, which
  * reads the one scan context the scanner builds and returns the metric's result.
  */
+import type { SandboxCache } from "../../util/sandbox.js";
 import type { Config } from "../../config/env.js";
 import type { Logger } from "../../util/logger.js";
 import type { CiSource } from "../ci.js";
@@ -29,6 +30,8 @@ export interface ScanContext {
     timeoutMs: number;
     /** GOPROXY for Go commands (from GOPROXY_URL). */
     goproxy: string;
+    /** The package cache of the scan's account and repository (util/sandbox-cache.ts). */
+    cache?: SandboxCache;
   };
   /** The scan's configuration (HEALTH_*). */
   config: Config["health"];

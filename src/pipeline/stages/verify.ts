@@ -7,7 +7,7 @@ import {
   summarizeChecks,
 } from "../../verify/index.js";
 import { describeResult } from "../../util/sandbox.js";
-import { agentContext, runAgent } from "../agent.js";
+import { agentContext, runAgent, taskCache } from "../agent.js";
 import { diffForPrompt, excludeBuildOutput, workingCopyDiff } from "../diff.js";
 import { fixUserPrompt } from "../prompts.js";
 import type { Stage } from "../stage.js";
@@ -51,6 +51,7 @@ export const verifyStage: Stage = {
     let install = plan.install;
     let shared: { instructions: string; memory: string } | undefined;
     const learned = [...(ctx.task.learned ?? [])];
+    const cache = await taskCache(ctx);
     for (;;) {
       const outcome = await runChecks(
         { ...plan, install },
@@ -58,6 +59,7 @@ export const verifyStage: Stage = {
           cwd: ctx.workdir,
           timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
           signal: ctx.signal,
+          cache,
           onStart: (check, kind) =>
             ctx.log(
               `${kind === "install" ? "Installing" : "Running"} ${check.name}: \`${check.command}\``,

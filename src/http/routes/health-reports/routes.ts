@@ -37,7 +37,7 @@ export const healthReportRoutes: AnyRoute[] = [
     query: repoQuery,
     status: 202,
     response: { description: "The pending report", schema: healthReport },
-    errors: [404],
+    errors: [404, 503],
     // 202: the report to poll until it completes or fails.
     location: (r: HealthReportView) =>
       `/health-reports/${encodeURIComponent(r.repo_id)}/scans/${r.id}?workspace_id=${encodeURIComponent(r.workspace_id)}`,
@@ -47,7 +47,7 @@ export const healthReportRoutes: AnyRoute[] = [
         deps.models,
         principal.accountId,
         { repo_id: params.repo_id, workspace_id: query.workspace_id },
-        (id) => scans.enqueue(id),
+        scans,
       );
       return toHealthReportView(report);
     },

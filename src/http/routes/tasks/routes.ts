@@ -49,7 +49,7 @@ export const taskRoutes: AnyRoute[] = [
     body: createTaskBody,
     status: 201,
     response: { description: "The new task", schema: task },
-    errors: [404, 429],
+    errors: [404, 429, 503],
     location: (t: TaskView) => `/tasks/${t.id}`,
     async handler(_ctx, { body, principal, deps }) {
       return toTaskView(await createTask(tasksOf(deps), principal.accountId, body));

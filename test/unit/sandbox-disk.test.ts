@@ -1,0 +1,244 @@
+import { mkdir, mkdtemp, readdir, rm, stat, utimes, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { AppError } from "../../src/errors.js";
+import { createStorageCheck } from "../../src/domain/storage.js";
+import {
+  configureSandbox,
+  describeResult,
+  diskBudgetFailure,
+  runSandboxed,
+} from "../../src/util/sandbox.js";
+import {
+  configureSandboxCaches,
+  pruneSandboxCaches,
+  sandboxCache,
+} from "../../src/util/sandbox-cache.js";
+
+/*
+ * Issue 26 (2, 3, 8): the disk budget of a run (TASK_DISK_LIMIT_MB), the working copy at a
+ * neutral /workspace with no host path in sight, and package caches per account. Real
+ * bubblewrap, real files.
+ */
+
+let dataDir: string;
+let cacheRoot: string;
+
+beforeAll(async () => {
+  // A DATA_DIR-like layout: the working copies of tasks under <data>/work/<task>.
+  dataDir = await mkdtemp(path.join(os.tmpdir(), "foreman-disk-data-"));
+  cacheRoot = path.join(dataDir, "sandbox-cache");
+  configureSandboxCaches({ root: cacheRoot });
+});
+
+afterAll(async () => {
+  configureSandbox({});
+  configureSandboxCaches({});
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+let workdir: string;
+let taskName: string;
+
+beforeEach(async () => {
+  taskName = `task_${Math.random().toString(36).slice(2, 12)}`;
+  workdir = path.join(dataDir, "work", taskName);
+  await mkdir(path.join(workdir, ".git"), { recursive: true });
+  await writeFile(path.join(workdir, "README.md"), "# repo\n");
+  configureSandbox({ hiddenPaths: [dataDir], diskLimitMb: 8 });
+});
+
+afterEach(async () => {
+  await rm(workdir, { recursive: true, force: true });
+});
+
+describe("the disk budget (TASK_DISK_LIMIT_MB)", () => {
+  it("stops a command whose files grow past the budget, naming the limit", async () => {
+    // Many files, none near RLIMIT_FSIZE: only the watcher can stop this.
+    const result = await runSandboxed(
+      "i=0; while [ $i -lt 60 ]; do head -c 1000000 /dev/zero > part$i; i=$((i+1)); sleep 0.05; done; echo finished",
+      { cwd: workdir, timeoutMs: 30_000 },
+    );
+    expect(result.ok).toBe(false);
+    expect(result.output).not.toContain("finished");
+    expect(result.disk?.limitMb).toBe(8);
+    expect(result.disk!.usedBytes).toBeGreaterThan(8 * 1024 * 1024);
+    expect(result.limit).toMatch(/past TASK_DISK_LIMIT_MB=8$/);
+    expect(describeResult(result)).toMatch(/was stopped after .*TASK_DISK_LIMIT_MB=8\)$/);
+    // Stopped well before the 60 files were written.
+    expect((await readdir(workdir)).filter((f) => f.startsWith("part")).length).toBeLessThan(60);
+    const failure = diskBudgetFailure(result, "task");
+    expect(failure?.message).toMatch(
+      /^The task's working copy grew past TASK_DISK_LIMIT_MB=8 MB while running `i=0; while/,
+    );
+    expect(failure?.message).toContain("Raise TASK_DISK_LIMIT_MB");
+    expect(result.diskWatch!.samples).toBeGreaterThanOrEqual(1);
+  });
+
+  it("counts what a command wrote in its last second, and what was there before", async () => {
+    // Written at once and the command ends: the measurement after it still counts it.
+    const quick = await runSandboxed(
+      "head -c 3000000 /dev/zero > a; head -c 3000000 /dev/zero > b; head -c 3000000 /dev/zero > c",
+      {
+        cwd: workdir,
+        timeoutMs: 20_000,
+      },
+    );
+    expect(quick.disk?.limitMb).toBe(8);
+    expect(quick.ok).toBe(false);
+    // The working copy is still over the budget: the next command is stopped too.
+    const next = await runSandboxed("sleep 5", { cwd: workdir, timeoutMs: 20_000 });
+    expect(next.disk?.limitMb).toBe(8);
+    expect(next.durationMs).toBeLessThan(4_000);
+  });
+
+  it("counts files the command deleted but still holds open, and in /tmp", async () => {
+    const result = await runSandboxed(
+      "exec 3>/tmp/held; rm /tmp/held; i=0; while [ $i -lt 30 ]; do head -c 1000000 /dev/zero >&3; i=$((i+1)); sleep 0.1; done; echo finished",
+      { cwd: workdir, timeoutMs: 30_000, diskLimitMb: 12 },
+    );
+    expect(result.output).not.toContain("finished");
+    expect(result.disk?.limitMb).toBe(12);
+  });
+
+  it("leaves a command within the budget alone, and cheaply", async () => {
+    const result = await runSandboxed("head -c 1000000 /dev/zero > small; sleep 2.5; echo done", {
+      cwd: workdir,
+      timeoutMs: 20_000,
+    });
+    expect(result).toMatchObject({ ok: true, output: "done\n" });
+    expect(result.disk).toBeUndefined();
+    // One walk at the start and statfs looks after it: nothing grew enough for another.
+    expect(result.diskWatch!.samples).toBeLessThanOrEqual(2);
+    expect(result.diskWatch!.skipped).toBeGreaterThanOrEqual(2);
+    expect(result.diskWatch!.busyMs).toBeLessThan(result.durationMs * 0.05 + 200);
+
+    const off = await runSandboxed("true", { cwd: workdir, timeoutMs: 20_000, diskLimitMb: 0 });
+    expect(off.diskWatch).toBeUndefined();
+  });
+
+  it("caps single files and /dev/shm with the kernel too", async () => {
+    const result = await runSandboxed(
+      "head -c 9000000 /dev/zero > /dev/shm/big; echo shm=$?; head -c 9000000 /dev/zero > one",
+      { cwd: workdir, timeoutMs: 20_000 },
+    );
+    expect(result.output).toMatch(/No space left on device[\s\S]*shm=1/);
+    // RLIMIT_FSIZE is the budget here (8 MB < SANDBOX_MAX_FILE_MB): past the budget.
+    expect(result.disk?.limitMb).toBe(8);
+    expect((await stat(path.join(workdir, "one"))).size).toBeLessThanOrEqual(8 * 1024 * 1024);
+  });
+});
+
+describe("the working copy at /workspace", () => {
+  it("shows no host path of DATA_DIR or the task's folder", async () => {
+    const result = await runSandboxed(
+      'pwd; echo ---; ls -a /; echo ---; ls -a /workspace; echo ---; cat /proc/self/mountinfo; echo ---; echo $HOME $npm_config_cache $GOCACHE; cat .git/nothing 2>&1; node -e \'console.log(process.cwd(), require("path").resolve("x"))\'',
+      { cwd: workdir, timeoutMs: 20_000 },
+    );
+    expect(result.ok, result.output).toBe(true);
+    const [pwd, root, listing, mountinfo, rest] = result.output.split("---\n");
+    expect(pwd).toBe("/workspace\n");
+    expect(root).toContain("workspace\n");
+    expect(listing).toContain("README.md");
+    expect(mountinfo).toMatch(/ \/workspace /);
+    expect(rest).toContain("/tmp/home /cache/npm /cache/go-build");
+    expect(rest).toContain("/workspace /workspace/x");
+    for (const hostPath of [dataDir, taskName, path.basename(dataDir)])
+      expect(result.output).not.toContain(hostPath);
+  });
+
+  it("writes land in the working copy on the host", async () => {
+    const result = await runSandboxed(
+      "mkdir -p sub && echo hi > sub/new.txt && mv sub moved && rm README.md",
+      {
+        cwd: workdir,
+        timeoutMs: 20_000,
+      },
+    );
+    expect(result.ok, result.output).toBe(true);
+    expect((await readdir(workdir)).sort()).toEqual([".git", "moved"]);
+    // No overlay scratch folder is left beside the working copy.
+    expect((await readdir(path.dirname(workdir))).filter((n) => n.startsWith("."))).toEqual([]);
+  });
+});
+
+describe("package caches per account", () => {
+  it("never shows one account's planted cache entries to another account", async () => {
+    const repo = "ws_1/acme/app";
+    const cacheA = await sandboxCache({ account: "acct_A", repo });
+    const cacheB = await sandboxCache({ account: "acct_B", repo });
+    expect(cacheA.dir).not.toBe(cacheB.dir);
+    for (const dir of [cacheA.dir, path.dirname(cacheA.dir), cacheRoot])
+      expect((await stat(dir)).mode & 0o777).toBe(0o700);
+
+    // Account A's command plants entries where npm and Go look first.
+    const plant = await runSandboxed(
+      'mkdir -p "$npm_config_cache/_cacache" "$GOCACHE/ab" && echo poisoned > "$npm_config_cache/_cacache/planted" && echo poisoned > "$GOCACHE/ab/abcdef-a" && echo planted',
+      { cwd: workdir, timeoutMs: 20_000, cache: cacheA },
+    );
+    expect(plant.output, plant.output).toBe("planted\n");
+
+    const look =
+      'cat "$npm_config_cache/_cacache/planted" "$GOCACHE/ab/abcdef-a" 2>/dev/null || echo nothing; ls -A /cache | wc -l';
+    // Account B, same repository: its cache is its own, empty of A's entries.
+    const other = await runSandboxed(look, { cwd: workdir, timeoutMs: 20_000, cache: cacheB });
+    expect(other.output).toBe("nothing\n0\n");
+    // Without a cache option: an empty cache of the run's own.
+    const none = await runSandboxed(look, { cwd: workdir, timeoutMs: 20_000 });
+    expect(none.output).toBe("nothing\n0\n");
+    // A's next run still has its own cache (it is a cache).
+    const again = await runSandboxed(look, { cwd: workdir, timeoutMs: 20_000, cache: cacheA });
+    expect(again.output).toContain("poisoned\npoisoned\n");
+    // Read-only caches (filled by the service) cannot be written.
+    const readOnly = await runSandboxed('touch "$npm_config_cache/x" || echo refused', {
+      cwd: workdir,
+      timeoutMs: 20_000,
+      cache: { ...cacheA, readOnly: true },
+    });
+    expect(readOnly.output).toContain("refused");
+  });
+
+  it("prunes caches unused for SANDBOX_CACHE_MAX_AGE_DAYS", async () => {
+    configureSandboxCaches({ root: cacheRoot, maxAgeDays: 3 });
+    try {
+      const old = await sandboxCache({ account: "acct_old", repo: "r" });
+      const fresh = await sandboxCache({ account: "acct_fresh", repo: "r" });
+      await mkdir(path.join(old.dir, "go", "pkg"), { recursive: true });
+      const longAgo = new Date(Date.now() - 4 * 86_400_000);
+      await utimes(old.dir, longAgo, longAgo);
+      const removed = await pruneSandboxCaches();
+      expect(removed).toEqual([old.dir]);
+      await expect(stat(path.dirname(old.dir))).rejects.toThrow(/ENOENT/);
+      expect((await stat(fresh.dir)).isDirectory()).toBe(true);
+    } finally {
+      configureSandboxCaches({ root: cacheRoot });
+    }
+  });
+});
+
+describe("the free-space floor (DATA_DIR_MIN_FREE_MB)", () => {
+  it("refuses with 503 insufficient_storage below the floor, asking statfs once a second", async () => {
+    let reads = 0;
+    let free = 500 * 1024 * 1024;
+    const check = createStorageCheck(dataDir, 1024, () => {
+      reads++;
+      return Promise.resolve(free);
+    });
+    const error = await check().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AppError);
+    expect(error).toMatchObject({ status: 503, code: "insufficient_storage" });
+    expect((error as AppError).message).toMatch(/500 MB free .* DATA_DIR_MIN_FREE_MB=1024/);
+    expect((error as AppError).message).not.toContain(dataDir);
+    expect((error as AppError).headers?.["Retry-After"]).toBe("60");
+    free = 2048 * 1024 * 1024;
+    await expect(check()).rejects.toThrow(); // the cached figure, within the second
+    expect(reads).toBe(1);
+    await expect(
+      createStorageCheck(dataDir, 0, () => Promise.resolve(0))(),
+    ).resolves.toBeUndefined();
+    // The real statfs of a real folder: this machine has more than 1 MB free.
+    await expect(createStorageCheck(dataDir, 1)()).resolves.toBeUndefined();
+    await expect(createStorageCheck(dataDir, 1e9)()).rejects.toMatchObject({ status: 503 });
+  });
+});

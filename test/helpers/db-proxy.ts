@@ -26,6 +26,8 @@ export interface DbProxy {
   uri(name: string): string;
   /** Adds a rule (rules are tried in order); resolves when it first matches. */
   rule(rule: ProxyRule): Promise<void>;
+  /** Drops the freeze rules not matched yet. */
+  clearFreezes(): void;
   /** Resolves once a freeze rule has matched. */
   frozen: Promise<void>;
   close(): Promise<void>;
@@ -102,6 +104,10 @@ export async function startDbProxy(upstreamUri: string): Promise<DbProxy> {
       new Promise<void>((matched) => {
         rules.push({ ...rule, matched });
       }),
+    clearFreezes() {
+      for (let i = rules.length - 1; i >= 0; i--)
+        if (rules[i]!.action === "freeze") rules.splice(i, 1);
+    },
     frozen: frozenPromise,
     async close() {
       for (const socket of sockets) socket.destroy();

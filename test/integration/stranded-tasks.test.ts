@@ -73,8 +73,10 @@ afterAll(async () => {
   for (const dir of dirs) await rm(dir, { recursive: true, force: true });
 });
 
-// Each test starts its own workers: none may take the next test's tasks.
+// Each test starts its own workers (none may take the next test's tasks) and account (its
+// tier's task quota is for one test).
 afterEach(async () => {
+  account = undefined;
   for (const child of children) if (child.exitCode === null) child.kill("SIGKILL");
   for (const proxy of proxies.splice(0)) await proxy.close();
 });

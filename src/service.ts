@@ -21,6 +21,7 @@ import { buildIndex } from "./indexer/index.js";
 import { createModelClient, requireModel, type ModelSettings } from "./llm/provider.js";
 import { createIntake, type Intake } from "./pipeline/intake.js";
 import { createPipeline, type Pipeline } from "./pipeline/runner.js";
+import { createTaskSweep, type TaskSweep } from "./pipeline/sweeper.js";
 import { StageError } from "./pipeline/errors.js";
 import { createGithubReceiver } from "./github/receiver.js";
 import { createSetupToken, mountManifestFlow, REGISTER_PATH } from "./github/manifest.js";
@@ -264,6 +265,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     workspace: (id) => workspaceCache.get(id),
   };
   let intake: Intake | undefined;
+  let sweep: TaskSweep | undefined;
   let retakeTimer: NodeJS.Timeout | undefined;
   if (options.workers) {
     intake = createIntake({
@@ -291,6 +293,15 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     await scheduler.agenda.every("1 hour", housekeeping.name, {});
     await scheduler.agenda.every("1 minute", HEALTH_SWEEP_JOB, {});
     intake.start();
+    // No running task without a job that will move it (pipeline/sweeper.ts).
+    sweep = createTaskSweep({
+      config,
+      models: db.models,
+      taskDeps: pipeline.taskDeps,
+      resumeStage: pipeline.resumeStage,
+      logger,
+    });
+    sweep.start();
     try {
       await reconcileCronJobs(db.models, db.connection.db!, cronJobs);
     } catch (error) {
@@ -413,6 +424,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       hub.stop();
       streams.close();
       intake?.stop();
+      sweep?.stop();
       await scheduler.stop(0);
       await db.close();
       throw error;
@@ -442,6 +454,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     stop() {
       stopping ??= (async () => {
         intake?.stop();
+        sweep?.stop();
         clearInterval(retakeTimer);
         tierCache.stop();
         workspaceCache.stop();

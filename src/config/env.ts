@@ -121,6 +121,8 @@ export const envSchema = z.object({
   WS_BUFFER_BUDGET_KB: positiveInt(65_536, 4_194_304),
   TASK_POLL_MS: positiveInt(1000, 60_000),
   STAGE_MAX_ATTEMPTS: positiveInt(3, 20),
+  // How often the task sweep looks for running tasks no job moves (src/pipeline/sweeper.ts).
+  TASK_SWEEP_INTERVAL_S: positiveInt(60, 86_400),
 
   HEALTH_SCAN_TIMEOUT_S: positiveInt(1800, 86_400),
   HEALTH_COVERAGE_TIMEOUT_S: positiveInt(600, 86_400),
@@ -249,6 +251,8 @@ export interface Config {
     taskPollMs: number;
     /** Runs of one stage (a worker stopping mid-stage counts) before the task fails. */
     stageMaxAttempts: number;
+    /** How often the task sweep runs (once per interval across all workers). */
+    sweepIntervalMs: number;
   };
   /**
    * Health scans (docs/api.md, "Health reports and analytics"): time budgets and the
@@ -471,6 +475,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       commandTimeoutS: env.COMMAND_TIMEOUT_S,
       taskPollMs: env.TASK_POLL_MS,
       stageMaxAttempts: env.STAGE_MAX_ATTEMPTS,
+      sweepIntervalMs: env.TASK_SWEEP_INTERVAL_S * 1000,
     },
     health: {
       scanTimeoutMs: env.HEALTH_SCAN_TIMEOUT_S * 1000,

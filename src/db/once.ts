@@ -149,6 +149,8 @@ export const markers = {
   ]),
   /** A stage's stored outcome (pipeline/runner.ts). */
   stageDone: kind("stage-done", "stage-done", (taskId: string, stage: string) => [taskId, stage]),
+  /** One slot of the task sweep, run once across workers (pipeline/sweeper.ts). */
+  taskSweep: kind("task-sweep", "task-sweep", (slot: Date) => [slot.toISOString()]),
 
   // Health reports, automations, jobs
   /** A health report's ending (domain/health-reports.ts). */

@@ -1,5 +1,5 @@
 import path from "node:path";
-import { runLeased } from "../queue/lease.js";
+import { leaseExpiry, runLeased } from "../queue/lease.js";
 import { z } from "zod";
 import type { Config } from "../config/env.js";
 import {
@@ -30,7 +30,7 @@ import { BudgetExceededError, describeFailure, StageError } from "./errors.js";
 import { signalQueued } from "./intake.js";
 import { STAGES } from "./stages/index.js";
 import { resolveRepo } from "../domain/workspaces.js";
-import { claimMarker, markers } from "../domain/markers.js";
+import { claimMarker, markerExists, markers } from "../domain/markers.js";
 import { AppError } from "../errors.js";
 
 /*
@@ -44,7 +44,10 @@ import { AppError } from "../errors.js";
  * - a done marker per stage that records its outcome, so a stage that finished is never run
  *   again, only its outcome re-applied (queueing the next stage is idempotent);
  * - Agenda's lock lifetime (JOB_LOCK_LIFETIME_S) brings a dead worker's job back to another
- *   worker, and STAGE_MAX_ATTEMPTS bounds how often, after which the task fails.
+ *   worker, and STAGE_MAX_ATTEMPTS bounds how often, after which the task fails;
+ * - a run finding a live lease queues the stage again for when that lease expires (its job
+ *   lock may have expired before the lease did: the lock was taken first), and the task
+ *   sweep (sweeper.ts) resumes a running task that no job moves any more.
  */
 
 export type { Stage, StageContext, StageOutcome } from "./stage.js";
@@ -69,10 +72,15 @@ export interface PipelineDeps {
 const stageJobSchema = z.strictObject({
   task_id: z.string().min(1),
   stage: z.enum(STAGE_NAMES),
+  /** Set on a run queued again (see resumeStage): what makes its job unique. */
+  resume: z.string().min(1).max(200).optional(),
 });
 export type StageJob = z.infer<typeof stageJobSchema>;
-const STAGE_JOB_NAME = "pipeline.stage";
+/** The job kind of a pipeline stage. */
+export const STAGE_JOB_NAME = "pipeline.stage";
 const ENDED_CHECK_MS = 2000;
+/** A stage queued again for a busy lease runs this long after the lease's expiry. */
+const AFTER_LEASE_MS = 500;
 
 /** Where a task's working copy lives. */
 function workdirFor(config: Config, taskId: string): string {
@@ -101,9 +109,34 @@ export function createPipeline(deps: PipelineDeps) {
     );
   }
 
+  /**
+   * Queues a stage again, as a job of its own that is unique for `key` (the lease attempt and
+   * due time it waits for, or the sweep slot that found the task stranded): a repeated
+   * request is one job, and the run finds the stage's outcome when its holder finished.
+   */
+  async function resumeStage(
+    taskId: string,
+    stage: StageName,
+    key: string,
+    at?: Date,
+  ): Promise<boolean> {
+    return scheduler.enqueue(
+      { name: STAGE_JOB_NAME, schema: stageJobSchema },
+      { task_id: taskId, stage, resume: key },
+      {
+        unique: { "data.task_id": taskId, "data.stage": stage, "data.resume": key },
+        ...(at ? { at } : {}),
+      },
+    );
+  }
+
   async function applyOutcome(task: TaskRecord, outcome: StageOutcome): Promise<void> {
     if ("next" in outcome) await enqueueStage(task._id, outcome.next);
     else if ("wait" in outcome) {
+      // Applied again (a repeated run found the stored outcome) after the gate was decided:
+      // the task has gone on, and must not be moved back to the gate.
+      const gate = outcome.wait.status === "awaiting_diff_approval" ? "diff" : "plan";
+      if (await markerExists(models, markers.gate(task._id, gate))) return;
       const current = await tasksOf(models).findOne(
         { _id: task._id },
         { projection: { phase: 1, status: 1 } },
@@ -147,12 +180,15 @@ export function createPipeline(deps: PipelineDeps) {
       return;
     }
     const claimed: TaskRecord = task;
+    const leaseOptions = {
+      attempt: (attempt: number) => markers.stageLease(taskId, stage.name, attempt),
+      ttlMs: config.jobs.lockLifetimeMs,
+      maxAttempts: config.pipeline.stageMaxAttempts,
+    };
     const result = await runLeased(
       models,
       {
-        attempt: (attempt) => markers.stageLease(taskId, stage.name, attempt),
-        ttlMs: config.jobs.lockLifetimeMs,
-        maxAttempts: config.pipeline.stageMaxAttempts,
+        ...leaseOptions,
         holder,
         beat: touch,
         onBeatError: (error) => logger.warn({ err: error }, "stage heartbeat failed"),
@@ -230,7 +266,19 @@ export function createPipeline(deps: PipelineDeps) {
       },
     );
     if (result === "busy") {
-      logger.debug("stage is held by a live worker; leaving it");
+      // Held by a worker that beat its lease lately. It may have died since: its job lock,
+      // taken before the lease, can expire first and bring this run here while the lease
+      // still looks live. Nothing else would look at the stage again, so it is queued for
+      // when the lease expires: that run takes the stage over, or finds its outcome stored.
+      const live = await leaseExpiry(models, leaseOptions);
+      const at = new Date(Math.max(live?.at.getTime() ?? 0, Date.now()) + AFTER_LEASE_MS);
+      await resumeStage(
+        taskId,
+        stage.name,
+        `after-lease:${live?.attempt ?? "-"}:${at.getTime()}`,
+        at,
+      );
+      logger.debug({ at }, "stage is held by another worker; looking again when its lease expires");
       return;
     }
     if (result === "exhausted") {
@@ -370,6 +418,7 @@ export function createPipeline(deps: PipelineDeps) {
     taskDeps,
     stageJob,
     enqueueStage,
+    resumeStage,
   };
 }
 

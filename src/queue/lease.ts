@@ -47,6 +47,31 @@ export async function acquireLease(models: Models, options: LeaseOptions): Promi
   return "exhausted";
 }
 
+/**
+ * When the live attempt of a busy lease expires if its holder stops beating now: its last
+ * heartbeat plus `ttlMs`. Undefined when no attempt is live any more (released, or its
+ * holder stopped beating `ttlMs` ago): the next run can take the next attempt at once.
+ */
+export async function leaseExpiry(
+  models: Models,
+  options: Pick<LeaseOptions, "attempt" | "ttlMs" | "maxAttempts">,
+  now = Date.now(),
+): Promise<{ attempt: number; at: Date } | undefined> {
+  const ids = Array.from({ length: options.maxAttempts }, (_, n) => options.attempt(n).id);
+  const leases = await markersOf(models)
+    .find({ _id: { $in: ids } }, { projection: { _id: 1, heartbeat_at: 1, released: 1 } })
+    .toArray();
+  let live: { attempt: number; at: Date } | undefined;
+  for (const lease of leases) {
+    if (lease.released === true || !(lease.heartbeat_at instanceof Date)) continue;
+    const at = lease.heartbeat_at.getTime() + options.ttlMs;
+    if (at <= now) continue;
+    if (!live || at > live.at.getTime())
+      live = { attempt: ids.indexOf(lease._id), at: new Date(at) };
+  }
+  return live;
+}
+
 /** The holder's heartbeat. */
 export async function beatLease(models: Models, leaseId: string): Promise<void> {
   await markersOf(models).updateOne({ _id: leaseId }, { $set: { heartbeat_at: new Date() } });

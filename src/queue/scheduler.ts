@@ -25,14 +25,14 @@ export interface Scheduler {
   agenda: Agenda;
   define<T>(kind: JobKind<T>): void;
   /**
-   * Queues a job to run now. With `unique`, a job matching those fields (e.g.
+   * Queues a job to run now, or at `at`. With `unique`, a job matching those fields (e.g.
    * `{"data.task_id": id}`) is created once and never re-queued, so enqueueing is idempotent.
    * Resolves `false` when that job was already queued, `true` otherwise.
    */
   enqueue<T>(
     kind: Pick<JobKind<T>, "name" | "schema">,
     data: T,
-    options?: { unique?: Record<string, unknown> },
+    options?: EnqueueOptions,
   ): Promise<boolean>;
   /** Starts processing (worker role only). */
   start(): Promise<void>;
@@ -42,6 +42,12 @@ export interface Scheduler {
    * keep their locks until the lock lifetime, as after a crash.
    */
   stop(graceMs: number): Promise<void>;
+}
+
+export interface EnqueueOptions {
+  unique?: Record<string, unknown>;
+  /** When the job is due (default: now). */
+  at?: Date;
 }
 
 export interface SchedulerOptions {
@@ -123,12 +129,14 @@ async function enqueueJob(
   name: string,
   data: unknown,
   unique: Record<string, unknown> | undefined,
+  at: Date | undefined,
 ): Promise<boolean> {
   const key = uniqueJobKey(name, unique);
   const id = key
     ? new mongoose.Types.ObjectId(createHash("sha256").update(key).digest("hex").slice(0, 24))
     : new mongoose.Types.ObjectId();
-  const job = agenda.create(name, data).schedule(new Date());
+  const now = new Date();
+  const job = agenda.create(name, data).schedule(at && at > now ? at : now);
   const {
     _id: _ignored,
     unique: _u,
@@ -144,10 +152,11 @@ async function enqueueJob(
     throw error;
   }
   // Workers of this process start it at once, as after Agenda's own save, and lock it by
-  // its `_id` without scanning for it.
+  // its `_id` without scanning for it. A job due later is found by the regular poll.
   (job.attrs as { _id?: unknown })._id = id;
   const nextRunAt = (doc as { nextRunAt?: unknown }).nextRunAt;
-  if (nextRunAt instanceof Date) store?.hint(name, id, nextRunAt);
+  if (nextRunAt instanceof Date && nextRunAt <= now) store?.hint(name, id, nextRunAt);
+  else if (nextRunAt instanceof Date) return true;
   const publish = (agenda as unknown as { publishJobNotification?(j: unknown): Promise<void> })
     .publishJobNotification;
   await publish?.call(agenda, job);
@@ -212,7 +221,7 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
     async enqueue<T>(
       kind: Pick<JobKind<T>, "name" | "schema">,
       data: T,
-      enqueueOptions?: { unique?: Record<string, unknown> },
+      enqueueOptions?: EnqueueOptions,
     ) {
       const parsed = kind.schema.parse(data);
       return enqueueJob(
@@ -223,6 +232,7 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
         kind.name,
         parsed,
         enqueueOptions?.unique,
+        enqueueOptions?.at,
       );
     },
     async start() {
@@ -251,4 +261,30 @@ export async function pruneFinishedJobs(models: Models, before: Date): Promise<v
     nextRunAt: null,
     lastFinishedAt: { $lt: before },
   });
+}
+
+/**
+ * Of the jobs named `name` whose `data[field]` is one of `values`, the values of those that
+ * will still run: queued, due later, or locked (a dead worker's lock expires and another
+ * worker takes the job over). One read; FerretDB scans the jobs for it.
+ */
+export async function jobsInFlight(
+  models: Models,
+  name: string,
+  field: string,
+  values: readonly string[],
+): Promise<Set<string>> {
+  if (values.length === 0) return new Set();
+  const jobs = await models.Once.db
+    .collection("jobs")
+    .find(
+      {
+        name,
+        [`data.${field}`]: { $in: [...values] },
+        $or: [{ nextRunAt: { $ne: null } }, { lockedAt: { $ne: null } }],
+      },
+      { projection: { [`data.${field}`]: 1 } },
+    )
+    .toArray();
+  return new Set(jobs.map((job) => String((job.data as Record<string, unknown>)[field])));
 }

@@ -102,6 +102,7 @@ const PINNED: Record<keyof typeof markers, [Marker, string, string][]> = {
     [markers.stageLease("t1", "implement", 2), "lease:t1:implement:2", "lease"],
   ],
   stageDone: [[markers.stageDone("t1", "plan"), "stage-done:t1:plan", "stage-done"]],
+  taskSweep: [[markers.taskSweep(slot), "task-sweep:2025-03-04T05:06:00.000Z", "task-sweep"]],
   healthEnd: [[markers.healthEnd("r1"), "health-end:r1", "health-end"]],
   healthLease: [[markers.healthLease("r1", 1), "health-lease:r1:1", "health-lease"]],
   cronSlot: [[markers.cronSlot("a1", slot), "cron:a1:2025-03-04T05:06:00.000Z", "automation-cron"]],

@@ -32,6 +32,7 @@ import { STAGES } from "./stages/index.js";
 import { resolveRepo } from "../domain/workspaces.js";
 import { claimMarker, markers } from "../domain/markers.js";
 import { AppError } from "../errors.js";
+import { stageKey } from "../domain/task-revisions.js";
 
 /*
  * The task pipeline: each stage of a task runs as one Agenda job (`pipeline.stage`), and a
@@ -69,6 +70,8 @@ export interface PipelineDeps {
 const stageJobSchema = z.strictObject({
   task_id: z.string().min(1),
   stage: z.enum(STAGE_NAMES),
+  /** The task's round the stage runs in (domain/task-revisions.ts); absent: 0. */
+  round: z.number().int().min(1).optional(),
 });
 export type StageJob = z.infer<typeof stageJobSchema>;
 const STAGE_JOB_NAME = "pipeline.stage";
@@ -88,21 +91,34 @@ export function createPipeline(deps: PipelineDeps) {
   const taskDeps: TaskDeps = {
     models,
     events,
-    enqueueStage: (taskId, stage) => enqueueStage(taskId, stage),
+    enqueueStage: (taskId, stage, round) => enqueueStage(taskId, stage, round),
+    maxRevisions: config.pipeline.maxRevisions,
     signalQueued: () => signalQueued(models),
     workdirOf: (taskId) => workdirFor(config, taskId),
   };
 
-  async function enqueueStage(taskId: string, stage: StageName): Promise<void> {
+  async function enqueueStage(taskId: string, stage: StageName, round = 0): Promise<void> {
+    // Round 0 keeps the job key it had before rounds existed.
+    const inRound = round > 0 ? { round } : {};
     await scheduler.enqueue(
       { name: STAGE_JOB_NAME, schema: stageJobSchema },
-      { task_id: taskId, stage },
-      { unique: { "data.task_id": taskId, "data.stage": stage } },
+      { task_id: taskId, stage, ...inRound },
+      {
+        unique: {
+          "data.task_id": taskId,
+          "data.stage": stage,
+          ...(round > 0 ? { "data.round": round } : {}),
+        },
+      },
     );
   }
 
-  async function applyOutcome(task: TaskRecord, outcome: StageOutcome): Promise<void> {
-    if ("next" in outcome) await enqueueStage(task._id, outcome.next);
+  async function applyOutcome(
+    task: TaskRecord,
+    outcome: StageOutcome,
+    round: number,
+  ): Promise<void> {
+    if ("next" in outcome) await enqueueStage(task._id, outcome.next, outcome.round ?? round);
     else if ("wait" in outcome) {
       const current = await tasksOf(models).findOne(
         { _id: task._id },
@@ -128,7 +144,9 @@ export function createPipeline(deps: PipelineDeps) {
     const stage = STAGES[job.stage];
     const taskId = job.task_id;
     const logger = deps.logger.child({ task: taskId, stage: stage.name });
-    const doneMarker = markers.stageDone(taskId, stage.name);
+    const round = job.round ?? 0;
+    const key = stageKey(stage.name, round);
+    const doneMarker = markers.stageDone(taskId, key);
     // Three independent `_id` lookups, in parallel: the task, its end marker, the stage's
     // stored outcome.
     const [found, ended, done] = await Promise.all([
@@ -138,19 +156,21 @@ export function createPipeline(deps: PipelineDeps) {
     ]);
     const task = found as unknown as TaskRecord | null;
     if (!task) return;
+    // A job of an earlier round (a revision or retry started a later one) is over.
+    if (round < (task.round ?? 0)) return;
     if (ended) {
       if (!isTerminal(task.status)) await repairEnding(taskDeps, taskId);
       return forgetTask(taskId);
     }
     if (done?.outcome) {
-      await applyOutcome(task, done.outcome as StageOutcome);
+      await applyOutcome(task, done.outcome as StageOutcome, round);
       return;
     }
     const claimed: TaskRecord = task;
     const result = await runLeased(
       models,
       {
-        attempt: (attempt) => markers.stageLease(taskId, stage.name, attempt),
+        attempt: (attempt) => markers.stageLease(taskId, key, attempt),
         ttlMs: config.jobs.lockLifetimeMs,
         maxAttempts: config.pipeline.stageMaxAttempts,
         holder,
@@ -191,6 +211,14 @@ export function createPipeline(deps: PipelineDeps) {
               message: `Resuming ${stage.phase} (attempt ${run.lease.attempt + 1}): the worker running it stopped.`,
             });
           }
+          if (round > (task.round ?? 0)) {
+            // The first stage of a round a stage outcome started (a self-review round).
+            await tasksOf(models).updateOne(
+              { _id: taskId, $or: [{ round: { $lt: round } }, { round: { $exists: false } }] },
+              { $set: { round } },
+            );
+            task = { ...task, round };
+          }
           task = await withRepo(task);
           const ctx = createContext(task, run.lease.attempt, run.signal, logger);
           logger.info({ attempt: run.lease.attempt }, "stage started");
@@ -204,7 +232,7 @@ export function createPipeline(deps: PipelineDeps) {
           run.keep();
           logger.info({ ms: Math.round(performance.now() - started) }, "stage finished");
           recordStage(stage.name, "done", started);
-          await applyOutcome(task, outcome);
+          await applyOutcome(task, outcome, round);
         } catch (error) {
           if (run.signal.aborted || (await hasEnded(models, taskId))) {
             logger.info("stage stopped: the task ended");

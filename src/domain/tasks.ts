@@ -727,11 +727,11 @@ export async function decide(
   } else if (decision === "approve") {
     await moveTo(deps, taskId, "IMPLEMENTING", "running");
     await deps.events.append(taskId, { event_type: "log", message: `Plan approved by ${who}.` });
-    await deps.enqueueStage(taskId, "implement");
+    await deps.enqueueStage(taskId, "implement", task.round ?? 0);
   } else {
     await moveTo(deps, taskId, "REVIEWING", "running");
     await deps.events.append(taskId, { event_type: "log", message: `Diff approved by ${who}.` });
-    await deps.enqueueStage(taskId, "publish");
+    await deps.enqueueStage(taskId, "publish", task.round ?? 0);
   }
   return getTask(deps.models, accountId, taskId);
 }

@@ -12,7 +12,14 @@ import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import { redactText } from "../util/redact.js";
 import { claimMarker, dropMarkers, markerExists, markers } from "./markers.js";
 import { rememberFeedback } from "./memory.js";
-import { createTask, getTask, moveTo, type StageName, type TaskDeps } from "./tasks.js";
+import {
+  createTask,
+  getTask,
+  moveTo,
+  type CreateTaskInput,
+  type StageName,
+  type TaskDeps,
+} from "./tasks.js";
 
 /*
  * Working with people (docs/api.md, "Revisions, follow-ups and retries"; SPEC §4a): feedback
@@ -294,10 +301,6 @@ export async function followUpTask(
       pr_number: parent.pr_number ?? null,
     },
     ...(parent.thread ? { thread: parent.thread } : {}),
-    ...(parent.report_to
-      ? {
-          report_to: parent.report_to as NonNullable<Parameters<typeof createTask>[2]["report_to"]>,
-        }
-      : {}),
+    ...(parent.report_to ? { report_to: parent.report_to as CreateTaskInput["report_to"] } : {}),
   });
 }

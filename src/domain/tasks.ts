@@ -605,11 +605,13 @@ export async function endTask(deps: TaskDeps, taskId: string, ending: Ending): P
   });
   if (!won) return false;
   recordTaskEnded(ending.status);
+  // Removed before the ending is shown: a retry asked for as soon as the `error` event is
+  // seen (task-revisions.ts) must not find this removal still to come in its working copy.
+  if (deps.workdirOf)
+    await rm(deps.workdirOf(taskId), { recursive: true, force: true }).catch(() => undefined);
   await applyEnding(deps, taskId, ending);
   deps.reportProgress?.(taskId, "end");
   await deps.notifyThread?.(taskId, "end").catch(() => undefined);
-  if (deps.workdirOf)
-    await rm(deps.workdirOf(taskId), { recursive: true, force: true }).catch(() => undefined);
   return true;
 }
 

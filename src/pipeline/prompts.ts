@@ -222,6 +222,18 @@ export function fixUserPrompt(
   return `${prompt}${PROMPTS.fixFeedback.fill({ source: instructionSource(instruction), feedback: instruction.text })}`;
 }
 
+/**
+ * The round's instruction as a note appended to a stage's first user message (a retried
+ * IMPLEMENTING or PLANNING with a hint); empty without one.
+ */
+export function instructionNote(instruction: PromptInstruction | null | undefined): string {
+  if (!instruction) return "";
+  return PROMPTS.fixFeedback.fill({
+    source: instructionSource(instruction),
+    feedback: instruction.text,
+  });
+}
+
 /** The first user message of a round of changes for feedback on the diff (stages/rework.ts). */
 export function reworkUserPrompt(
   task: PromptTask,

@@ -8,7 +8,7 @@ import { runToolLoop } from "../../llm/tool-loop.js";
 import type { ToolSpec } from "../../llm/types.js";
 import { redactText } from "../../util/redact.js";
 import { agentContext } from "../agent.js";
-import { planningSystemPrompt, planningUserPrompt } from "../prompts.js";
+import { instructionNote, planningSystemPrompt, planningUserPrompt } from "../prompts.js";
 import type { Stage } from "../stage.js";
 import { describeCall, firstLine, progressLog } from "../progress.js";
 import { ensureWorkingCopy } from "./working-copy.js";
@@ -79,17 +79,19 @@ export const planStage: Stage = {
             summary: ctx.task.plan_summary,
           }
         : null;
+    // A retried PLANNING with a hint.
+    const retried = instruction?.kind === "retry" && instruction.round === (ctx.task.round ?? 0);
     if (revision) await ctx.log(`Planning again for the feedback of ${revision.by}.`);
     await ctx.log(`Planning with ${client.provider} model ${client.modelId}.`);
     const progress = progressLog(ctx);
     const result = await runToolLoop({
       client,
       system: planningSystemPrompt({ ...ctx.task, skill }, instructions, memory),
-      prompt: planningUserPrompt(
+      prompt: `${planningUserPrompt(
         ctx.task,
         planningContext(index, ctx.task.description),
         revision ?? undefined,
-      ),
+      )}${retried ? instructionNote(instruction) : ""}`,
       tools: createReadTools(ctx.workdir, () => index),
       finishTools: [submitPlanTool],
       maxSteps: ctx.config.llm.planMaxSteps,

@@ -123,14 +123,14 @@ export function planningUserPrompt(
 ): string {
   const base = planningBasePrompt(task, context);
   const followUp = task.follow_up
-    ? PROMPTS.followUpNote.fill({ branch: task.follow_up.branch })
+    ? `\n\n${PROMPTS.followUpNote.fill({ branch: task.follow_up.branch })}`
     : "";
   const revised = revision
-    ? PROMPTS.planningRevision.fill({
+    ? `\n\n${PROMPTS.planningRevision.fill({
         by: revision.by,
         plan: `${revision.summary ? `${revision.summary}\n` : ""}${planText(revision.plan)}`,
         feedback: revision.feedback,
-      })
+      })}`
     : "";
   return `${base}${followUp}${revised}`;
 }
@@ -219,7 +219,7 @@ export function fixUserPrompt(
     diff: round.diff || "(no changes yet)",
   });
   if (!instruction) return prompt;
-  return `${prompt}${PROMPTS.fixFeedback.fill({ source: instructionSource(instruction), feedback: instruction.text })}`;
+  return `${prompt}${instructionNote(instruction)}`;
 }
 
 /**
@@ -228,10 +228,10 @@ export function fixUserPrompt(
  */
 export function instructionNote(instruction: PromptInstruction | null | undefined): string {
   if (!instruction) return "";
-  return PROMPTS.fixFeedback.fill({
+  return `\n\n${PROMPTS.fixFeedback.fill({
     source: instructionSource(instruction),
     feedback: instruction.text,
-  });
+  })}`;
 }
 
 /** The first user message of a round of changes for feedback on the diff (stages/rework.ts). */

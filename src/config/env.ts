@@ -112,6 +112,8 @@ export const envSchema = z.object({
   PARALLEL_THRESHOLD: positiveInt(6, 1000),
   MAX_PARALLEL_WORKERS: positiveInt(3, 64),
   MAX_FIX_ATTEMPTS: positiveInt(3, 50),
+  // Revisions (feedback at a gate) one task may take (docs/api.md, "Revisions").
+  MAX_REVISIONS: positiveInt(5, 100),
   TASK_CONCURRENCY: positiveInt(4, 256),
   COMMAND_TIMEOUT_S: positiveInt(600, 86_400),
   JOB_LOCK_LIFETIME_S: positiveInt(120, 86_400),
@@ -245,6 +247,8 @@ export interface Config {
     parallelThreshold: number;
     maxParallelWorkers: number;
     maxFixAttempts: number;
+    /** Revisions (feedback at a gate) one task may take. */
+    maxRevisions: number;
     taskConcurrency: number;
     commandTimeoutS: number;
     /** How often each worker looks for queued tasks made by other processes. */
@@ -471,6 +475,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       parallelThreshold: env.PARALLEL_THRESHOLD,
       maxParallelWorkers: env.MAX_PARALLEL_WORKERS,
       maxFixAttempts: env.MAX_FIX_ATTEMPTS,
+      maxRevisions: env.MAX_REVISIONS,
       taskConcurrency: env.TASK_CONCURRENCY,
       commandTimeoutS: env.COMMAND_TIMEOUT_S,
       taskPollMs: env.TASK_POLL_MS,

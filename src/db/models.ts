@@ -199,6 +199,20 @@ const taskSchema = new Schema(
      * integration, its type and where in it (Slack channel and thread, Linear/Jira issue).
      */
     report_to: { type: Schema.Types.Mixed, default: null },
+    /**
+     * The pipeline round (domain/task-revisions.ts): 0 for the first pass; each revision,
+     * retry and self-review round takes the next, so its stages run again under markers
+     * and jobs of their own.
+     */
+    round: { type: Number, default: 0 },
+    /** Feedback given at a gate, oldest first, with the plan or diff its round produced. */
+    revisions: { type: [Schema.Types.Mixed], default: undefined },
+    /** What a round after the first asks of the agent (feedback, a review, a retry's hint). */
+    instruction: { type: Schema.Types.Mixed, default: null },
+    /** The task this one follows up (a follow-up works on its branch and pull request). */
+    parent_task_id: { type: String, default: null },
+    /** For a follow-up: the parent's branch and pull request, updated instead of new ones. */
+    follow_up: { type: Schema.Types.Mixed, default: null },
   },
   { timestamps, versionKey: false },
 );
@@ -224,7 +238,7 @@ const taskEventSchema = new Schema(
 );
 taskEventSchema.index({ task_id: 1, seq: 1 });
 
-export const MEMORY_KINDS = ["verification", "convention", "rejection"] as const;
+export const MEMORY_KINDS = ["verification", "convention", "rejection", "feedback"] as const;
 export type MemoryKind = (typeof MEMORY_KINDS)[number];
 
 /**
@@ -458,8 +472,41 @@ export interface MemoryView {
   created_at: string;
 }
 
-export type TaskRecord = Omit<TaskDoc, "repo" | "checks" | "memories_used"> & {
+/** Feedback given at a gate (`revisions`), with what its round produced there. */
+export interface RevisionRecord {
+  gate: "plan" | "diff";
+  feedback: string;
+  by: string;
+  at: Date;
+  /** The round the revision started. */
+  round: number;
+  plan?: PlanStep[] | null;
+  diff?: string | null;
+}
+
+/** What a round after the first asks of the agent (`instruction`). */
+export interface InstructionRecord {
+  round: number;
+  kind: "feedback" | "review" | "retry";
+  text: string;
+  by: string;
+}
+
+/** A follow-up's parent work (`follow_up`): pushed to this branch, shown on this pull request. */
+export interface FollowUpRecord {
+  branch: string;
+  pr_url: string | null;
+  pr_number: number | null;
+}
+
+export type TaskRecord = Omit<
+  TaskDoc,
+  "repo" | "checks" | "memories_used" | "revisions" | "instruction" | "follow_up"
+> & {
   checks?: CheckRecord | null;
+  revisions?: RevisionRecord[] | null;
+  instruction?: InstructionRecord | null;
+  follow_up?: FollowUpRecord | null;
   memories_used?: MemoryView[] | null;
   _id: string;
   repo: {

@@ -140,7 +140,11 @@ export const markers = {
   /** A task's ending, holding the outcome (domain/tasks.ts). */
   taskEnd: kind("task-end", "task-end", (taskId: string) => [taskId]),
   /** The decision at a task's gate (domain/tasks.ts). */
-  gate: kind("gate", "gate", (taskId: string, gate: "plan" | "diff") => [taskId, gate]),
+  gate: kind("gate", "gate", (taskId: string, gate: "plan" | "diff", round: number = 0): Part[] =>
+    round > 0 ? [taskId, gate, round] : [taskId, gate],
+  ),
+  /** A failed task's retry, once per round it failed in (domain/task-revisions.ts). */
+  taskRetry: kind("task-retry", "task-retry", (taskId: string, round: number) => [taskId, round]),
   /** Attempt `attempt` of a stage's lease (pipeline/runner.ts, queue/lease.ts). */
   stageLease: kind("lease", "lease", (taskId: string, stage: string, attempt: number) => [
     taskId,

@@ -94,7 +94,25 @@ const KIND_WORDS: Record<MemoryKind, string> = {
   verification: "Verification",
   convention: "Convention",
   rejection: "Rejected before",
+  feedback: "Reviewer feedback",
 };
+
+/**
+ * Records what a person's feedback taught about the repository (a revision's feedback, a
+ * rejection's reason), so later tasks on it read it with the other lessons.
+ */
+export async function rememberFeedback(
+  models: Models,
+  task: MemoryScope & { _id: string; description: string },
+  feedback: { kind: "feedback" | "rejection"; what: "plan" | "diff"; text: string },
+): Promise<void> {
+  const asked = task.description.trim().split("\n")[0]!.slice(0, 200);
+  const text =
+    feedback.kind === "rejection"
+      ? `A ${feedback.what} was rejected for the task "${asked}" because: ${feedback.text}`
+      : `Feedback on a ${feedback.what} for the task "${asked}": ${feedback.text}`;
+  await remember(models, memoryScopeOf(task), task._id, [{ kind: feedback.kind, text }]);
+}
 
 /** The memories as a prompt block (empty when there are none). */
 export function memoryPromptBlock(memories: MemoryView[]): string {

@@ -4,8 +4,10 @@ import { rm } from "node:fs/promises";
 import {
   collectionOf,
   type CheckRecord,
+  type FollowUpRecord,
   type Models,
   type OnceRecord,
+  type RevisionRecord,
   type TaskPhase,
   type TaskRecord,
   type TaskStatus,
@@ -15,7 +17,8 @@ import { errors } from "../errors.js";
 import { newId } from "../util/ids.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
 import { findAgent } from "./agent-catalog.js";
-import { memoryScopeOf, remember, type MemoryView } from "./memory.js";
+import { memoryScopeOf, remember, rememberFeedback, type MemoryView } from "./memory.js";
+import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import { claimQuota } from "./quota.js";
 import { findSkill } from "./skills.js";
 import { isTerminalEvent, type TaskEventLog } from "./task-events.js";
@@ -46,8 +49,10 @@ const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 export interface TaskDeps {
   models: Models;
   events: TaskEventLog;
-  /** Starts a pipeline stage for the task (an Agenda job). */
-  enqueueStage(taskId: string, stage: StageName): Promise<void>;
+  /** Starts a pipeline stage for the task (an Agenda job), in `round` (default 0). */
+  enqueueStage(taskId: string, stage: StageName, round?: number): Promise<void>;
+  /** Revisions one task may take (MAX_REVISIONS; domain/task-revisions.ts). */
+  maxRevisions?: number;
   /** Tells this process's workers a task was queued, so they need not wait for their poll. */
   kick?(): void;
   /** Tells the workers of every process that tasks were queued (coalesced). */
@@ -89,6 +94,7 @@ export const STAGE_NAMES = [
   "index",
   "plan",
   "implement",
+  "rework",
   "verify",
   "review",
   "publish",
@@ -132,6 +138,36 @@ export interface TaskView {
   };
   memories_used: MemoryView[];
   checks: CheckRecord | null;
+  revisions: RevisionView[];
+  parent_task_id: string | null;
+}
+
+/** One revision as the API shows it (docs/api.md, "Revisions"). */
+export interface RevisionView {
+  gate: "plan" | "diff";
+  feedback: string;
+  by: string;
+  at: string;
+  plan?: NonNullable<TaskView["plan"]>;
+  diff?: string;
+}
+
+function toRevisionView(revision: RevisionRecord): RevisionView {
+  const view: RevisionView = {
+    gate: revision.gate,
+    feedback: revision.feedback,
+    by: revision.by,
+    at: new Date(revision.at).toISOString(),
+  };
+  if (revision.plan)
+    view.plan = revision.plan.map((s) => ({
+      step: s.step,
+      title: s.title,
+      description: s.description ?? "",
+      files: [...(s.files ?? [])],
+    }));
+  if (typeof revision.diff === "string") view.diff = revision.diff;
+  return view;
 }
 
 /** The task as the API shows it. */
@@ -172,6 +208,8 @@ export function toTaskView(task: TaskRecord): TaskView {
     },
     memories_used: task.memories_used ?? [],
     checks: task.checks ?? null,
+    revisions: (task.revisions ?? []).map(toRevisionView),
+    parent_task_id: task.parent_task_id ?? null,
   };
 }
 
@@ -195,6 +233,9 @@ export interface CreateTaskInput {
   base_branch?: string | undefined;
   /** The chat or issue-tracker conversation the task reports to (src/integrations). */
   report_to?: { integration_id: string; type: string; ref: Record<string, string> } | undefined;
+  /** A follow-up: the task it follows up and the branch and pull request it updates. */
+  parent_task_id?: string | undefined;
+  follow_up?: FollowUpRecord | undefined;
 }
 
 /** Checks that a named skill (built-in or the account's own) and agent exist (400 otherwise). */
@@ -248,6 +289,8 @@ function taskDocument(
   if (input.thread) doc.thread = input.thread;
   if (input.base_branch) doc.base_branch = input.base_branch;
   if (input.report_to) doc.report_to = input.report_to;
+  if (input.parent_task_id) doc.parent_task_id = input.parent_task_id;
+  if (input.follow_up) doc.follow_up = input.follow_up;
   return doc;
 }
 
@@ -569,11 +612,13 @@ export async function endTask(deps: TaskDeps, taskId: string, ending: Ending): P
   });
   if (!won) return false;
   recordTaskEnded(ending.status);
+  // Removed before the ending is shown: a retry asked for as soon as the `error` event is
+  // seen (task-revisions.ts) must not find this removal still to come in its working copy.
+  if (deps.workdirOf)
+    await rm(deps.workdirOf(taskId), { recursive: true, force: true }).catch(() => undefined);
   await applyEnding(deps, taskId, ending);
   deps.reportProgress?.(taskId, "end");
   await deps.notifyThread?.(taskId, "end").catch(() => undefined);
-  if (deps.workdirOf)
-    await rm(deps.workdirOf(taskId), { recursive: true, force: true }).catch(() => undefined);
   return true;
 }
 
@@ -656,6 +701,8 @@ export async function decide(
   taskId: string,
   decision: Decision,
   who: string,
+  /** A rejection's reason, kept in `error` and in the repository's memory. */
+  options: { reason?: string | undefined } = {},
 ): Promise<TaskRecord> {
   const task = await getTask(deps.models, accountId, taskId);
   const gate = GATES[decision];
@@ -666,7 +713,8 @@ export async function decide(
   }
   // Stored as mongoose's `Once.create` stored it before: the schema's expires_at and timestamps.
   const now = new Date();
-  const decided = await claimMarker(deps.models, markers.gate(taskId, gate.gate), {
+  // Each round has its own gate (a revision decides the earlier round's: task-revisions.ts).
+  const decided = await claimMarker(deps.models, markers.gate(taskId, gate.gate, task.round ?? 0), {
     expires_at: null,
     created_at: now,
     updated_at: now,
@@ -675,19 +723,24 @@ export async function decide(
     throw errors.invalidState(`The ${gate.label} of this task has already been decided.`);
   if (decision === "reject" || decision === "reject-diff") {
     const what = decision === "reject" ? "plan" : "diff";
+    const reason = options.reason ? sanitizeUntrusted(options.reason) : "";
     await endTask(deps, taskId, {
       status: "cancelled",
-      error: `The ${what} was rejected by ${who}; nothing was pushed.`,
+      error: `The ${what} was rejected by ${who}; nothing was pushed.${reason ? ` Reason: ${reason}` : ""}`,
     });
-    await rememberRejection(deps.models, task, what).catch(() => undefined);
+    await (
+      reason
+        ? rememberFeedback(deps.models, task, { kind: "rejection", what, text: reason })
+        : rememberRejection(deps.models, task, what)
+    ).catch(() => undefined);
   } else if (decision === "approve") {
     await moveTo(deps, taskId, "IMPLEMENTING", "running");
     await deps.events.append(taskId, { event_type: "log", message: `Plan approved by ${who}.` });
-    await deps.enqueueStage(taskId, "implement");
+    await deps.enqueueStage(taskId, "implement", task.round ?? 0);
   } else {
     await moveTo(deps, taskId, "REVIEWING", "running");
     await deps.events.append(taskId, { event_type: "log", message: `Diff approved by ${who}.` });
-    await deps.enqueueStage(taskId, "publish");
+    await deps.enqueueStage(taskId, "publish", task.round ?? 0);
   }
   return getTask(deps.models, accountId, taskId);
 }

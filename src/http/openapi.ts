@@ -208,7 +208,8 @@ export function buildOpenApi(
     };
     if (r.body) {
       operation.requestBody = {
-        required: true,
+        // An optional body (e.g. reject's `{reason}`) may be left out altogether.
+        required: !r.body.safeParse(undefined).success,
         content: { "application/json": { schema: toSchema(r.body, "input", components) } },
       };
     }

@@ -20,7 +20,27 @@ export const PROMPTS = {
   implementWorkerUser: loadPrompt(import.meta.url, "prompts/implement-worker-user.md"),
   fixUser: loadPrompt(import.meta.url, "prompts/fix-user.md"),
   reviewUser: loadPrompt(import.meta.url, "prompts/review-user.md"),
+  reworkUser: loadPrompt(import.meta.url, "prompts/rework-user.md"),
+  planningRevision: loadPrompt(import.meta.url, "prompts/planning-revision.md"),
+  followUpNote: loadPrompt(import.meta.url, "prompts/follow-up-note.md"),
+  fixFeedback: loadPrompt(import.meta.url, "prompts/fix-feedback.md"),
 };
+
+/**
+ * What a round after the first works on (the task's `instruction`): a person's feedback, the
+ * AI review's comments, or a retry's hint. The text was cleaned when it was given
+ * (domain/task-revisions.ts).
+ */
+export interface PromptInstruction {
+  kind: "feedback" | "review" | "retry";
+  text: string;
+  by: string;
+}
+
+function instructionSource(instruction: PromptInstruction): string {
+  if (instruction.kind === "review") return "the review of the change";
+  return instruction.kind === "retry" ? `${instruction.by}, retrying the task,` : instruction.by;
+}
 
 /** Instruction files agents conventionally read, most specific first. */
 const INSTRUCTION_FILES = [
@@ -103,6 +123,26 @@ export function planningSystemPrompt(task: PromptTask, instructions: string, mem
  * their declarations (src/indexer/planning-context.ts).
  */
 export function planningUserPrompt(
+  task: PromptTask & { follow_up?: { branch: string } | null | undefined },
+  context: { tree: string; hits: Array<{ path: string; snippet: string }>; map: string },
+  /** A revision of the plan: the plan it revises and the feedback on it. */
+  revision?: { by: string; feedback: string; plan: PromptPlanStep[]; summary?: string | null },
+): string {
+  const base = planningBasePrompt(task, context);
+  const followUp = task.follow_up
+    ? `\n\n${PROMPTS.followUpNote.fill({ branch: task.follow_up.branch })}`
+    : "";
+  const revised = revision
+    ? `\n\n${PROMPTS.planningRevision.fill({
+        by: revision.by,
+        plan: `${revision.summary ? `${revision.summary}\n` : ""}${planText(revision.plan)}`,
+        feedback: revision.feedback,
+      })}`
+    : "";
+  return `${base}${followUp}${revised}`;
+}
+
+function planningBasePrompt(
   task: PromptTask,
   context: { tree: string; hits: Array<{ path: string; snippet: string }>; map: string },
 ): string {
@@ -175,12 +215,42 @@ export function implementUserPrompt(
 export function fixUserPrompt(
   task: PromptTask,
   round: { attempt: number; maxAttempts: number; failures: string; diff: string },
+  /** The round's instruction (a revision's feedback, a retry's hint), kept in view. */
+  instruction?: PromptInstruction | null,
 ): string {
-  return PROMPTS.fixUser.fill({
+  const prompt = PROMPTS.fixUser.fill({
     description: task.description,
     attempt: String(round.attempt),
     max_attempts: String(round.maxAttempts),
     failures: round.failures,
+    diff: round.diff || "(no changes yet)",
+  });
+  if (!instruction) return prompt;
+  return `${prompt}${instructionNote(instruction)}`;
+}
+
+/**
+ * The round's instruction as a note appended to a stage's first user message (a retried
+ * IMPLEMENTING or PLANNING with a hint); empty without one.
+ */
+export function instructionNote(instruction: PromptInstruction | null | undefined): string {
+  if (!instruction) return "";
+  return `\n\n${PROMPTS.fixFeedback.fill({
+    source: instructionSource(instruction),
+    feedback: instruction.text,
+  })}`;
+}
+
+/** The first user message of a round of changes for feedback on the diff (stages/rework.ts). */
+export function reworkUserPrompt(
+  task: PromptTask,
+  round: { round: number; instruction: PromptInstruction; diff: string },
+): string {
+  return PROMPTS.reworkUser.fill({
+    description: task.description,
+    source: instructionSource(round.instruction),
+    round: String(round.round),
+    feedback: round.instruction.text,
     diff: round.diff || "(no changes yet)",
   });
 }

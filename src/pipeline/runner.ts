@@ -32,6 +32,7 @@ import { STAGES } from "./stages/index.js";
 import { resolveRepo } from "../domain/workspaces.js";
 import { claimMarker, markerExists, markers } from "../domain/markers.js";
 import { AppError } from "../errors.js";
+import { stageKey } from "../domain/task-revisions.js";
 
 /*
  * The task pipeline: each stage of a task runs as one Agenda job (`pipeline.stage`), and a
@@ -74,6 +75,8 @@ const stageJobSchema = z.strictObject({
   stage: z.enum(STAGE_NAMES),
   /** Set on a run queued again (see resumeStage): what makes its job unique. */
   resume: z.string().min(1).max(200).optional(),
+  /** The task's round the stage runs in (domain/task-revisions.ts); absent: 0. */
+  round: z.number().int().min(1).optional(),
 });
 export type StageJob = z.infer<typeof stageJobSchema>;
 /** The job kind of a pipeline stage. */
@@ -81,6 +84,16 @@ export const STAGE_JOB_NAME = "pipeline.stage";
 const ENDED_CHECK_MS = 2000;
 /** A stage queued again for a busy lease runs this long after the lease's expiry. */
 const AFTER_LEASE_MS = 500;
+
+/** A stage job's round field: absent in round 0, as jobs were before rounds existed. */
+function inRound(round: number): { round?: number } {
+  return round > 0 ? { round } : {};
+}
+
+/** The part of a stage job's unique key that names its round (none in round 0). */
+function roundKey(round: number): Record<string, number> {
+  return round > 0 ? { "data.round": round } : {};
+}
 
 /** Where a task's working copy lives. */
 function workdirFor(config: Config, taskId: string): string {
@@ -96,16 +109,18 @@ export function createPipeline(deps: PipelineDeps) {
   const taskDeps: TaskDeps = {
     models,
     events,
-    enqueueStage: (taskId, stage) => enqueueStage(taskId, stage),
+    enqueueStage: (taskId, stage, round) => enqueueStage(taskId, stage, round),
+    maxRevisions: config.pipeline.maxRevisions,
     signalQueued: () => signalQueued(models),
     workdirOf: (taskId) => workdirFor(config, taskId),
   };
 
-  async function enqueueStage(taskId: string, stage: StageName): Promise<void> {
+  async function enqueueStage(taskId: string, stage: StageName, round = 0): Promise<void> {
+    // Round 0 keeps the job key it had before rounds existed.
     await scheduler.enqueue(
       { name: STAGE_JOB_NAME, schema: stageJobSchema },
-      { task_id: taskId, stage },
-      { unique: { "data.task_id": taskId, "data.stage": stage } },
+      { task_id: taskId, stage, ...inRound(round) },
+      { unique: { "data.task_id": taskId, "data.stage": stage, ...roundKey(round) } },
     );
   }
 
@@ -119,24 +134,34 @@ export function createPipeline(deps: PipelineDeps) {
     stage: StageName,
     key: string,
     at?: Date,
+    round = 0,
   ): Promise<boolean> {
     return scheduler.enqueue(
       { name: STAGE_JOB_NAME, schema: stageJobSchema },
-      { task_id: taskId, stage, resume: key },
+      { task_id: taskId, stage, resume: key, ...inRound(round) },
       {
-        unique: { "data.task_id": taskId, "data.stage": stage, "data.resume": key },
+        unique: {
+          "data.task_id": taskId,
+          "data.stage": stage,
+          "data.resume": key,
+          ...roundKey(round),
+        },
         ...(at ? { at } : {}),
       },
     );
   }
 
-  async function applyOutcome(task: TaskRecord, outcome: StageOutcome): Promise<void> {
-    if ("next" in outcome) await enqueueStage(task._id, outcome.next);
+  async function applyOutcome(
+    task: TaskRecord,
+    outcome: StageOutcome,
+    round: number,
+  ): Promise<void> {
+    if ("next" in outcome) await enqueueStage(task._id, outcome.next, outcome.round ?? round);
     else if ("wait" in outcome) {
       // Applied again (a repeated run found the stored outcome) after the gate was decided:
       // the task has gone on, and must not be moved back to the gate.
       const gate = outcome.wait.status === "awaiting_diff_approval" ? "diff" : "plan";
-      if (await markerExists(models, markers.gate(task._id, gate))) return;
+      if (await markerExists(models, markers.gate(task._id, gate, round))) return;
       const current = await tasksOf(models).findOne(
         { _id: task._id },
         { projection: { phase: 1, status: 1 } },
@@ -161,7 +186,9 @@ export function createPipeline(deps: PipelineDeps) {
     const stage = STAGES[job.stage];
     const taskId = job.task_id;
     const logger = deps.logger.child({ task: taskId, stage: stage.name });
-    const doneMarker = markers.stageDone(taskId, stage.name);
+    const round = job.round ?? 0;
+    const key = stageKey(stage.name, round);
+    const doneMarker = markers.stageDone(taskId, key);
     // Three independent `_id` lookups, in parallel: the task, its end marker, the stage's
     // stored outcome.
     const [found, ended, done] = await Promise.all([
@@ -171,17 +198,19 @@ export function createPipeline(deps: PipelineDeps) {
     ]);
     const task = found as unknown as TaskRecord | null;
     if (!task) return;
+    // A job of an earlier round (a revision or retry started a later one) is over.
+    if (round < (task.round ?? 0)) return;
     if (ended) {
       if (!isTerminal(task.status)) await repairEnding(taskDeps, taskId);
       return forgetTask(taskId);
     }
     if (done?.outcome) {
-      await applyOutcome(task, done.outcome as StageOutcome);
+      await applyOutcome(task, done.outcome as StageOutcome, round);
       return;
     }
     const claimed: TaskRecord = task;
     const leaseOptions = {
-      attempt: (attempt: number) => markers.stageLease(taskId, stage.name, attempt),
+      attempt: (attempt: number) => markers.stageLease(taskId, key, attempt),
       ttlMs: config.jobs.lockLifetimeMs,
       maxAttempts: config.pipeline.stageMaxAttempts,
     };
@@ -227,6 +256,14 @@ export function createPipeline(deps: PipelineDeps) {
               message: `Resuming ${stage.phase} (attempt ${run.lease.attempt + 1}): the worker running it stopped.`,
             });
           }
+          if (round > (task.round ?? 0)) {
+            // The first stage of a round a stage outcome started (a self-review round).
+            await tasksOf(models).updateOne(
+              { _id: taskId, $or: [{ round: { $lt: round } }, { round: { $exists: false } }] },
+              { $set: { round } },
+            );
+            task = { ...task, round };
+          }
           task = await withRepo(task);
           const ctx = createContext(task, run.lease.attempt, run.signal, logger);
           logger.info({ attempt: run.lease.attempt }, "stage started");
@@ -240,7 +277,7 @@ export function createPipeline(deps: PipelineDeps) {
           run.keep();
           logger.info({ ms: Math.round(performance.now() - started) }, "stage finished");
           recordStage(stage.name, "done", started);
-          await applyOutcome(task, outcome);
+          await applyOutcome(task, outcome, round);
         } catch (error) {
           if (run.signal.aborted || (await hasEnded(models, taskId))) {
             logger.info("stage stopped: the task ended");
@@ -277,6 +314,7 @@ export function createPipeline(deps: PipelineDeps) {
         stage.name,
         `after-lease:${live?.attempt ?? "-"}:${at.getTime()}`,
         at,
+        round,
       );
       logger.debug({ at }, "stage is held by another worker; looking again when its lease expires");
       return;

@@ -13,8 +13,11 @@ import type { Logger } from "../util/logger.js";
  * so that stages import it without importing the runner that imports them.
  */
 
+/** `round`: the next stage starts a new round (domain/task-revisions.ts); absent: this one. */
 export type StageOutcome =
-  { next: StageName } | { wait: { phase: TaskPhase; status: TaskStatus } } | { end: Ending };
+  | { next: StageName; round?: number }
+  | { wait: { phase: TaskPhase; status: TaskStatus } }
+  | { end: Ending };
 
 /** What a stage function gets: the task, its working copy, and ways to report progress. */
 export interface StageContext {

@@ -1,6 +1,7 @@
 import type { Config } from "../config/env.js";
 import { collectionOf, type Models, type OnceRecord, type TaskRecord } from "../db/models.js";
 import { claimMarker, dropMarkers, markers } from "../domain/markers.js";
+import { stageKey } from "../domain/task-revisions.js";
 import { repairEnding, STAGE_NAMES, type StageName, type TaskDeps } from "../domain/tasks.js";
 import { jobsInFlight } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
@@ -59,7 +60,13 @@ export interface TaskSweepDeps {
   models: Models;
   taskDeps: TaskDeps;
   /** Queues a stage again as a job unique to `key` (runner.ts resumeStage). */
-  resumeStage(taskId: string, stage: StageName, key: string): Promise<boolean>;
+  resumeStage(
+    taskId: string,
+    stage: StageName,
+    key: string,
+    at?: Date,
+    round?: number,
+  ): Promise<boolean>;
   logger: Logger;
 }
 
@@ -72,8 +79,9 @@ export function currentStage(
   phase: string,
   outcomes: ReadonlyMap<StageName, StageOutcome>,
   decidedGates: ReadonlySet<"plan" | "diff">,
+  first: StageName = "clone",
 ): StageName {
-  let stage: StageName = "clone";
+  let stage: StageName = first;
   for (let step = 0; step < STAGE_NAMES.length; step++) {
     const outcome = outcomes.get(stage);
     if (!outcome || "end" in outcome) break;
@@ -127,19 +135,23 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
           status: { $in: ["running", "queued"] },
           updated_at: { $lt: new Date(now - ttlMs) },
         },
-        { projection: { _id: 1, status: 1, phase: 1 } },
+        { projection: { _id: 1, status: 1, phase: 1, round: 1, instruction: 1 } },
       )
       .sort({ updated_at: 1 })
       .limit(MAX_TASKS)
-      .toArray()) as unknown as Array<Pick<TaskRecord, "_id" | "status" | "phase">>;
+      .toArray()) as unknown as Array<
+      Pick<TaskRecord, "_id" | "status" | "phase" | "round" | "instruction">
+    >;
     if (open.length === 0) return result;
 
     // One lookup by `_id` for every task's ending, stage outcomes, gates and first lease.
+    // A revised or retried task (domain/task-revisions.ts) is in a later round: its stages'
+    // markers carry the round.
     const ids = open.flatMap((task) => [
       markers.taskEnd(task._id).id,
-      markers.gate(task._id, "plan").id,
-      markers.gate(task._id, "diff").id,
-      ...STAGE_NAMES.map((stage) => markers.stageDone(task._id, stage).id),
+      markers.gate(task._id, "plan", task.round ?? 0).id,
+      markers.gate(task._id, "diff", task.round ?? 0).id,
+      ...STAGE_NAMES.map((stage) => markers.stageDone(task._id, stageKey(stage, task.round)).id),
       ...(task.status === "queued" ? [markers.stageLease(task._id, "clone", 0).id] : []),
     ]);
     const found = new Map(
@@ -149,7 +161,7 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
           .toArray()
       ).map((marker) => [marker._id, marker]),
     );
-    const planned: Array<{ task_id: string; stage: StageName }> = [];
+    const planned: Array<{ task_id: string; stage: StageName; round: number }> = [];
     for (const task of open) {
       if (found.has(markers.taskEnd(task._id).id)) {
         await repairEnding(deps.taskDeps, task._id);
@@ -159,15 +171,31 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
       // A queued task nobody started is the intake's (it may wait on its dependencies).
       if (task.status === "queued" && !found.has(markers.stageLease(task._id, "clone", 0).id))
         continue;
+      const round = task.round ?? 0;
       const outcomes = new Map<StageName, StageOutcome>();
       for (const stage of STAGE_NAMES) {
-        const outcome = found.get(markers.stageDone(task._id, stage).id)?.outcome;
+        const outcome = found.get(markers.stageDone(task._id, stageKey(stage, round)).id)?.outcome;
         if (outcome) outcomes.set(stage, outcome as StageOutcome);
       }
       const gates = new Set<"plan" | "diff">();
       for (const gate of ["plan", "diff"] as const)
-        if (found.has(markers.gate(task._id, gate).id)) gates.add(gate);
-      planned.push({ task_id: task._id, stage: currentStage(task.phase, outcomes, gates) });
+        if (found.has(markers.gate(task._id, gate, round).id)) gates.add(gate);
+      // A later round starts at the stage its revision or retry queued: the phase it set
+      // (FIXING with a revision's instruction of this round is its round of changes).
+      const first =
+        round === 0
+          ? "clone"
+          : task.phase === "FIXING" &&
+              task.instruction?.round === round &&
+              task.instruction.kind !== "retry" &&
+              !outcomes.has("rework")
+            ? "rework"
+            : (STAGE_OF_PHASE[task.phase] ?? "clone");
+      planned.push({
+        task_id: task._id,
+        stage: currentStage(task.phase, outcomes, gates, first),
+        round,
+      });
     }
     if (planned.length === 0) return result;
 
@@ -183,7 +211,10 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
     if (waiting.length === 0) return result;
     // A lease beaten within its lifetime: its holder runs, or died less than a lifetime ago.
     const leaseIds = waiting.flatMap((p) =>
-      Array.from({ length: maxAttempts }, (_, n) => markers.stageLease(p.task_id, p.stage, n).id),
+      Array.from(
+        { length: maxAttempts },
+        (_, n) => markers.stageLease(p.task_id, stageKey(p.stage, p.round), n).id,
+      ),
     );
     const leases = await markersOf(models)
       .find({ _id: { $in: leaseIds } }, { projection: { _id: 1, heartbeat_at: 1, released: 1 } })
@@ -195,9 +226,10 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
     }
     for (const p of waiting) {
       const attempts = Array.from({ length: maxAttempts }, (_, n) => n);
-      if (attempts.some((n) => live.has(markers.stageLease(p.task_id, p.stage, n).id))) continue;
-      await deps.resumeStage(p.task_id, p.stage, `sweep:${slot.toISOString()}`);
-      result.resumed.push(p);
+      const key = stageKey(p.stage, p.round);
+      if (attempts.some((n) => live.has(markers.stageLease(p.task_id, key, n).id))) continue;
+      await deps.resumeStage(p.task_id, p.stage, `sweep:${slot.toISOString()}`, undefined, p.round);
+      result.resumed.push({ task_id: p.task_id, stage: p.stage });
     }
     if (result.resumed.length > 0 || result.repaired.length > 0)
       logger.warn(

@@ -191,6 +191,7 @@ describe("Idempotency-Key", () => {
         "createSkill",
         "createTask",
         "createWorkspace",
+        "followUpTask",
         "generateKey",
         "installMarketplaceSkill",
         "linkWorkspace",

@@ -96,11 +96,13 @@ const PINNED: Record<keyof typeof markers, [Marker, string, string][]> = {
   gate: [
     [markers.gate("t1", "plan"), "gate:t1:plan", "gate"],
     [markers.gate("t1", "diff"), "gate:t1:diff", "gate"],
+    [markers.gate("t1", "diff", 2), "gate:t1:diff:2", "gate"],
   ],
   stageLease: [
     [markers.stageLease("t1", "plan", 0), "lease:t1:plan:0", "lease"],
     [markers.stageLease("t1", "implement", 2), "lease:t1:implement:2", "lease"],
   ],
+  taskRetry: [[markers.taskRetry("t1", 1), "task-retry:t1:1", "task-retry"]],
   stageDone: [[markers.stageDone("t1", "plan"), "stage-done:t1:plan", "stage-done"]],
   taskSweep: [[markers.taskSweep(slot), "task-sweep:2025-03-04T05:06:00.000Z", "task-sweep"]],
   healthEnd: [[markers.healthEnd("r1"), "health-end:r1", "health-end"]],

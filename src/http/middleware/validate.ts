@@ -14,7 +14,8 @@ export function parseInput<T>(
   value: unknown,
   where: "body" | "query" | "path",
 ): T {
-  if (where === "body" && value === undefined) {
+  // An optional body (e.g. reject's `{reason}`) may be left out altogether.
+  if (where === "body" && value === undefined && !schema.safeParse(undefined).success) {
     throw errors.validation([{ path: "body", message: "A JSON request body is required." }]);
   }
   const result = schema.safeParse(value);

@@ -3,7 +3,7 @@ import { runGit } from "../../util/git.js";
 import { redactText } from "../../util/redact.js";
 import { agentContext, runAgent, type AgentRun } from "../agent.js";
 import { StageError } from "../errors.js";
-import { implementUserPrompt } from "../prompts.js";
+import { implementUserPrompt, instructionNote } from "../prompts.js";
 import type { Stage, StageContext } from "../stage.js";
 import { ensureWorkingCopy } from "./working-copy.js";
 
@@ -71,6 +71,12 @@ async function resetWorkingCopy(ctx: StageContext): Promise<void> {
   await runGit(["clean", "-fdq"], { cwd: ctx.workdir });
 }
 
+/** A retry's hint for this round (domain/task-revisions.ts), as a note for the prompt. */
+function retryNote(ctx: StageContext): string {
+  const { instruction } = ctx.task;
+  return instruction?.round === (ctx.task.round ?? 0) ? instructionNote(instruction) : "";
+}
+
 function plural(n: number, word: string): string {
   return `${n} ${word}${n === 1 ? "" : "s"}`;
 }
@@ -93,13 +99,14 @@ export const implementStage: Stage = {
     const plan = { summary: ctx.task.plan_summary, steps };
     const { pipeline } = ctx.config;
     const parts = partitionPlan(steps, pipeline.parallelThreshold, pipeline.maxParallelWorkers);
+    const note = retryNote(ctx);
     let runs: AgentRun[];
     if (!parts) {
       await ctx.log(`Implementing ${plural(steps.length, "step")} with one agent.`);
       runs = [
         await runAgent(ctx, shared, {
           role: "implement",
-          prompt: implementUserPrompt(ctx.task, plan),
+          prompt: `${implementUserPrompt(ctx.task, plan)}${note}`,
           label: "Agent",
         }),
       ];
@@ -141,12 +148,12 @@ async function runWorkers(
       try {
         const run = await runAgent(ctx, shared, {
           role: "implement",
-          prompt: implementUserPrompt(ctx.task, plan, {
+          prompt: `${implementUserPrompt(ctx.task, plan, {
             worker: i + 1,
             workers: total,
             steps: part.steps,
             files: part.files,
-          }),
+          })}${retryNote(ctx)}`,
           label,
           allowedFiles: new Set(part.files),
           signal,

@@ -7,6 +7,7 @@ import { indexStage } from "./index-stage.js";
 import { planStage } from "./plan.js";
 import { publishStage } from "./publish.js";
 import { reviewStage } from "./review.js";
+import { reworkStage } from "./rework.js";
 import { verifyStage } from "./verify.js";
 
 /** Every stage by name, in pipeline order. */
@@ -15,6 +16,7 @@ export const STAGES: Record<StageName, Stage> = {
   index: indexStage,
   plan: planStage,
   implement: implementStage,
+  rework: reworkStage,
   verify: verifyStage,
   review: reviewStage,
   publish: publishStage,

@@ -2,11 +2,13 @@ import { z } from "zod";
 import { planningContext } from "../../indexer/planning-context.js";
 import { createReadTools } from "../../tools/read-tools.js";
 import { memoryScopeOf, recall } from "../../domain/memory.js";
+import { recordRevisionResult } from "../../domain/task-revisions.js";
+import type { PlanStep } from "../../db/models.js";
 import { runToolLoop } from "../../llm/tool-loop.js";
 import type { ToolSpec } from "../../llm/types.js";
 import { redactText } from "../../util/redact.js";
 import { agentContext } from "../agent.js";
-import { planningSystemPrompt, planningUserPrompt } from "../prompts.js";
+import { instructionNote, planningSystemPrompt, planningUserPrompt } from "../prompts.js";
 import type { Stage } from "../stage.js";
 import { describeCall, firstLine, progressLog } from "../progress.js";
 import { ensureWorkingCopy } from "./working-copy.js";
@@ -64,12 +66,32 @@ export const planStage: Stage = {
     if (instructions) await ctx.log("Using the repository's instructions for coding agents.");
     if (ctx.task.skill_name && !skill)
       await ctx.log(`The skill "${ctx.task.skill_name}" no longer exists; planning without it.`);
+    // A revision of the plan: the plan it revises and the feedback on it (task-revisions.ts).
+    const { instruction } = ctx.task;
+    const revision =
+      instruction?.kind === "feedback" &&
+      instruction.round === (ctx.task.round ?? 0) &&
+      ctx.task.plan
+        ? {
+            by: instruction.by,
+            feedback: instruction.text,
+            plan: ctx.task.plan as PlanStep[],
+            summary: ctx.task.plan_summary,
+          }
+        : null;
+    // A retried PLANNING with a hint.
+    const retried = instruction?.kind === "retry" && instruction.round === (ctx.task.round ?? 0);
+    if (revision) await ctx.log(`Planning again for the feedback of ${revision.by}.`);
     await ctx.log(`Planning with ${client.provider} model ${client.modelId}.`);
     const progress = progressLog(ctx);
     const result = await runToolLoop({
       client,
       system: planningSystemPrompt({ ...ctx.task, skill }, instructions, memory),
-      prompt: planningUserPrompt(ctx.task, planningContext(index, ctx.task.description)),
+      prompt: `${planningUserPrompt(
+        ctx.task,
+        planningContext(index, ctx.task.description),
+        revision ?? undefined,
+      )}${retried ? instructionNote(instruction) : ""}`,
       tools: createReadTools(ctx.workdir, () => index),
       finishTools: [submitPlanTool],
       maxSteps: ctx.config.llm.planMaxSteps,
@@ -92,6 +114,7 @@ export const planStage: Stage = {
     const summary = redactText(input.summary);
     await ctx.update({ plan, plan_summary: summary });
     await ctx.emit({ event_type: "plan", plan, summary });
+    if (revision) await recordRevisionResult(ctx.models, ctx.task, { plan });
     const files = new Set(plan.flatMap((s) => s.files)).size;
     await ctx.log(
       `Plan ready: ${plan.length} step${plan.length === 1 ? "" : "s"} touching ${files} file${files === 1 ? "" : "s"} (${result.steps} model call${result.steps === 1 ? "" : "s"}).`,

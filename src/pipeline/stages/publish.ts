@@ -60,7 +60,7 @@ function pullRequestBody(task: TaskRecord): string {
 
 async function commitChange(ctx: StageContext): Promise<string> {
   const git = (args: string[]) => runGit(args, { cwd: ctx.workdir, signal: ctx.signal });
-  const branch = ctx.task.branch ?? branchName(ctx.task);
+  const branch = ctx.task.branch ?? ctx.task.follow_up?.branch ?? branchName(ctx.task);
   // The push names the branch (HEAD:refs/heads/<branch>); the working copy needs none.
   await git(["add", "--all"]);
   const head = await headCommit(ctx.workdir);
@@ -116,14 +116,40 @@ export const publishStage: Stage = {
     const branch = await commitChange(ctx);
     const url = await ctx.cloneUrl();
     const config = await remoteArgs(ctx, url);
-    await runGit(["push", "--force", "--quiet", "--no-verify", url, `HEAD:refs/heads/${branch}`], {
-      config,
-      cwd: ctx.workdir,
-      timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
-      signal: ctx.signal,
-    });
+    const followUp = ctx.task.follow_up;
+    // A follow-up adds commits to its parent's branch: never forced, so commits pushed there
+    // since it cloned are never lost (the push is refused instead).
+    const force = followUp ? [] : ["--force"];
+    try {
+      await runGit(["push", ...force, "--quiet", "--no-verify", url, `HEAD:refs/heads/${branch}`], {
+        config,
+        cwd: ctx.workdir,
+        timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
+        signal: ctx.signal,
+      });
+    } catch (error) {
+      if (!followUp) throw error;
+      throw new StageError(
+        `The branch ${branch} moved on while this follow-up worked, so its commits were not pushed; start another follow-up of the parent task to work from the branch's new head.`,
+      );
+    }
     await ctx.update({ branch });
     await ctx.log(`Pushed branch ${branch} to ${ctx.task.repo.full_name}.`);
+    if (followUp) {
+      // The parent's pull request (if any) shows the new commits: no new one is opened.
+      await ctx.update({
+        pr_url: followUp.pr_url,
+        pr_number: followUp.pr_number,
+        ...(followUp.pr_url ? { pr_state: "open" } : {}),
+      });
+      ctx.task.pr_url = followUp.pr_url;
+      await ctx.log(
+        followUp.pr_url
+          ? `The new commits are on the pull request ${followUp.pr_url}.`
+          : "A follow-up on a pushed branch: the branch is the result (no pull request).",
+      );
+      return { next: "cleanup" };
+    }
     if (ctx.task.repo.kind !== "github") {
       await ctx.log("A plain git remote: the pushed branch is the result (no pull request).");
       return { next: "cleanup" };

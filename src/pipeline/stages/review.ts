@@ -4,7 +4,8 @@ import { runToolLoop } from "../../llm/tool-loop.js";
 import { redactText } from "../../util/redact.js";
 import { diffForPrompt, workingCopyDiff } from "../diff.js";
 import { reviewUserPrompt } from "../prompts.js";
-import { REVIEW_RULES, submitReviewTool } from "../../tools/review-tool.js";
+import { REVIEW_RULES, submitReviewTool, type ReviewResult } from "../../tools/review-tool.js";
+import { recordRevisionResult } from "../../domain/task-revisions.js";
 import type { Stage } from "../stage.js";
 import { ensureWorkingCopy } from "./working-copy.js";
 
@@ -26,9 +27,16 @@ function diffStat(diff: string): { added: number; removed: number } {
   return { added, removed };
 }
 
+/** The review's requests as the next round's instruction. */
+function reviewInstruction(review: ReviewResult): string {
+  const comments = review.comments.map((c) => `- ${c.path}:${c.line} (${c.severity}): ${c.body}`);
+  return [review.summary, ...comments].join("\n");
+}
+
 /**
  * REVIEWING: the diff of the working copy (a `diff` event), a model review with
  * submit_review stored on the task, then the diff gate (or straight on with auto_approve).
+ * A review that requests changes sends the work back for one round (stages/rework.ts).
  * An implementation that changed nothing skips to CLEANUP and ends without a pull request.
  */
 export const reviewStage: Stage = {
@@ -71,6 +79,27 @@ export const reviewStage: Stage = {
     await ctx.log(
       `Review: ${review.verdict.replace("_", " ")}, ${review.comments.length} comment${review.comments.length === 1 ? "" : "s"}. ${review.summary}`,
     );
+    // The review acts: changes it requests get one round (not after a round it asked for).
+    const round = ctx.task.round ?? 0;
+    const { instruction } = ctx.task;
+    const reviewRound = instruction?.kind === "review" && instruction.round === round;
+    if (review.verdict === "request_changes" && !reviewRound) {
+      const next = round + 1;
+      await ctx.update({
+        instruction: {
+          round: next,
+          kind: "review",
+          text: reviewInstruction(review),
+          by: "the AI review",
+        },
+        fix_attempts: 0,
+      });
+      await ctx.log(
+        "The review requested changes: one round of changes for its comments, then verification and review again.",
+      );
+      return { next: "rework", round: next };
+    }
+    await recordRevisionResult(ctx.models, ctx.task, { diff });
     if (ctx.task.auto_approve) {
       await ctx.log("Diff approved automatically (auto_approve).");
       return { next: "publish" };

@@ -111,12 +111,12 @@ export const verifyStage: Stage = {
       const { diff } = await workingCopyDiff(ctx.workdir, { signal: ctx.signal });
       const run = await runAgent(ctx, shared, {
         role: "fix",
-        prompt: fixUserPrompt(ctx.task, {
-          attempt,
-          maxAttempts,
-          failures: failureReport(outcome),
-          diff: diffForPrompt(diff),
-        }),
+        prompt: fixUserPrompt(
+          ctx.task,
+          { attempt, maxAttempts, failures: failureReport(outcome), diff: diffForPrompt(diff) },
+          // The round's feedback (a revision's, a retry's) stays in view while fixing.
+          ctx.task.instruction?.round === (ctx.task.round ?? 0) ? ctx.task.instruction : null,
+        ),
         label: `Fix ${attempt}`,
       });
       if (run.notes.length) learned.push(...run.notes);

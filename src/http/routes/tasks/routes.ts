@@ -11,9 +11,14 @@ import {
 } from "../../../domain/tasks.js";
 import type { Principal } from "../../../domain/keys.js";
 import { reviewPullRequest } from "../../../domain/pr-review.js";
+import { followUpTask, retryTask, reviseTask } from "../../../domain/task-revisions.js";
 import { route, tasksOf, type AnyRoute } from "../../route.js";
 import {
   createTaskBody,
+  followUpTaskBody,
+  rejectBody,
+  retryTaskBody,
+  reviseTaskBody,
   listTasksQuery,
   pullRequestReview,
   reviewPullRequestBody,
@@ -25,10 +30,13 @@ function who(principal: Principal): string {
   return `API key "${principal.keyName}"`;
 }
 
-const DECISIONS: Array<{ decision: Decision; summary: string; operationId: string }> = [
+const APPROVALS: Array<{ decision: Decision; summary: string; operationId: string }> = [
   { decision: "approve", operationId: "approvePlan", summary: "Approve the plan" },
-  { decision: "reject", operationId: "rejectPlan", summary: "Reject the plan (cancels the task)" },
   { decision: "approve-diff", operationId: "approveDiff", summary: "Approve the diff" },
+];
+
+const REJECTIONS: Array<{ decision: Decision; summary: string; operationId: string }> = [
+  { decision: "reject", operationId: "rejectPlan", summary: "Reject the plan (cancels the task)" },
   {
     decision: "reject-diff",
     operationId: "rejectDiff",
@@ -106,7 +114,7 @@ export const taskRoutes: AnyRoute[] = [
       return toTaskView(await getTask(deps.models, principal.accountId, params.id));
     },
   }),
-  ...DECISIONS.map(({ decision, summary, operationId }) =>
+  ...APPROVALS.map(({ decision, summary, operationId }) =>
     route({
       method: "post",
       path: `/tasks/:id/${decision}`,
@@ -126,6 +134,94 @@ export const taskRoutes: AnyRoute[] = [
       },
     }),
   ),
+  ...REJECTIONS.map(({ decision, summary, operationId }) =>
+    route({
+      method: "post",
+      path: `/tasks/:id/${decision}`,
+      operationId,
+      tag: "tasks",
+      summary,
+      description: `The body is optional: \`{reason}\` is kept in the task's \`error\` and in the repository's memory, so later tasks learn it. 409 invalid_state when the task is not waiting at this gate, or when the gate was already decided.`,
+      auth: "key",
+      params: taskParams,
+      body: rejectBody,
+      status: 200,
+      response: { description: "The updated task", schema: task },
+      errors: [404, 409],
+      async handler(_ctx, { params, body, principal, deps }) {
+        return toTaskView(
+          await decide(tasksOf(deps), principal.accountId, params.id, decision, who(principal), {
+            reason: body?.reason,
+          }),
+        );
+      },
+    }),
+  ),
+  route({
+    method: "post",
+    path: "/tasks/:id/revise",
+    operationId: "reviseTask",
+    tag: "tasks",
+    summary: "Send the plan or diff waiting at its gate back with feedback (extension)",
+    description:
+      "At the plan gate: PLANNING again with the feedback and the earlier plan, then the plan gate. At the diff gate: a round of changes for the feedback on the current diff (FIXING), VERIFYING, REVIEWING, then the diff gate again. The task's `revisions` records each; the round's plan or diff is added when it reaches the gate. 409 invalid_state when the task is not waiting at a gate, or after MAX_REVISIONS revisions.",
+    auth: "key",
+    params: taskParams,
+    body: reviseTaskBody,
+    status: 200,
+    response: { description: "The task, working on the revision", schema: task },
+    errors: [404, 409],
+    async handler(_ctx, { params, body, principal, deps }) {
+      return toTaskView(
+        await reviseTask(tasksOf(deps), principal.accountId, params.id, {
+          feedback: body.feedback,
+          by: who(principal),
+        }),
+      );
+    },
+  }),
+  route({
+    method: "post",
+    path: "/tasks/:id/retry",
+    operationId: "retryTask",
+    tag: "tasks",
+    summary: "Restart a failed task where it failed (extension)",
+    description:
+      "Restarts the stage that failed, keeping the approved plan and the work done (the working copy, or the task's diff re-applied on the commit it started from). The optional `feedback` is given to the restarted stage. A retry is part of its task: no quota is used. 409 invalid_state unless the task failed.",
+    auth: "key",
+    params: taskParams,
+    body: retryTaskBody,
+    status: 200,
+    response: { description: "The task, running again", schema: task },
+    errors: [404, 409],
+    async handler(_ctx, { params, body, principal, deps }) {
+      return toTaskView(
+        await retryTask(tasksOf(deps), principal.accountId, params.id, {
+          feedback: body?.feedback,
+          by: who(principal),
+        }),
+      );
+    },
+  }),
+  route({
+    method: "post",
+    path: "/tasks/:id/follow-up",
+    operationId: "followUpTask",
+    tag: "tasks",
+    summary: "Continue a finished task's work in a new task (extension)",
+    description:
+      "A new task (`parent_task_id`) that starts from the head of the finished task's branch, pushes its commits to that same branch and updates the same pull request (never a new one). Counts once against the monthly quota. 409 invalid_state unless the task ended DONE with a branch.",
+    auth: "key",
+    params: taskParams,
+    body: followUpTaskBody,
+    status: 201,
+    response: { description: "The new task", schema: task },
+    errors: [404, 409, 429],
+    location: (t: TaskView) => `/tasks/${t.id}`,
+    async handler(_ctx, { params, body, principal, deps }) {
+      return toTaskView(await followUpTask(tasksOf(deps), principal.accountId, params.id, body));
+    },
+  }),
   route({
     method: "post",
     path: "/tasks/:id/cancel",

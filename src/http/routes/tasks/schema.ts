@@ -50,6 +50,23 @@ export const planStep = z
   })
   .meta({ id: "PlanStep" });
 
+export const revision = z
+  .object({
+    gate: z.enum(["plan", "diff"]),
+    feedback: z.string(),
+    by: z.string().describe("who gave the feedback"),
+    at: timestamp,
+    plan: z
+      .array(planStep)
+      .optional()
+      .describe("the plan the round produced (plan gate), once it reached the gate again"),
+    diff: z
+      .string()
+      .optional()
+      .describe("the diff the round produced (diff gate), once it reached the gate again"),
+  })
+  .meta({ id: "Revision" });
+
 export const task = z
   .object({
     id: z.string(),
@@ -124,8 +141,52 @@ export const task = z
         }),
       )
       .describe("repository memory read into this task's prompts (extension)"),
+    revisions: z
+      .array(revision)
+      .describe("feedback given at the gates, oldest first (extension; POST /tasks/{id}/revise)"),
+    parent_task_id: z
+      .string()
+      .nullable()
+      .describe("for a follow-up: the task it continues (extension; POST /tasks/{id}/follow-up)"),
   })
   .meta({ id: "Task" });
+
+const feedbackText = z.string().trim().min(1).max(10_000);
+
+export const reviseTaskBody = z
+  .strictObject({
+    feedback: feedbackText.describe("what to change in the plan or the diff waiting at its gate"),
+  })
+  .meta({ id: "ReviseTaskBody" });
+
+export const rejectBody = z
+  .strictObject({
+    reason: z
+      .string()
+      .trim()
+      .min(1)
+      .max(10_000)
+      .optional()
+      .describe("why: kept in the task's error and in the repository's memory"),
+  })
+  .optional()
+  .meta({ id: "RejectBody" });
+
+export const retryTaskBody = z
+  .strictObject({
+    feedback: feedbackText
+      .optional()
+      .describe("a hint for the restarted stage (e.g. what the fix rounds missed)"),
+  })
+  .optional()
+  .meta({ id: "RetryTaskBody" });
+
+export const followUpTaskBody = z
+  .strictObject({
+    description: z.string().trim().min(1).max(20_000).describe("what to change next"),
+    auto_approve: z.boolean().default(false),
+  })
+  .meta({ id: "FollowUpTaskBody" });
 
 export const reviewPullRequestBody = z.strictObject({
   pr_url: z

@@ -5,7 +5,7 @@ import type { Models } from "../db/models.js";
 import type { ReviewResult } from "../tools/review-tool.js";
 import { claimMarker, markers } from "../domain/markers.js";
 import { planMarkdown } from "../domain/plan-text.js";
-import { taskById, taskConversations } from "../domain/tasks.js";
+import { taskById } from "../domain/tasks.js";
 import type { GithubHandlerDeps } from "./deps.js";
 import type { InstallationOctokit } from "../github-api/client.js";
 import type { Logger } from "../util/logger.js";
@@ -32,9 +32,9 @@ export const NOTICE_JOB = { name: "github.notice", schema: noticeJobSchema };
 /** Queues a notice for a task's thread; tasks without a thread are skipped by one lookup. */
 export function createThreadNotifier(models: Models, scheduler: Scheduler) {
   return async (taskId: string, kind: NoticeKind): Promise<void> => {
-    const task = await taskConversations(models, taskId);
+    const task = await taskById(models, taskId);
     if (!task?.thread) return;
-    const round = (await taskById(models, taskId))?.round ?? 0;
+    const round = task.round ?? 0;
     await scheduler.enqueue(
       NOTICE_JOB,
       { task_id: taskId, kind, ...(round > 0 ? { round } : {}) },

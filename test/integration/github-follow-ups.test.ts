@@ -402,7 +402,7 @@ describe("feedback on a task's pull request", () => {
     expect(await server.service.db.models.Task.countDocuments()).toBe(before);
   });
 
-  it("follows up on /task on the task's pull request (no new pull request), then revises it at its gate", async () => {
+  it("follows up on /task on the task's pull request (no new pull request), then revises it at its gate for a review and a mention", async () => {
     const c = prComment(GATED_PR, "/task Add the year to the LICENSE.");
     const replies: string[] = [];
     const acked = permission("Codertocat", "write")
@@ -448,6 +448,24 @@ describe("feedback on a task's pull request", () => {
     expect(revised).toMatchObject({ status: "awaiting_approval", round: 1 });
     expect(revised!.revisions[0]).toMatchObject({ gate: "plan", by: "@Codertocat on GitHub" });
     expect(revised!.revisions[0].feedback).toContain("Also name the holder.");
+
+    // A comment that mentions the App is feedback too: the revised plan is revised again.
+    const mention = prComment(GATED_PR, `@${SLUG} and keep the line short, please.`);
+    const seen = permission("Codertocat", "write")
+      .post(`${REPO_PATH}/issues/comments/${mention.comment.id}/reactions`, { content: "eyes" })
+      .reply(201, { id: 2, content: "eyes" });
+    const revisingAgain = replyIn(GATED_PR, (b) => replies.push(b));
+    const thirdPlan = replyIn(GATED_PR, (b) => replies.push(b));
+    expect((await deliver("issue_comment", mention)).status).toBe(202);
+    await until("the plan revised again", async () => replies.length >= 6);
+    expect(seen.isDone() && revisingAgain.isDone() && thirdPlan.isDone()).toBe(true);
+    expect(replies[4]).toContain("revising its plan with @Codertocat's feedback");
+    expect(replies[5]).toContain(`**Plan for task \`${String(followUp!._id)}\`**`);
+    const again = await server.service.db.models.Task.collection.findOne({
+      _id: followUp!._id,
+    });
+    expect(again).toMatchObject({ status: "awaiting_approval", round: 2 });
+    expect(again!.revisions[1].feedback).toContain("keep the line short");
     expect(await followUpsOf("task_parent78")).toHaveLength(1);
     await server.service.db.models.Task.updateOne(
       { _id: String(followUp!._id) },

@@ -72,6 +72,8 @@ export const markers = {
     taskId,
     notice,
   ]),
+  /** Feedback on a task's pull request (a review, a comment), acted on once (github/follow-ups.ts). */
+  githubFollowUp: kind("gh-follow-up", "github-follow-up", (key: string) => [key]),
   /** A task's progress check run, created once; it holds the run's id (domain/progress.ts). */
   githubProgress: kind("gh-progress", "github-progress", (taskId: string) => [taskId]),
   /** The report lock of a task's progress check run, held while a job talks to GitHub. */

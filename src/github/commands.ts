@@ -18,7 +18,11 @@ import { helpText, parseCommand, type Command, type CommandName } from "./comman
 import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
+import { actOnFeedback, feedbackText, mentionsApp, queueMention } from "./follow-ups.js";
+import { pullRequestTasks } from "../domain/pull-request-tasks.js";
 import {
+  APP_MARKER,
+  writtenByApp,
   hasWriteAccess,
   howToLink,
   ownerAndRepo,
@@ -63,17 +67,29 @@ export const ACK_JOB = { name: "github.command-ack", schema: commandJobSchema };
 /** Acknowledging is a permission read and one reaction: many may run at once. */
 const ACK_CONCURRENCY = 8;
 
-/** Comments that come from bots (this App included) are never commands. */
-function fromBot(user: { type?: string; login?: string } | null | undefined): boolean {
-  return !user || user.type === "Bot" || Boolean(user.login?.endsWith("[bot]"));
-}
-
-/** `issue_comment.created`: a command is queued for acknowledgement; anything else is ignored. */
+/**
+ * `issue_comment.created`: a command is queued for acknowledgement; on a pull request, a
+ * comment that mentions the App is queued as feedback (follow-ups.ts); anything else, and
+ * anything a bot or the App wrote, is ignored.
+ */
 export const commandHandlers: HandlerGroup = (probot, deps) => {
   probot.on("issue_comment.created", async (context) => {
     const { comment, issue, repository, installation } = context.payload;
-    if (!installation || fromBot(comment.user)) return;
-    if (!parseCommand(comment.body ?? "", deps.github.slug)) return;
+    if (!installation || writtenByApp(comment.user, comment.body, deps.github.slug)) return;
+    if (!parseCommand(comment.body ?? "", deps.github.slug)) {
+      if (issue.pull_request && mentionsApp(comment.body ?? "", deps.github.slug))
+        await queueMention(deps, {
+          installation_id: installation.id,
+          repo_id: String(repository.id),
+          repo_full_name: repository.full_name,
+          pr_number: issue.number,
+          comment_id: comment.id,
+          comment_url: comment.html_url,
+          author: comment.user!.login,
+          body: (comment.body ?? "").slice(0, MAX_BODY),
+        });
+      return;
+    }
     await queueForDelivery(
       deps.scheduler,
       ACK_JOB,
@@ -286,6 +302,11 @@ export const COMMANDS: CommandRegistry = {
   task: linked(async (ctx) => {
     const text = sanitizeUntrusted(ctx.command.text);
     if (!text) return "Say what to do: `/task <what to change>`.";
+    // On a pull request a task opened, `/task` follows that task up on the same branch.
+    if (ctx.job.is_pull_request) {
+      const followed = await followUpFromCommand(ctx, text);
+      if (followed) return followed;
+    }
     return startThreadTask(ctx, text);
   }),
   agent: linked(async (ctx) => {
@@ -417,6 +438,40 @@ async function startThreadTask(
     ...(baseBranch ? { base_branch: baseBranch } : {}),
   });
   return `Task \`${task._id}\` created${agentName ? ` (agent \`${agentName}\`)` : ""}${baseBranch ? ` on branch \`${baseBranch}\`` : ""}. I will post the plan here for approval.`;
+}
+
+/**
+ * `/task` on a pull request a task opened: a follow-up of that task (or a revision of the
+ * one waiting at a gate), answered in the thread; null on any other pull request.
+ */
+async function followUpFromCommand(
+  { deps, job, thread, accountId }: LinkedContext,
+  text: string,
+): Reply {
+  const tasks = await pullRequestTasks(deps.models, accountId, job.repo_id, job.number);
+  if (tasks.length === 0) return null;
+  const outcome = await actOnFeedback(deps, {
+    accountId,
+    tasks,
+    thread,
+    author: job.author,
+    description: feedbackText({
+      what: "request",
+      author: job.author,
+      repo_full_name: job.repo_full_name,
+      pr_number: job.number,
+      body: text,
+      comments: [],
+    }),
+    origin: {
+      kind: "comment",
+      author: job.author,
+      pr_number: job.number,
+      comment_url: job.comment_url,
+      comments: [],
+    },
+  });
+  return `${outcome.reply}\n\n${APP_MARKER}`;
 }
 
 /** The issue or pull request the command came from, as context for the task (untrusted). */

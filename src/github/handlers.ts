@@ -3,6 +3,7 @@ import { autoReviewHandlers } from "./auto-review.js";
 import { ciHandlers } from "./ci.js";
 import { commandHandlers } from "./commands.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
+import { followUpHandlers } from "./follow-ups.js";
 import { installationHandlers } from "./installations.js";
 import { labelHandlers } from "./issues.js";
 import { outcomeHandlers } from "./outcomes.js";
@@ -15,6 +16,7 @@ const GROUPS: HandlerGroup[] = [
   ciHandlers,
   outcomeHandlers,
   autoReviewHandlers,
+  followUpHandlers,
 ];
 
 /**

@@ -3,6 +3,7 @@ import { autoReviewJob } from "./auto-review.js";
 import { ciJob } from "./ci.js";
 import { commandAckJob, commandJob } from "./commands.js";
 import type { GithubHandlerDeps } from "./deps.js";
+import { followUpJob } from "./follow-ups.js";
 import { labelJob } from "./issues.js";
 import { noticeJob } from "./notices.js";
 import { outcomeJob } from "./outcomes.js";
@@ -19,5 +20,6 @@ export function githubJobs(deps: GithubHandlerDeps): Array<JobKind<never>> {
     noticeJob(deps),
     autoReviewJob(deps),
     progressJob(deps),
+    followUpJob(deps),
   ] as Array<JobKind<never>>;
 }

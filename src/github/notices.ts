@@ -5,9 +5,12 @@ import type { Models } from "../db/models.js";
 import type { ReviewResult } from "../tools/review-tool.js";
 import { claimMarker, markers } from "../domain/markers.js";
 import { planMarkdown } from "../domain/plan-text.js";
-import { taskById, taskConversations } from "../domain/tasks.js";
+import { taskById } from "../domain/tasks.js";
 import type { GithubHandlerDeps } from "./deps.js";
-import { reply } from "./threads.js";
+import type { InstallationOctokit } from "../github-api/client.js";
+import type { Logger } from "../util/logger.js";
+import { redactText } from "../util/redact.js";
+import { APP_MARKER, ownerAndRepo, reply } from "./threads.js";
 
 /*
  * What a task tells its GitHub thread: the plan when it waits for approval, a summary of
@@ -21,18 +24,27 @@ export type NoticeKind = (typeof NOTICE_KINDS)[number];
 const noticeJobSchema = z.strictObject({
   task_id: z.string().min(1),
   kind: z.enum(NOTICE_KINDS),
+  /** The task's pipeline round: a revised plan or diff, or a retried ending, is news again. */
+  round: z.number().int().min(1).optional(),
 });
 export const NOTICE_JOB = { name: "github.notice", schema: noticeJobSchema };
 
 /** Queues a notice for a task's thread; tasks without a thread are skipped by one lookup. */
 export function createThreadNotifier(models: Models, scheduler: Scheduler) {
   return async (taskId: string, kind: NoticeKind): Promise<void> => {
-    const task = await taskConversations(models, taskId);
+    const task = await taskById(models, taskId);
     if (!task?.thread) return;
+    const round = task.round ?? 0;
     await scheduler.enqueue(
       NOTICE_JOB,
-      { task_id: taskId, kind },
-      { unique: { "data.task_id": taskId, "data.kind": kind } },
+      { task_id: taskId, kind, ...(round > 0 ? { round } : {}) },
+      {
+        unique: {
+          "data.task_id": taskId,
+          "data.kind": kind,
+          ...(round > 0 ? { "data.round": round } : {}),
+        },
+      },
     );
   };
 }
@@ -100,15 +112,120 @@ export function noticeJob(deps: GithubHandlerDeps): JobKind<z.infer<typeof notic
   const logger = deps.logger.child({ component: "github-notices" });
   return {
     ...NOTICE_JOB,
-    async run({ task_id, kind }) {
-      if (!(await claimMarker(deps.models, markers.githubNotice(task_id, kind)))) return;
+    async run({ task_id, kind, round }) {
+      const notice = round ? `${kind}@${round}` : kind;
+      if (!(await claimMarker(deps.models, markers.githubNotice(task_id, notice)))) return;
       const task = await taskById(deps.models, task_id);
       if (!task?.thread) return;
+      const octokit = await deps.client.octokit(task.thread.installation_id);
+      if (kind === "end" && task.follow_up && task.thread.is_pull_request) {
+        await answerFollowUp(octokit, task, logger);
+        logger.info({ task: task_id, kind }, "follow-up answered");
+        return;
+      }
       const body =
         kind === "plan" ? planText(task) : kind === "diff" ? diffText(task) : endText(task);
-      const octokit = await deps.client.octokit(task.thread.installation_id);
       await reply(octokit, task.thread, body);
       logger.info({ task: task_id, kind }, "notice posted");
     },
   };
+}
+
+/** The inline comments a follow-up was asked for in (its `origin`, github/follow-ups.ts). */
+function originComments(
+  task: TaskRecord,
+): Array<{ id: number; path: string; line: number | null }> {
+  const comments = (task.origin as { comments?: unknown } | null)?.comments;
+  return Array.isArray(comments)
+    ? comments.filter(
+        (c): c is { id: number; path: string; line: number | null } =>
+          typeof c?.id === "number" && typeof c?.path === "string",
+      )
+    : [];
+}
+
+/** The follow-up's commits on its pull request (their messages name the task), or []. */
+async function followUpCommits(
+  octokit: InstallationOctokit,
+  task: TaskRecord,
+  thread: NonNullable<TaskRecord["thread"]>,
+  logger: Logger,
+): Promise<Array<{ sha: string; title: string }>> {
+  try {
+    const { data } = await octokit.rest.pulls.listCommits({
+      ...ownerAndRepo(thread.repo_full_name),
+      pull_number: thread.number,
+      per_page: 100,
+    });
+    return data
+      .filter((c) => c.commit.message.includes(`Task: ${task._id}`))
+      .map((c) => ({ sha: c.sha, title: c.commit.message.split("\n")[0] ?? "" }));
+  } catch (error) {
+    logger.warn({ err: error, task: task._id }, "could not list the pull request's commits");
+    return [];
+  }
+}
+
+/**
+ * How a follow-up asked for on a pull request ended, told on that pull request: the commits
+ * it pushed, its summary and the files it changed; and a reply on each inline comment it was
+ * asked for whose file it changed.
+ */
+async function answerFollowUp(
+  octokit: InstallationOctokit,
+  task: TaskRecord,
+  logger: Logger,
+): Promise<void> {
+  const thread = task.thread!;
+  const pushed = task.status === "completed" && Boolean(task.branch) && Boolean(task.diff?.trim());
+  if (!pushed) {
+    await reply(octokit, thread, `${endText(task)}\n\n${APP_MARKER}`);
+    return;
+  }
+  const commits = await followUpCommits(octokit, task, thread, logger);
+  const stat = diffStat(task.diff ?? "");
+  const changed = new Set(stat.map((f) => f.path));
+  const comments = originComments(task);
+  const body = [
+    `**Follow-up task \`${task._id}\` is done**: pushed to \`${task.branch}\`${
+      commits.length
+        ? ` (${commits.map((c) => `${c.sha.slice(0, 7)} ${c.title.replace(/[`*_]/g, "\\$&")}`).join("; ")})`
+        : ""
+    }.`,
+    task.implement_summary ?? task.plan_summary ?? "",
+    stat.length
+      ? `| file | + | − |\n|---|---:|---:|\n${stat.map((f) => `| \`${f.path}\` | ${f.added} | ${f.removed} |`).join("\n")}`
+      : "",
+    comments.length
+      ? `Inline comments answered: ${comments.filter((c) => changed.has(c.path)).length} of ${comments.length}${
+          comments.some((c) => !changed.has(c.path))
+            ? ` (not changed: ${[...new Set(comments.filter((c) => !changed.has(c.path)).map((c) => `\`${c.path}\``))].join(", ")})`
+            : ""
+        }.`
+      : "",
+    APP_MARKER,
+  ]
+    .filter(Boolean)
+    .join("\n\n");
+  await reply(octokit, thread, body);
+  const where = commits.length ? ` in ${commits.map((c) => c.sha.slice(0, 7)).join(", ")}` : "";
+  for (const comment of comments) {
+    const file = stat.find((f) => f.path === comment.path);
+    if (!file) continue;
+    try {
+      await octokit.rest.pulls.createReplyForReviewComment({
+        ...ownerAndRepo(thread.repo_full_name),
+        pull_number: thread.number,
+        comment_id: comment.id,
+        body: redactText(
+          `Addressed by follow-up task \`${task._id}\`: changed \`${file.path}\` (+${file.added} −${file.removed})${where}.\n\n${APP_MARKER}`,
+        ),
+      });
+    } catch (error) {
+      logger.warn(
+        { err: error, task: task._id, comment: comment.id },
+        "could not reply to a comment",
+      );
+    }
+  }
 }

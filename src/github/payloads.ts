@@ -3,7 +3,7 @@ import type { FieldProblem } from "../errors.js";
 
 /*
  * The shape of each delivery the handlers act on (src/github/ci.ts, commands.ts,
- * installations.ts, issues.ts, outcomes.ts, auto-review.ts): only the fields they read, everything else
+ * installations.ts, issues.ts, outcomes.ts, auto-review.ts, follow-ups.ts): only the fields they read, everything else
  * passes. A correctly signed delivery that lacks them (a replayed or hand-made body) is
  * answered 400 before Probot sees it, instead of failing inside a handler with a 500.
  */
@@ -40,6 +40,16 @@ const repoEntry = z.looseObject({
 });
 
 const ciCommon = { repository, installation: installationRef };
+
+/** What the follow-up handlers read of a reviewed pull request (src/github/follow-ups.ts). */
+const user = z.looseObject({ login: z.string(), type: text });
+const reviewedPullRequest = z.looseObject({
+  number: id,
+  head: z.looseObject({
+    ref: z.string(),
+    repo: z.looseObject({ full_name: z.string() }).nullish(),
+  }),
+});
 
 /** What the automatic review reads of `pull_request.opened` and `.ready_for_review`. */
 function readyPullRequest() {
@@ -131,6 +141,29 @@ const SHAPES: Record<string, z.ZodType> = {
       closed_at: text,
       merged_at: text,
     }),
+  }),
+  "pull_request_review.submitted": z.looseObject({
+    repository,
+    installation: installationRef,
+    sender: user.nullish(),
+    review: z.looseObject({ id, state: z.string(), body: text, user }),
+    pull_request: reviewedPullRequest,
+  }),
+  "pull_request_review_comment.created": z.looseObject({
+    repository,
+    installation: installationRef,
+    sender: user.nullish(),
+    comment: z.looseObject({
+      id,
+      body: text,
+      html_url: z.string(),
+      path: z.string(),
+      line: z.number().int().nullish(),
+      diff_hunk: text,
+      pull_request_review_id: id.nullish(),
+      user,
+    }),
+    pull_request: reviewedPullRequest,
   }),
   "pull_request.opened": readyPullRequest(),
   "pull_request.ready_for_review": readyPullRequest(),

@@ -21,6 +21,28 @@ export function ownerAndRepo(fullName: string): { owner: string; repo: string } 
   return { owner, repo };
 }
 
+/**
+ * Hidden in what the App writes on feedback it acts on, so that nothing it wrote (as its bot,
+ * or quoted by a person) is taken for feedback again.
+ */
+export const APP_MARKER = "<!-- foreman:reply -->";
+
+/**
+ * True for anything the App itself (or another bot) wrote: a bot user, the App's own
+ * `<slug>[bot]` login, or a body carrying the App's marker. Such text never starts work.
+ */
+export function writtenByApp(
+  user: { type?: string; login?: string } | null | undefined,
+  body: string | null | undefined,
+  slug: string | undefined,
+): boolean {
+  if (!user || user.type === "Bot") return true;
+  const login = user.login ?? "";
+  if (login.endsWith("[bot]") || (slug && login.toLowerCase() === `${slug}[bot]`.toLowerCase()))
+    return true;
+  return Boolean(body?.includes(APP_MARKER));
+}
+
 /** Posts a comment in the thread; the text is redacted and kept within GitHub's limit. */
 export async function reply(
   octokit: InstallationOctokit,

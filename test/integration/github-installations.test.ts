@@ -921,6 +921,8 @@ describe("app.yml", () => {
       "issue_comment",
       "issues",
       "pull_request",
+      "pull_request_review",
+      "pull_request_review_comment",
       "check_run",
       "check_suite",
       "workflow_run",

@@ -38,6 +38,8 @@ const MAIN: Record<string, string> = {
   issue_comment: "comment",
   issues: "issue",
   pull_request: "pull_request",
+  pull_request_review: "review",
+  pull_request_review_comment: "comment",
   installation: "installation",
   installation_repositories: "installation",
 };
@@ -50,6 +52,7 @@ const FIELD: Record<string, string> = {
   comment: "id",
   issue: "number",
   pull_request: "head",
+  review: "id",
   installation: "id",
 };
 
@@ -78,6 +81,8 @@ function badBodies(event: string, action: string): Array<[string, unknown]> {
   ];
   if ("repository" in example) bodies.push(["no repository", without("repository")]);
   if (event === "issue_comment") bodies.push(["no issue", without("issue")]);
+  if (event.startsWith("pull_request_review"))
+    bodies.push(["no pull_request", without("pull_request")]);
   if (event === "installation_repositories")
     bodies.push([
       "no repository list",

@@ -20,6 +20,9 @@ const PINNED: Record<keyof typeof markers, [Marker, string, string][]> = {
   githubDelivery: [[markers.githubDelivery("d-1"), "delivery:d-1", "github-delivery"]],
   githubCommand: [[markers.githubCommand(42), "gh-command:42", "github-command"]],
   githubNotice: [[markers.githubNotice("t1", "plan"), "gh-notice:t1:plan", "github-notice"]],
+  githubFollowUp: [
+    [markers.githubFollowUp("review:7"), "gh-follow-up:review:7", "github-follow-up"],
+  ],
   githubProgress: [[markers.githubProgress("t1"), "gh-progress:t1", "github-progress"]],
   githubProgressLock: [
     [markers.githubProgressLock("t1"), "gh-progress-lock:t1", "github-progress-lock"],

@@ -1,5 +1,4 @@
 import { collectionOf, type Models, type TaskRecord } from "../db/models.js";
-import type { TaskDeps } from "./tasks.js";
 
 /*
  * The tasks of one pull request a task opened: the task that opened it and the follow-ups
@@ -29,21 +28,4 @@ export function pullRequestTasks(
     .sort({ created_at: -1 })
     .limit(limit)
     .toArray();
-}
-
-/**
- * Points a task's notices (plan, diff, ending) at a GitHub thread: a follow-up asked for on
- * a pull request answers there, not where its parent was asked for.
- */
-export async function setTaskThread(
-  deps: Pick<TaskDeps, "models">,
-  taskId: string,
-  thread: {
-    installation_id: number;
-    repo_full_name: string;
-    number: number;
-    is_pull_request: boolean;
-  },
-): Promise<void> {
-  await tasksOf(deps.models).updateOne({ _id: taskId }, { $set: { thread } });
 }

@@ -278,6 +278,8 @@ export async function followUpTask(
     auto_approve?: boolean | undefined;
     source?: string | undefined;
     origin?: Record<string, unknown> | undefined;
+    /** Where the follow-up answers, when not where its parent was asked for (a PR review). */
+    thread?: NonNullable<TaskRecord["thread"]> | undefined;
   },
 ): Promise<TaskRecord> {
   const parent = await getTask(deps.models, accountId, parentId);
@@ -300,7 +302,7 @@ export async function followUpTask(
       pr_url: parent.pr_url ?? null,
       pr_number: parent.pr_number ?? null,
     },
-    ...(parent.thread ? { thread: parent.thread } : {}),
+    ...(input.thread ? { thread: input.thread } : parent.thread ? { thread: parent.thread } : {}),
     ...(parent.report_to ? { report_to: parent.report_to as CreateTaskInput["report_to"] } : {}),
   });
 }

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { TaskRecord } from "../db/models.js";
 import { claimMarker, markers } from "../domain/markers.js";
-import { pullRequestTasks, setTaskThread } from "../domain/pull-request-tasks.js";
+import { pullRequestTasks } from "../domain/pull-request-tasks.js";
 import { followUpTask, reviseTask } from "../domain/task-revisions.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
@@ -262,9 +262,9 @@ export async function actOnFeedback(
     auto_approve: parent.auto_approve,
     source: "github",
     origin: input.origin,
+    // The follow-up answers on this pull request (its parent may have been asked for elsewhere).
+    thread,
   });
-  // The follow-up answers on this pull request (its parent may have been asked for elsewhere).
-  await setTaskThread(deps.tasks, task._id, thread);
   return {
     task_id: task._id,
     reply: `Follow-up task \`${task._id}\` created for @${author}'s feedback. It works on branch \`${parent.branch}\` from its current head and will push new commits to this pull request${parent.auto_approve ? "" : " after the plan and the change are approved here"}.`,

@@ -158,10 +158,17 @@ async function task(id: string): Promise<Record<string, unknown>> {
 }
 
 async function ended(id: string, timeoutMs: number): Promise<Record<string, unknown>> {
+  // The ending is written in steps (status, working copy removed, then the done or error
+  // event): the task has ended when its terminal event is stored too.
   return until(
     async () => {
       const found = await task(id);
-      return ["completed", "failed", "cancelled"].includes(String(found.status)) && found;
+      if (!["completed", "failed", "cancelled"].includes(String(found.status))) return false;
+      const terminal = await models.TaskEvent.collection.findOne({
+        task_id: id,
+        type: { $in: ["done", "error"] },
+      });
+      return terminal !== null && found;
     },
     timeoutMs,
     `task ${id} to end`,

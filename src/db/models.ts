@@ -157,6 +157,11 @@ const taskSchema = new Schema(
     index_stats: { type: Schema.Types.Mixed, default: null },
     /** The commit the working copy was cloned at. */
     base_sha: { type: String, default: null },
+    /**
+     * The working copy's diff as the last implementing, fixing or rework round left it (not
+     * shown): a stage resumed on another worker restores the work from it.
+     */
+    work_diff: { type: String, default: null },
     /** Repository memories read into this task's prompts (domain/memory.ts views). */
     memories_used: { type: [Schema.Types.Mixed], default: undefined },
     /** What VERIFYING ran: where the checks came from and which passed or failed. */

@@ -5,7 +5,7 @@ import { agentContext, runAgent, type AgentRun } from "../agent.js";
 import { StageError } from "../errors.js";
 import { implementUserPrompt, instructionNote } from "../prompts.js";
 import type { Stage, StageContext } from "../stage.js";
-import { ensureWorkingCopy } from "./working-copy.js";
+import { ensureWorkingCopy, saveWork } from "./working-copy.js";
 
 /** One parallel worker's share of the plan: whole steps, and the files they touch. */
 export interface PlanPart {
@@ -118,6 +118,7 @@ export const implementStage: Stage = {
     await ctx.update({ implement_summary: summary, ...(learned.length ? { learned } : {}) });
     const changed = new Set(runs.flatMap((r) => r.changes.map((c) => c.path)));
     await ctx.log(`Implementation finished: ${plural(changed.size, "file")} changed. ${summary}`);
+    await saveWork(ctx);
     return { next: "verify" };
   },
 };

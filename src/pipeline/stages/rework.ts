@@ -4,7 +4,7 @@ import { diffForPrompt, workingCopyDiff } from "../diff.js";
 import { StageError } from "../errors.js";
 import { reworkUserPrompt } from "../prompts.js";
 import type { Stage } from "../stage.js";
-import { ensureWorkingCopy } from "./working-copy.js";
+import { ensureWorkingCopy, saveWork } from "./working-copy.js";
 
 /**
  * FIXING for feedback (docs/api.md, "Revisions"): one round of changes on the current diff
@@ -36,6 +36,7 @@ export const reworkStage: Stage = {
     const learned = [...(ctx.task.learned ?? []), ...run.notes];
     await ctx.update({ ...(run.notes.length ? { learned } : {}) });
     await ctx.log(`Round of changes done: ${redactText(run.summary)}`);
+    await saveWork(ctx);
     return { next: "verify" };
   },
 };

@@ -11,7 +11,7 @@ import { agentContext, runAgent, taskCache } from "../agent.js";
 import { diffForPrompt, excludeBuildOutput, workingCopyDiff } from "../diff.js";
 import { fixUserPrompt } from "../prompts.js";
 import type { Stage } from "../stage.js";
-import { ensureWorkingCopy } from "./working-copy.js";
+import { ensureWorkingCopy, saveWork } from "./working-copy.js";
 
 /** Lines of a failing check's output copied into the task log (the model gets more). */
 const LOGGED_OUTPUT_LINES = 30;
@@ -122,6 +122,7 @@ export const verifyStage: Stage = {
       if (run.notes.length) learned.push(...run.notes);
       // The round counts as used once it finished, not when it started.
       await ctx.update({ fix_attempts: attempt, ...(run.notes.length ? { learned } : {}) });
+      await saveWork(ctx);
       await ctx.log(`Fix attempt ${attempt} done: ${run.summary}`);
       await ctx.setPhase("VERIFYING");
     }

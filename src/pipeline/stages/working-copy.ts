@@ -2,6 +2,7 @@ import { mkdir, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { headCommit, runGit, shallowClone } from "../../util/git.js";
 import { exists as existsInside } from "../../util/workcopy-fs.js";
+import { workingCopyDiff } from "../diff.js";
 import { StageError } from "../errors.js";
 import type { StageContext } from "../stage.js";
 import { cloneStage, remoteArgs } from "./clone.js";
@@ -29,7 +30,8 @@ export async function ensureWorkingCopy(ctx: StageContext): Promise<void> {
 async function restoreWorkingCopy(ctx: StageContext, baseSha: string): Promise<void> {
   const { repo } = ctx.task;
   const branch = ctx.task.base_branch ?? repo.default_branch;
-  const diff = ctx.task.diff ?? "";
+  // The last round's saved work (saveWork), else the diff the review stored.
+  const diff = ctx.task.work_diff ?? ctx.task.diff ?? "";
   await ctx.log(
     `The working copy is not on this worker; cloning ${repo.full_name} again at ${baseSha.slice(0, 12)}${diff ? " and applying the task's diff" : ""}.`,
   );
@@ -63,4 +65,17 @@ async function restoreWorkingCopy(ctx: StageContext, baseSha: string): Promise<v
   } finally {
     await rm(patch, { force: true });
   }
+}
+
+/**
+ * Saves the working copy's diff on the task after a round that changed it (implementing,
+ * fixing, a round of changes), so a worker that resumes the next stage elsewhere restores the
+ * work instead of cloning a copy without it.
+ */
+export async function saveWork(ctx: StageContext): Promise<void> {
+  const { diff } = await workingCopyDiff(ctx.workdir, {
+    maxChars: Number.MAX_SAFE_INTEGER,
+    signal: ctx.signal,
+  });
+  await ctx.update({ work_diff: diff });
 }

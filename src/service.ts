@@ -23,21 +23,21 @@ import { createPipeline, type Pipeline } from "./pipeline/runner.js";
 import { StageError } from "./pipeline/errors.js";
 import { createGithubReceiver } from "./github/receiver.js";
 import { createSetupToken, mountManifestFlow, REGISTER_PATH } from "./github/manifest.js";
-import { handleJira } from "./integrations/jira.js";
-import { handleLinear } from "./integrations/linear.js";
+import { handleJira } from "./integrations/jira/door.js";
+import { handleLinear } from "./integrations/linear/door.js";
 import {
   handleSlack,
   handleSlackApp,
   SLACK_ENDPOINTS,
   type SlackEndpoint,
-} from "./integrations/slack.js";
+} from "./integrations/slack/door.js";
 import { registerHandlers } from "./github/handlers.js";
 import { githubJobs } from "./github/jobs.js";
 import { createThreadNotifier } from "./github/notices.js";
 import { createProgressReporter } from "./github/progress.js";
-import { createIntegrationNotifier, integrationNoticeJob } from "./integrations/notices.js";
-import { TASK_REQUEST_JOB, type RequestTask } from "./integrations/task-request.js";
-import { taskRequestJob } from "./integrations/task-requests.js";
+import { createIntegrationNotifier, integrationNoticeJob } from "./integrations/shared/notices.js";
+import { TASK_REQUEST_JOB, type RequestTask } from "./integrations/shared/task-request.js";
+import { taskRequestJob } from "./integrations/shared/task-requests.js";
 import { createRateLimiters } from "./http/rate-limit.js";
 import { ensureRateLimitIndexes } from "./domain/request-records.js";
 import { startHttpServer, type RunningServer } from "./http/server.js";

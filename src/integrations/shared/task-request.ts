@@ -1,7 +1,7 @@
 import { z } from "zod";
-import { taskIdFor } from "../domain/tasks.js";
-import type { SlackSettings } from "../domain/integrations/kinds.js";
-import { repoTarget } from "../domain/integrations/types.js";
+import { taskIdFor } from "../../domain/tasks.js";
+import type { SlackSettings } from "../../domain/integrations/kinds.js";
+import { repoTarget } from "../../domain/integrations/types.js";
 
 /*
  * What a door queues for a task asked for in Slack, Linear or Jira (task-requests.ts runs

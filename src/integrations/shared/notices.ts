@@ -1,16 +1,16 @@
 import { z } from "zod";
-import type { Models } from "../db/models.js";
-import { claimMarker, markers } from "../domain/markers.js";
-import { taskById, taskConversations, type TaskDeps } from "../domain/tasks.js";
-import type { JobKind, Scheduler } from "../queue/scheduler.js";
-import type { Logger } from "../util/logger.js";
-import { redactText } from "../util/redact.js";
-import { withRetries } from "../util/retry.js";
-import { postJiraNotice } from "./jira.js";
-import { postLinearNotice } from "./linear.js";
-import { postSlackNotice } from "./slack.js";
-import { findIntegration } from "../domain/integrations/store.js";
-import type { TaskSource } from "../domain/integrations/types.js";
+import type { Models } from "../../db/models.js";
+import { claimMarker, markers } from "../../domain/markers.js";
+import { taskById, taskConversations, type TaskDeps } from "../../domain/tasks.js";
+import type { JobKind, Scheduler } from "../../queue/scheduler.js";
+import type { Logger } from "../../util/logger.js";
+import { redactText } from "../../util/redact.js";
+import { withRetries } from "../../util/retry.js";
+import { postJiraNotice } from "../jira/door.js";
+import { postLinearNotice } from "../linear/door.js";
+import { postSlackNotice } from "../slack/door.js";
+import { findIntegration } from "../../domain/integrations/store.js";
+import type { TaskSource } from "../../domain/integrations/types.js";
 
 /*
  * What a task tells the chat thread or issue it came from: its plan and its change at the

@@ -1,8 +1,8 @@
 import { isValidSlackRequest } from "@slack/bolt";
 import { WebClient, type Block, type KnownBlock } from "@slack/web-api";
 import { z } from "zod";
-import type { TaskRecord } from "../db/models.js";
-import { claimMarker, markers } from "../domain/markers.js";
+import type { TaskRecord } from "../../db/models.js";
+import { claimMarker, markers } from "../../domain/markers.js";
 import {
   decide,
   getTask,
@@ -10,27 +10,27 @@ import {
   setReportThread,
   type Decision,
   type TaskDeps,
-} from "../domain/tasks.js";
-import { errors, isAppError } from "../errors.js";
-import { sanitizeUntrusted } from "../github-api/sanitize.js";
-import type { Logger } from "../util/logger.js";
-import { redactText } from "../util/redact.js";
-import { deliveryKey, outcomeSentence } from "./tracker.js";
+} from "../../domain/tasks.js";
+import { errors, isAppError } from "../../errors.js";
+import { sanitizeUntrusted } from "../../github-api/sanitize.js";
+import type { Logger } from "../../util/logger.js";
+import { redactText } from "../../util/redact.js";
+import { deliveryKey, outcomeSentence } from "../shared/tracker.js";
 import {
   deliveryTaskId,
   noRepoText,
   REPO_NAME,
   usageText,
   type RequestTask,
-} from "./task-request.js";
+} from "../shared/task-request.js";
 import {
   findIntegration,
   findSlackInstall,
   type IntegrationRecord,
-} from "../domain/integrations/store.js";
-import type { SlackSecrets, SlackSettings } from "../domain/integrations/kinds.js";
-import type { TaskSource } from "../domain/integrations/types.js";
-import { checkReplayWindow, signedJson, signedShape, type ReplayWindow } from "./signed-request.js";
+} from "../../domain/integrations/store.js";
+import type { SlackSecrets, SlackSettings } from "../../domain/integrations/kinds.js";
+import type { TaskSource } from "../../domain/integrations/types.js";
+import { checkReplayWindow, signedJson, signedShape, type ReplayWindow } from "../shared/signed-request.js";
 
 /*
  * The Slack door: a slash command (`/foreman task [owner/repo] <what>`, `status`, `help`) and

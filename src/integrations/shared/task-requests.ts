@@ -1,17 +1,17 @@
-import { claimMarkersFor, type Marker } from "../domain/markers.js";
-import { createTask, setReportThread } from "../domain/tasks.js";
-import { accountRepos } from "../domain/workspaces.js";
-import { findIntegration, type IntegrationRecord } from "../domain/integrations/store.js";
-import type { SlackSettings } from "../domain/integrations/kinds.js";
-import type { RepoTarget, TaskSource } from "../domain/integrations/types.js";
-import { isAppError } from "../errors.js";
-import type { JobKind } from "../queue/scheduler.js";
-import { redactText } from "../util/redact.js";
-import { withRetries } from "../util/retry.js";
-import { commentOnJiraIssue, jiraClient } from "./jira.js";
-import { commentOnIssue, linearClient } from "./linear.js";
+import { claimMarkersFor, type Marker } from "../../domain/markers.js";
+import { createTask, setReportThread } from "../../domain/tasks.js";
+import { accountRepos } from "../../domain/workspaces.js";
+import { findIntegration, type IntegrationRecord } from "../../domain/integrations/store.js";
+import type { SlackSettings } from "../../domain/integrations/kinds.js";
+import type { RepoTarget, TaskSource } from "../../domain/integrations/types.js";
+import { isAppError } from "../../errors.js";
+import type { JobKind } from "../../queue/scheduler.js";
+import { redactText } from "../../util/redact.js";
+import { withRetries } from "../../util/retry.js";
+import { commentOnJiraIssue, jiraClient } from "../jira/door.js";
+import { commentOnIssue, linearClient } from "../linear/door.js";
 import type { IntegrationJobDeps } from "./notices.js";
-import { slackClient } from "./slack.js";
+import { slackClient } from "../slack/door.js";
 import {
   noRepoText,
   REPO_NAME,

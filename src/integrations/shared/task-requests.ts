@@ -6,11 +6,9 @@ import type { SlackSettings } from "../../domain/integrations/kinds.js";
 import type { RepoTarget, TaskSource } from "../../domain/integrations/types.js";
 import { isAppError } from "../../errors.js";
 import type { JobKind } from "../../queue/scheduler.js";
-import { redactText } from "../../util/redact.js";
 import { withRetries } from "../../util/retry.js";
-import { commentOnJiraIssue, jiraClient } from "../jira/door.js";
-import { commentOnIssue, linearClient } from "../linear/door.js";
-import type { IntegrationJobDeps } from "./notices.js";
+import type { IntegrationJobDeps } from "../plugin.js";
+import { pluginOf } from "../registry.js";
 import { slackClient } from "../slack/door.js";
 import {
   noRepoText,
@@ -65,41 +63,6 @@ async function slackTarget(
   };
 }
 
-/** Says something to whoever asked, where they asked (retried; a failure is logged). */
-function replier(deps: TaskRequestDeps, integration: IntegrationRecord, request: TaskRequest) {
-  return async (text: string): Promise<void> => {
-    const safe = redactText(text);
-    if (request.type === "slack") {
-      const client = slackClient(integration, deps.slackApiUrl);
-      // A mention is answered in its thread; a command only to its user (as Slack shows
-      // the command's own errors).
-      if (request.via === "mention")
-        await client.chat.postMessage({
-          channel: request.channel,
-          ...(request.thread_ts ? { thread_ts: request.thread_ts } : {}),
-          text: safe,
-        });
-      else
-        await client.chat.postEphemeral({
-          channel: request.channel,
-          user: request.user,
-          text: safe,
-        });
-    } else if (request.type === "linear")
-      await commentOnIssue(
-        linearClient(integration, deps.linearApiUrl),
-        request.report_to.ref.issue_id ?? "",
-        safe,
-      );
-    else
-      await commentOnJiraIssue(
-        await jiraClient(integration, deps.allowLocalSites),
-        request.report_to.ref.issue_key ?? "",
-        safe,
-      );
-  };
-}
-
 export function taskRequestJob(deps: TaskRequestDeps): JobKind<TaskRequest> {
   const logger = deps.logger.child({ component: "integration-task-requests" });
   const backoff = deps.backoffMs ?? 1000;
@@ -120,7 +83,8 @@ export function taskRequestJob(deps: TaskRequestDeps): JobKind<TaskRequest> {
         log.info("task request of a deleted or disabled integration dropped");
         return;
       }
-      const reply = replier(deps, integration, request);
+      const plugin = pluginOf(request.type);
+      const reply = (text: string) => plugin.reply(deps, integration, request, text);
       const say = (text: string) =>
         withRetries(
           ATTEMPTS,

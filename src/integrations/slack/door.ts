@@ -22,6 +22,7 @@ import {
   REPO_NAME,
   usageText,
   type RequestTask,
+  type SlackTaskRequest,
 } from "../shared/task-request.js";
 import {
   findIntegration,
@@ -30,7 +31,12 @@ import {
 } from "../../domain/integrations/store.js";
 import type { SlackSecrets, SlackSettings } from "../../domain/integrations/kinds.js";
 import type { TaskSource } from "../../domain/integrations/types.js";
-import { checkReplayWindow, signedJson, signedShape, type ReplayWindow } from "../shared/signed-request.js";
+import {
+  checkReplayWindow,
+  signedJson,
+  signedShape,
+  type ReplayWindow,
+} from "../shared/signed-request.js";
 
 /*
  * The Slack door: a slash command (`/foreman task [owner/repo] <what>`, `status`, `help`) and
@@ -555,6 +561,28 @@ export function slackNotice(
   }
   const text = outcomeSentence(task);
   return { text, blocks: [section(text)] };
+}
+
+/**
+ * Answers a task request that could not become a task: a mention in its thread, a command
+ * only to its user (as Slack shows the command's own errors).
+ */
+export async function replyInSlack(
+  integration: IntegrationRecord,
+  request: SlackTaskRequest,
+  text: string,
+  apiUrl?: string,
+): Promise<void> {
+  const client = slackClient(integration, apiUrl);
+  const safe = redactText(text);
+  if (request.via === "mention")
+    await client.chat.postMessage({
+      channel: request.channel,
+      ...(request.thread_ts ? { thread_ts: request.thread_ts } : {}),
+      text: safe,
+    });
+  else
+    await client.chat.postEphemeral({ channel: request.channel, user: request.user, text: safe });
 }
 
 /** Posts a notice in the task's Slack thread; the first post opens the thread. */

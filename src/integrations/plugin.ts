@@ -3,7 +3,7 @@ import type { TaskRecord } from "../db/models.js";
 import type { IntegrationRecord } from "../domain/integrations/store.js";
 import type { IntegrationKind, IntegrationType, TaskSource } from "../domain/integrations/types.js";
 import type { Marker } from "../domain/markers.js";
-import type { TaskDeps } from "../domain/tasks.js";
+import type { CreateTaskInput, TaskDeps } from "../domain/tasks.js";
 import type { JobKind } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
 import type { TaskRequest, RequestTask } from "./shared/task-request.js";
@@ -107,6 +107,22 @@ export interface IntegrationPlugin<T extends IntegrationType = IntegrationType> 
     integration: IntegrationRecord,
     task: TaskRecord & { report_to: TaskSource },
     kind: NoticeKind,
+  ): Promise<void>;
+  /**
+   * The task a queued request asks for (shared/task-requests.ts creates it), or the text
+   * saying why it cannot be one (no repository mapped, nothing asked).
+   */
+  taskInput(
+    deps: IntegrationJobDeps,
+    integration: IntegrationRecord,
+    request: TaskRequest,
+  ): Promise<CreateTaskInput | { text: string }>;
+  /** Tells the vendor a requested task exists (Slack: the message that opens its thread). */
+  announce(
+    deps: IntegrationJobDeps,
+    integration: IntegrationRecord,
+    request: TaskRequest,
+    repo: string,
   ): Promise<void>;
   /** Says something to whoever asked for a task, where they asked (a refusal, a failure). */
   reply(

@@ -2,6 +2,7 @@ import { jiraKind } from "../../domain/integrations/kinds.js";
 import { markers } from "../../domain/markers.js";
 import { redactText } from "../../util/redact.js";
 import type { IntegrationPlugin } from "../plugin.js";
+import { trackerTaskInput } from "../shared/task-request.js";
 import { commentOnJiraIssue, handleJira, jiraClient, postJiraNotice } from "./door.js";
 
 /*
@@ -58,6 +59,10 @@ export const jiraPlugin = {
   async notice(deps, integration, task, kind) {
     await postJiraNotice({ allowLocal: deps.allowLocalSites }, integration, task, kind);
   },
+  async taskInput(_deps, _integration, request) {
+    return trackerTaskInput(request);
+  },
+  async announce() {},
   async reply(deps, integration, request, text) {
     if (request.type !== "jira") return;
     await commentOnJiraIssue(

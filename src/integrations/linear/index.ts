@@ -2,6 +2,7 @@ import { linearKind } from "../../domain/integrations/kinds.js";
 import { markers } from "../../domain/markers.js";
 import { redactText } from "../../util/redact.js";
 import type { IntegrationPlugin } from "../plugin.js";
+import { trackerTaskInput } from "../shared/task-request.js";
 import { commentOnIssue, handleLinear, linearClient, postLinearNotice } from "./door.js";
 
 /*
@@ -57,6 +58,10 @@ export const linearPlugin = {
   async notice(deps, integration, task, kind) {
     await postLinearNotice({ apiUrl: deps.linearApiUrl }, integration, task, kind);
   },
+  async taskInput(_deps, _integration, request) {
+    return trackerTaskInput(request);
+  },
+  async announce() {},
   async reply(deps, integration, request, text) {
     if (request.type !== "linear") return;
     await commentOnIssue(

@@ -1,24 +1,12 @@
 import { claimMarkersFor, type Marker } from "../../domain/markers.js";
-import { createTask, setReportThread } from "../../domain/tasks.js";
-import { accountRepos } from "../../domain/workspaces.js";
+import { createTask } from "../../domain/tasks.js";
 import { findIntegration, type IntegrationRecord } from "../../domain/integrations/store.js";
-import type { SlackSettings } from "../../domain/integrations/kinds.js";
-import type { RepoTarget, TaskSource } from "../../domain/integrations/types.js";
 import { isAppError } from "../../errors.js";
 import type { JobKind } from "../../queue/scheduler.js";
 import { withRetries } from "../../util/retry.js";
 import type { IntegrationJobDeps } from "../plugin.js";
 import { pluginOf } from "../registry.js";
-import { slackClient } from "../slack/door.js";
-import {
-  noRepoText,
-  REPO_NAME,
-  TASK_REQUEST_JOB,
-  unmappedText,
-  usageText,
-  type SlackTaskRequest,
-  type TaskRequest,
-} from "./task-request.js";
+import { TASK_REQUEST_JOB, type TaskRequest } from "./task-request.js";
 
 /*
  * A task asked for in Slack, Linear or Jira. The door checks the request (signature, replay
@@ -38,30 +26,6 @@ import {
 const ATTEMPTS = 4;
 
 type TaskRequestDeps = IntegrationJobDeps;
-
-/** The repository a Slack request names (owner/name of the account's), or its channel's. */
-async function slackTarget(
-  deps: TaskRequestDeps,
-  integration: IntegrationRecord,
-  request: SlackTaskRequest,
-): Promise<{ target: RepoTarget | null; description: string }> {
-  const settings = integration.settings as SlackSettings;
-  const words = request.text.split(/\s+/).filter(Boolean);
-  const first = words[0];
-  if (first && REPO_NAME.test(first)) {
-    const named = first.toLowerCase();
-    for (const repo of await accountRepos(deps.tasks.models, integration.account_id))
-      if (repo.full_name.toLowerCase() === named)
-        return {
-          target: { workspace_id: repo.workspace_id, repo_id: repo.repo_id },
-          description: words.slice(1).join(" "),
-        };
-  }
-  return {
-    target: settings.channels[request.channel] ?? settings.default_repo ?? null,
-    description: words.join(" "),
-  };
-}
 
 export function taskRequestJob(deps: TaskRequestDeps): JobKind<TaskRequest> {
   const logger = deps.logger.child({ component: "integration-task-requests" });
@@ -124,10 +88,10 @@ export function taskRequestJob(deps: TaskRequestDeps): JobKind<TaskRequest> {
         return;
       }
       log.info({ existed: !outcome.created }, "integration task created");
-      if (request.type === "slack" && outcome.created)
-        await announceSlackTask(deps, integration, request, outcome.repo).catch((err: unknown) =>
-          log.warn({ err }, "slack task announcement failed"),
-        );
+      if (outcome.created)
+        await plugin
+          .announce(deps, integration, request, outcome.repo)
+          .catch((err: unknown) => log.warn({ err }, `${request.type} task announcement failed`));
     },
   };
 }
@@ -143,63 +107,10 @@ async function createRequested(
 ): Promise<{ text: string } | { created: boolean; repo: string } | null> {
   if (!(await claimMarkersFor(deps.tasks.models, request.claims as Marker[], request.task_id)))
     return null;
-  let input: Parameters<typeof createTask>[2];
-  if (request.type === "slack") {
-    const settings = integration.settings as SlackSettings;
-    const { target, description } = await slackTarget(deps, integration, request);
-    if (!target) return { text: noRepoText(settings, request.channel) };
-    if (!description) return { text: usageText(settings) };
-    const report: TaskSource = {
-      integration_id: integration._id,
-      type: "slack",
-      ref: {
-        channel: request.channel,
-        ...(request.thread_ts ? { thread_ts: request.thread_ts } : {}),
-      },
-    };
-    input = {
-      ...target,
-      description,
-      source: "slack",
-      origin: {
-        integration_id: integration._id,
-        slack_user: request.user,
-        channel: request.channel,
-      },
-      report_to: report,
-    };
-  } else if (!request.target)
-    return { text: unmappedText(request.type, request.unmapped ?? "unknown") };
-  else
-    input = {
-      ...request.target,
-      description: request.description,
-      source: request.type,
-      origin: request.origin,
-      report_to: request.report_to,
-    };
+  const input = await pluginOf(request.type).taskInput(deps, integration, request);
+  if ("text" in input) return input;
   const task = await createTask(deps.tasks, integration.account_id, input, {
     id: request.task_id,
   });
   return { created: !task.existed, repo: task.repo_id };
-}
-
-/**
- * A command's task says it exists in the channel; that message opens the task's thread, where
- * the plan and the change come. A mention's task answers in the mention's thread.
- */
-async function announceSlackTask(
-  deps: TaskRequestDeps,
-  integration: IntegrationRecord,
-  request: SlackTaskRequest,
-  repo: string,
-): Promise<void> {
-  const client = slackClient(integration, deps.slackApiUrl);
-  const res = await client.chat.postMessage({
-    channel: request.channel,
-    ...(request.thread_ts ? { thread_ts: request.thread_ts } : {}),
-    text: `<@${request.user}> asked for a change: task \`${request.task_id}\` created (repository \`${repo}\`). The plan comes in this thread for approval.`,
-  });
-  if (!request.thread_ts && res.ts)
-    await setReportThread(deps.tasks.models, request.task_id, res.ts);
 }

@@ -11,6 +11,7 @@ import {
   type SlackEndpoint,
   type SlackRequest,
 } from "./door.js";
+import { announceSlackTask, slackTaskInput } from "./requests.js";
 
 /*
  * Slack: slash commands, mentions and gate buttons at the integration's own URLs (signed
@@ -126,6 +127,13 @@ export const slackPlugin = {
       task,
       kind,
     );
+  },
+  async taskInput(deps, integration, request) {
+    if (request.type !== "slack") throw new Error(`a ${request.type} request is not Slack's`);
+    return slackTaskInput(deps, integration, request);
+  },
+  async announce(deps, integration, request, repo) {
+    if (request.type === "slack") await announceSlackTask(deps, integration, request, repo);
   },
   async reply(deps, integration, request, text) {
     if (request.type === "slack") await replyInSlack(integration, request, text, deps.slackApiUrl);

@@ -50,7 +50,7 @@ import {
  * below (a 400 for one that does not fit), and acted on once (claimDelivery: the
  * Linear-Delivery id and the signed body). The SDK's LinearWebhookClient checks the same,
  * but folds a bad signature, a stale time and a body that is not JSON into one exception,
- * so its caller cannot answer each as what it is (signed-request.ts).
+ * so its caller cannot answer each as what it is (shared/signed-request.ts).
  */
 
 export interface LinearDeps {

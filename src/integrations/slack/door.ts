@@ -47,7 +47,7 @@ import {
  * timestamp within 5 minutes of this clock either way (Slack's replay window; Bolt's
  * verifier only refuses old ones), then Slack's signature (Bolt's verifier: HMAC of the raw
  * body with the signing secret); a body that is not what the endpoint takes is a 400
- * (signed-request.ts). Each delivery is acted on once.
+ * (shared/signed-request.ts). Each delivery is acted on once.
  */
 
 export interface SlackDeps {

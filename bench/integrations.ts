@@ -41,7 +41,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import { performance } from "node:perf_hooks";
-import { TASK_REQUEST_JOB } from "../src/integrations/task-request.js";
+import { TASK_REQUEST_JOB } from "../src/integrations/shared/task-request.js";
 import { Collection } from "mongodb";
 import {
   activeCleanups,

@@ -25,21 +25,15 @@ import { createTaskSweep, type TaskSweep } from "./pipeline/sweeper.js";
 import { StageError } from "./pipeline/errors.js";
 import { createGithubReceiver } from "./github/receiver.js";
 import { createSetupToken, mountManifestFlow, REGISTER_PATH } from "./github/manifest.js";
-import { handleJira } from "./integrations/jira.js";
-import { handleLinear } from "./integrations/linear.js";
-import {
-  handleSlack,
-  handleSlackApp,
-  SLACK_ENDPOINTS,
-  type SlackEndpoint,
-} from "./integrations/slack.js";
+import { defineVendorJobs, vendorRoutes, vendorSettings } from "./integrations/registry.js";
+import type { IntegrationDeps, IntegrationJobDeps } from "./integrations/plugin.js";
 import { registerHandlers } from "./github/handlers.js";
 import { githubJobs } from "./github/jobs.js";
 import { createThreadNotifier } from "./github/notices.js";
 import { createProgressReporter } from "./github/progress.js";
-import { createIntegrationNotifier, integrationNoticeJob } from "./integrations/notices.js";
-import { TASK_REQUEST_JOB, type RequestTask } from "./integrations/task-request.js";
-import { taskRequestJob } from "./integrations/task-requests.js";
+import { createIntegrationNotifier, integrationNoticeJob } from "./integrations/shared/notices.js";
+import { TASK_REQUEST_JOB, type RequestTask } from "./integrations/shared/task-request.js";
+import { taskRequestJob } from "./integrations/shared/task-requests.js";
 import { createRateLimiters } from "./http/rate-limit.js";
 import { ensureRateLimitIndexes } from "./domain/request-records.js";
 import { startHttpServer, type RunningServer } from "./http/server.js";
@@ -213,16 +207,14 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     if (config.github.progress)
       pipeline.taskDeps.reportProgress = createProgressReporter(db.models, scheduler, logger);
   }
+  // The vendors (integrations/registry.ts): their endpoints, read from the config once.
+  const integrationJobDeps: IntegrationJobDeps = {
+    tasks: pipeline.taskDeps,
+    logger,
+    ...vendorSettings(config),
+  };
   // Tasks asked for in Slack, Linear and Jira: created by a job the door queues.
-  scheduler.define(
-    taskRequestJob({
-      tasks: pipeline.taskDeps,
-      logger,
-      slackApiUrl: config.slackApiUrl,
-      linearApiUrl: config.linearApiUrl,
-      allowLocalSites: config.allowLocalRepos,
-    }),
-  );
+  scheduler.define(taskRequestJob(integrationJobDeps));
   // Answered once the job is in the database: the scheduler groups the inserts of one turn
   // into one insertMany (db/insert-batcher.ts), well inside Slack's 3-second deadline.
   const requestTask: RequestTask = (request) =>
@@ -230,15 +222,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       unique: { "data.task_id": request.task_id },
     });
   // Tasks from Slack (and the other integrations) report back where they were asked for.
-  scheduler.define(
-    integrationNoticeJob({
-      tasks: pipeline.taskDeps,
-      logger,
-      slackApiUrl: config.slackApiUrl,
-      linearApiUrl: config.linearApiUrl,
-      allowLocalSites: config.allowLocalRepos,
-    }),
-  );
+  scheduler.define(integrationNoticeJob(integrationJobDeps));
+  defineVendorJobs(integrationJobDeps, (kind) => scheduler.define(kind));
+  const integrationDeps: IntegrationDeps = { ...integrationJobDeps, requestTask };
   const notifyGithub = pipeline.taskDeps.notifyThread;
   const notifyIntegration = createIntegrationNotifier(db.models, scheduler);
   pipeline.taskDeps.notifyThread = async (taskId, kind) => {
@@ -362,51 +348,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           connection: db.connection,
         }),
         github,
-        slack: {
-          endpoints: SLACK_ENDPOINTS,
-          handle: (id, endpoint, request) =>
-            handleSlack(
-              { tasks: pipeline.taskDeps, logger, requestTask, apiUrl: config.slackApiUrl },
-              id,
-              endpoint as SlackEndpoint,
-              request,
-            ),
-          handleApp: (endpoint, request) =>
-            handleSlackApp(
-              {
-                tasks: pipeline.taskDeps,
-                logger,
-                requestTask,
-                apiUrl: config.slackApiUrl,
-                signingSecret: config.slackOAuth.signingSecret,
-              },
-              endpoint as SlackEndpoint,
-              request,
-            ),
-        },
-        trackers: {
-          jira: {
-            handle: (id, request) =>
-              handleJira(
-                {
-                  tasks: pipeline.taskDeps,
-                  logger,
-                  requestTask,
-                  allowLocal: config.allowLocalRepos,
-                },
-                id,
-                request,
-              ),
-          },
-          linear: {
-            handle: (id, request) =>
-              handleLinear(
-                { tasks: pipeline.taskDeps, logger, requestTask, apiUrl: config.linearApiUrl },
-                id,
-                request,
-              ),
-          },
-        },
+        vendorRoutes: vendorRoutes(integrationDeps),
         mountPages: setupToken
           ? (router) => mountManifestFlow(router, { config, logger, setupToken })
           : undefined,

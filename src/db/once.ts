@@ -108,7 +108,7 @@ export const markers = {
   workspaceLock: kind("workspace-lock", "workspace-lock", (workspaceId: string) => [workspaceId]),
 
   // Integrations door
-  /** A Slack event, slash command or button press (integrations/slack.ts). */
+  /** A Slack event, slash command or button press (integrations/slack/, which owns it). */
   slackDelivery: kind("slack", "slack-delivery", (integrationId: string, deliveryId: string) => [
     integrationId,
     deliveryId,
@@ -122,17 +122,17 @@ export const markers = {
     stateHash(state),
     "used",
   ]),
-  /** A Linear webhook delivery (integrations/linear.ts). */
+  /** A Linear webhook delivery (integrations/linear/, which owns it). */
   linearDelivery: kind("linear", "linear-delivery", (integrationId: string, deliveryId: string) => [
     integrationId,
     deliveryId,
   ]),
-  /** A Jira webhook delivery (integrations/jira.ts). */
+  /** A Jira webhook delivery (integrations/jira/, which owns it). */
   jiraDelivery: kind("jira", "jira-delivery", (integrationId: string, deliveryId: string) => [
     integrationId,
     deliveryId,
   ]),
-  /** A notice posted to an integration (integrations/notices.ts). */
+  /** A notice posted to an integration (integrations/shared/notices.ts). */
   integrationNotice: kind("int-notice", "integration-notice", (taskId: string, notice: string) => [
     taskId,
     notice,

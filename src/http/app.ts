@@ -22,7 +22,7 @@ import { skillRoutes } from "./routes/skills/routes.js";
 import { systemRoutes } from "./routes/system/routes.js";
 import { taskRoutes } from "./routes/tasks/routes.js";
 import { workspaceRoutes } from "./routes/workspaces/routes.js";
-import type { AppContext, AppState, HttpDeps } from "./types.js";
+import type { AppContext, AppState, HttpDeps, VendorEndpoint } from "./types.js";
 
 export const VERSION = "1.3.0";
 
@@ -44,9 +44,21 @@ export function allRoutes(): AnyRoute[] {
   ];
 }
 
-/** Vendor webhook paths, which read and verify their own raw bodies. */
-const VENDOR_DOOR =
-  /^\/integrations\/([^/]+\/(slack|linear|jira)\/|slack\/(commands|interactions|events)$)/;
+/** A Koa-router path as a regex of the paths it matches. */
+function pathPattern(path: string): string {
+  return path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z_]+/g, "[^/]+");
+}
+
+/**
+ * The paths whose raw body a vendor's handler reads and verifies itself: every vendor
+ * route, and everything under a vendor's `/integrations/{id}/<type>/`.
+ */
+function vendorPaths(routes: readonly VendorEndpoint[]): RegExp | undefined {
+  if (routes.length === 0) return undefined;
+  const types = [...new Set(routes.map((r) => r.type))];
+  const exact = routes.map((r) => `${pathPattern(r.path)}$`);
+  return new RegExp(`^(/integrations/[^/]+/(${types.join("|")})/|${exact.join("|")})`);
+}
 
 const GITHUB_BODY_LIMIT = 25 * 1024 * 1024; // GitHub caps deliveries at 25 MB
 
@@ -58,6 +70,8 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
   const app = new Koa<AppState>({ proxy: hops > 0, maxIpsCount: hops });
   const routes = allRoutes();
   const webhookPath = deps.config.github?.webhookPath ?? "/github/webhooks";
+  const vendorRoutes = deps.vendorRoutes ?? [];
+  const vendorDoor = vendorPaths(vendorRoutes);
   let openapi: Record<string, unknown> | undefined;
 
   if (deps.config.metrics.enabled) app.use(httpMetrics());
@@ -96,7 +110,7 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
   app.use(
     jsonBody({
       skip: [webhookPath],
-      skipWhen: (p) => VENDOR_DOOR.test(p),
+      skipWhen: (p) => vendorDoor?.test(p) ?? false,
       allowDollarKeys: ["/automations/webhook"],
     }),
   );
@@ -105,7 +119,7 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
   mountRoutes(router as unknown as Router, routes, deps);
 
   router.get("/openapi.json", (ctx) => {
-    openapi ??= buildOpenApi(allRoutes(), { version: VERSION });
+    openapi ??= buildOpenApi(allRoutes(), { version: VERSION }, vendorRoutes);
     // `servers` is the origin the client reached: behind TRUST_PROXY hops that is the
     // proxy's (X-Forwarded-Proto/Host), so one document fits every address the API has.
     ctx.body = { ...openapi, servers: [{ url: `${ctx.protocol}://${ctx.host}` }] };
@@ -146,48 +160,13 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
     ctx.body = { ok: true, duplicate: outcome === "duplicate" };
   });
 
-  // The Slack app's own URLs: signed with the app's secret, routed by the requesting team.
-  router.post("/integrations/slack/:endpoint", async (ctx) => {
-    const endpoint = ctx.params.endpoint!;
-    if (!deps.slack?.endpoints.includes(endpoint)) throw errors.notFound("route");
-    const rawBody = await readRawBody(ctx as AppContext);
-    const answer = await deps.slack.handleApp(endpoint, {
-      rawBody,
-      signature: ctx.get("x-slack-signature"),
-      timestamp: ctx.get("x-slack-request-timestamp"),
-      contentType: ctx.get("content-type"),
-    });
-    ctx.status = answer.status;
-    ctx.body = answer.body;
-  });
-
-  // Slack's doors: signed by Slack, no API key; the integration's id names the secret.
-  router.post("/integrations/:id/slack/:endpoint", async (ctx) => {
-    const endpoint = ctx.params.endpoint!;
-    if (!deps.slack?.endpoints.includes(endpoint)) throw errors.notFound("route");
-    const rawBody = await readRawBody(ctx as AppContext);
-    const answer = await deps.slack.handle(ctx.params.id!, endpoint, {
-      rawBody,
-      signature: ctx.get("x-slack-signature"),
-      timestamp: ctx.get("x-slack-request-timestamp"),
-      contentType: ctx.get("content-type"),
-    });
-    ctx.status = answer.status;
-    ctx.body = answer.body;
-  });
-
-  // Linear's and Jira's webhooks: signed by the vendor, no API key.
-  for (const vendor of ["linear", "jira"] as const)
-    router.post(`/integrations/:id/${vendor}/webhook`, async (ctx) => {
-      const door = deps.trackers?.[vendor];
-      if (!door) throw errors.notFound("route");
-      const rawBody = await readRawBody(ctx as AppContext);
-      const answer = await door.handle(ctx.params.id!, {
-        rawBody,
-        signature: ctx.get(vendor === "linear" ? "linear-signature" : "x-hub-signature"),
-        delivery: ctx.get(
-          vendor === "linear" ? "linear-delivery" : "x-atlassian-webhook-identifier",
-        ),
+  // The vendors' signed endpoints (integrations/registry.ts): no API key, raw bodies.
+  for (const vendor of vendorRoutes)
+    router.post(vendor.path, async (ctx) => {
+      const answer = await vendor.handle({
+        params: ctx.params,
+        readBody: () => readRawBody(ctx as AppContext),
+        header: (name) => ctx.get(name),
       });
       ctx.status = answer.status;
       ctx.body = answer.body;

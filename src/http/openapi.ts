@@ -1,6 +1,7 @@
 import { z, type ZodType } from "zod";
 import { isIdempotent, type AnyRoute } from "./route.js";
 import { errorBody } from "./schemas.js";
+import type { VendorEndpoint } from "./types.js";
 
 type JsonSchema = Record<string, unknown>;
 
@@ -122,10 +123,63 @@ function parametersOf(
   }));
 }
 
+const VENDOR_ERRORS: Record<number, string> = {
+  400: "The signed body is not what this endpoint reads (`invalid_json`, `validation_failed`; details list each field)",
+  401: "Missing or invalid signature, a signed time outside the vendor's replay window, or an unknown integration (`unauthorized`)",
+  404: "No such endpoint (`not_found`)",
+  413: "Body over 1 MiB (`payload_too_large`)",
+};
+
+/**
+ * A vendor's signed endpoint (integrations/plugin.ts): no API key, the raw body as the
+ * vendor sends it, its signature and delivery headers, 200 or an error body.
+ */
+function vendorOperation(v: VendorEndpoint, errorRef: JsonSchema): Record<string, unknown> {
+  const responses: Record<string, unknown> = {
+    "200": { description: v.ok, content: { "application/json": { schema: {} } } },
+  };
+  for (const [status, text] of Object.entries(VENDOR_ERRORS))
+    responses[status] = {
+      description: text,
+      content: { "application/json": { schema: errorRef } },
+    };
+  return {
+    operationId: v.operationId,
+    summary: v.summary,
+    description: v.description,
+    tags: ["integrations"],
+    parameters: [
+      ...Object.entries(v.params).map(([name, p]) => ({
+        name,
+        in: "path",
+        required: true,
+        description: p.description,
+        schema: p.values ? { type: "string", enum: [...p.values] } : { type: "string" },
+      })),
+      ...Object.entries(v.headers).map(([name, { description, required }]) => ({
+        name,
+        in: "header",
+        required,
+        description,
+        schema: { type: "string" },
+      })),
+    ],
+    requestBody: {
+      required: true,
+      description:
+        "The vendor's signed body, read raw: the signature is checked over its exact bytes before anything in it is read.",
+      content: Object.fromEntries(v.contentTypes.map((type) => [type, { schema: {} }])),
+    },
+    responses,
+    security: [],
+  };
+}
+
 /** The OpenAPI 3.1 document, generated from the same zod schemas that validate requests. */
 export function buildOpenApi(
   routes: AnyRoute[],
   info: { version: string; serverUrl?: string },
+  vendorRoutes: readonly VendorEndpoint[] = [],
 ): JsonSchema {
   const components: Record<string, JsonSchema> = {};
   const paths: Record<string, Record<string, unknown>> = {};
@@ -215,6 +269,11 @@ export function buildOpenApi(
     }
     paths[path] ??= {};
     paths[path][r.method] = operation;
+  }
+  for (const v of vendorRoutes) {
+    const path = v.path.replace(/:([A-Za-z_]+)/g, "{$1}");
+    paths[path] ??= {};
+    paths[path][v.method] = vendorOperation(v, errorRef);
   }
   return {
     openapi: "3.1.0",

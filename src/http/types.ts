@@ -25,10 +25,11 @@ export interface HttpDeps {
   accountViews?: AccountViewCache | undefined;
   /** Task operations (creation, gates, cancel); the pipeline's side of them. */
   tasks?: TaskDeps | undefined;
-  /** Slack's door (integrations/slack.ts), composed by service.ts. */
-  slack?: VendorDoor | undefined;
-  /** Linear's and Jira's webhooks (integrations/linear.ts, jira.ts), composed by service.ts. */
-  trackers?: Partial<Record<"linear" | "jira", TrackerDoor>> | undefined;
+  /**
+   * The vendors' signed endpoints (integrations/registry.ts, bound by service.ts): mounted
+   * and documented in a loop, no vendor named here.
+   */
+  vendorRoutes?: readonly VendorEndpoint[] | undefined;
   /** Pages another door mounts on this server (github/manifest.ts before an App exists). */
   mountPages?: ((router: Router) => void) | undefined;
   /** Handles a GitHub webhook delivery; absent when the GitHub App part is off. */
@@ -49,27 +50,30 @@ export interface HttpDeps {
     | undefined;
 }
 
-/** A vendor's signed door (Slack): checks the request's signature itself, takes no key. */
-export interface VendorDoor {
-  endpoints: readonly string[];
-  handle(
-    integrationId: string,
-    endpoint: string,
-    request: { rawBody: string; signature: string; timestamp: string; contentType: string },
-  ): Promise<{ status: number; body: unknown }>;
-  /** The app's own URLs (no integration id): signed with the app's secret, routed by team. */
-  handleApp(
-    endpoint: string,
-    request: { rawBody: string; signature: string; timestamp: string; contentType: string },
-  ): Promise<{ status: number; body: unknown }>;
-}
-
-/** An issue tracker's signed webhook (Linear, Jira): checks its own signature, takes no key. */
-export interface TrackerDoor {
-  handle(
-    integrationId: string,
-    request: { rawBody: string; signature: string; delivery: string },
-  ): Promise<{ status: number; body: unknown }>;
+/**
+ * A vendor's signed endpoint (Slack, Linear, Jira...): no API key, the raw body read by its
+ * handler, which checks the signature itself. The description feeds the OpenAPI document.
+ */
+export interface VendorEndpoint {
+  method: "post";
+  /** Koa-router style path, e.g. `/integrations/:id/linear/webhook`. */
+  path: string;
+  /** The vendor: every path under `/integrations/{id}/<type>/` is read raw. */
+  type: string;
+  operationId: string;
+  summary: string;
+  description: string;
+  params: Readonly<Record<string, { description: string; values?: readonly string[] }>>;
+  /** Header name → what it carries, and whether a request without it is refused. */
+  headers: Readonly<Record<string, { description: string; required: boolean }>>;
+  contentTypes: readonly string[];
+  /** What a 200 answers. */
+  ok: string;
+  handle(request: {
+    params: Readonly<Record<string, string>>;
+    readBody(): Promise<string>;
+    header(name: string): string;
+  }): Promise<{ status: number; body: unknown }>;
 }
 
 export interface AppState {

@@ -2,7 +2,7 @@ import { agentModel, greetScript } from "./agent-model.js";
 import { fakeModelEnv, startFakeModel, type FakeModel } from "./fake-model.js";
 import { createGitRepo, type GitFixture } from "./git-repo.js";
 import { startTestServer, type TestServer } from "./server.js";
-import { TASK_REQUEST_JOB } from "../../src/integrations/task-request.js";
+import { TASK_REQUEST_JOB } from "../../src/integrations/shared/task-request.js";
 
 /*
  * The set-up the integration doors' tests share: a small repository, the scripted model that

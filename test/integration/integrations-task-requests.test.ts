@@ -2,9 +2,12 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { markers } from "../../src/domain/markers.js";
-import { deliveryTaskId, type TrackerTaskRequest } from "../../src/integrations/task-request.js";
-import { taskRequestJob } from "../../src/integrations/task-requests.js";
-import { deliveryMarkers } from "../../src/integrations/tracker.js";
+import {
+  deliveryTaskId,
+  type TrackerTaskRequest,
+} from "../../src/integrations/shared/task-request.js";
+import { taskRequestJob } from "../../src/integrations/shared/task-requests.js";
+import { deliveryMarkers } from "../../src/integrations/shared/tracker.js";
 import type { FakeModel } from "../helpers/fake-model.js";
 import type { GitFixture } from "../helpers/git-repo.js";
 import type { TestServer } from "../helpers/server.js";

@@ -2,7 +2,7 @@ import { request } from "node:https";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { commentOnJiraIssue, jiraClient } from "../../src/integrations/jira.js";
+import { commentOnJiraIssue, jiraClient } from "../../src/integrations/jira/door.js";
 import type { IntegrationRecord } from "../../src/domain/integrations/store.js";
 import { guardedAxiosConfig, type AddressPolicy } from "../../src/util/outbound.js";
 import { LOCAL_TLS, startLocalHttps, type LocalHttps } from "../helpers/local-https.js";

@@ -1,7 +1,7 @@
 import { LinearClient } from "@linear/sdk";
 import nock from "nock";
 import { afterEach, describe, expect, it } from "vitest";
-import { isTeamMember } from "../../src/integrations/linear.js";
+import { isTeamMember } from "../../src/integrations/linear/door.js";
 
 /*
  * Team membership for Linear gate comments, page by page: Linear answers at most 250 members

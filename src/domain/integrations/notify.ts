@@ -4,7 +4,7 @@ import type { TaskSource } from "./types.js";
 /*
  * The Slack notification channel (`settings.notify_channel`): tasks nobody asked for in a
  * chat, the ones automations and CI failures start, report there, one thread per task, as
- * tasks started in Slack report in theirs (the same notices, integrations/notices.ts).
+ * tasks started in Slack report in theirs (the same notices, integrations/shared/notices.ts).
  */
 
 /** The task sources (CreateTaskInput.source) that report to the notification channel. */

@@ -1,16 +1,14 @@
 import { z } from "zod";
-import type { Models } from "../db/models.js";
-import { claimMarker, markers } from "../domain/markers.js";
-import { taskById, taskConversations, type TaskDeps } from "../domain/tasks.js";
-import type { JobKind, Scheduler } from "../queue/scheduler.js";
-import type { Logger } from "../util/logger.js";
-import { redactText } from "../util/redact.js";
-import { withRetries } from "../util/retry.js";
-import { postJiraNotice } from "./jira.js";
-import { postLinearNotice } from "./linear.js";
-import { postSlackNotice } from "./slack.js";
-import { findIntegration } from "../domain/integrations/store.js";
-import type { TaskSource } from "../domain/integrations/types.js";
+import type { Models } from "../../db/models.js";
+import { claimMarker, markers } from "../../domain/markers.js";
+import { taskById, taskConversations } from "../../domain/tasks.js";
+import type { JobKind, Scheduler } from "../../queue/scheduler.js";
+import { redactText } from "../../util/redact.js";
+import { withRetries } from "../../util/retry.js";
+import type { IntegrationJobDeps } from "../plugin.js";
+import { pluginOf } from "../registry.js";
+import { findIntegration } from "../../domain/integrations/store.js";
+import type { TaskSource } from "../../domain/integrations/types.js";
 
 /*
  * What a task tells the chat thread or issue it came from: its plan and its change at the
@@ -29,8 +27,9 @@ const ATTEMPTS = 4;
 export function createIntegrationNotifier(models: Models, scheduler: Scheduler) {
   return async (taskId: string, kind: (typeof KINDS)[number]): Promise<void> => {
     const task = await taskConversations(models, taskId);
-    // A merge moves tracker issues; a Slack thread has the pull request link already.
-    if (!task?.report_to || (kind === "merged" && task.report_to.type === "slack")) return;
+    // A merge moves tracker issues; a chat thread has the pull request link already.
+    if (!task?.report_to || (kind === "merged" && !pluginOf(task.report_to.type).reportsMerges))
+      return;
     await scheduler.enqueue(
       INTEGRATION_NOTICE_JOB,
       { task_id: taskId, kind },
@@ -39,17 +38,7 @@ export function createIntegrationNotifier(models: Models, scheduler: Scheduler) 
   };
 }
 
-/** What the integrations' jobs (notices, task requests) need: the vendors' endpoints. */
-export interface IntegrationJobDeps {
-  tasks: TaskDeps;
-  logger: Logger;
-  slackApiUrl?: string | undefined;
-  linearApiUrl?: string | undefined;
-  /** Jira sites may be http:// or non-public hosts (ALLOW_LOCAL_REPOS). */
-  allowLocalSites?: boolean | undefined;
-  /** Waits between attempts (ms); tests shorten it. */
-  backoffMs?: number;
-}
+export type { IntegrationJobDeps };
 
 export function integrationNoticeJob(deps: IntegrationJobDeps): JobKind<z.infer<typeof jobSchema>> {
   const logger = deps.logger.child({ component: "integration-notices" });
@@ -71,27 +60,12 @@ export function integrationNoticeJob(deps: IntegrationJobDeps): JobKind<z.infer<
           () => true,
           (err, attempt) => logger.warn({ task: task_id, kind, attempt, err }, "notice failed"),
           async () => {
-            if (source.type === "slack" && kind !== "merged")
-              await postSlackNotice(
-                { tasks: deps.tasks, logger, apiUrl: deps.slackApiUrl },
-                integration,
-                { ...task, report_to: source },
-                kind,
-              );
-            else if (source.type === "linear")
-              await postLinearNotice(
-                { apiUrl: deps.linearApiUrl },
-                integration,
-                { ...task, report_to: source },
-                kind,
-              );
-            else if (source.type === "jira")
-              await postJiraNotice(
-                { allowLocal: deps.allowLocalSites },
-                integration,
-                { ...task, report_to: source },
-                kind,
-              );
+            await pluginOf(source.type).notice(
+              deps,
+              integration,
+              { ...task, report_to: source },
+              kind,
+            );
             await claimMarker(models, markers.integrationNotice(task_id, kind));
           },
         );

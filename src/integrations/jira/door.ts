@@ -2,17 +2,17 @@ import { lookup } from "node:dns/promises";
 import ipaddr from "ipaddr.js";
 import { Version3Client } from "jira.js";
 import { z } from "zod";
-import { markers } from "../domain/markers.js";
-import type { TaskRecord } from "../db/models.js";
-import type { TaskDeps } from "../domain/tasks.js";
-import { errors } from "../errors.js";
-import { sanitizeUntrusted } from "../github-api/sanitize.js";
-import type { Logger } from "../util/logger.js";
-import { redactText } from "../util/redact.js";
-import { guardedAxiosConfig, PUBLIC_ADDRESSES, type AddressPolicy } from "../util/outbound.js";
-import { findIntegration, type IntegrationRecord } from "../domain/integrations/store.js";
-import type { JiraSecrets, JiraSettings } from "../domain/integrations/kinds.js";
-import type { TaskSource } from "../domain/integrations/types.js";
+import { markers } from "../../domain/markers.js";
+import type { TaskRecord } from "../../db/models.js";
+import type { TaskDeps } from "../../domain/tasks.js";
+import { errors } from "../../errors.js";
+import { sanitizeUntrusted } from "../../github-api/sanitize.js";
+import type { Logger } from "../../util/logger.js";
+import { redactText } from "../../util/redact.js";
+import { guardedAxiosConfig, PUBLIC_ADDRESSES, type AddressPolicy } from "../../util/outbound.js";
+import { findIntegration, type IntegrationRecord } from "../../domain/integrations/store.js";
+import type { JiraSecrets, JiraSettings } from "../../domain/integrations/kinds.js";
+import type { TaskSource } from "../../domain/integrations/types.js";
 import {
   claimDelivery,
   commentCommand,
@@ -24,15 +24,15 @@ import {
   issueText,
   trackerNotice,
   type NoticeKind,
-} from "./tracker.js";
-import { deliveryTaskId, type RequestTask } from "./task-request.js";
+} from "../shared/tracker.js";
+import { deliveryTaskId, type RequestTask } from "../shared/task-request.js";
 import {
   checkReplayWindow,
   hmacHexValid,
   signedObject,
   signedShape,
   type ReplayWindow,
-} from "./signed-request.js";
+} from "../shared/signed-request.js";
 
 /*
  * The Jira Cloud door: one admin webhook (issue created/updated, comment created). Adding the

@@ -1,7 +1,7 @@
 import { z } from "zod";
-import { taskIdFor } from "../domain/tasks.js";
-import type { SlackSettings } from "../domain/integrations/kinds.js";
-import { repoTarget } from "../domain/integrations/types.js";
+import { taskIdFor, type CreateTaskInput } from "../../domain/tasks.js";
+import type { SlackSettings } from "../../domain/integrations/kinds.js";
+import { repoTarget } from "../../domain/integrations/types.js";
 
 /*
  * What a door queues for a task asked for in Slack, Linear or Jira (task-requests.ts runs
@@ -71,6 +71,19 @@ export function noRepoText(settings: SlackSettings, channel: string): string {
 /** The Slack text for a `task` with nothing to do. */
 export function usageText(settings: SlackSettings): string {
   return `Say what to change: \`${settings.command} task [owner/repo] <what to change>\`.`;
+}
+
+/** The task a tracker's request asks for, or the text saying its issue maps to no repository. */
+export function trackerTaskInput(request: TaskRequest): CreateTaskInput | { text: string } {
+  if (request.type === "slack") throw new Error("a Slack request is not a tracker's");
+  if (!request.target) return { text: unmappedText(request.type, request.unmapped ?? "unknown") };
+  return {
+    ...request.target,
+    description: request.description,
+    source: request.type,
+    origin: request.origin,
+    report_to: request.report_to,
+  };
 }
 
 /** The tracker text for an issue whose team or project no setting maps to a repository. */

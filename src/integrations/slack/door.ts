@@ -1,8 +1,8 @@
 import { isValidSlackRequest } from "@slack/bolt";
 import { WebClient, type Block, type KnownBlock } from "@slack/web-api";
 import { z } from "zod";
-import type { TaskRecord } from "../db/models.js";
-import { claimMarker, markers } from "../domain/markers.js";
+import type { TaskRecord } from "../../db/models.js";
+import { claimMarker, markers } from "../../domain/markers.js";
 import {
   decide,
   getTask,
@@ -10,27 +10,33 @@ import {
   setReportThread,
   type Decision,
   type TaskDeps,
-} from "../domain/tasks.js";
-import { errors, isAppError } from "../errors.js";
-import { sanitizeUntrusted } from "../github-api/sanitize.js";
-import type { Logger } from "../util/logger.js";
-import { redactText } from "../util/redact.js";
-import { deliveryKey, outcomeSentence } from "./tracker.js";
+} from "../../domain/tasks.js";
+import { errors, isAppError } from "../../errors.js";
+import { sanitizeUntrusted } from "../../github-api/sanitize.js";
+import type { Logger } from "../../util/logger.js";
+import { redactText } from "../../util/redact.js";
+import { deliveryKey, outcomeSentence } from "../shared/tracker.js";
 import {
   deliveryTaskId,
   noRepoText,
   REPO_NAME,
   usageText,
   type RequestTask,
-} from "./task-request.js";
+  type SlackTaskRequest,
+} from "../shared/task-request.js";
 import {
   findIntegration,
   findSlackInstall,
   type IntegrationRecord,
-} from "../domain/integrations/store.js";
-import type { SlackSecrets, SlackSettings } from "../domain/integrations/kinds.js";
-import type { TaskSource } from "../domain/integrations/types.js";
-import { checkReplayWindow, signedJson, signedShape, type ReplayWindow } from "./signed-request.js";
+} from "../../domain/integrations/store.js";
+import type { SlackSecrets, SlackSettings } from "../../domain/integrations/kinds.js";
+import type { TaskSource } from "../../domain/integrations/types.js";
+import {
+  checkReplayWindow,
+  signedJson,
+  signedShape,
+  type ReplayWindow,
+} from "../shared/signed-request.js";
 
 /*
  * The Slack door: a slash command (`/foreman task [owner/repo] <what>`, `status`, `help`) and
@@ -41,7 +47,7 @@ import { checkReplayWindow, signedJson, signedShape, type ReplayWindow } from ".
  * timestamp within 5 minutes of this clock either way (Slack's replay window; Bolt's
  * verifier only refuses old ones), then Slack's signature (Bolt's verifier: HMAC of the raw
  * body with the signing secret); a body that is not what the endpoint takes is a 400
- * (signed-request.ts). Each delivery is acted on once.
+ * (shared/signed-request.ts). Each delivery is acted on once.
  */
 
 export interface SlackDeps {
@@ -555,6 +561,28 @@ export function slackNotice(
   }
   const text = outcomeSentence(task);
   return { text, blocks: [section(text)] };
+}
+
+/**
+ * Answers a task request that could not become a task: a mention in its thread, a command
+ * only to its user (as Slack shows the command's own errors).
+ */
+export async function replyInSlack(
+  integration: IntegrationRecord,
+  request: SlackTaskRequest,
+  text: string,
+  apiUrl?: string,
+): Promise<void> {
+  const client = slackClient(integration, apiUrl);
+  const safe = redactText(text);
+  if (request.via === "mention")
+    await client.chat.postMessage({
+      channel: request.channel,
+      ...(request.thread_ts ? { thread_ts: request.thread_ts } : {}),
+      text: safe,
+    });
+  else
+    await client.chat.postEphemeral({ channel: request.channel, user: request.user, text: safe });
 }
 
 /** Posts a notice in the task's Slack thread; the first post opens the thread. */

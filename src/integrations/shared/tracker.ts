@@ -1,11 +1,11 @@
 import { createHash } from "node:crypto";
-import type { Models, TaskRecord } from "../db/models.js";
-import { claimMarkers, type Marker } from "../domain/markers.js";
-import type { TaskSource } from "../domain/integrations/types.js";
-import { decide, trackerIssueTask, type Decision, type TaskDeps } from "../domain/tasks.js";
-import { isAppError } from "../errors.js";
-import type { Logger } from "../util/logger.js";
-import { redactText } from "../util/redact.js";
+import type { Models, TaskRecord } from "../../db/models.js";
+import { claimMarkers, type Marker } from "../../domain/markers.js";
+import type { TaskSource } from "../../domain/integrations/types.js";
+import { decide, trackerIssueTask, type Decision, type TaskDeps } from "../../domain/tasks.js";
+import { isAppError } from "../../errors.js";
+import type { Logger } from "../../util/logger.js";
+import { redactText } from "../../util/redact.js";
 
 /*
  * What the issue-tracker doors (Linear, Jira) share: claiming a delivery once, the comment

@@ -6,16 +6,16 @@ import {
   UpdateIssueMutation,
 } from "@linear/sdk";
 import { z } from "zod";
-import { markers } from "../domain/markers.js";
-import type { TaskRecord } from "../db/models.js";
-import type { TaskDeps } from "../domain/tasks.js";
-import { errors } from "../errors.js";
-import { sanitizeUntrusted } from "../github-api/sanitize.js";
-import type { Logger } from "../util/logger.js";
-import { redactText } from "../util/redact.js";
-import { findIntegration, type IntegrationRecord } from "../domain/integrations/store.js";
-import type { LinearSecrets, LinearSettings } from "../domain/integrations/kinds.js";
-import type { TaskSource } from "../domain/integrations/types.js";
+import { markers } from "../../domain/markers.js";
+import type { TaskRecord } from "../../db/models.js";
+import type { TaskDeps } from "../../domain/tasks.js";
+import { errors } from "../../errors.js";
+import { sanitizeUntrusted } from "../../github-api/sanitize.js";
+import type { Logger } from "../../util/logger.js";
+import { redactText } from "../../util/redact.js";
+import { findIntegration, type IntegrationRecord } from "../../domain/integrations/store.js";
+import type { LinearSecrets, LinearSettings } from "../../domain/integrations/kinds.js";
+import type { TaskSource } from "../../domain/integrations/types.js";
 import {
   claimDelivery,
   commentCommand,
@@ -27,15 +27,15 @@ import {
   issueText,
   trackerNotice,
   type NoticeKind,
-} from "./tracker.js";
-import { deliveryTaskId, type RequestTask } from "./task-request.js";
+} from "../shared/tracker.js";
+import { deliveryTaskId, type RequestTask } from "../shared/task-request.js";
 import {
   checkReplayWindow,
   hmacHexValid,
   signedObject,
   signedShape,
   type ReplayWindow,
-} from "./signed-request.js";
+} from "../shared/signed-request.js";
 
 /*
  * The Linear door: one webhook (Issue and Comment events). Adding the integration's label
@@ -50,7 +50,7 @@ import {
  * below (a 400 for one that does not fit), and acted on once (claimDelivery: the
  * Linear-Delivery id and the signed body). The SDK's LinearWebhookClient checks the same,
  * but folds a bad signature, a stale time and a body that is not JSON into one exception,
- * so its caller cannot answer each as what it is (signed-request.ts).
+ * so its caller cannot answer each as what it is (shared/signed-request.ts).
  */
 
 export interface LinearDeps {

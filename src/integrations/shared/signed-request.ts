@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { z, type ZodType } from "zod";
-import { errors } from "../errors.js";
+import { errors } from "../../errors.js";
 
 /*
  * What the Slack, Linear and Jira doors check, in this order, before they act on a request:

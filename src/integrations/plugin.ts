@@ -1,0 +1,136 @@
+import type { z } from "zod";
+import type { TaskRecord } from "../db/models.js";
+import type { IntegrationRecord } from "../domain/integrations/store.js";
+import type { IntegrationKind, IntegrationType, TaskSource } from "../domain/integrations/types.js";
+import type { Marker } from "../domain/markers.js";
+import type { CreateTaskInput, TaskDeps } from "../domain/tasks.js";
+import type { JobKind } from "../queue/scheduler.js";
+import type { Logger } from "../util/logger.js";
+import type { TaskRequest, RequestTask } from "./shared/task-request.js";
+import type { NoticeKind } from "./shared/tracker.js";
+
+/*
+ * What a vendor (Slack, Linear, Jira, the next one) is to the service: one folder exporting
+ * one `IntegrationPlugin`, listed once in registry.ts. The HTTP door mounts and documents
+ * its routes, the scheduler defines its jobs, and the shared jobs (shared/notices.ts,
+ * shared/task-requests.ts) report back through it, all from the registry: nothing outside
+ * the vendor's folder names the vendor. Its settings and secrets (domain/integrations/
+ * kinds.ts) and its once-markers (db/once.ts) stay below the doors, where the integration
+ * store and the marker catalogue need them; the plugin names the ones it owns.
+ *
+ * An inbound handler gets the task operations (`deps.tasks`), so what a vendor's message
+ * asks of a task (a gate decision today; a revision or follow-up from a reply in the task's
+ * thread or on its issue later) is one call of a domain function from the handler.
+ */
+
+/** What every vendor's handlers and jobs get, built once by service.ts from the config. */
+export interface IntegrationDeps {
+  tasks: TaskDeps;
+  logger: Logger;
+  /** Queues a task asked for at a vendor (the task request job creates it). */
+  requestTask: RequestTask;
+  /** Slack's Web API base (tests point it at a fake); https://slack.com/api/ by default. */
+  slackApiUrl?: string | undefined;
+  /** The Slack app's own signing secret (SLACK_SIGNING_SECRET), for its app-wide URLs. */
+  slackSigningSecret?: string | undefined;
+  /** Linear's GraphQL endpoint (tests point it at a fake). */
+  linearApiUrl?: string | undefined;
+  /** Jira sites may be http:// or non-public hosts (ALLOW_LOCAL_REPOS). */
+  allowLocalSites?: boolean | undefined;
+  /** Waits between attempts of the shared jobs (ms); tests shorten it. */
+  backoffMs?: number;
+}
+
+/** What the shared jobs need: the vendors' endpoints, without the door's request queue. */
+export type IntegrationJobDeps = Omit<IntegrationDeps, "requestTask" | "slackSigningSecret">;
+
+/** A vendor request as its route reads it: the raw signed body, its path values and headers. */
+export interface VendorRequest {
+  params: Readonly<Record<string, string>>;
+  /** Reads the raw body (413 over 1 MiB); a handler reads it once it knows the path holds. */
+  readBody(): Promise<string>;
+  /** A request header's value, "" when absent. */
+  header(name: string): string;
+}
+
+/** What the vendor is answered. */
+export interface VendorAnswer {
+  status: number;
+  body: unknown;
+}
+
+/**
+ * One signed vendor endpoint, described for the OpenAPI document. The body is read raw (up
+ * to 1 MiB) and checked by the handler: signature first (401), then its shape (400).
+ */
+export interface VendorRoute {
+  method: "post";
+  /** Koa-router style path, e.g. `/integrations/:id/linear/webhook`. */
+  path: string;
+  operationId: string;
+  summary: string;
+  description: string;
+  /** The path values, each with its description (and its values, when they are few). */
+  params: Readonly<Record<string, { description: string; values?: readonly string[] }>>;
+  /** The headers the vendor signs and identifies a delivery with; the signature is required. */
+  headers: Readonly<Record<string, { description: string; required: boolean }>>;
+  /** The media types the vendor sends the body as. */
+  contentTypes: readonly string[];
+  /** What a 200 answers. */
+  ok: string;
+  handle(deps: IntegrationDeps, request: VendorRequest): Promise<VendorAnswer>;
+}
+
+/** One vendor: everything the service knows of it goes through this shape. */
+export interface IntegrationPlugin<T extends IntegrationType = IntegrationType> {
+  type: T;
+  /** Its settings and write-only secrets (zod), as the /integrations resource checks them. */
+  kind: IntegrationKind<z.ZodType, z.ZodType>;
+  /** Its signed endpoints (no API key), mounted and documented by the HTTP door. */
+  routes: readonly VendorRoute[];
+  /**
+   * Defines its own background jobs on the scheduler (none of today's vendors has one: the
+   * task request and notice jobs are shared, shared/task-requests.ts and shared/notices.ts).
+   */
+  jobs(deps: IntegrationJobDeps, define: <D>(kind: JobKind<D>) => void): void;
+  /**
+   * How its app is installed through the vendor's OAuth flow, when it has one (Slack: the
+   * routes of /integrations/{id}/slack/install in http/routes/integrations, over
+   * domain/integrations/slack-install.ts); null when an account pastes its secrets.
+   */
+  install: { start: string; callback: string } | null;
+  /** Whether the pull request's merge is news for it (a tracker moves the issue to done). */
+  reportsMerges: boolean;
+  /** Posts a task's notice (its plan, its change, its end) where the task was asked for. */
+  notice(
+    deps: IntegrationJobDeps,
+    integration: IntegrationRecord,
+    task: TaskRecord & { report_to: TaskSource },
+    kind: NoticeKind,
+  ): Promise<void>;
+  /**
+   * The task a queued request asks for (shared/task-requests.ts creates it), or the text
+   * saying why it cannot be one (no repository mapped, nothing asked).
+   */
+  taskInput(
+    deps: IntegrationJobDeps,
+    integration: IntegrationRecord,
+    request: TaskRequest,
+  ): Promise<CreateTaskInput | { text: string }>;
+  /** Tells the vendor a requested task exists (Slack: the message that opens its thread). */
+  announce(
+    deps: IntegrationJobDeps,
+    integration: IntegrationRecord,
+    request: TaskRequest,
+    repo: string,
+  ): Promise<void>;
+  /** Says something to whoever asked for a task, where they asked (a refusal, a failure). */
+  reply(
+    deps: IntegrationJobDeps,
+    integration: IntegrationRecord,
+    request: TaskRequest,
+    text: string,
+  ): Promise<void>;
+  /** The once-marker kinds it owns (their builders are in the catalogue, db/once.ts). */
+  markers: readonly ((...args: never[]) => Marker)[];
+}

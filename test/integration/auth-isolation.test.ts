@@ -169,6 +169,19 @@ beforeAll(async () => {
     approveDiff: { method: "POST", path: `/tasks/${taskId}/approve-diff`, foreign: notFound },
     rejectDiff: { method: "POST", path: `/tasks/${taskId}/reject-diff`, foreign: notFound },
     cancelTask: { method: "POST", path: `/tasks/${taskId}/cancel`, foreign: notFound },
+    reviseTask: {
+      method: "POST",
+      path: `/tasks/${taskId}/revise`,
+      body: { feedback: "Rename the helper." },
+      foreign: notFound,
+    },
+    retryTask: { method: "POST", path: `/tasks/${taskId}/retry`, foreign: notFound },
+    followUpTask: {
+      method: "POST",
+      path: `/tasks/${taskId}/follow-up`,
+      body: { description: "Also add a test." },
+      foreign: notFound,
+    },
     reviewPullRequest: {
       method: "POST",
       path: "/tasks/review",

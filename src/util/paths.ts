@@ -4,7 +4,7 @@
  * repository or into its git metadata, whether the file exists yet or not.
  */
 import { constants } from "node:fs";
-import { lstat, open, readlink, realpath, type FileHandle } from "node:fs/promises";
+import { lstat, open, readlink, realpath } from "node:fs/promises";
 import path from "node:path";
 
 /** A path that may not be used; the message says why, for the model to correct itself. */
@@ -106,23 +106,6 @@ async function checkOpened(root: string, real: string): Promise<void> {
     throw new PathError("the path leads outside the repository (it changed while in use)");
   if (touchesGit(path.relative(realRoot, real)))
     throw new PathError("the path leads into the .git directory (it changed while in use)");
-}
-
-/** An opened file, checked to be inside the working copy after opening. */
-export async function openInside(
-  root: string,
-  abs: string,
-  flags: number = constants.O_RDONLY,
-): Promise<FileHandle> {
-  const handle = await open(abs, flags | constants.O_NOFOLLOW);
-  try {
-    const real = await fdTarget(handle.fd);
-    if (real !== undefined) await checkOpened(root, real);
-    return handle;
-  } catch (error) {
-    await handle.close();
-    throw error;
-  }
 }
 
 /**

@@ -49,7 +49,7 @@ module.exports = {
       severity: "error",
       comment: "The parts below the domain know nothing of the domain, the pipeline or the doors.",
       from: {
-        path: "^src/(db|llm|indexer|verify|health|ecosystems|tools|queue|github-api|metrics|util|config)/",
+        path: "^src/(db|durable|llm|indexer|verify|health|ecosystems|tools|queue|github-api|metrics|util|config)/",
       },
       to: { path: `^src/(domain|pipeline|${DOORS.join("|")})/|^src/(service|main)\\.ts$` },
     },
@@ -62,7 +62,7 @@ module.exports = {
         path: `^src/(${DOORS.join("|")})/`,
         pathNot: "^src/(cli/admin|http/routes/system/routes)\\.ts$",
       },
-      // Once-markers too: a door builds and claims them through domain/markers.ts.
+      // Once-markers, leases and request records live in src/durable/, which doors may use.
       to: { path: "^src/db/", dependencyTypesNot: ["type-only"] },
     },
     {
@@ -72,7 +72,7 @@ module.exports = {
         "The CLI is a composition root like main.ts (it opens its own connection); /readyz pings the database, which is its job. Neither reads or writes models.",
       from: { path: "^src/(cli/admin|http/routes/system/routes)\\.ts$" },
       to: {
-        path: "^src/db/(models|once|insert-batcher|lookup-batcher)\\.ts$",
+        path: "^src/db/(models|insert-batcher|lookup-batcher)\\.ts$",
         dependencyTypesNot: ["type-only"],
       },
     },

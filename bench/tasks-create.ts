@@ -23,7 +23,7 @@ import getRawBody from "raw-body";
 import { registerModels, type Models } from "../src/db/models.js";
 import { accountChanged } from "../src/domain/account-views.js";
 import { authenticateKey } from "../src/domain/keys.js";
-import { createTask } from "../src/domain/tasks.js";
+import { createTask } from "../src/domain/tasks/create.js";
 import { resolveRepo } from "../src/domain/workspaces.js";
 import { type Service } from "../src/service.js";
 import { newId } from "../src/util/ids.js";

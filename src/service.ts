@@ -5,14 +5,14 @@ import { connectDatabase, type Database } from "./db/connection.js";
 import { AccountViewCache } from "./domain/account-views.js";
 import { loadAccountView } from "./domain/keys.js";
 import { createInsertBatcher } from "./db/insert-batcher.js";
-import { MarkerCache } from "./domain/marker-cache.js";
+import { MarkerCache } from "./durable/marker-cache.js";
 import { TIERS_MARKER } from "./domain/quota.js";
 import { TaskEventHub } from "./domain/task-event-hub.js";
 import { findWorkspace, WORKSPACES_MARKER, type WorkspaceRecord } from "./domain/workspaces.js";
 import type { Tier } from "./db/models.js";
 import { findTier } from "./domain/accounts.js";
 import { startIntegrationCache } from "./domain/integrations/store.js";
-import { newTaskCollection } from "./domain/tasks.js";
+import { newTaskCollection } from "./domain/tasks/model.js";
 import { TaskEventLog } from "./domain/task-events.js";
 import { createProbot } from "./github-api/app.js";
 import { createGithubClient } from "./github-api/client.js";
@@ -35,7 +35,7 @@ import { createIntegrationNotifier, integrationNoticeJob } from "./integrations/
 import { TASK_REQUEST_JOB, type RequestTask } from "./integrations/shared/task-request.js";
 import { taskRequestJob } from "./integrations/shared/task-requests.js";
 import { createRateLimiters } from "./http/rate-limit.js";
-import { ensureRateLimitIndexes } from "./domain/request-records.js";
+import { ensureRateLimitIndexes } from "./durable/request-records.js";
 import { startHttpServer, type RunningServer } from "./http/server.js";
 import { createCronJobs, cronJobKind, reconcileCronJobs } from "./jobs/cron.js";
 import {

@@ -205,7 +205,7 @@ const taskSchema = new Schema(
      */
     report_to: { type: Schema.Types.Mixed, default: null },
     /**
-     * The pipeline round (domain/task-revisions.ts): 0 for the first pass; each revision,
+     * The pipeline round (domain/tasks/revisions.ts): 0 for the first pass; each revision,
      * retry and self-review round takes the next, so its stages run again under markers
      * and jobs of their own.
      */
@@ -432,7 +432,7 @@ export function registerModels(connection: Connection) {
 
 export type Models = ReturnType<typeof registerModels>;
 
-/** A once-marker as stored (db/once.ts): its unique id, scope and whatever it records. */
+/** A once-marker as stored (durable/once.ts): its unique id, scope and whatever it records. */
 export interface OnceRecord {
   _id: string;
   scope: string;

@@ -1,6 +1,6 @@
 import type { Models, Tier } from "../db/models.js";
-import { markers } from "./markers.js";
-import { bumpMarker, bumpMarkerSoon, MarkerCache } from "./marker-cache.js";
+import { markers } from "../durable/markers.js";
+import { bumpMarker, bumpMarkerSoon, MarkerCache } from "../durable/marker-cache.js";
 
 /*
  * Per-process cache of what GET /keys/me reports about an account (tier, tasks this month).

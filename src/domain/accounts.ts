@@ -1,5 +1,5 @@
 import { accountChanged } from "./account-views.js";
-import { bumpMarker } from "./marker-cache.js";
+import { bumpMarker } from "../durable/marker-cache.js";
 import { TIERS_MARKER } from "./quota.js";
 import { collectionOf, TIERS, type Models, type Tier } from "../db/models.js";
 import { errors } from "../errors.js";

@@ -2,7 +2,8 @@ import type { TaskRecord } from "../db/models.js";
 import { errors } from "../errors.js";
 import type { AgentDefinition } from "./agent-types.js";
 import { findAgent } from "./agent-catalog.js";
-import { createTask, type CreateTaskInput, type TaskDeps } from "./tasks.js";
+import { createTask, type CreateTaskInput } from "./tasks/create.js";
+import { type TaskDeps } from "./tasks/model.js";
 
 /*
  * Built-in agents: ready-made task templates (docs/api.md, "Agents"). The catalogue is

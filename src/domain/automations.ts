@@ -1,5 +1,5 @@
-import { afterFilter, type PageRequest } from "./paging.js";
-import { claimMarker, markers } from "./markers.js";
+import { afterFilter, type PageRequest } from "../util/paging.js";
+import { claimMarker, markers } from "../durable/markers.js";
 import { mapConcurrently } from "../util/concurrency.js";
 import {
   collectionOf,
@@ -22,7 +22,8 @@ import {
   type TriggerConfigs,
   type WebhookConfig,
 } from "./automation-triggers.js";
-import { createTask, type CreateTaskInput, type TaskDeps } from "./tasks.js";
+import { createTask, type CreateTaskInput } from "./tasks/create.js";
+import { type TaskDeps } from "./tasks/model.js";
 import { listWorkspaces, resolveRepo } from "./workspaces.js";
 
 /** The driver collections this module uses, typed by their records (db/models.ts). */

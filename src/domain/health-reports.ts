@@ -1,5 +1,5 @@
-import { afterFilter, type SortKey } from "./paging.js";
-import { claimMarker, markers } from "./markers.js";
+import { afterFilter, type SortKey } from "../util/paging.js";
+import { claimMarker, markers } from "../durable/markers.js";
 import {
   collectionOf,
   type HealthReportStatus,

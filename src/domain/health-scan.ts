@@ -8,7 +8,7 @@ import { AppError } from "../errors.js";
 import type { GithubClient } from "../github-api/client.js";
 import type { CiSource } from "../health/ci.js";
 import { scanRepository } from "../health/scanner.js";
-import { runLeased } from "../queue/lease.js";
+import { runLeased } from "../durable/lease.js";
 import { GitError, runGit, shallowClone } from "../util/git.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
@@ -22,7 +22,7 @@ import {
   type HealthReportRecord,
 } from "./health-reports.js";
 import { recordDefaultBranch } from "./linking.js";
-import { markers } from "./markers.js";
+import { markers } from "../durable/markers.js";
 import { resolveRepo } from "./workspaces.js";
 
 /*

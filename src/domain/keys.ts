@@ -3,7 +3,7 @@ import { createLookupBatcher, type BatchedLookup } from "../db/lookup-batcher.js
 import { collectionOf, type ApiKeyDoc, type Models, type Tier } from "../db/models.js";
 import { errors } from "../errors.js";
 import { newId, sha256 } from "../util/ids.js";
-import { afterFilter, type PageRequest } from "./paging.js";
+import { afterFilter, type PageRequest } from "../util/paging.js";
 import { currentUsage, monthlyLimitFor, utcMonth } from "./quota.js";
 import type { AccountView, AccountViewCache } from "./account-views.js";
 

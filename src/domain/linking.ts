@@ -8,8 +8,8 @@ import { errors } from "../errors.js";
 import type { GithubClient } from "../github-api/client.js";
 import type { Logger } from "../util/logger.js";
 import { forgetSecret, registerSecret } from "../util/redact.js";
-import { bumpMarker } from "./marker-cache.js";
-import { claimMarker, markers } from "./markers.js";
+import { bumpMarker } from "../durable/marker-cache.js";
+import { claimMarker, markers } from "../durable/markers.js";
 import { WORKSPACES_MARKER, type WorkspaceRecord } from "./workspaces.js";
 
 /** The driver collections this module uses, typed by their records (db/models.ts). */

@@ -15,7 +15,8 @@ import { specPlannerSystemPrompt, specPlannerUserPrompt } from "./prism-prompts.
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
 import { listSkills } from "./skills.js";
-import { createTasks, type TaskDeps } from "./tasks.js";
+import { createTasks } from "./tasks/create.js";
+import { type TaskDeps } from "./tasks/model.js";
 
 /*
  * The spec planner (docs/api.md, "Spec planner"): `POST /prism/parse` asks the model for a task

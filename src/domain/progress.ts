@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { collectionOf, type Models, type OnceRecord, type TaskRecord } from "../db/models.js";
-import { claimMarker, markers } from "./markers.js";
+import { claimMarker, markers } from "../durable/markers.js";
 
 /*
  * A task's live progress on GitHub (docs/api.md, "Progress on GitHub"): one check run per

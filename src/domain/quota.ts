@@ -6,7 +6,7 @@ import {
   type TaskRecord,
   type Tier,
 } from "../db/models.js";
-import { markers } from "./markers.js";
+import { markers } from "../durable/markers.js";
 import { errors } from "../errors.js";
 import { accountChanged, accountChangedSoon } from "./account-views.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";

@@ -1,4 +1,4 @@
-import { afterFilter, type SortKey } from "./paging.js";
+import { afterFilter, type SortKey } from "../util/paging.js";
 import { collectionOf, type Models, type SkillDoc } from "../db/models.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
 import { errors } from "../errors.js";
@@ -344,7 +344,7 @@ function listingSummary(view: ListingView): ListingSummaryView {
 export interface ListingFilter {
   limit: number;
   before?: string | undefined;
-  /** A cursor key `[published_at, id]` (domain/paging.ts): the page continues after it. */
+  /** A cursor key `[published_at, id]` (util/paging.ts): the page continues after it. */
   after?: SortKey | undefined;
   q?: string | undefined;
 }

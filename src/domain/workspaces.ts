@@ -1,5 +1,5 @@
-import { afterFilter, type PageRequest } from "./paging.js";
-import { markers } from "./markers.js";
+import { afterFilter, type PageRequest } from "../util/paging.js";
+import { markers } from "../durable/markers.js";
 import { collectionOf, type Models, type RepositoryDoc, type WorkspaceDoc } from "../db/models.js";
 import { errors } from "../errors.js";
 import { remoteHead } from "../util/git.js";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { claimMarker, dropMarkers, markers } from "../domain/markers.js";
+import { claimMarker, dropMarkers, markers } from "../durable/markers.js";
 import { autoReviewPullRequest } from "../domain/pr-help.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";

@@ -3,13 +3,10 @@ import type { TaskRecord } from "../db/models.js";
 import { agentTaskDescription, BUILTIN_AGENTS, findAgent } from "../domain/agents.js";
 import { askAboutPullRequest, describePullRequest, improvePullRequest } from "../domain/pr-help.js";
 import { reviewPullRequest, type PrReviewDeps } from "../domain/pr-review.js";
-import { claimMarker, markers } from "../domain/markers.js";
-import {
-  createTask,
-  decide,
-  threadTasks as tasksOfThread,
-  type Decision,
-} from "../domain/tasks.js";
+import { claimMarker, markers } from "../durable/markers.js";
+import { createTask } from "../domain/tasks/create.js";
+import { decide, type Decision } from "../domain/tasks/gates.js";
+import { threadTasks as tasksOfThread } from "../domain/tasks/threads.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
@@ -19,7 +16,7 @@ import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
 import { actOnFeedback, feedbackText, mentionsApp, queueMention } from "./follow-ups.js";
-import { pullRequestTasks } from "../domain/pull-request-tasks.js";
+import { pullRequestTasks } from "../domain/tasks/follow-ups.js";
 import {
   APP_MARKER,
   writtenByApp,

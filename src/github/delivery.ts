@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { Models } from "../db/models.js";
-import { claimMarker, dropMarkers, markers, type Marker } from "../domain/markers.js";
+import { claimMarker, dropMarkers, markers, type Marker } from "../durable/markers.js";
 import type { JobKind, Scheduler } from "../queue/scheduler.js";
 
 /*

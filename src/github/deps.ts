@@ -1,7 +1,7 @@
 import type { Probot } from "probot";
 import type { Config, GithubAppConfig } from "../config/env.js";
 import type { Models } from "../db/models.js";
-import type { TaskDeps } from "../domain/tasks.js";
+import type { TaskDeps } from "../domain/tasks/model.js";
 import type { Scheduler } from "../queue/scheduler.js";
 import type { ModelClient } from "../llm/provider.js";
 import type { Logger } from "../util/logger.js";

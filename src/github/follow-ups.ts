@@ -1,8 +1,8 @@
 import { z } from "zod";
 import type { TaskRecord } from "../db/models.js";
-import { claimMarker, markers } from "../domain/markers.js";
-import { pullRequestTasks } from "../domain/pull-request-tasks.js";
-import { followUpTask, reviseTask } from "../domain/task-revisions.js";
+import { claimMarker, markers } from "../durable/markers.js";
+import { pullRequestTasks } from "../domain/tasks/follow-ups.js";
+import { followUpTask, reviseTask } from "../domain/tasks/revisions.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";

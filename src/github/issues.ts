@@ -1,6 +1,7 @@
 import { z } from "zod";
-import { claimMarker, markers } from "../domain/markers.js";
-import { createTask, openThreadTask } from "../domain/tasks.js";
+import { claimMarker, markers } from "../durable/markers.js";
+import { createTask } from "../domain/tasks/create.js";
+import { openThreadTask } from "../domain/tasks/threads.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
 import { queueForDelivery } from "./delivery.js";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { recordPullRequestOutcome } from "../domain/tasks.js";
+import { recordPullRequestOutcome } from "../domain/tasks/endings.js";
 import type { JobKind } from "../queue/scheduler.js";
 import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";

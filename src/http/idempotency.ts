@@ -6,7 +6,7 @@ import {
   dropRecordCreatedAt,
   findRecord,
   insertPendingRecord,
-} from "../domain/request-records.js";
+} from "../durable/request-records.js";
 import type { Models } from "../db/models.js";
 import { AppError, errors } from "../errors.js";
 import { sha256 } from "../util/ids.js";
@@ -14,7 +14,7 @@ import { sha256 } from "../util/ids.js";
 /**
  * `Idempotency-Key` on creating POSTs (docs/api.md, "Idempotency"). The first request with a
  * key inserts a pending record (a unique `_id` insert: the lock, atomic on FerretDB and
- * MongoDB alike, as db/once.ts), runs, and stores its answer; a repeat with the same body
+ * MongoDB alike, as durable/once.ts), runs, and stores its answer; a repeat with the same body
  * within 24 h gets that answer again without running; another body is 422.
  */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60_000;

@@ -1,8 +1,8 @@
 import { z } from "zod";
 import { errors } from "../errors.js";
-import type { PageRequest, SortKey } from "../domain/paging.js";
+import type { PageRequest, SortKey } from "../util/paging.js";
 
-export { positionKey, takePage, type PageRequest, type SortKey } from "../domain/paging.js";
+export { positionKey, takePage, type PageRequest, type SortKey } from "../util/paging.js";
 import type { AppContext } from "./types.js";
 
 /**

@@ -3,7 +3,7 @@ import type { Connection } from "mongoose";
 import { isDuplicateKey } from "../util/duplicate-key.js";
 import { RateLimiterMemory, RateLimiterMongo, RateLimiterRes } from "rate-limiter-flexible";
 import { AppError, errors } from "../errors.js";
-import { RATE_LIMIT_COLLECTION } from "../domain/request-records.js";
+import { RATE_LIMIT_COLLECTION } from "../durable/request-records.js";
 import type { AppContext, NamedLimiter, RateLimiters } from "./types.js";
 
 export type { NamedLimiter, RateLimiters };

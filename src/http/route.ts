@@ -3,7 +3,7 @@ import type { RouterMiddleware } from "@koa/router";
 import type { z } from "zod";
 import { type ZodType } from "zod";
 import type { Principal } from "../domain/keys.js";
-import type { TaskDeps } from "../domain/tasks.js";
+import type { TaskDeps } from "../domain/tasks/model.js";
 import { errors } from "../errors.js";
 import type { AppContext, HttpDeps } from "./types.js";
 import { requireKey, optionalKey } from "./middleware/auth.js";

@@ -8,7 +8,7 @@ import type { Models } from "../db/models.js";
 import type { AccountViewCache } from "../domain/account-views.js";
 import type { CronJobs } from "../domain/automations.js";
 import type { Principal } from "../domain/keys.js";
-import type { TaskDeps } from "../domain/tasks.js";
+import type { TaskDeps } from "../domain/tasks/model.js";
 import type { Logger } from "../util/logger.js";
 import type { RateLimiterAbstract } from "rate-limiter-flexible";
 import type { GithubReceiver } from "../github-api/receiver.js";

@@ -2,8 +2,9 @@ import type { z } from "zod";
 import type { TaskRecord } from "../db/models.js";
 import type { IntegrationRecord } from "../domain/integrations/store.js";
 import type { IntegrationKind, IntegrationType, TaskSource } from "../domain/integrations/types.js";
-import type { Marker } from "../domain/markers.js";
-import type { CreateTaskInput, TaskDeps } from "../domain/tasks.js";
+import type { Marker } from "../durable/markers.js";
+import type { CreateTaskInput } from "../domain/tasks/create.js";
+import type { TaskDeps } from "../domain/tasks/model.js";
 import type { JobKind } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
 import type { TaskRequest, RequestTask } from "./shared/task-request.js";
@@ -15,7 +16,7 @@ import type { NoticeKind } from "./shared/tracker.js";
  * its routes, the scheduler defines its jobs, and the shared jobs (shared/notices.ts,
  * shared/task-requests.ts) report back through it, all from the registry: nothing outside
  * the vendor's folder names the vendor. Its settings and secrets (domain/integrations/
- * kinds.ts) and its once-markers (db/once.ts) stay below the doors, where the integration
+ * kinds.ts) and its once-markers (durable/once.ts) stay below the doors, where the integration
  * store and the marker catalogue need them; the plugin names the ones it owns.
  *
  * An inbound handler gets the task operations (`deps.tasks`), so what a vendor's message
@@ -131,6 +132,6 @@ export interface IntegrationPlugin<T extends IntegrationType = IntegrationType> 
     request: TaskRequest,
     text: string,
   ): Promise<void>;
-  /** The once-marker kinds it owns (their builders are in the catalogue, db/once.ts). */
+  /** The once-marker kinds it owns (their builders are in the catalogue, durable/once.ts). */
   markers: readonly ((...args: never[]) => Marker)[];
 }

@@ -4,7 +4,7 @@ import { z } from "zod";
 import type { Models } from "../db/models.js";
 import { DEFAULT_TIMEZONE } from "../domain/automation-cron.js";
 import { enabledCronSchedules, runCronJob, type CronJobs } from "../domain/automations.js";
-import type { TaskDeps } from "../domain/tasks.js";
+import type { TaskDeps } from "../domain/tasks/model.js";
 import type { Logger } from "../util/logger.js";
 import type { JobKind } from "../queue/scheduler.js";
 

@@ -1,8 +1,8 @@
 import { z } from "zod";
 import type { Models } from "../db/models.js";
 import { pruneFinishedJobs, type JobKind } from "../queue/scheduler.js";
-import { pruneIdempotencyRecords, pruneRateLimits } from "../domain/request-records.js";
-import { pruneMarkers } from "../domain/markers.js";
+import { pruneIdempotencyRecords, pruneRateLimits } from "../durable/request-records.js";
+import { pruneMarkers } from "../durable/markers.js";
 
 /** Markers older than this are dropped; GitHub does not redeliver after a few days. */
 export const ONCE_MARKER_RETENTION_DAYS = 14;

@@ -1,13 +1,8 @@
 import type { Models, TaskRecord } from "../db/models.js";
-import {
-  endTask,
-  repairEnding,
-  TERMINAL_STATUSES,
-  type StageName,
-  type TaskDeps,
-} from "../domain/tasks.js";
-import { bumpMarkerSoon, readMarker } from "../domain/marker-cache.js";
-import { markers } from "../domain/markers.js";
+import { endTask, repairEnding } from "../domain/tasks/endings.js";
+import { TERMINAL_STATUSES, type StageName, type TaskDeps } from "../domain/tasks/model.js";
+import { bumpMarkerSoon, readMarker } from "../durable/marker-cache.js";
+import { markers } from "../durable/markers.js";
 import type { Logger } from "../util/logger.js";
 
 /*

@@ -29,7 +29,7 @@ export const PROMPTS = {
 /**
  * What a round after the first works on (the task's `instruction`): a person's feedback, the
  * AI review's comments, or a retry's hint. The text was cleaned when it was given
- * (domain/task-revisions.ts).
+ * (domain/tasks/revisions.ts).
  */
 export interface PromptInstruction {
   kind: "feedback" | "review" | "retry";

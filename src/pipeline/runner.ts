@@ -1,5 +1,5 @@
 import path from "node:path";
-import { leaseExpiry, runLeased } from "../queue/lease.js";
+import { leaseExpiry, runLeased } from "../durable/lease.js";
 import { z } from "zod";
 import type { Config } from "../config/env.js";
 import {
@@ -10,16 +10,9 @@ import {
   type TaskRecord,
 } from "../db/models.js";
 import { isTerminalEvent, type TaskEventLog } from "../domain/task-events.js";
-import {
-  endTask,
-  hasEnded,
-  isTerminal,
-  moveTo,
-  repairEnding,
-  STAGE_NAMES,
-  type StageName,
-  type TaskDeps,
-} from "../domain/tasks.js";
+import { endTask, hasEnded, repairEnding } from "../domain/tasks/endings.js";
+import { isTerminal, STAGE_NAMES, type StageName, type TaskDeps } from "../domain/tasks/model.js";
+import { moveTo } from "../domain/tasks/gates.js";
 import type { RepoIndex } from "../indexer/index.js";
 import type { ReadyModelClient } from "../llm/provider.js";
 import type { JobKind, Scheduler } from "../queue/scheduler.js";
@@ -30,9 +23,9 @@ import { BudgetExceededError, describeFailure, StageError } from "./errors.js";
 import { signalQueued } from "./intake.js";
 import { STAGES } from "./stages/index.js";
 import { resolveRepo } from "../domain/workspaces.js";
-import { claimMarker, markerExists, markers } from "../domain/markers.js";
+import { claimMarker, markerExists, markers } from "../durable/markers.js";
 import { AppError } from "../errors.js";
-import { stageKey } from "../domain/task-revisions.js";
+import { stageKey } from "../domain/tasks/revisions.js";
 
 /*
  * The task pipeline: each stage of a task runs as one Agenda job (`pipeline.stage`), and a
@@ -75,7 +68,7 @@ const stageJobSchema = z.strictObject({
   stage: z.enum(STAGE_NAMES),
   /** Set on a run queued again (see resumeStage): what makes its job unique. */
   resume: z.string().min(1).max(200).optional(),
-  /** The task's round the stage runs in (domain/task-revisions.ts); absent: 0. */
+  /** The task's round the stage runs in (domain/tasks/revisions.ts); absent: 0. */
   round: z.number().int().min(1).optional(),
 });
 export type StageJob = z.infer<typeof stageJobSchema>;

@@ -1,7 +1,8 @@
 import type { Config } from "../config/env.js";
 import type { Models, TaskPhase, TaskRecord, TaskStatus } from "../db/models.js";
 import type { TaskEventPayload } from "../domain/task-events.js";
-import type { Ending, StageName } from "../domain/tasks.js";
+import type { Ending } from "../domain/tasks/endings.js";
+import type { StageName } from "../domain/tasks/model.js";
 import type { GithubClient } from "../github-api/client.js";
 import type { RepoIndex } from "../indexer/index.js";
 import type { ReadyModelClient } from "../llm/provider.js";
@@ -13,7 +14,7 @@ import type { Logger } from "../util/logger.js";
  * so that stages import it without importing the runner that imports them.
  */
 
-/** `round`: the next stage starts a new round (domain/task-revisions.ts); absent: this one. */
+/** `round`: the next stage starts a new round (domain/tasks/revisions.ts); absent: this one. */
 export type StageOutcome =
   | { next: StageName; round?: number }
   | { wait: { phase: TaskPhase; status: TaskStatus } }

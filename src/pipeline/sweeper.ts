@@ -1,8 +1,9 @@
 import type { Config } from "../config/env.js";
 import { collectionOf, type Models, type OnceRecord, type TaskRecord } from "../db/models.js";
-import { claimMarker, dropMarkers, markers } from "../domain/markers.js";
-import { stageKey } from "../domain/task-revisions.js";
-import { repairEnding, STAGE_NAMES, type StageName, type TaskDeps } from "../domain/tasks.js";
+import { claimMarker, dropMarkers, markers } from "../durable/markers.js";
+import { stageKey } from "../domain/tasks/revisions.js";
+import { repairEnding } from "../domain/tasks/endings.js";
+import { STAGE_NAMES, type StageName, type TaskDeps } from "../domain/tasks/model.js";
 import { jobsInFlight } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
 import { STAGE_JOB_NAME } from "./runner.js";
@@ -145,7 +146,7 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
     if (open.length === 0) return result;
 
     // One lookup by `_id` for every task's ending, stage outcomes, gates and first lease.
-    // A revised or retried task (domain/task-revisions.ts) is in a later round: its stages'
+    // A revised or retried task (domain/tasks/revisions.ts) is in a later round: its stages'
     // markers carry the round.
     const ids = open.flatMap((task) => [
       markers.taskEnd(task._id).id,

@@ -45,9 +45,9 @@ function pidRunning(pid: number): boolean {
 
 /**
  * Frees what dead predecessors held: their job locks are moved back past the lock lifetime
- * (so the job store takes them over at its next poll, see queue/exclusive-locks.ts, with a
+ * (so the job store takes them over at its next poll, see durable/exclusive-locks.ts, with a
  * lock marker of its own: the expired time names this takeover), and their leases are
- * released (the next run takes the next attempt, see queue/lease.ts).
+ * released (the next run takes the next attempt, see durable/lease.ts).
  */
 export async function retakeFromDeadPredecessors(
   db: Db,

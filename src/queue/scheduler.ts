@@ -6,7 +6,7 @@ import mongoose from "mongoose";
 import { createHash } from "node:crypto";
 import { createInsertBatcher, type BatchedInsert } from "../db/insert-batcher.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
-import { ExclusiveJobRepository } from "./exclusive-locks.js";
+import { ExclusiveJobRepository } from "../durable/exclusive-locks.js";
 import type { ZodType } from "zod";
 import type { Logger } from "../util/logger.js";
 
@@ -69,7 +69,7 @@ class GuardedMongoBackend extends MongoBackend {
   connectError: unknown;
   constructor(db: Db) {
     super({ mongo: db, collection: "jobs" });
-    // Locks that hold on FerretDB too (see exclusive-locks.ts).
+    // Locks that hold on FerretDB too (see durable/exclusive-locks.ts).
     (this as unknown as { _repository: MongoJobRepository })._repository =
       new ExclusiveJobRepository({ mongo: db, db: { collection: "jobs" } });
   }

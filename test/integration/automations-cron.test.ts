@@ -5,7 +5,7 @@ import {
   type CronFiring,
   type CronJobs,
 } from "../../src/domain/automations.js";
-import type { TaskDeps } from "../../src/domain/tasks.js";
+import type { TaskDeps } from "../../src/domain/tasks/model.js";
 import {
   CRON_JOB_NAME,
   createCronJobs,

@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { markers } from "../../src/domain/markers.js";
+import { markers } from "../../src/durable/markers.js";
 import {
   deliveryTaskId,
   type TrackerTaskRequest,

@@ -1,12 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Models } from "../../src/db/models.js";
-import { markers } from "../../src/db/once.js";
-import { runLeased } from "../../src/queue/lease.js";
+import { markers } from "../../src/durable/once.js";
+import { runLeased } from "../../src/durable/lease.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 /*
- * The one durable-job runner (queue/lease.ts) of the pipeline's stages and the health scans,
+ * The one durable-job runner (durable/lease.ts) of the pipeline's stages and the health scans,
  * on the real database: one holder at a time, heartbeats, timeout, release or keep.
  */
 

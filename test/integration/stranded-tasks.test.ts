@@ -8,7 +8,7 @@ import { promisify } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { withDatabaseName } from "../../src/db/connection.js";
 import type { Models } from "../../src/db/models.js";
-import { markers } from "../../src/db/once.js";
+import { markers } from "../../src/durable/once.js";
 import { agentModel, greetScript, roleOf } from "../helpers/agent-model.js";
 import { startDbProxy, type DbProxy } from "../helpers/db-proxy.js";
 import { fakeModelEnv, startFakeModel, type FakeModel } from "../helpers/fake-model.js";

@@ -1,13 +1,13 @@
 import type { Collection, Document } from "mongodb";
 import { describe, expect, it } from "vitest";
-import { claimOnce, markers, type Marker } from "../../src/db/once.js";
+import { claimOnce, markers, type Marker } from "../../src/durable/once.js";
 import type { OnceRecord } from "../../src/db/models.js";
 
 /*
  * The ids of once-markers are stored for days: a builder that changed its output would let a
  * redelivered webhook, a repeated command or a lost lease race happen twice on a running
  * database. Each expectation is the id the service's hand-built template strings gave before
- * the catalogue (db/once.ts), e.g. `gh-command:${comment_id}`, `lease:${task}:${stage}` +
+ * the catalogue (durable/once.ts), e.g. `gh-command:${comment_id}`, `lease:${task}:${stage}` +
  * `:${attempt}`, `job-lock:${job}:${nextRunAt ms|-}:${lastRunAt ms|-}:${lockedAt ms|-}`,
  * with the scope it was stored under.
  */

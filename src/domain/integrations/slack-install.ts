@@ -4,7 +4,7 @@ import type { Models } from "../../db/models.js";
 import { errors } from "../../errors.js";
 import type { Logger } from "../../util/logger.js";
 import { registerSecret } from "../../util/redact.js";
-import { claimMarker, markers } from "../markers.js";
+import { claimMarker, markers } from "../../durable/markers.js";
 import {
   getIntegrationRecord,
   integrationChanged,

@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import { collectionOf, type Models } from "../../db/models.js";
-import { bumpMarker, MarkerCache } from "../marker-cache.js";
-import { markers } from "../markers.js";
+import { bumpMarker, MarkerCache } from "../../durable/marker-cache.js";
+import { markers } from "../../durable/markers.js";
 import { resolveRepo } from "../workspaces.js";
 import { errors } from "../../errors.js";
 import { newId } from "../../util/ids.js";

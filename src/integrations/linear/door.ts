@@ -6,9 +6,9 @@ import {
   UpdateIssueMutation,
 } from "@linear/sdk";
 import { z } from "zod";
-import { markers } from "../../domain/markers.js";
+import { markers } from "../../durable/markers.js";
 import type { TaskRecord } from "../../db/models.js";
-import type { TaskDeps } from "../../domain/tasks.js";
+import type { TaskDeps } from "../../domain/tasks/model.js";
 import { errors } from "../../errors.js";
 import { sanitizeUntrusted } from "../../github-api/sanitize.js";
 import type { Logger } from "../../util/logger.js";

@@ -1,5 +1,5 @@
 import { linearKind } from "../../domain/integrations/kinds.js";
-import { markers } from "../../domain/markers.js";
+import { markers } from "../../durable/markers.js";
 import { redactText } from "../../util/redact.js";
 import type { IntegrationPlugin } from "../plugin.js";
 import { trackerTaskInput } from "../shared/task-request.js";

@@ -1,7 +1,8 @@
 import { z } from "zod";
 import type { Models } from "../../db/models.js";
-import { claimMarker, markers } from "../../domain/markers.js";
-import { taskById, taskConversations } from "../../domain/tasks.js";
+import { claimMarker, markers } from "../../durable/markers.js";
+import { taskById } from "../../domain/tasks/queries.js";
+import { taskConversations } from "../../domain/tasks/threads.js";
 import type { JobKind, Scheduler } from "../../queue/scheduler.js";
 import { redactText } from "../../util/redact.js";
 import { withRetries } from "../../util/retry.js";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { taskIdFor, type CreateTaskInput } from "../../domain/tasks.js";
+import { taskIdFor, type CreateTaskInput } from "../../domain/tasks/create.js";
 import type { SlackSettings } from "../../domain/integrations/kinds.js";
 import { repoTarget } from "../../domain/integrations/types.js";
 

@@ -1,5 +1,5 @@
-import { claimMarkersFor, type Marker } from "../../domain/markers.js";
-import { createTask } from "../../domain/tasks.js";
+import { claimMarkersFor, type Marker } from "../../durable/markers.js";
+import { createTask } from "../../domain/tasks/create.js";
 import { findIntegration, type IntegrationRecord } from "../../domain/integrations/store.js";
 import { isAppError } from "../../errors.js";
 import type { JobKind } from "../../queue/scheduler.js";

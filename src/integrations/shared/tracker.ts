@@ -1,8 +1,10 @@
 import { createHash } from "node:crypto";
 import type { Models, TaskRecord } from "../../db/models.js";
-import { claimMarkers, type Marker } from "../../domain/markers.js";
+import { claimMarkers, type Marker } from "../../durable/markers.js";
 import type { TaskSource } from "../../domain/integrations/types.js";
-import { decide, trackerIssueTask, type Decision, type TaskDeps } from "../../domain/tasks.js";
+import { decide, type Decision } from "../../domain/tasks/gates.js";
+import { trackerIssueTask } from "../../domain/tasks/threads.js";
+import { type TaskDeps } from "../../domain/tasks/model.js";
 import { isAppError } from "../../errors.js";
 import type { Logger } from "../../util/logger.js";
 import { redactText } from "../../util/redact.js";

@@ -2,15 +2,11 @@ import { isValidSlackRequest } from "@slack/bolt";
 import { WebClient, type Block, type KnownBlock } from "@slack/web-api";
 import { z } from "zod";
 import type { TaskRecord } from "../../db/models.js";
-import { claimMarker, markers } from "../../domain/markers.js";
-import {
-  decide,
-  getTask,
-  integrationTasks,
-  setReportThread,
-  type Decision,
-  type TaskDeps,
-} from "../../domain/tasks.js";
+import { claimMarker, markers } from "../../durable/markers.js";
+import { decide, type Decision } from "../../domain/tasks/gates.js";
+import { getTask } from "../../domain/tasks/queries.js";
+import { integrationTasks, setReportThread } from "../../domain/tasks/threads.js";
+import { type TaskDeps } from "../../domain/tasks/model.js";
 import { errors, isAppError } from "../../errors.js";
 import { sanitizeUntrusted } from "../../github-api/sanitize.js";
 import type { Logger } from "../../util/logger.js";

@@ -1,5 +1,5 @@
 import { slackKind } from "../../domain/integrations/kinds.js";
-import { markers } from "../../domain/markers.js";
+import { markers } from "../../durable/markers.js";
 import { errors } from "../../errors.js";
 import type { IntegrationDeps, IntegrationPlugin, VendorRequest, VendorRoute } from "../plugin.js";
 import {

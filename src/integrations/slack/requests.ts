@@ -1,4 +1,5 @@
-import { setReportThread, type CreateTaskInput } from "../../domain/tasks.js";
+import { setReportThread } from "../../domain/tasks/threads.js";
+import { type CreateTaskInput } from "../../domain/tasks/create.js";
 import { accountRepos } from "../../domain/workspaces.js";
 import type { IntegrationRecord } from "../../domain/integrations/store.js";
 import type { SlackSettings } from "../../domain/integrations/kinds.js";

@@ -71,7 +71,7 @@ async function resetWorkingCopy(ctx: StageContext): Promise<void> {
   await runGit(["clean", "-fdq"], { cwd: ctx.workdir });
 }
 
-/** A retry's hint for this round (domain/task-revisions.ts), as a note for the prompt. */
+/** A retry's hint for this round (domain/tasks/revisions.ts), as a note for the prompt. */
 function retryNote(ctx: StageContext): string {
   const { instruction } = ctx.task;
   return instruction?.round === (ctx.task.round ?? 0) ? instructionNote(instruction) : "";

@@ -1,4 +1,4 @@
-import type { StageName } from "../../domain/tasks.js";
+import type { StageName } from "../../domain/tasks/model.js";
 import type { Stage } from "../stage.js";
 import { cleanupStage } from "./cleanup.js";
 import { cloneStage } from "./clone.js";

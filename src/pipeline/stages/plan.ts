@@ -2,7 +2,7 @@ import { z } from "zod";
 import { planningContext } from "../../indexer/planning-context.js";
 import { createReadTools } from "../../tools/read-tools.js";
 import { memoryScopeOf, recall } from "../../domain/memory.js";
-import { recordRevisionResult } from "../../domain/task-revisions.js";
+import { recordRevisionResult } from "../../domain/tasks/revisions.js";
 import type { PlanStep } from "../../db/models.js";
 import { runToolLoop } from "../../llm/tool-loop.js";
 import type { ToolSpec } from "../../llm/types.js";
@@ -66,7 +66,7 @@ export const planStage: Stage = {
     if (instructions) await ctx.log("Using the repository's instructions for coding agents.");
     if (ctx.task.skill_name && !skill)
       await ctx.log(`The skill "${ctx.task.skill_name}" no longer exists; planning without it.`);
-    // A revision of the plan: the plan it revises and the feedback on it (task-revisions.ts).
+    // A revision of the plan: the plan it revises and the feedback on it (domain/tasks/revisions.ts).
     const { instruction } = ctx.task;
     const revision =
       instruction?.kind === "feedback" &&

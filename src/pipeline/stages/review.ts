@@ -5,7 +5,7 @@ import { redactText } from "../../util/redact.js";
 import { diffForPrompt, workingCopyDiff } from "../diff.js";
 import { reviewUserPrompt } from "../prompts.js";
 import { REVIEW_RULES, submitReviewTool, type ReviewResult } from "../../tools/review-tool.js";
-import { recordRevisionResult } from "../../domain/task-revisions.js";
+import { recordRevisionResult } from "../../domain/tasks/revisions.js";
 import type { Stage } from "../stage.js";
 import { ensureWorkingCopy } from "./working-copy.js";
 

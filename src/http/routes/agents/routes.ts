@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { positionKey } from "../../paging.js";
-import type { TaskView } from "../../../domain/tasks.js";
+import type { TaskView } from "../../../domain/tasks/views.js";
 import {
   AGENT_CATEGORIES,
   getAgent,
@@ -8,7 +8,7 @@ import {
   runAgentTask,
   toAgentSummary,
 } from "../../../domain/agents.js";
-import { toTaskView } from "../../../domain/tasks.js";
+import { toTaskView } from "../../../domain/tasks/views.js";
 import { route, tasksOf, type AnyRoute } from "../../route.js";
 import { task } from "../tasks/schema.js";
 import {

@@ -1,17 +1,11 @@
 import { z } from "zod";
-import {
-  cancelTask,
-  createTask,
-  decide,
-  getTask,
-  listTasks,
-  toTaskView,
-  type Decision,
-  type TaskView,
-} from "../../../domain/tasks.js";
+import { cancelTask, decide, type Decision } from "../../../domain/tasks/gates.js";
+import { createTask } from "../../../domain/tasks/create.js";
+import { getTask, listTasks } from "../../../domain/tasks/queries.js";
+import { toTaskView, type TaskView } from "../../../domain/tasks/views.js";
 import type { Principal } from "../../../domain/keys.js";
 import { reviewPullRequest } from "../../../domain/pr-review.js";
-import { followUpTask, retryTask, reviseTask } from "../../../domain/task-revisions.js";
+import { followUpTask, retryTask, reviseTask } from "../../../domain/tasks/revisions.js";
 import { route, tasksOf, type AnyRoute } from "../../route.js";
 import {
   createTaskBody,

@@ -1,14 +1,14 @@
 import { collectionOf, type Models, type OnceRecord } from "../db/models.js";
-import { claimOnce, markers, type Marker } from "../db/once.js";
+import { claimOnce, markers, type Marker } from "./once.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
 
 /*
  * Once-markers for the doors, the pipeline and the domain: the catalogue of their ids
- * (db/once.ts, re-exported here) and the few things done with one. A door claims its
+ * (durable/once.ts, re-exported here) and the few things done with one. A door claims its
  * delivery, command and notice markers here, never through the database modules.
  */
 
-export { markers, type GenerationName, type Marker, type MarkerScope } from "../db/once.js";
+export { markers, type GenerationName, type Marker, type MarkerScope } from "./once.js";
 
 /**
  * Takes `marker` once across processes: true for the one caller that inserted it, false
@@ -76,7 +76,7 @@ export async function dropMarkers(models: Models, claimed: readonly Marker[]): P
 }
 
 /**
- * Drops markers created before `cutoff`, and job-lock markers (queue/exclusive-locks.ts)
+ * Drops markers created before `cutoff`, and job-lock markers (durable/exclusive-locks.ts)
  * created before `jobLockCutoff`: those matter only while a lookup could still see the job
  * state they name. One delete for both: each is a scan of the collection on FerretDB.
  */

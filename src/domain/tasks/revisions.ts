@@ -6,20 +6,16 @@ import {
   type RevisionRecord,
   type TaskPhase,
   type TaskRecord,
-} from "../db/models.js";
-import { errors } from "../errors.js";
-import { sanitizeUntrusted } from "../github-api/sanitize.js";
-import { redactText } from "../util/redact.js";
-import { claimMarker, dropMarkers, markerExists, markers } from "./markers.js";
-import { rememberFeedback } from "./memory.js";
-import {
-  createTask,
-  getTask,
-  moveTo,
-  type CreateTaskInput,
-  type StageName,
-  type TaskDeps,
-} from "./tasks.js";
+} from "../../db/models.js";
+import { errors } from "../../errors.js";
+import { sanitizeUntrusted } from "../../github-api/sanitize.js";
+import { redactText } from "../../util/redact.js";
+import { claimMarker, dropMarkers, markerExists, markers } from "../../durable/markers.js";
+import { rememberFeedback } from "../memory.js";
+import { createTask, type CreateTaskInput } from "./create.js";
+import { getTask } from "./queries.js";
+import { moveTo } from "./gates.js";
+import { type StageName, type TaskDeps } from "./model.js";
 
 /*
  * Working with people (docs/api.md, "Revisions, follow-ups and retries"; SPEC §4a): feedback

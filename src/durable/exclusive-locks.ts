@@ -1,4 +1,4 @@
-import { claimOnce, markers } from "../db/once.js";
+import { claimOnce, markers } from "./once.js";
 import type { OnceRecord } from "../db/models.js";
 import { MongoJobRepository } from "@agendajs/mongo-backend";
 import type { JobParameters, JobRepositoryOptions } from "agenda";

@@ -1,6 +1,6 @@
 import { collectionOf, type Models, type OnceRecord } from "../db/models.js";
-import { claimOnce, type Marker } from "../db/once.js";
-import { processIdentity } from "./identity.js";
+import { claimOnce, type Marker } from "./once.js";
+import { processIdentity } from "../queue/identity.js";
 
 /** The driver collections this module uses, typed by their records (db/models.ts). */
 const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
@@ -8,14 +8,14 @@ const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 /*
  * Leases of long-running work (a pipeline stage, a health scan) that must run once at a time
  * and be taken over when its worker dies: attempt n is the once-marker `attempt(n)` (a kind of
- * db/once.ts: `lease:<task>:<stage>:<n>`, `health-lease:<report>:<n>`), whose holder beats
+ * durable/once.ts: `lease:<task>:<stage>:<n>`, `health-lease:<report>:<n>`), whose holder beats
  * `heartbeat_at` while it works and sets `released` when it stops.
  */
 
 export type Lease = { id: string; attempt: number } | "busy" | "exhausted";
 
 export interface LeaseOptions {
-  /** The once-marker of attempt n (a kind of the catalogue in db/once.ts). */
+  /** The once-marker of attempt n (a kind of the catalogue in durable/once.ts). */
   attempt: (attempt: number) => Marker;
   /** A holder that has not beaten for this long is dead; its attempt is taken over. */
   ttlMs: number;

@@ -1,4 +1,4 @@
-import { collectionOf, type Models, type TaskRecord } from "../db/models.js";
+import { collectionOf, type Models, type TaskRecord } from "../../db/models.js";
 
 /*
  * The tasks of one pull request a task opened: the task that opened it and the follow-ups

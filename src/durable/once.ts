@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Collection } from "mongodb";
-import type { OnceRecord } from "./models.js";
+import type { OnceRecord } from "../db/models.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
 
 /*
@@ -12,7 +12,7 @@ import { isDuplicateKey } from "../util/duplicate-key.js";
  * before this catalogue existed; changing one orphans the markers of running databases.
  *
  * Doors do not import this module (the layering of docs/architecture.md): they build and
- * claim markers through domain/markers.ts, which re-exports the catalogue.
+ * claim markers through durable/markers.ts, which re-exports the catalogue.
  */
 
 /** A once-marker to claim, look up or drop: its `_id` and the scope it is stored under. */
@@ -50,7 +50,7 @@ const lockTime = (date: Date | null | undefined): Part => (date ? new Date(date)
 const stateHash = (state: string): string => createHash("sha256").update(state).digest("base64url");
 
 /**
- * The shared generation markers (domain/marker-cache.ts): fixed ids whose `value` changes
+ * The shared generation markers (durable/marker-cache.ts): fixed ids whose `value` changes
  * whenever what they stand for changes. Upserted, never claimed.
  */
 export type GenerationName =
@@ -139,15 +139,15 @@ export const markers = {
   ]),
 
   // Tasks and the pipeline
-  /** A task's ending, holding the outcome (domain/tasks.ts). */
+  /** A task's ending, holding the outcome (domain/tasks/endings.ts). */
   taskEnd: kind("task-end", "task-end", (taskId: string) => [taskId]),
-  /** The decision at a task's gate (domain/tasks.ts). */
+  /** The decision at a task's gate (domain/tasks/gates.ts). */
   gate: kind("gate", "gate", (taskId: string, gate: "plan" | "diff", round: number = 0): Part[] =>
     round > 0 ? [taskId, gate, round] : [taskId, gate],
   ),
-  /** A failed task's retry, once per round it failed in (domain/task-revisions.ts). */
+  /** A failed task's retry, once per round it failed in (domain/tasks/revisions.ts). */
   taskRetry: kind("task-retry", "task-retry", (taskId: string, round: number) => [taskId, round]),
-  /** Attempt `attempt` of a stage's lease (pipeline/runner.ts, queue/lease.ts). */
+  /** Attempt `attempt` of a stage's lease (pipeline/runner.ts, durable/lease.ts). */
   stageLease: kind("lease", "lease", (taskId: string, stage: string, attempt: number) => [
     taskId,
     stage,
@@ -161,7 +161,7 @@ export const markers = {
   // Health reports, automations, jobs
   /** A health report's ending (domain/health-reports.ts). */
   healthEnd: kind("health-end", "health-end", (reportId: string) => [reportId]),
-  /** Attempt `attempt` of a health scan's lease (domain/health-scan.ts, queue/lease.ts). */
+  /** Attempt `attempt` of a health scan's lease (domain/health-scan.ts, durable/lease.ts). */
   healthLease: kind("health-lease", "health-lease", (reportId: string, attempt: number) => [
     reportId,
     attempt,
@@ -173,7 +173,7 @@ export const markers = {
   ]),
   /**
    * One lock of an Agenda job in the job state a lookup saw: its `nextRunAt`, `lastRunAt`
-   * and the expired lock it took over (queue/exclusive-locks.ts).
+   * and the expired lock it took over (durable/exclusive-locks.ts).
    */
   jobLock: kind(
     "job-lock",
@@ -186,7 +186,7 @@ export const markers = {
     ) => [jobId, lockTime(nextRunAt), lockTime(lastRunAt), lockTime(seenLockedAt)],
   ),
 
-  /** A shared generation marker (domain/marker-cache.ts): a fixed id, scope `marker`. */
+  /** A shared generation marker (durable/marker-cache.ts): a fixed id, scope `marker`. */
   generation: (name: GenerationName): Marker<"marker"> => ({ id: name, scope: "marker" }),
 } as const;
 

@@ -1,0 +1,132 @@
+import { rm } from "node:fs/promises";
+import { type Models, type TaskPhase, type TaskStatus } from "../../db/models.js";
+import { isTerminalEvent } from "../task-events.js";
+import { claimMarker, markers } from "../../durable/markers.js";
+import { recordTaskEnded } from "../../metrics/index.js";
+import type { TaskDeps } from "./model.js";
+import { tasksOf, markersOf } from "./model.js";
+
+export interface Ending {
+  status: Extract<TaskStatus, "completed" | "failed" | "cancelled">;
+  error?: string | null;
+  pr_url?: string | null;
+}
+
+/**
+ * Ends a task once: the first caller wins a unique marker that records the outcome, then
+ * writes it and emits the FAILED/DONE phase and the `error`/`done` event. Returns false when
+ * the task had already ended (the caller lost the race).
+ */
+export async function endTask(deps: TaskDeps, taskId: string, ending: Ending): Promise<boolean> {
+  const won = await claimMarker(deps.models, markers.taskEnd(taskId), {
+    ending: { status: ending.status, error: ending.error ?? null, pr_url: ending.pr_url },
+  });
+  if (!won) return false;
+  recordTaskEnded(ending.status);
+  // Removed before the ending is shown: a retry asked for as soon as the `error` event is
+  // seen (domain/tasks/revisions.ts) must not find this removal still to come in its working copy.
+  if (deps.workdirOf)
+    await rm(deps.workdirOf(taskId), { recursive: true, force: true }).catch(() => undefined);
+  await applyEnding(deps, taskId, ending);
+  deps.reportProgress?.(taskId, "end");
+  await deps.notifyThread?.(taskId, "end").catch(() => undefined);
+  return true;
+}
+
+/**
+ * Writes an ending to the task and its event log. Safe to repeat: a process that stopped
+ * half-way through an ending is completed by whoever looks at the task next.
+ */
+async function applyEnding(deps: TaskDeps, taskId: string, ending: Ending): Promise<void> {
+  const phase: TaskPhase = ending.status === "completed" ? "DONE" : "FAILED";
+  const now = new Date();
+  const set: Record<string, unknown> = {
+    status: ending.status,
+    phase,
+    error: ending.error ?? null,
+    finished_at: now,
+    updated_at: now,
+  };
+  if (ending.pr_url !== undefined) set.pr_url = ending.pr_url;
+  await tasksOf(deps.models).updateOne({ _id: taskId }, { $set: set });
+  const lastSeq = await deps.events.lastSeq(taskId);
+  const [last] = await deps.events.readNext(taskId, lastSeq - 1, 1);
+  if (last && isTerminalEvent(last)) return;
+  if (!(last?.event_type === "phase" && last.phase === phase))
+    await deps.events.append(taskId, { event_type: "phase", phase, status: ending.status });
+  const final =
+    ending.status === "completed"
+      ? await deps.events.append(taskId, { event_type: "done", pr_url: ending.pr_url ?? null })
+      : await deps.events.append(taskId, {
+          event_type: "error",
+          error: ending.error ?? "The task failed.",
+        });
+  await tasksOf(deps.models).updateOne({ _id: taskId }, { $set: { event_seq: final.seq } });
+  deps.events.forget(taskId);
+}
+
+/**
+ * Completes the ending of a task whose marker exists but whose document or events do not
+ * show it yet (the ending process stopped, or a racing write overwrote it).
+ */
+export async function repairEnding(deps: TaskDeps, taskId: string): Promise<void> {
+  const marker = await markersOf(deps.models).findOne({
+    _id: markers.taskEnd(taskId).id,
+  });
+  const ending = marker?.ending as Ending | undefined;
+  if (!ending) return;
+  await applyEnding(deps, taskId, {
+    status: ending.status,
+    error: ending.error ?? null,
+    ...(ending.pr_url !== undefined && ending.pr_url !== null ? { pr_url: ending.pr_url } : {}),
+  });
+}
+
+/** True once a task has ended (cancelled, failed or completed), from its unique marker. */
+export async function hasEnded(models: Models, taskId: string): Promise<boolean> {
+  return Boolean(
+    await markersOf(models).findOne(
+      { _id: markers.taskEnd(taskId).id },
+      { projection: { _id: 1 } },
+    ),
+  );
+}
+
+/** How a pull request a task opened was closed (the GitHub door's pull_request.closed). */
+export interface PullRequestOutcome {
+  pr_url: string;
+  merged: boolean;
+  closed_at: Date;
+  merged_at: Date | null;
+}
+
+/**
+ * Records on the tasks that opened a pull request how it was closed (velocity analytics
+ * count merges from it) and, for a merge, tells the places those tasks report to, so a
+ * tracker issue moves to its done state only when the change is in. Answers the tasks
+ * changed.
+ */
+export async function recordPullRequestOutcome(
+  deps: TaskDeps,
+  outcome: PullRequestOutcome,
+): Promise<number> {
+  const tasks = await deps.models.Task.collection
+    .find({ pr_url: outcome.pr_url }, { projection: { _id: 1, pr_state: 1 } })
+    .toArray();
+  if (tasks.length === 0) return 0;
+  const result = await deps.models.Task.collection.updateMany(
+    { pr_url: outcome.pr_url },
+    {
+      $set: {
+        pr_state: outcome.merged ? "merged" : "closed",
+        pr_closed_at: outcome.closed_at,
+        pr_merged_at: outcome.merged ? (outcome.merged_at ?? outcome.closed_at) : null,
+        updated_at: new Date(),
+      },
+    },
+  );
+  if (outcome.merged)
+    for (const task of tasks)
+      if (task.pr_state !== "merged") await deps.notifyThread?.(String(task._id), "merged");
+  return result.modifiedCount;
+}

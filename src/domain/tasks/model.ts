@@ -1,0 +1,94 @@
+import {
+  collectionOf,
+  type Models,
+  type OnceRecord,
+  type TaskRecord,
+  type TaskStatus,
+  type Tier,
+} from "../../db/models.js";
+import { type TaskEventLog } from "../task-events.js";
+import { type WorkspaceRecord } from "../workspaces.js";
+
+/** The driver collections this module reads and writes, typed by their records. */
+export const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);
+
+/** A new task as inserted: the repository snapshot and the pipeline's fields come later. */
+export type NewTask = Pick<
+  TaskRecord,
+  "_id" | "account_id" | "workspace_id" | "repo_id" | "description" | "status" | "phase"
+> &
+  Partial<TaskRecord>;
+
+/** Where new tasks are inserted (the service batches these inserts: db/insert-batcher.ts). */
+export const newTaskCollection = (models: Models) => collectionOf<NewTask>(models.Task);
+
+export const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
+
+/*
+ * Tasks (docs/api.md, "Tasks"): creation, reading, the two gates and cancellation. The pipeline
+ * moves a task between phases; everything that ends a task goes through `endTask`, whose unique
+ * marker makes the first ending win (a cancel racing a failure, two rejects at once).
+ */
+
+export interface TaskDeps {
+  models: Models;
+  events: TaskEventLog;
+  /** Starts a pipeline stage for the task (an Agenda job), in `round` (default 0). */
+  enqueueStage(taskId: string, stage: StageName, round?: number): Promise<void>;
+  /** Revisions one task may take (MAX_REVISIONS; domain/tasks/revisions.ts). */
+  maxRevisions?: number;
+  /** Tells this process's workers a task was queued, so they need not wait for their poll. */
+  kick?(): void;
+  /** Tells the workers of every process that tasks were queued (coalesced). */
+  signalQueued?(): void;
+  /** Inserts a task document; batched with concurrent inserts when given (insert-batcher). */
+  insertTask?(doc: NewTask): Promise<void>;
+  /** Per-process caches of the rarely changing reads of task creation (see marker-cache). */
+  cache?: {
+    tier(accountId: string): Promise<Tier | null>;
+    workspace(workspaceId: string): Promise<WorkspaceRecord | null>;
+  };
+  /** Removes a task's working copy, if this process can see it. */
+  workdirOf?(taskId: string): string;
+  /**
+   * Throws 503 `insufficient_storage` while DATA_DIR has less free space than
+   * DATA_DIR_MIN_FREE_MB (domain/storage.ts): a task is refused rather than started to fail.
+   */
+  checkStorage?(): Promise<void>;
+  /**
+   * Tells the place a task reports to (its GitHub thread, chat thread or tracker issue) that
+   * the plan or the diff waits for approval, that the task ended, or that its pull request
+   * was merged (recordPullRequestOutcome). Set by the composition root.
+   */
+  notifyThread?(taskId: string, kind: ThreadNotice): Promise<void>;
+  /**
+   * Tells the task's GitHub check run (domain/progress.ts) that its phase changed; `at` is
+   * the phase event's sequence number, or `end`. Returns at once: the report is queued in
+   * the background and its failures never reach the task. Set when the GitHub App is
+   * configured and GITHUB_PROGRESS is on.
+   */
+  reportProgress?(taskId: string, at: number | "end"): void;
+}
+
+/** What a task tells the place it reports to. */
+export type ThreadNotice = "plan" | "diff" | "end" | "merged";
+
+export const STAGE_NAMES = [
+  "clone",
+  "index",
+  "plan",
+  "implement",
+  "rework",
+  "verify",
+  "review",
+  "publish",
+  "cleanup",
+] as const;
+
+export type StageName = (typeof STAGE_NAMES)[number];
+
+export const TERMINAL_STATUSES: readonly TaskStatus[] = ["completed", "failed", "cancelled"];
+
+export function isTerminal(status: TaskStatus): boolean {
+  return TERMINAL_STATUSES.includes(status);
+}

@@ -56,6 +56,7 @@ import {
 } from "./queue/identity.js";
 import { checkSandbox, configureSandbox } from "./util/sandbox.js";
 import { configureSandboxCaches } from "./util/sandbox-cache.js";
+import { configureWorkdirVolumes } from "./util/workdir-volume.js";
 import { createStorageCheck } from "./domain/storage.js";
 
 export interface ServiceOptions {
@@ -121,6 +122,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     diskLimitMb: config.sandbox.diskLimitMb,
     hiddenPaths: [config.dataDir],
   });
+  configureWorkdirVolumes(config.sandbox.diskVolumes);
   // Per account and repository, under DATA_DIR: DATA_DIR_MIN_FREE_MB covers them too.
   configureSandboxCaches({
     root: path.join(config.dataDir, "sandbox-cache"),

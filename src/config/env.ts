@@ -146,6 +146,9 @@ export const envSchema = z.object({
   // Disk a task's (or scan's) working copy, temporary files and package cache may take while
   // its commands run (util/sandbox-disk.ts); 0: not watched.
   TASK_DISK_LIMIT_MB: z.coerce.number().int().min(0).max(16_777_216).default(2048),
+  // auto: each working copy on a loop-mounted volume of TASK_DISK_LIMIT_MB where the host
+  // allows it (root, loop devices), so the kernel enforces the budget; off: the watcher only.
+  TASK_DISK_VOLUMES: z.enum(["auto", "off"]).default("auto"),
   // Package caches (per account and repository) unused this long are removed.
   SANDBOX_CACHE_MAX_AGE_DAYS: positiveInt(14, 3650),
   // Free space under DATA_DIR below which new tasks and scans are refused (503); 0: never.
@@ -291,6 +294,8 @@ export interface Config {
     maxFileMb: number;
     /** TASK_DISK_LIMIT_MB; 0: not watched. */
     diskLimitMb: number;
+    /** TASK_DISK_VOLUMES: working copies on volumes of that size where possible. */
+    diskVolumes: "auto" | "off";
     /** SANDBOX_CACHE_MAX_AGE_DAYS: unused package caches are removed after this. */
     cacheMaxAgeDays: number;
   };
@@ -507,6 +512,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       maxProcs: env.SANDBOX_MAX_PROCS,
       maxFileMb: env.SANDBOX_MAX_FILE_MB,
       diskLimitMb: env.TASK_DISK_LIMIT_MB,
+      diskVolumes: env.TASK_DISK_VOLUMES,
       cacheMaxAgeDays: env.SANDBOX_CACHE_MAX_AGE_DAYS,
     },
     dataDirMinFreeMb: env.DATA_DIR_MIN_FREE_MB,

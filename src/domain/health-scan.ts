@@ -1,6 +1,6 @@
+import { prepareWorkdir, removeWorkdir } from "../util/workdir-volume.js";
 import { sandboxCache } from "../util/sandbox-cache.js";
 import { StageError } from "../util/stage-error.js";
-import { mkdir, rm } from "node:fs/promises";
 import path from "node:path";
 import type { Config } from "../config/env.js";
 import type { Models } from "../db/models.js";
@@ -156,11 +156,14 @@ export async function runHealthScan(
         const source = await cloneSource(deps, report);
         // A clone left by an earlier run whose worker died on this machine goes too.
         for (let attempt = 0; attempt <= run.lease.attempt; attempt++)
-          await rm(path.join(config.dataDir, "health", `${report._id}-${attempt}`), {
-            recursive: true,
-            force: true,
-          });
-        await mkdir(path.dirname(workdir), { recursive: true });
+          await removeWorkdir(path.join(config.dataDir, "health", `${report._id}-${attempt}`));
+        // On a volume of TASK_DISK_LIMIT_MB where the host allows it (util/workdir-volume.ts).
+        await prepareWorkdir(workdir, config.sandbox.diskLimitMb, (reason) =>
+          logger.warn(
+            { reason },
+            "no volume for the scan's clone; the disk watcher alone keeps the budget",
+          ),
+        );
         await shallowClone(source.url, source.branch, workdir, {
           config: source.gitConfig,
           timeoutMs: config.pipeline.commandTimeoutS * 1000,
@@ -211,7 +214,7 @@ export async function runHealthScan(
           commit_sha: commit,
         });
       } finally {
-        await rm(workdir, { recursive: true, force: true }).catch(() => undefined);
+        await removeWorkdir(workdir).catch(() => undefined);
       }
     },
   );

@@ -1,3 +1,4 @@
+import path from "node:path";
 import type { Config } from "../config/env.js";
 import { collectionOf, type Models, type OnceRecord, type TaskRecord } from "../db/models.js";
 import { claimMarker, dropMarkers, markers } from "../durable/markers.js";
@@ -6,6 +7,7 @@ import { repairEnding } from "../domain/tasks/endings.js";
 import { STAGE_NAMES, type StageName, type TaskDeps } from "../domain/tasks/model.js";
 import { jobsInFlight } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
+import { removeWorkdir, workdirNames } from "../util/workdir-volume.js";
 import { STAGE_JOB_NAME } from "./runner.js";
 import type { StageOutcome } from "./stage.js";
 import { STAGES } from "./stages/index.js";
@@ -111,6 +113,11 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
     if (running) return;
     running = true;
     try {
+      // Every worker, for its own DATA_DIR: what ended tasks left here goes (a worker killed
+      // while holding a working copy whose task another worker then finished).
+      await removeEndedWorkdirs().catch((error: unknown) =>
+        logger.warn({ err: error }, "could not remove the working copies of ended tasks"),
+      );
       const slot = new Date(Math.floor(Date.now() / intervalMs) * intervalMs);
       if (!(await claimMarker(models, markers.taskSweep(slot)))) return;
       await dropMarkers(models, [
@@ -122,6 +129,24 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
     } finally {
       running = false;
     }
+  }
+
+  async function removeEndedWorkdirs(): Promise<void> {
+    const root = path.join(config.dataDir, "work");
+    const ids = (await workdirNames(root)).filter((name) => name.startsWith("task_"));
+    if (ids.length === 0) return;
+    const ended = await tasksOf(models)
+      .find(
+        {
+          _id: { $in: ids },
+          status: { $in: ["completed", "failed", "cancelled"] },
+          // Not one just retried or revised (it is running again, or about to).
+          updated_at: { $lt: new Date(Date.now() - intervalMs) },
+        },
+        { projection: { _id: 1 } },
+      )
+      .toArray();
+    for (const { _id } of ended) await removeWorkdir(path.join(root, _id));
   }
 
   async function sweep(slot: Date): Promise<SweepResult> {

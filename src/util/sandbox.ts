@@ -55,6 +55,7 @@ import {
   type DiskWatchStats,
 } from "./sandbox-disk.js";
 import { OVERLAY_SCRATCH_PREFIX, removeTree, type SandboxCache } from "./sandbox-cache.js";
+import { onVolume, overlayPlace, volumeFull, volumeSupport } from "./workdir-volume.js";
 import {
   NETWORK_FAILED_EXIT,
   NETWORK_FIX,
@@ -556,8 +557,9 @@ async function prepareOverlay(
   name: string,
   upper: string,
 ): Promise<string | undefined> {
+  const place = overlayPlace(upper);
   const scratch = path.join(
-    path.dirname(upper),
+    place.scratchParent,
     `${OVERLAY_SCRATCH_PREFIX}${randomBytes(6).toString("hex")}`,
   );
   try {
@@ -568,7 +570,7 @@ async function prepareOverlay(
     return undefined;
   }
   await mkdir(path.join(run, name));
-  await symlink(upper, path.join(run, `${name}.u`));
+  await symlink(place.upper, path.join(run, `${name}.u`));
   await symlink(path.join(scratch, "lower"), path.join(run, `${name}.l`));
   await symlink(path.join(scratch, "work"), path.join(run, `${name}.w`));
   return scratch;
@@ -661,7 +663,15 @@ export function diskBudgetMechanism(): string {
  * working copy is mounted and how the disk budget is kept.
  */
 export async function checkSandbox(): Promise<SandboxReport> {
-  const diskBudget = diskBudgetMechanism();
+  const volumes = await volumeSupport();
+  const diskBudget =
+    settings.diskLimitMb > 0
+      ? `${diskBudgetMechanism()}; ${
+          volumes.available
+            ? `the kernel caps each working copy at ${settings.diskLimitMb} MB (a loop-mounted ext4 volume per task, TASK_DISK_VOLUMES=auto)`
+            : `no volume per working copy (${volumes.reason})`
+        }`
+      : diskBudgetMechanism();
   if (settings.engine === "none") return { workspaceMount: "host", diskBudget };
   if (!(await findOnPath("bwrap"))) {
     throw new Error(`SANDBOX=bwrap but bwrap is not on the PATH: ${BWRAP_FIX}.`);
@@ -993,7 +1003,8 @@ export async function runSandboxed(
       const overlays: string[] = [];
       // Through an overlay of the run's own (see MOUNT_SCRIPT), or bound as it is.
       const mountSource = async (name: string, folder: string): Promise<string> => {
-        if (!tools) return folder;
+        // A working copy on a volume is neutral bound as it is (util/workdir-volume.ts).
+        if (!tools || (name === "ws" && onVolume(folder))) return folder;
         const made = await prepareOverlay(run, name, folder);
         if (!made) return folder;
         scratch.push(made);
@@ -1112,6 +1123,16 @@ export async function runSandboxed(
         const text = collector.text();
         let disk = watch?.exceededBytes;
         const fileCap = boxed ? fileLimitMb(diskLimitMb) : 0;
+        // A working copy on a volume of the budget's size that is full: the kernel stopped
+        // the command's writes there (util/workdir-volume.ts).
+        if (
+          disk === undefined &&
+          boxed &&
+          diskLimitMb > 0 &&
+          exitCode !== 0 &&
+          (await volumeFull(cwd))
+        )
+          disk = diskLimitMb * MIB;
         // A single file as large as the budget is past it (RLIMIT_FSIZE stopped the write).
         if (
           disk === undefined &&

@@ -28,6 +28,9 @@ export function testConfig(env: Record<string, string | undefined> = {}): Config
     // Check runs of GitHub tasks are tested on their own (github-progress.test.ts); the
     // other GitHub tests list GitHub's requests exactly and turn them off.
     GITHUB_PROGRESS: "false",
+    // Working copies as plain folders: a test's temporary DATA_DIR must be removable even
+    // when a task was left mid-way. The volumes are tested on their own (workdir-volume).
+    TASK_DISK_VOLUMES: "off",
     ...env,
   });
 }

@@ -20,6 +20,9 @@ export function spawnWorker(env: Record<string, string>): ChildProcess {
       LLM_STREAM: "false",
       JOB_LOCK_LIFETIME_S: "2",
       TASK_POLL_MS: "200",
+      // Plain folders, as in testConfig (test/helpers/server.ts): a killed worker's DATA_DIR
+      // must stay removable.
+      TASK_DISK_VOLUMES: "off",
       ...env,
     },
     stdio: ["ignore", "ignore", "inherit"],

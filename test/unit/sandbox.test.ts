@@ -404,6 +404,7 @@ describe("sandbox configuration", () => {
       maxProcs: 1024,
       maxFileMb: 1024,
       diskLimitMb: 2048,
+      diskVolumes: "auto",
       cacheMaxAgeDays: 14,
     });
     expect(loadConfig({}).dataDirMinFreeMb).toBe(1024);

@@ -1,4 +1,4 @@
-import { rm } from "node:fs/promises";
+import { removeWorkdir } from "../../util/workdir-volume.js";
 import { type Models, type TaskPhase, type TaskStatus } from "../../db/models.js";
 import { isTerminalEvent } from "../task-events.js";
 import { claimMarker, markers } from "../../durable/markers.js";
@@ -26,7 +26,7 @@ export async function endTask(deps: TaskDeps, taskId: string, ending: Ending): P
   // Removed before the ending is shown: a retry asked for as soon as the `error` event is
   // seen (domain/tasks/revisions.ts) must not find this removal still to come in its working copy.
   if (deps.workdirOf)
-    await rm(deps.workdirOf(taskId), { recursive: true, force: true }).catch(() => undefined);
+    await removeWorkdir(deps.workdirOf(taskId)).catch(() => undefined);
   await applyEnding(deps, taskId, ending);
   deps.reportProgress?.(taskId, "end");
   await deps.notifyThread?.(taskId, "end").catch(() => undefined);

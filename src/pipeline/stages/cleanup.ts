@@ -1,4 +1,4 @@
-import { rm } from "node:fs/promises";
+import { removeWorkdir } from "../../util/workdir-volume.js";
 import type { MemoryKind } from "../../db/models.js";
 import { memoryScopeOf, remember } from "../../domain/memory.js";
 import type { Stage } from "../stage.js";
@@ -27,7 +27,7 @@ export const cleanupStage: Stage = {
       await ctx.log(
         `Repository memory: ${added} new item${added === 1 ? "" : "s"} (${items.length - added} already known).`,
       );
-    await rm(ctx.workdir, { recursive: true, force: true });
+    await removeWorkdir(ctx.workdir);
     await ctx.log("Working copy removed.");
     if (!task.pr_url && !task.branch)
       await ctx.log("Done without a pull request: the implementation changed nothing.");

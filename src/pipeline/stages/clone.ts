@@ -1,5 +1,4 @@
-import { mkdir, rm } from "node:fs/promises";
-import path from "node:path";
+import { prepareWorkdir } from "../../util/workdir-volume.js";
 import { recordDefaultBranch } from "../../domain/linking.js";
 import { headCommit, runGit, shallowClone } from "../../util/git.js";
 import { remoteGitArgs, RemoteUrlError } from "../../util/remote-url.js";
@@ -24,6 +23,24 @@ export async function remoteArgs(ctx: StageContext, url: string): Promise<string
   }
 }
 
+/**
+ * An empty folder for the task's working copy: on a volume of TASK_DISK_LIMIT_MB where the
+ * host allows it (util/workdir-volume.ts), which the task's log says, else a plain folder.
+ */
+export async function prepareTaskWorkdir(ctx: StageContext): Promise<void> {
+  const limitMb = ctx.config.sandbox.diskLimitMb;
+  const how = await prepareWorkdir(ctx.workdir, limitMb, (reason) =>
+    ctx.logger.warn(
+      { reason },
+      "no volume for the working copy; the disk watcher alone keeps the budget",
+    ),
+  );
+  if (how === "volume")
+    await ctx.log(
+      `The working copy is on a volume of ${limitMb} MB: the kernel stops writes past TASK_DISK_LIMIT_MB.`,
+    );
+}
+
 /** CLONING: a shallow clone of the default branch into the task's working copy. */
 export const cloneStage: Stage = {
   name: "clone",
@@ -31,8 +48,7 @@ export const cloneStage: Stage = {
   async run(ctx) {
     const { repo } = ctx.task;
     const branch = ctx.task.base_branch ?? repo.default_branch;
-    await rm(ctx.workdir, { recursive: true, force: true });
-    await mkdir(path.dirname(ctx.workdir), { recursive: true });
+    await prepareTaskWorkdir(ctx);
     await ctx.log(
       `Cloning ${repo.full_name} (${branch ? `branch ${branch}` : "its default branch"}, shallow).`,
     );

@@ -1,11 +1,11 @@
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { headCommit, runGit, shallowClone } from "../../util/git.js";
 import { exists as existsInside } from "../../util/workcopy-fs.js";
 import { workingCopyDiff } from "../diff.js";
 import { StageError } from "../errors.js";
 import type { StageContext } from "../stage.js";
-import { cloneStage, remoteArgs } from "./clone.js";
+import { cloneStage, prepareTaskWorkdir, remoteArgs } from "./clone.js";
 
 /**
  * Makes sure the working copy exists. A stage resumed by a worker on another machine (or
@@ -35,8 +35,7 @@ async function restoreWorkingCopy(ctx: StageContext, baseSha: string): Promise<v
   await ctx.log(
     `The working copy is not on this worker; cloning ${repo.full_name} again at ${baseSha.slice(0, 12)}${diff ? " and applying the task's diff" : ""}.`,
   );
-  await rm(ctx.workdir, { recursive: true, force: true });
-  await mkdir(path.dirname(ctx.workdir), { recursive: true });
+  await prepareTaskWorkdir(ctx);
   const url = await ctx.cloneUrl();
   const config = await remoteArgs(ctx, url);
   const timeoutMs = ctx.config.pipeline.commandTimeoutS * 1000;

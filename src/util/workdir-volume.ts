@@ -1,0 +1,236 @@
+/*
+ * TASK_DISK_VOLUMES: the kernel's enforcement of TASK_DISK_LIMIT_MB for a working copy.
+ *
+ * Where the host allows it (the service runs as root, loop devices exist, `mkfs.ext4` and
+ * `mount` are installed), each task's (and health scan's) working copy lives on a file
+ * system of its own, exactly as large as the budget: a sparse image file formatted ext4
+ * (no journal: a working copy is rebuilt from its clone and saved diff after a crash, never
+ * repaired) and loop-mounted. A command that writes past it gets ENOSPC from the kernel, at
+ * the byte, whatever the watcher (util/sandbox-disk.ts) has measured so far; the watcher
+ * still covers the run's temporary files and package cache and names the limit.
+ *
+ * Layout, for a working copy `W`:
+ *   W.vol/disk.img   the image (sparse: it takes on the host only what is written)
+ *   W.vol/mnt        its mount point
+ *   W.vol/mnt/wc     the working copy, bind-mounted at W
+ * The working copy is a folder of the volume, not its root, so the overlay of a sandboxed run
+ * (util/sandbox.ts) finds its scratch folders on the same file system (W.vol/mnt) without
+ * anything appearing in the working copy, and ext4's `lost+found` stays out of sight.
+ *
+ * Mounts outlive the process (a restarted worker finds its working copies where it left
+ * them); removeWorkdir is the one way a working copy goes, and unmounts first. Where
+ * volumes are off or unavailable, a working copy is a plain folder and the watcher alone
+ * keeps the budget; `volumeSupport()` says which runs, for the start-up log.
+ */
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdir, open, readdir, readFile, rm, rmdir, statfs } from "node:fs/promises";
+import path from "node:path";
+import { promisify } from "node:util";
+import { findExecutable } from "./executables.js";
+
+const execFileAsync = promisify(execFile);
+const MIB = 1024 * 1024;
+/** ext4 needs a little room of its own; below this a volume is not made. */
+const MIN_VOLUME_MB = 16;
+
+export type VolumeMode = "auto" | "off";
+
+let mode: VolumeMode = "auto";
+let support: Promise<VolumeSupport> | undefined;
+
+export interface VolumeSupport {
+  available: boolean;
+  /** Why not, in words an operator can act on. */
+  reason?: string;
+  tools?: { mkfs: string; mount: string; umount: string };
+}
+
+/** Sets TASK_DISK_VOLUMES for every later working copy (service start; tests). */
+export function configureWorkdirVolumes(next: VolumeMode): void {
+  mode = next;
+}
+
+/** Whether working copies get a volume here, and why not (probed once per process). */
+export function volumeSupport(): Promise<VolumeSupport> {
+  if (mode === "off") return Promise.resolve({ available: false, reason: "TASK_DISK_VOLUMES=off" });
+  support ??= probe();
+  return support;
+}
+
+async function probe(): Promise<VolumeSupport> {
+  if (process.platform !== "linux")
+    return { available: false, reason: "loop-mounted volumes are Linux only" };
+  if (process.getuid?.() !== 0)
+    return {
+      available: false,
+      reason: "the service does not run as root (mounting a loop device needs it)",
+    };
+  if (!existsSync("/dev/loop-control"))
+    return {
+      available: false,
+      reason: "no /dev/loop-control (in a container: add the loop devices, e.g. --device)",
+    };
+  const extra = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
+  const [mkfs, mount, umount] = await Promise.all([
+    findExecutable("mkfs.ext4", extra),
+    findExecutable("mount", extra),
+    findExecutable("umount", extra),
+  ]);
+  if (!mkfs || !mount || !umount)
+    return {
+      available: false,
+      reason: "mkfs.ext4 or mount is missing (apt-get install e2fsprogs mount)",
+    };
+  return { available: true, tools: { mkfs, mount, umount } };
+}
+
+const volumeOf = (workdir: string) => `${workdir}.vol`;
+const mountPointOf = (workdir: string) => path.join(volumeOf(workdir), "mnt");
+
+/**
+ * Makes an empty folder for a working copy at `workdir`, on a volume of `limitMb` when
+ * volumes are available (anything there before is removed first). Answers how the budget
+ * is kept for it: "volume" (the kernel) or "folder" (the watcher alone). A volume that
+ * cannot be made falls back to a folder; `onFallback` hears why.
+ */
+export async function prepareWorkdir(
+  workdir: string,
+  limitMb: number,
+  onFallback?: (reason: string) => void,
+): Promise<"volume" | "folder"> {
+  await removeWorkdir(workdir);
+  await mkdir(path.dirname(workdir), { recursive: true });
+  const found = limitMb >= MIN_VOLUME_MB ? await volumeSupport() : { available: false };
+  if (found.available && found.tools) {
+    try {
+      await makeVolume(workdir, limitMb, found.tools);
+      return "volume";
+    } catch (error) {
+      await removeWorkdir(workdir).catch(() => undefined);
+      onFallback?.(error instanceof Error ? error.message : String(error));
+    }
+  }
+  await mkdir(workdir, { recursive: true });
+  return "folder";
+}
+
+async function makeVolume(
+  workdir: string,
+  limitMb: number,
+  tools: NonNullable<VolumeSupport["tools"]>,
+): Promise<void> {
+  const volume = volumeOf(workdir);
+  const image = path.join(volume, "disk.img");
+  const mnt = mountPointOf(workdir);
+  await mkdir(mnt, { recursive: true, mode: 0o700 });
+  const file = await open(image, "w", 0o600);
+  try {
+    await file.truncate(limitMb * MIB);
+  } finally {
+    await file.close();
+  }
+  const run = (cmd: string, args: string[]) =>
+    execFileAsync(cmd, args, { timeout: 60_000, env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" } });
+  // No reserved blocks (the whole budget is the task's), no journal (see above), inode
+  // tables initialised lazily by the kernel: formatting takes milliseconds whatever the size.
+  await run(tools.mkfs, [
+    "-q",
+    "-F",
+    "-m",
+    "0",
+    "-O",
+    "^has_journal",
+    "-E",
+    "lazy_itable_init=1,nodiscard",
+    image,
+  ]);
+  await run(tools.mount, ["-o", "loop,nosuid,nodev,noatime", image, mnt]);
+  await mkdir(path.join(mnt, "wc"), { mode: 0o755 });
+  await rmdir(path.join(mnt, "lost+found")).catch(() => undefined);
+  await mkdir(workdir, { recursive: true });
+  await run(tools.mount, ["--bind", path.join(mnt, "wc"), workdir]);
+}
+
+/** True when `dir` is a mount point (its line in /proc/self/mountinfo). */
+async function isMountPoint(dir: string): Promise<boolean> {
+  const info = await readFile("/proc/self/mountinfo", "utf8").catch(() => "");
+  const escaped = dir.replace(
+    /[ \t\n\\]/g,
+    (c) => `\\${c.charCodeAt(0).toString(8).padStart(3, "0")}`,
+  );
+  return info.split("\n").some((line) => line.split(" ")[4] === escaped);
+}
+
+async function unmount(dir: string): Promise<void> {
+  if (!(await isMountPoint(dir))) return;
+  const umount = (await findExecutable("umount", ["/usr/bin", "/bin"])) ?? "umount";
+  try {
+    await execFileAsync(umount, [dir], { timeout: 60_000 });
+  } catch {
+    // Busy (a process of a stopped run still holds a file): detach it now, the kernel
+    // frees it when the last user goes. The loop device is released with it (autoclear).
+    await execFileAsync(umount, ["--lazy", dir], { timeout: 60_000 });
+  }
+}
+
+/**
+ * Removes a working copy, its volume included: unmounts the bind and the volume, then
+ * removes what is left. Safe on a folder that is not a volume, or that does not exist.
+ */
+export async function removeWorkdir(workdir: string): Promise<void> {
+  const volume = volumeOf(workdir);
+  if (existsSync(volume)) {
+    await unmount(workdir);
+    await unmount(mountPointOf(workdir));
+    await rm(volume, { recursive: true, force: true });
+  }
+  await rm(workdir, { recursive: true, force: true });
+}
+
+/** The names of the working copies under `root` (a volume's folder counts as its working copy). */
+export async function workdirNames(root: string): Promise<string[]> {
+  const names = await readdir(root).catch(() => [] as string[]);
+  return [...new Set(names.map((name) => name.replace(/\.vol$/, "")))].filter(
+    (name) => !name.endsWith(".patch"),
+  );
+}
+
+/**
+ * True when `workdir` is a working copy on a volume. Its bind mount shows inside a sandbox
+ * as the volume's own folder (`/wc` of a loop device), no host path: it needs no overlay to
+ * be neutral at /workspace.
+ */
+export function onVolume(workdir: string): boolean {
+  return existsSync(path.join(mountPointOf(workdir), "wc"));
+}
+
+/**
+ * Where a sandboxed run's overlay over `upper` takes its upper folder and puts its scratch
+ * folders: on the same mount (overlayfs needs it: the same file system is not enough, a bind
+ * mount is another mount) and outside the working copy. For a working copy on a volume, its
+ * folder on the volume's own mount and the volume's root; otherwise `upper` itself and the
+ * folder beside it.
+ */
+export function overlayPlace(upper: string): { upper: string; scratchParent: string } {
+  const mnt = mountPointOf(upper);
+  const onVolume = path.join(mnt, "wc");
+  return existsSync(onVolume)
+    ? { upper: onVolume, scratchParent: mnt }
+    : { upper, scratchParent: path.dirname(upper) };
+}
+
+/**
+ * True when `workdir` is on a volume that is full (less than 1% or 1 MiB left): a command
+ * that failed then failed because it hit TASK_DISK_LIMIT_MB.
+ */
+export async function volumeFull(workdir: string): Promise<boolean> {
+  if (!existsSync(path.join(mountPointOf(workdir), "wc"))) return false;
+  try {
+    const fs = await statfs(workdir);
+    const free = fs.bavail * fs.bsize;
+    return free < Math.max(MIB, fs.blocks * fs.bsize * 0.01);
+  } catch {
+    return false;
+  }
+}

@@ -117,6 +117,13 @@ export async function findAccountRepo(
 /** How long a pending or running scan counts as under way for a repeated request. */
 const SCAN_UNDER_WAY_MS = 60 * 60_000;
 
+/** How scans are queued (jobs/health-scan.ts) and refused while DATA_DIR is nearly full. */
+export interface HealthScans {
+  enqueue(reportId: string): Promise<void>;
+  /** 503 `insufficient_storage` while DATA_DIR is nearly full (domain/storage.ts). */
+  checkStorage(): Promise<void>;
+}
+
 /**
  * Requests a scan: a `pending` report and its job. A scan of the same repository already
  * pending or running is answered instead of queueing a second one. `scans.checkStorage`
@@ -127,10 +134,7 @@ export async function requestScan(
   models: Models,
   accountId: string,
   input: { repo_id: string; workspace_id?: string | undefined },
-  scans: {
-    enqueue(reportId: string): Promise<void>;
-    checkStorage?: (() => Promise<void>) | undefined;
-  },
+  scans: HealthScans,
   now = new Date(),
 ): Promise<HealthReportRecord> {
   const enqueue = (id: string) => scans.enqueue(id);
@@ -155,7 +159,7 @@ export async function requestScan(
     await enqueue(underWay._id);
     return underWay;
   }
-  await scans.checkStorage?.();
+  await scans.checkStorage();
   const doc: HealthReportRecord = {
     _id: newId("hr"),
     account_id: accountId,

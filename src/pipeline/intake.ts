@@ -37,6 +37,23 @@ export function signalQueued(models: Models): void {
   bumpMarkerSoon(models, QUEUED_MARKER, COALESCE_MS);
 }
 
+/**
+ * This process's kicks of its intake (TaskDeps.kick). Made with the context, before the
+ * intake that answers them (the intake needs the task operations): in a process without
+ * workers nothing listens, and a kick has nothing to do.
+ */
+export class IntakeKicks {
+  #listener: (() => void) | undefined;
+  readonly kick = (): void => this.#listener?.();
+  /** The intake of the worker role listens while it runs; returns the way to stop. */
+  listen(listener: () => void): () => void {
+    this.#listener = listener;
+    return () => {
+      if (this.#listener === listener) this.#listener = undefined;
+    };
+  }
+}
+
 export interface Intake {
   kick(): void;
   start(): void;

@@ -20,7 +20,6 @@ import { recordStage } from "../metrics/index.js";
 import type { Logger } from "../util/logger.js";
 import type { GithubClient } from "../github-api/client.js";
 import { BudgetExceededError, describeFailure, StageError } from "./errors.js";
-import { signalQueued } from "./intake.js";
 import { STAGES } from "./stages/index.js";
 import { resolveRepo } from "../domain/workspaces.js";
 import { claimMarker, markerExists, markers } from "../durable/markers.js";
@@ -56,6 +55,8 @@ export interface PipelineDeps {
   models: Models;
   events: TaskEventLog;
   scheduler: Scheduler;
+  /** The task operations (src/context.ts builds them, with this file's `enqueueStage`). */
+  tasks: TaskDeps;
   logger: Logger;
   modelClient(): ReadyModelClient;
   cloneUrl(task: TaskRecord): Promise<string>;
@@ -89,33 +90,30 @@ function roundKey(round: number): Record<string, number> {
 }
 
 /** Where a task's working copy lives. */
-function workdirFor(config: Config, taskId: string): string {
+export function workdirFor(config: Config, taskId: string): string {
   return path.join(config.dataDir, "work", taskId);
 }
 
-/** Builds the pipeline: the job kind workers run and the task operations the API uses. */
+/** Queues a stage of a task (TaskDeps.enqueueStage): one unique job per task, stage and round. */
+export async function enqueueStage(
+  scheduler: Scheduler,
+  taskId: string,
+  stage: StageName,
+  round = 0,
+): Promise<void> {
+  // Round 0 keeps the job key it had before rounds existed.
+  await scheduler.enqueue(
+    { name: STAGE_JOB_NAME, schema: stageJobSchema },
+    { task_id: taskId, stage, ...inRound(round) },
+    { unique: { "data.task_id": taskId, "data.stage": stage, ...roundKey(round) } },
+  );
+}
+
+/** Builds the pipeline: the job kind workers run, over the task operations it is given. */
 export function createPipeline(deps: PipelineDeps) {
-  const { config, models, events, scheduler } = deps;
+  const { config, models, events, scheduler, tasks: taskDeps } = deps;
   const indexes = new Map<string, RepoIndex>();
   const holder = `${process.pid}`;
-
-  const taskDeps: TaskDeps = {
-    models,
-    events,
-    enqueueStage: (taskId, stage, round) => enqueueStage(taskId, stage, round),
-    maxRevisions: config.pipeline.maxRevisions,
-    signalQueued: () => signalQueued(models),
-    workdirOf: (taskId) => workdirFor(config, taskId),
-  };
-
-  async function enqueueStage(taskId: string, stage: StageName, round = 0): Promise<void> {
-    // Round 0 keeps the job key it had before rounds existed.
-    await scheduler.enqueue(
-      { name: STAGE_JOB_NAME, schema: stageJobSchema },
-      { task_id: taskId, stage, ...inRound(round) },
-      { unique: { "data.task_id": taskId, "data.stage": stage, ...roundKey(round) } },
-    );
-  }
 
   /**
    * Queues a stage again, as a job of its own that is unique for `key` (the lease attempt and
@@ -149,7 +147,8 @@ export function createPipeline(deps: PipelineDeps) {
     outcome: StageOutcome,
     round: number,
   ): Promise<void> {
-    if ("next" in outcome) await enqueueStage(task._id, outcome.next, outcome.round ?? round);
+    if ("next" in outcome)
+      await taskDeps.enqueueStage(task._id, outcome.next, outcome.round ?? round);
     else if ("wait" in outcome) {
       // Applied again (a repeated run found the stored outcome) after the gate was decided:
       // the task has gone on, and must not be moved back to the gate.
@@ -161,7 +160,7 @@ export function createPipeline(deps: PipelineDeps) {
       );
       if (current?.phase !== outcome.wait.phase || current.status !== outcome.wait.status)
         await moveTo(taskDeps, task._id, outcome.wait.phase, outcome.wait.status);
-      if ((task.thread || task.report_to) && taskDeps.notifyThread)
+      if (task.thread || task.report_to)
         await taskDeps.notifyThread(
           task._id,
           outcome.wait.status === "awaiting_diff_approval" ? "diff" : "plan",
@@ -448,7 +447,7 @@ export function createPipeline(deps: PipelineDeps) {
   return {
     taskDeps,
     stageJob,
-    enqueueStage,
+    enqueueStage: taskDeps.enqueueStage,
     resumeStage,
   };
 }

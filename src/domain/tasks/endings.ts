@@ -25,11 +25,10 @@ export async function endTask(deps: TaskDeps, taskId: string, ending: Ending): P
   recordTaskEnded(ending.status);
   // Removed before the ending is shown: a retry asked for as soon as the `error` event is
   // seen (domain/tasks/revisions.ts) must not find this removal still to come in its working copy.
-  if (deps.workdirOf)
-    await rm(deps.workdirOf(taskId), { recursive: true, force: true }).catch(() => undefined);
+  await rm(deps.workdirOf(taskId), { recursive: true, force: true }).catch(() => undefined);
   await applyEnding(deps, taskId, ending);
-  deps.reportProgress?.(taskId, "end");
-  await deps.notifyThread?.(taskId, "end").catch(() => undefined);
+  deps.reportProgress(taskId, "end");
+  await deps.notifyThread(taskId, "end").catch(() => undefined);
   return true;
 }
 
@@ -127,6 +126,6 @@ export async function recordPullRequestOutcome(
   );
   if (outcome.merged)
     for (const task of tasks)
-      if (task.pr_state !== "merged") await deps.notifyThread?.(String(task._id), "merged");
+      if (task.pr_state !== "merged") await deps.notifyThread(String(task._id), "merged");
   return result.modifiedCount;
 }

@@ -127,6 +127,6 @@ export async function moveTo(
   }
   const event = await deps.events.append(taskId, { event_type: "phase", phase, status });
   await tasksOf(deps.models).updateOne({ _id: taskId }, { $set: { event_seq: event.seq } });
-  deps.reportProgress?.(taskId, event.seq);
+  deps.reportProgress(taskId, event.seq);
   return true;
 }

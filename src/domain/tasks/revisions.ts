@@ -31,8 +31,6 @@ import { type StageName, type TaskDeps } from "./model.js";
 /** The driver collection this module writes, typed by its records. */
 const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);
 
-/** Revisions one task may take when the deployment sets none (MAX_REVISIONS). */
-export const DEFAULT_MAX_REVISIONS = 5;
 /** Longest feedback (and reason) quoted in a log event. */
 const LOGGED_FEEDBACK_CHARS = 300;
 
@@ -78,7 +76,7 @@ export async function reviseTask(
       `Only a plan or a diff awaiting approval can be revised (status ${task.status}, phase ${task.phase}).`,
     );
   const used = task.revisions?.length ?? 0;
-  const max = deps.maxRevisions ?? DEFAULT_MAX_REVISIONS;
+  const max = deps.maxRevisions;
   if (used >= max)
     throw errors.invalidState(
       `The task has had ${used} revision${used === 1 ? "" : "s"}, the most MAX_REVISIONS allows (${max}); approve or reject it.`,

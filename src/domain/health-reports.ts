@@ -1,5 +1,5 @@
 import { afterFilter, type SortKey } from "../util/paging.js";
-import { claimMarker, markers } from "../durable/markers.js";
+import { claimMarker, markerKind } from "../durable/markers.js";
 import {
   collectionOf,
   type HealthReportStatus,
@@ -11,6 +11,11 @@ import type { Metrics } from "../health/types.js";
 import { newId } from "../util/ids.js";
 import { redactText } from "../util/redact.js";
 import { listWorkspaces, resolveRepo, type WorkspaceRecord } from "./workspaces.js";
+
+/** A health report's ending. */
+export const healthEndMarker = markerKind("health-end", "health-end", (reportId: string) => [
+  reportId,
+]);
 
 /** The driver collections this module uses, typed by their records (db/models.ts). */
 const healthReportsOf = (models: Models) => collectionOf<HealthReportRecord>(models.HealthReport);
@@ -344,7 +349,7 @@ export async function finishReport(
   reportId: string,
   outcome: ReportOutcome,
 ): Promise<boolean> {
-  const ended = await claimMarker(models, markers.healthEnd(reportId), {
+  const ended = await claimMarker(models, healthEndMarker(reportId), {
     status: outcome.status,
   });
   if (!ended) return false;

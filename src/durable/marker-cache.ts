@@ -3,7 +3,7 @@ import type { Models } from "../db/models.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
 import type { Marker } from "./markers.js";
 
-/** A generation marker of the catalogue (`markers.generation`, durable/once.ts). */
+/** A generation marker (`generationMarker`, durable/once.ts), declared by its owner. */
 type Generation = Marker<"marker">;
 
 /*

@@ -2,7 +2,7 @@ import type { Models, TaskRecord } from "../db/models.js";
 import { endTask, repairEnding } from "../domain/tasks/endings.js";
 import { TERMINAL_STATUSES, type StageName, type TaskDeps } from "../domain/tasks/model.js";
 import { bumpMarkerSoon, readMarker } from "../durable/marker-cache.js";
-import { markers } from "../durable/markers.js";
+import { generationMarker } from "../durable/markers.js";
 import type { Logger } from "../util/logger.js";
 
 /*
@@ -20,7 +20,7 @@ import type { Logger } from "../util/logger.js";
  * dependents (transitively) in the same pass.
  */
 
-const QUEUED_MARKER = markers.generation("tasks-queued");
+const QUEUED_MARKER = generationMarker("tasks-queued");
 const SAFETY_SCAN_MS = 30_000;
 const COALESCE_MS = 50;
 /** Unfinished dependencies watched between scans, at most (beyond: the safety scan). */

@@ -22,7 +22,10 @@ import type { GithubClient } from "../github-api/client.js";
 import { BudgetExceededError, describeFailure, StageError } from "./errors.js";
 import { STAGES } from "./stages/index.js";
 import { resolveRepo } from "../domain/workspaces.js";
-import { claimMarker, markerExists, markers } from "../durable/markers.js";
+import { claimMarker, markerExists } from "../durable/markers.js";
+import { gateMarker } from "../domain/tasks/gates.js";
+import { stageDoneMarker } from "../domain/tasks/model.js";
+import { stageLease } from "../durable/lease.js";
 import { AppError } from "../errors.js";
 import { stageKey } from "../domain/tasks/revisions.js";
 
@@ -153,7 +156,7 @@ export function createPipeline(deps: PipelineDeps) {
       // Applied again (a repeated run found the stored outcome) after the gate was decided:
       // the task has gone on, and must not be moved back to the gate.
       const gate = outcome.wait.status === "awaiting_diff_approval" ? "diff" : "plan";
-      if (await markerExists(models, markers.gate(task._id, gate, round))) return;
+      if (await markerExists(models, gateMarker(task._id, gate, round))) return;
       const current = await tasksOf(models).findOne(
         { _id: task._id },
         { projection: { phase: 1, status: 1 } },
@@ -180,7 +183,7 @@ export function createPipeline(deps: PipelineDeps) {
     const logger = deps.logger.child({ task: taskId, stage: stage.name });
     const round = job.round ?? 0;
     const key = stageKey(stage.name, round);
-    const doneMarker = markers.stageDone(taskId, key);
+    const doneMarker = stageDoneMarker(taskId, key);
     // Three independent `_id` lookups, in parallel: the task, its end marker, the stage's
     // stored outcome.
     const [found, ended, done] = await Promise.all([
@@ -202,7 +205,7 @@ export function createPipeline(deps: PipelineDeps) {
     }
     const claimed: TaskRecord = task;
     const leaseOptions = {
-      attempt: (attempt: number) => markers.stageLease(taskId, key, attempt),
+      attempt: (attempt: number) => stageLease(taskId, key, attempt),
       ttlMs: config.jobs.lockLifetimeMs,
       maxAttempts: config.pipeline.stageMaxAttempts,
     };

@@ -4,7 +4,7 @@ import type { Models } from "../../db/models.js";
 import { errors } from "../../errors.js";
 import type { Logger } from "../../util/logger.js";
 import { registerSecret } from "../../util/redact.js";
-import { claimMarker, markers } from "../../durable/markers.js";
+import { claimMarker, markerKind, stateHash } from "../../durable/markers.js";
 import {
   getIntegrationRecord,
   integrationChanged,
@@ -12,6 +12,20 @@ import {
   type IntegrationRecord,
   type SlackInstall,
 } from "./store.js";
+
+/** A Slack install state of `POST /integrations/{id}/slack/install`, by its hash. */
+export const slackInstallStateMarker = markerKind(
+  "slack-install",
+  "slack-install-state",
+  (state: string) => [stateHash(state)],
+);
+
+/** The use of a Slack install state: its one use is decided by this insert. */
+export const slackInstallStateUsedMarker = markerKind(
+  "slack-install",
+  "slack-install-state",
+  (state: string) => [stateHash(state), "used"],
+);
 
 /*
  * Installing the Slack app into a Slack workspace for an integration, through Slack's OAuth v2
@@ -97,7 +111,7 @@ export async function startSlackInstall(
   if (integration.type !== "slack") throw errors.notFound("Slack integration");
   const state = randomBytes(32).toString("base64url");
   const expiresAt = new Date(now.getTime() + SLACK_INSTALL_STATE_TTL_MS);
-  const stored = await claimMarker(models, markers.slackInstallState(state), {
+  const stored = await claimMarker(models, slackInstallStateMarker(state), {
     account_id: accountId,
     integration_id: integrationId,
     expires_at: expiresAt,
@@ -132,13 +146,13 @@ async function consumeInstallState(
   now: Date,
 ): Promise<{ accountId: string; integrationId: string }> {
   const doc = (await models.Once.collection.findOne({
-    _id: markers.slackInstallState(state).id as never,
+    _id: slackInstallStateMarker(state).id as never,
   })) as { account_id?: string; integration_id?: string; expires_at?: Date } | null;
   if (!doc?.account_id || !doc.integration_id || !doc.expires_at)
     throw badInstall("state", "The install state is not known.");
   if (doc.expires_at.getTime() <= now.getTime())
     throw badInstall("state", "The install state has expired (states are valid for 10 minutes).");
-  const firstUse = await claimMarker(models, markers.slackInstallStateUsed(state), {
+  const firstUse = await claimMarker(models, slackInstallStateUsedMarker(state), {
     expires_at: doc.expires_at,
     created_at: now,
     updated_at: now,

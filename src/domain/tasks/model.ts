@@ -8,6 +8,14 @@ import {
 } from "../../db/models.js";
 import { type TaskEventLog } from "../task-events.js";
 import { type WorkspaceRecord } from "../workspaces.js";
+import { markerKind } from "../../durable/markers.js";
+
+/** A stage's stored outcome (pipeline/runner.ts), by task and stage key. */
+export const stageDoneMarker = markerKind(
+  "stage-done",
+  "stage-done",
+  (taskId: string, stage: string) => [taskId, stage],
+);
 
 /** The driver collections this module reads and writes, typed by their records. */
 export const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);

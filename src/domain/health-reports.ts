@@ -184,7 +184,7 @@ export async function requestScan(
     created_at: now,
     updated_at: now,
   };
-  await healthReportsOf(models).insertOne(doc as never);
+  await healthReportsOf(models).insertOne(doc);
   try {
     await enqueue(doc._id);
   } catch (error) {
@@ -220,7 +220,7 @@ export async function latestReport(
     { sort: { created_at: -1, _id: -1 } },
   );
   if (!doc) throw errors.notFound("finished health report for this repository");
-  return doc as unknown as HealthReportRecord;
+  return doc;
 }
 
 /** Finished reports (completed and failed) of the repository, newest first. */
@@ -262,7 +262,7 @@ export async function reportHistory(
     .sort({ created_at: -1, _id: -1 })
     .limit(options.limit)
     .toArray();
-  return docs as unknown as HealthReportRecord[];
+  return docs;
 }
 
 /** One report of the repository in any status; 404 for another repository's or account's. */
@@ -390,7 +390,7 @@ export async function sweepHealthReports(
       { projection: { status: 1, heartbeat_at: 1, created_at: 1 } },
     )
     .limit(1000)
-    .toArray()) as unknown as Array<
+    .toArray()) satisfies Array<
     Pick<HealthReportRecord, "_id" | "status" | "heartbeat_at" | "created_at">
   >;
   const failed: string[] = [];

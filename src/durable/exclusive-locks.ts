@@ -239,6 +239,6 @@ export class ExclusiveJobRepository extends MongoJobRepository {
       this.claims.delete(jobId);
       return marker ? [marker] : [];
     });
-    if (ids.length > 0) await this.markers().deleteMany({ _id: { $in: ids as never[] } });
+    if (ids.length > 0) await this.markers().deleteMany({ _id: { $in: ids } });
   }
 }

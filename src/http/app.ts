@@ -115,8 +115,8 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
     }),
   );
 
-  const router = new Router<AppState>();
-  mountRoutes(router as unknown as Router, routes, deps);
+  const router = new Router();
+  mountRoutes(router, routes, deps);
 
   router.get("/openapi.json", (ctx) => {
     openapi ??= buildOpenApi(allRoutes(), { version: VERSION }, vendorRoutes);
@@ -144,7 +144,7 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
   }
 
   // No App yet: the page that registers one from app.yml (github/manifest.ts, via service.ts).
-  deps.mountPages(router as unknown as Router);
+  deps.mountPages(router);
 
   router.post(webhookPath, async (ctx) => {
     const rawBody = await readRawBody(ctx as AppContext, GITHUB_BODY_LIMIT);

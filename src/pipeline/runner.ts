@@ -191,7 +191,7 @@ export function createPipeline(deps: PipelineDeps) {
       hasEnded(models, taskId),
       markersOf(models).findOne({ _id: doneMarker.id }),
     ]);
-    const task = found as unknown as TaskRecord | null;
+    const task: TaskRecord | null = found;
     if (!task) return;
     // A job of an earlier round (a revision or retry started a later one) is over.
     if (round < (task.round ?? 0)) return;

@@ -139,19 +139,18 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
     const ttlMs = config.jobs.lockLifetimeMs;
     const maxAttempts = config.pipeline.stageMaxAttempts;
     // Untouched for a lock lifetime: a task that just moved has its next job on the way.
-    const open = (await tasksOf(models)
-      .find(
-        {
-          status: { $in: ["running", "queued"] },
-          updated_at: { $lt: new Date(now - ttlMs) },
-        },
-        { projection: { _id: 1, status: 1, phase: 1, round: 1, instruction: 1 } },
-      )
-      .sort({ updated_at: 1 })
-      .limit(MAX_TASKS)
-      .toArray()) as unknown as Array<
-      Pick<TaskRecord, "_id" | "status" | "phase" | "round" | "instruction">
-    >;
+    const open: Array<Pick<TaskRecord, "_id" | "status" | "phase" | "round" | "instruction">> =
+      await tasksOf(models)
+        .find(
+          {
+            status: { $in: ["running", "queued"] },
+            updated_at: { $lt: new Date(now - ttlMs) },
+          },
+          { projection: { _id: 1, status: 1, phase: 1, round: 1, instruction: 1 } },
+        )
+        .sort({ updated_at: 1 })
+        .limit(MAX_TASKS)
+        .toArray();
     if (open.length === 0) return result;
 
     // One lookup by `_id` for every task's ending, stage outcomes, gates and first lease.

@@ -1,6 +1,6 @@
 import { ErrorCode as SlackErrorCode, WebClient } from "@slack/web-api";
 import { randomBytes } from "node:crypto";
-import type { Models } from "../../db/models.js";
+import { collectionOf, type Models, type OnceRecord } from "../../db/models.js";
 import { errors } from "../../errors.js";
 import type { Logger } from "../../util/logger.js";
 import { registerSecret } from "../../util/redact.js";
@@ -145,8 +145,8 @@ async function consumeInstallState(
   state: string,
   now: Date,
 ): Promise<{ accountId: string; integrationId: string }> {
-  const doc = (await models.Once.collection.findOne({
-    _id: slackInstallStateMarker(state).id as never,
+  const doc = (await collectionOf<OnceRecord>(models.Once).findOne({
+    _id: slackInstallStateMarker(state).id,
   })) as { account_id?: string; integration_id?: string; expires_at?: Date } | null;
   if (!doc?.account_id || !doc.integration_id || !doc.expires_at)
     throw badInstall("state", "The install state is not known.");
@@ -270,14 +270,16 @@ export async function completeSlackInstall(
     scopes: (answer.scope ?? "").split(",").filter(Boolean),
     installed_at: now,
   };
-  const { matchedCount } = await deps.models.Integration.collection.replaceOne(
-    { _id: integrationId as never, account_id: accountId },
+  const { matchedCount } = await collectionOf<IntegrationRecord>(
+    deps.models.Integration,
+  ).replaceOne(
+    { _id: integrationId, account_id: accountId },
     {
       ...integration,
       secrets: { ...integration.secrets, bot_token: token },
       install,
       updated_at: now,
-    } as never,
+    },
   );
   if (matchedCount === 0) {
     await revoke(ready, token, log);
@@ -302,8 +304,8 @@ async function teamRefusal(
   const pinned = (integration.settings as { team_id?: string }).team_id;
   if (pinned && pinned !== teamId)
     return `This integration is for Slack workspace ${pinned} (settings.team_id), but the app was installed into ${teamId}; nothing was changed.`;
-  const other = await models.Integration.collection.findOne(
-    { type: "slack", "install.team_id": teamId, _id: { $ne: integration._id as never } },
+  const other = await collectionOf<IntegrationRecord>(models.Integration).findOne(
+    { type: "slack", "install.team_id": teamId, _id: { $ne: integration._id } },
     { projection: { _id: 1 } },
   );
   if (other)

@@ -194,7 +194,7 @@ function adfDocument(text: string) {
 export async function commentOnJiraIssue(client: Version3Client, issueKey: string, text: string) {
   await client.issueComments.addComment({
     issueIdOrKey: issueKey,
-    comment: adfDocument(redactText(text)) as never,
+    comment: adfDocument(redactText(text)),
   });
 }
 

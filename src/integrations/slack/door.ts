@@ -474,7 +474,7 @@ async function actOn(
     throw error;
   }
   const task = await getTask(deps.tasks.models, integration.account_id, action.value);
-  const ref = (task as unknown as { report_to?: TaskSource }).report_to?.ref;
+  const ref = (task.report_to as TaskSource | null | undefined)?.ref;
   if (channel)
     await client.chat
       .postMessage({

@@ -25,7 +25,7 @@ import type { NoticeKind } from "./shared/tracker.js";
  * thread or on its issue later) is one call of a domain function from the handler.
  */
 
-/** What every vendor's handlers and jobs get, built once by service.ts from the config. */
+/** What every vendor's handlers and jobs get, built once by src/context.ts from the config. */
 export interface IntegrationDeps {
   tasks: TaskDeps;
   logger: Logger;

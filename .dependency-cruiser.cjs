@@ -7,7 +7,7 @@
  *   parts      db/ llm/ indexer/ verify/ health/ tools/ queue/ github-api/ metrics/ util/ config/
  *
  * A layer uses the layers below it, never one above, and a door never another door: the
- * composition root (service.ts, main.ts) is the one place that wires doors together.
+ * composition root (main.ts, service.ts, context.ts) is the one place that wires doors together.
  */
 const DOORS = ["http", "github", "jobs", "cli", "integrations"];
 const door = (name) => `^src/${name}/`;
@@ -35,14 +35,14 @@ module.exports = {
       severity: "error",
       comment: "The domain is used by the pipeline and the doors; it uses neither.",
       from: { path: "^src/domain/" },
-      to: { path: `^src/(pipeline|${DOORS.join("|")})/|^src/(service|main)\\.ts$` },
+      to: { path: `^src/(pipeline|${DOORS.join("|")})/|^src/(service|main|context)\\.ts$` },
     },
     {
       name: "pipeline-not-doors",
       severity: "error",
       comment: "The pipeline uses the domain and the parts, never a door.",
       from: { path: "^src/pipeline/" },
-      to: { path: `^src/(${DOORS.join("|")})/|^src/(service|main)\\.ts$` },
+      to: { path: `^src/(${DOORS.join("|")})/|^src/(service|main|context)\\.ts$` },
     },
     {
       name: "parts-not-above",
@@ -51,7 +51,7 @@ module.exports = {
       from: {
         path: "^src/(db|durable|llm|indexer|verify|health|ecosystems|tools|queue|github-api|metrics|util|config)/",
       },
-      to: { path: `^src/(domain|pipeline|${DOORS.join("|")})/|^src/(service|main)\\.ts$` },
+      to: { path: `^src/(domain|pipeline|${DOORS.join("|")})/|^src/(service|main|context)\\.ts$` },
     },
     {
       name: "doors-not-database",

@@ -23,8 +23,10 @@ import getRawBody from "raw-body";
 import { registerModels, type Models } from "../src/db/models.js";
 import { accountChanged } from "../src/domain/account-views.js";
 import { authenticateKey } from "../src/domain/keys.js";
+import { findTier } from "../src/domain/accounts.js";
 import { createTask } from "../src/domain/tasks/create.js";
-import { resolveRepo } from "../src/domain/workspaces.js";
+import { newTaskCollection, noProgress, type TaskDeps } from "../src/domain/tasks/model.js";
+import { findWorkspace, resolveRepo } from "../src/domain/workspaces.js";
 import { type Service } from "../src/service.js";
 import { newId } from "../src/util/ids.js";
 import {
@@ -116,10 +118,27 @@ function authInsert(models: Models): BareWork {
 
 /** The service's domain work for POST /tasks, minus routing, validation and the response. */
 function authCreateTask(models: Models): BareWork {
-  const deps = {
+  // No batching, no caches, nothing to notify: each read and the insert done directly.
+  const deps: TaskDeps = {
     models,
     events: undefined as never,
     enqueueStage: () => Promise.resolve(),
+    maxRevisions: 5,
+    kick: () => undefined,
+    signalQueued: () => undefined,
+    insertTask: async (doc) => {
+      await newTaskCollection(models).insertOne(doc);
+    },
+    cache: {
+      tier: (id) => findTier(models, id),
+      workspace: (id) => findWorkspace(models, id),
+    },
+    workdirOf: () => {
+      throw new BenchError("bare handler: tasks created here have no working copy");
+    },
+    checkStorage: () => Promise.resolve(),
+    notifyThread: () => Promise.resolve(),
+    reportProgress: noProgress,
   };
   return async (body, key) => {
     const principal = await authenticateKey(models, key);

@@ -11,7 +11,7 @@ const DOC = "docs/architecture.md";
 const START = "<!-- layers:start (npm run docs:architecture) -->";
 const END = "<!-- layers:end -->";
 const LAYERS = [
-  ["composition", ["main.ts", "service.ts"]],
+  ["composition", ["main.ts", "service.ts", "context.ts"]],
   ["doors", ["http", "github", "jobs", "cli", "integrations"]],
   ["pipeline", ["pipeline"]],
   ["domain", ["domain"]],

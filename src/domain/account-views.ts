@@ -1,5 +1,5 @@
 import type { Models, Tier } from "../db/models.js";
-import { markers } from "../durable/markers.js";
+import { generationMarker } from "../durable/markers.js";
 import { bumpMarker, bumpMarkerSoon, MarkerCache } from "../durable/marker-cache.js";
 
 /*
@@ -11,7 +11,7 @@ import { bumpMarker, bumpMarkerSoon, MarkerCache } from "../durable/marker-cache
  * this cache: the limit is always decided on the database.
  */
 
-const GENERATION_ID = markers.generation("accounts-generation");
+const GENERATION_ID = generationMarker("accounts-generation");
 /** Changes on unlimited tiers (one per task created) reach other processes this late at most. */
 const COALESCE_MS = 100;
 

@@ -1,5 +1,5 @@
 import { afterFilter, type PageRequest } from "../util/paging.js";
-import { claimMarker, markers } from "../durable/markers.js";
+import { claimMarker, markerKind } from "../durable/markers.js";
 import { mapConcurrently } from "../util/concurrency.js";
 import {
   collectionOf,
@@ -25,6 +25,13 @@ import {
 import { createTask, type CreateTaskInput } from "./tasks/create.js";
 import { type TaskDeps } from "./tasks/model.js";
 import { listWorkspaces, resolveRepo } from "./workspaces.js";
+
+/** One slot of a cron automation, fired once. */
+export const cronSlotMarker = markerKind(
+  "cron",
+  "automation-cron",
+  (automationId: string, slot: Date) => [automationId, slot.toISOString()],
+);
 
 /** The driver collections this module uses, typed by their records (db/models.ts). */
 const automationsOf = (models: Models) => collectionOf<AutomationRecord>(models.Automation);
@@ -598,7 +605,7 @@ async function fireSlot(deps: TaskDeps, a: AutomationRecord, slot: Date): Promis
     return { outcome: "skipped", reason: "not_a_slot" };
   if (a.armed_at && slot.getTime() <= new Date(a.armed_at).getTime())
     return { outcome: "skipped", reason: "before_armed" };
-  const marker = markers.cronSlot(a._id, slot);
+  const marker = cronSlotMarker(a._id, slot);
   if (!(await claimMarker(deps.models, marker))) return { outcome: "skipped", reason: "duplicate" };
   try {
     return await fire(deps, {

@@ -1,5 +1,5 @@
 import { afterFilter, type SortKey } from "../util/paging.js";
-import { claimMarker, markers } from "../durable/markers.js";
+import { claimMarker, markerKind } from "../durable/markers.js";
 import {
   collectionOf,
   type HealthReportStatus,
@@ -11,6 +11,11 @@ import type { Metrics } from "../health/types.js";
 import { newId } from "../util/ids.js";
 import { redactText } from "../util/redact.js";
 import { listWorkspaces, resolveRepo, type WorkspaceRecord } from "./workspaces.js";
+
+/** A health report's ending. */
+export const healthEndMarker = markerKind("health-end", "health-end", (reportId: string) => [
+  reportId,
+]);
 
 /** The driver collections this module uses, typed by their records (db/models.ts). */
 const healthReportsOf = (models: Models) => collectionOf<HealthReportRecord>(models.HealthReport);
@@ -117,6 +122,13 @@ export async function findAccountRepo(
 /** How long a pending or running scan counts as under way for a repeated request. */
 const SCAN_UNDER_WAY_MS = 60 * 60_000;
 
+/** How scans are queued (jobs/health-scan.ts) and refused while DATA_DIR is nearly full. */
+export interface HealthScans {
+  enqueue(reportId: string): Promise<void>;
+  /** 503 `insufficient_storage` while DATA_DIR is nearly full (domain/storage.ts). */
+  checkStorage(): Promise<void>;
+}
+
 /**
  * Requests a scan: a `pending` report and its job. A scan of the same repository already
  * pending or running is answered instead of queueing a second one. `scans.checkStorage`
@@ -127,10 +139,7 @@ export async function requestScan(
   models: Models,
   accountId: string,
   input: { repo_id: string; workspace_id?: string | undefined },
-  scans: {
-    enqueue(reportId: string): Promise<void>;
-    checkStorage?: (() => Promise<void>) | undefined;
-  },
+  scans: HealthScans,
   now = new Date(),
 ): Promise<HealthReportRecord> {
   const enqueue = (id: string) => scans.enqueue(id);
@@ -155,7 +164,7 @@ export async function requestScan(
     await enqueue(underWay._id);
     return underWay;
   }
-  await scans.checkStorage?.();
+  await scans.checkStorage();
   const doc: HealthReportRecord = {
     _id: newId("hr"),
     account_id: accountId,
@@ -175,7 +184,7 @@ export async function requestScan(
     created_at: now,
     updated_at: now,
   };
-  await healthReportsOf(models).insertOne(doc as never);
+  await healthReportsOf(models).insertOne(doc);
   try {
     await enqueue(doc._id);
   } catch (error) {
@@ -211,7 +220,7 @@ export async function latestReport(
     { sort: { created_at: -1, _id: -1 } },
   );
   if (!doc) throw errors.notFound("finished health report for this repository");
-  return doc as unknown as HealthReportRecord;
+  return doc;
 }
 
 /** Finished reports (completed and failed) of the repository, newest first. */
@@ -253,7 +262,7 @@ export async function reportHistory(
     .sort({ created_at: -1, _id: -1 })
     .limit(options.limit)
     .toArray();
-  return docs as unknown as HealthReportRecord[];
+  return docs;
 }
 
 /** One report of the repository in any status; 404 for another repository's or account's. */
@@ -340,7 +349,7 @@ export async function finishReport(
   reportId: string,
   outcome: ReportOutcome,
 ): Promise<boolean> {
-  const ended = await claimMarker(models, markers.healthEnd(reportId), {
+  const ended = await claimMarker(models, healthEndMarker(reportId), {
     status: outcome.status,
   });
   if (!ended) return false;
@@ -381,7 +390,7 @@ export async function sweepHealthReports(
       { projection: { status: 1, heartbeat_at: 1, created_at: 1 } },
     )
     .limit(1000)
-    .toArray()) as unknown as Array<
+    .toArray()) satisfies Array<
     Pick<HealthReportRecord, "_id" | "status" | "heartbeat_at" | "created_at">
   >;
   const failed: string[] = [];

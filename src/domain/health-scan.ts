@@ -22,7 +22,7 @@ import {
   type HealthReportRecord,
 } from "./health-reports.js";
 import { recordDefaultBranch } from "./linking.js";
-import { markers } from "../durable/markers.js";
+import { healthLease } from "../durable/lease.js";
 import { resolveRepo } from "./workspaces.js";
 
 /*
@@ -137,7 +137,7 @@ export async function runHealthScan(
   const result = await runLeased(
     models,
     {
-      attempt: (attempt) => markers.healthLease(report._id, attempt),
+      attempt: (attempt) => healthLease(report._id, attempt),
       ttlMs,
       maxAttempts: MAX_ATTEMPTS,
       beat: async () => {

@@ -9,8 +9,34 @@ import type { GithubClient } from "../github-api/client.js";
 import type { Logger } from "../util/logger.js";
 import { forgetSecret, registerSecret } from "../util/redact.js";
 import { bumpMarker } from "../durable/marker-cache.js";
-import { claimMarker, markers } from "../durable/markers.js";
+import { claimMarker, markerKind, stateHash } from "../durable/markers.js";
 import { WORKSPACES_MARKER, type WorkspaceRecord } from "./workspaces.js";
+
+/** The first link of an installation to an account. */
+export const githubLinkMarker = markerKind(
+  "github-link",
+  "github-link",
+  (installationId: number) => [installationId],
+);
+
+/** A link state of `POST /workspaces/link`, by its hash. */
+export const linkStateMarker = markerKind("link-state", "github-link-state", (state: string) => [
+  stateHash(state),
+]);
+
+/** The use of a link state: its one use is decided by this insert. */
+export const linkStateUsedMarker = markerKind(
+  "link-state",
+  "github-link-state",
+  (state: string) => [stateHash(state), "used"],
+);
+
+/** The per-row lock of a workspace's read-compute-write. */
+export const workspaceLockMarker = markerKind(
+  "workspace-lock",
+  "workspace-lock",
+  (workspaceId: string) => [workspaceId],
+);
 
 /** The driver collections this module uses, typed by their records (db/models.ts). */
 const workspacesOf = (models: Models) => collectionOf<WorkspaceRecord>(models.Workspace);
@@ -49,7 +75,7 @@ export function installationWorkspaceId(installationId: number): string {
 
 /** The stored `_id` of a link state: its sha256, so the database never holds the value. */
 export function linkStateId(state: string): string {
-  return markers.linkState(state).id;
+  return linkStateMarker(state).id;
 }
 
 /** What the service keeps of an installation's account. */
@@ -137,7 +163,7 @@ const LOCK_WAIT_MS = 15_000;
  * it has expired; holders keep it for two small writes.
  */
 async function withRowLock<T>(models: Models, id: string, fn: () => Promise<T>): Promise<T> {
-  const lock = markers.workspaceLock(id);
+  const lock = workspaceLockMarker(id);
   const deadline = Date.now() + LOCK_WAIT_MS;
   for (;;) {
     const now = new Date();
@@ -388,7 +414,7 @@ export async function startLink(
   const config = linkingConfig(github);
   const state = randomBytes(32).toString("base64url");
   const expiresAt = new Date(now.getTime() + LINK_STATE_TTL_MS);
-  const stored = await claimMarker(models, markers.linkState(state), {
+  const stored = await claimMarker(models, linkStateMarker(state), {
     account_id: accountId,
     expires_at: expiresAt,
     created_at: now,
@@ -421,7 +447,7 @@ export async function consumeLinkState(
   now = new Date(),
 ): Promise<{ accountId: string }> {
   const doc = (await markersOf(models).findOne({
-    _id: markers.linkState(state).id,
+    _id: linkStateMarker(state).id,
   })) as {
     account_id?: string;
     expires_at?: Date;
@@ -429,7 +455,7 @@ export async function consumeLinkState(
   if (!doc?.account_id || !doc.expires_at) throw badState("The link state is not known.");
   if (doc.expires_at.getTime() <= now.getTime())
     throw badState("The link state has expired (states are valid for 15 minutes).");
-  const firstUse = await claimMarker(models, markers.linkStateUsed(state), {
+  const firstUse = await claimMarker(models, linkStateUsedMarker(state), {
     expires_at: doc.expires_at,
     created_at: now,
     updated_at: now,
@@ -599,7 +625,7 @@ export async function completeLink(
   if (existing?.account_id && existing.account_id !== accountId)
     throw errors.conflict("This installation is already linked to another account.");
   // The first link of an installation is decided by a unique insert (two accounts racing).
-  const linkMarker = markers.githubLink(info.id);
+  const linkMarker = githubLinkMarker(info.id);
   const claimed = await claimMarker(deps.models, linkMarker, {
     account_id: accountId,
     created_at: now,

@@ -1,4 +1,10 @@
-import type { MemoryKind, MemoryView, Models, RepoMemoryDoc } from "../db/models.js";
+import {
+  collectionOf,
+  type MemoryKind,
+  type MemoryView,
+  type Models,
+  type RepoMemoryDoc,
+} from "../db/models.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
 import { sha256 } from "../util/ids.js";
 import { redactText } from "../util/redact.js";
@@ -26,7 +32,13 @@ export function memoryScopeOf(task: MemoryScope): MemoryScope {
   return { account_id: task.account_id, workspace_id: task.workspace_id, repo_id: task.repo_id };
 }
 
-function toMemoryView(doc: RepoMemoryDoc & { _id: string }): MemoryView {
+/** A memory as stored: its `_id` is a hash of its scope, kind and text (memoryId). */
+type MemoryRecord = Omit<RepoMemoryDoc, "_id"> & { _id: string };
+
+/** The driver collection this module reads and writes, typed by its records. */
+const memoriesOf = (models: Models) => collectionOf<MemoryRecord>(models.RepoMemory);
+
+function toMemoryView(doc: MemoryRecord): MemoryView {
   return {
     id: doc._id,
     kind: doc.kind as MemoryKind,
@@ -56,8 +68,8 @@ export async function remember(
     const text = redactText(item.text.trim()).slice(0, MAX_MEMORY_CHARS);
     if (!text) continue;
     try {
-      await models.RepoMemory.collection.insertOne({
-        _id: memoryId(scope, item.kind, text) as never,
+      await memoriesOf(models).insertOne({
+        _id: memoryId(scope, item.kind, text),
         ...scope,
         kind: item.kind,
         text,
@@ -78,7 +90,7 @@ export async function recall(
   scope: MemoryScope,
   limit = MEMORIES_PER_TASK,
 ): Promise<MemoryView[]> {
-  const docs = await models.RepoMemory.collection
+  const docs = await memoriesOf(models)
     .find({
       account_id: scope.account_id,
       workspace_id: scope.workspace_id,
@@ -87,7 +99,7 @@ export async function recall(
     .sort({ created_at: -1, _id: -1 })
     .limit(limit)
     .toArray();
-  return docs.map((d) => toMemoryView(d as unknown as RepoMemoryDoc & { _id: string }));
+  return docs.map(toMemoryView);
 }
 
 const KIND_WORDS: Record<MemoryKind, string> = {

@@ -2,12 +2,7 @@ import type { Config } from "../config/env.js";
 import type { Models, RepositoryDoc } from "../db/models.js";
 import { errors, isAppError } from "../errors.js";
 import type { GithubClient, InstallationOctokit } from "../github-api/client.js";
-import {
-  LlmError,
-  LlmNotConfiguredError,
-  LlmProtocolError,
-  NOT_CONFIGURED_MESSAGE,
-} from "../llm/errors.js";
+import { LlmError, LlmNotConfiguredError, LlmProtocolError } from "../llm/errors.js";
 import type { ModelClient } from "../llm/provider.js";
 import { runToolLoop } from "../llm/tool-loop.js";
 import type { ExecutableTool, PricedUsage, ToolSpec } from "../llm/types.js";
@@ -29,7 +24,8 @@ export interface PrReviewDeps {
   models: Models;
   logger?: Logger | undefined;
   githubClient?: GithubClient | undefined;
-  modelClient?: ModelClient | undefined;
+  /** The configured model, or the "missing" client that explains what to set. */
+  modelClient: ModelClient;
 }
 
 export interface PrReviewInput {
@@ -105,8 +101,8 @@ export async function openPullRequest(
   const { repo, installationId } = await findRepository(deps.models, accountId, ref);
   if (!deps.githubClient) throw errors.upstream(GITHUB_APP_MISSING, 503);
   const model = deps.modelClient;
-  if (!model?.configured) {
-    throw errors.upstream(model?.reason ?? NOT_CONFIGURED_MESSAGE, 503);
+  if (!model.configured) {
+    throw errors.upstream(model.reason, 503);
   }
 
   const owner = repo.full_name.split("/")[0] ?? ref.owner;

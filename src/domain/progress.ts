@@ -1,6 +1,20 @@
 import { randomUUID } from "node:crypto";
 import { collectionOf, type Models, type OnceRecord, type TaskRecord } from "../db/models.js";
-import { claimMarker, markers } from "../durable/markers.js";
+import { claimMarker, markerKind } from "../durable/markers.js";
+
+/** A task's progress check run, created once; it holds the run's id. */
+export const githubProgressMarker = markerKind(
+  "gh-progress",
+  "github-progress",
+  (taskId: string) => [taskId],
+);
+
+/** The report lock of a task's progress check run, held while a job talks to GitHub. */
+export const githubProgressLockMarker = markerKind(
+  "gh-progress-lock",
+  "github-progress-lock",
+  (taskId: string) => [taskId],
+);
 
 /*
  * A task's live progress on GitHub (docs/api.md, "Progress on GitHub"): one check run per
@@ -49,7 +63,7 @@ export async function checkRunRecord(
   models: Models,
   taskId: string,
 ): Promise<GithubCheckRecord | null> {
-  return checkRecord(await markersOf(models).findOne({ _id: markers.githubProgress(taskId).id }));
+  return checkRecord(await markersOf(models).findOne({ _id: githubProgressMarker(taskId).id }));
 }
 
 /** The state a check run shows, as one comparable key. */
@@ -87,7 +101,7 @@ export async function claimCheckRun(
   models: Models,
   taskId: string,
 ): Promise<{ create: true } | { id: number } | { pending: Date }> {
-  const marker = markers.githubProgress(taskId);
+  const marker = githubProgressMarker(taskId);
   if (await claimMarker(models, marker)) return { create: true };
   const found = await markersOf(models).findOne({ _id: marker.id });
   if (typeof found?.check_run_id === "number") return { id: found.check_run_id };
@@ -102,7 +116,7 @@ export async function recordCheckRun(
   headSha: string,
 ): Promise<void> {
   await markersOf(models).updateOne(
-    { _id: markers.githubProgress(taskId).id },
+    { _id: githubProgressMarker(taskId).id },
     { $set: { check_run_id: id, head_sha: headSha } },
   );
 }
@@ -110,7 +124,7 @@ export async function recordCheckRun(
 /** Records the state the check run shows now. */
 export async function recordReported(models: Models, taskId: string, key: string): Promise<void> {
   await markersOf(models).updateOne(
-    { _id: markers.githubProgress(taskId).id },
+    { _id: githubProgressMarker(taskId).id },
     { $set: { reported: key } },
   );
 }
@@ -121,7 +135,7 @@ export async function recordProgressUnavailable(
   taskId: string,
   reason: string,
 ): Promise<void> {
-  const marker = markers.githubProgress(taskId);
+  const marker = githubProgressMarker(taskId);
   await markersOf(models).updateOne(
     { _id: marker.id },
     {
@@ -143,7 +157,7 @@ export async function takeProgressLock(
   taskId: string,
   ms: number,
 ): Promise<string | null> {
-  const marker = markers.githubProgressLock(taskId);
+  const marker = githubProgressLockMarker(taskId);
   const token = randomUUID();
   for (let attempt = 0; attempt < 2; attempt++) {
     const until = new Date(Date.now() + ms);
@@ -162,5 +176,5 @@ export async function releaseProgressLock(
   taskId: string,
   token: string,
 ): Promise<void> {
-  await markersOf(models).deleteOne({ _id: markers.githubProgressLock(taskId).id, token });
+  await markersOf(models).deleteOne({ _id: githubProgressLockMarker(taskId).id, token });
 }

@@ -6,7 +6,7 @@ import {
   type TaskRecord,
   type Tier,
 } from "../db/models.js";
-import { markers } from "../durable/markers.js";
+import { generationMarker } from "../durable/markers.js";
 import { errors } from "../errors.js";
 import { accountChanged, accountChangedSoon } from "./account-views.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
@@ -27,7 +27,7 @@ const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);
 const accountsOf = (models: Models) => collectionOf<AccountDoc>(models.Account);
 
 /** The marker bumped by every tier change; caches of account tiers watch it. */
-export const TIERS_MARKER = markers.generation("account-tiers-generation");
+export const TIERS_MARKER = generationMarker("account-tiers-generation");
 
 export function monthlyLimitFor(tier: Tier): number | null {
   return LIMITS[tier];

@@ -109,7 +109,11 @@ export function findBuiltinSkill(name: string): SkillDefinition | undefined {
   return BUILTIN_BY_NAME.get(name);
 }
 
-export type SkillRecord = SkillDoc & { _id: string; created_at: Date; updated_at: Date };
+export type SkillRecord = Omit<SkillDoc, "_id"> & {
+  _id: string;
+  created_at: Date;
+  updated_at: Date;
+};
 
 /** A skill as lists show it: without its instruction text. */
 export interface SkillSummaryView {
@@ -184,8 +188,7 @@ async function findOwnSkill(
   accountId: string,
   name: string,
 ): Promise<SkillRecord | null> {
-  const doc = await skillsOf(models).findOne({ _id: skillKey(accountId, name) as never });
-  return doc as unknown as SkillRecord | null;
+  return skillsOf(models).findOne({ _id: skillKey(accountId, name) });
 }
 
 /**
@@ -286,7 +289,7 @@ export async function createSkill(
  */
 export async function deleteSkill(models: Models, accountId: string, name: string): Promise<void> {
   const result = await skillsOf(models).deleteOne({
-    _id: skillKey(accountId, name) as never,
+    _id: skillKey(accountId, name),
   });
   if (result.deletedCount > 0) return;
   if (findBuiltinSkill(name))

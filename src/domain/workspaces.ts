@@ -1,5 +1,5 @@
 import { afterFilter, type PageRequest } from "../util/paging.js";
-import { markers } from "../durable/markers.js";
+import { generationMarker } from "../durable/markers.js";
 import { collectionOf, type Models, type RepositoryDoc, type WorkspaceDoc } from "../db/models.js";
 import { errors } from "../errors.js";
 import { remoteHead } from "../util/git.js";
@@ -34,7 +34,7 @@ export interface WorkspaceView {
 }
 
 /** The marker bumped by every change to an existing workspace; workspace caches watch it. */
-export const WORKSPACES_MARKER = markers.generation("workspaces-generation");
+export const WORKSPACES_MARKER = generationMarker("workspaces-generation");
 
 export type WorkspaceRecord = WorkspaceDoc & { _id: string; created_at: Date; updated_at: Date };
 

@@ -1,8 +1,23 @@
-import { claimOnce, markers } from "./once.js";
+import { claimOnce, lockTime, markerKind } from "./once.js";
 import type { OnceRecord } from "../db/models.js";
 import { MongoJobRepository } from "@agendajs/mongo-backend";
 import type { JobParameters, JobRepositoryOptions } from "agenda";
 import { ObjectId } from "mongodb";
+
+/**
+ * One lock of an Agenda job in the job state a lookup saw: its `nextRunAt`, `lastRunAt` and
+ * the expired lock it took over. Pruned after a day (jobs/housekeeping.ts).
+ */
+export const jobLock = markerKind(
+  "job-lock",
+  "job-lock",
+  (
+    jobId: string,
+    nextRunAt: Date | null | undefined,
+    lastRunAt: Date | null | undefined,
+    seenLockedAt: Date | null | undefined,
+  ) => [jobId, lockTime(nextRunAt), lockTime(lastRunAt), lockTime(seenLockedAt)],
+);
 
 /** How many jobs one lookup may try after losing races before it gives up until the next. */
 const MAX_LOST_RACES = 3;
@@ -178,7 +193,7 @@ export class ExclusiveJobRepository extends MongoJobRepository {
    * removes the marker (unlockJob).
    */
   private async claim(job: JobParameters, seenLockedAt: Date | null): Promise<boolean> {
-    const marker = markers.jobLock(String(job._id), job.nextRunAt, job.lastRunAt, seenLockedAt);
+    const marker = jobLock(String(job._id), job.nextRunAt, job.lastRunAt, seenLockedAt);
     if (!(await claimOnce(this.markers(), marker))) return false;
     if (this.claims.size >= MAX_HINTS) this.claims.delete(this.claims.keys().next().value!);
     this.claims.set(String(job._id), marker.id);
@@ -224,6 +239,6 @@ export class ExclusiveJobRepository extends MongoJobRepository {
       this.claims.delete(jobId);
       return marker ? [marker] : [];
     });
-    if (ids.length > 0) await this.markers().deleteMany({ _id: { $in: ids as never[] } });
+    if (ids.length > 0) await this.markers().deleteMany({ _id: { $in: ids } });
   }
 }

@@ -1,5 +1,5 @@
 import { collectionOf, type Models, type OnceRecord } from "../db/models.js";
-import { claimOnce, type Marker } from "./once.js";
+import { claimOnce, markerKind, type Marker } from "./once.js";
 import { processIdentity } from "../queue/identity.js";
 
 /** The driver collections this module uses, typed by their records (db/models.ts). */
@@ -7,15 +7,29 @@ const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 
 /*
  * Leases of long-running work (a pipeline stage, a health scan) that must run once at a time
- * and be taken over when its worker dies: attempt n is the once-marker `attempt(n)` (a kind of
- * durable/once.ts: `lease:<task>:<stage>:<n>`, `health-lease:<report>:<n>`), whose holder beats
- * `heartbeat_at` while it works and sets `released` when it stops.
+ * and be taken over when its worker dies: attempt n is the once-marker `attempt(n)` (one of
+ * the lease kinds below: `lease:<task>:<stage>:<n>`, `health-lease:<report>:<n>`), whose
+ * holder beats `heartbeat_at` while it works and sets `released` when it stops.
  */
+
+/** Attempt `attempt` of a stage's lease (pipeline/runner.ts, pipeline/sweeper.ts). */
+export const stageLease = markerKind(
+  "lease",
+  "lease",
+  (taskId: string, stage: string, attempt: number) => [taskId, stage, attempt],
+);
+
+/** Attempt `attempt` of a health scan's lease (domain/health-scan.ts). */
+export const healthLease = markerKind(
+  "health-lease",
+  "health-lease",
+  (reportId: string, attempt: number) => [reportId, attempt],
+);
 
 export type Lease = { id: string; attempt: number } | "busy" | "exhausted";
 
 export interface LeaseOptions {
-  /** The once-marker of attempt n (a kind of the catalogue in durable/once.ts). */
+  /** The once-marker of attempt n (`stageLease`, `healthLease`). */
   attempt: (attempt: number) => Marker;
   /** A holder that has not beaten for this long is dead; its attempt is taken over. */
   ttlMs: number;

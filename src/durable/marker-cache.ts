@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
-import type { Models } from "../db/models.js";
+import { collectionOf, type Models, type OnceRecord } from "../db/models.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
 import type { Marker } from "./markers.js";
 
-/** A generation marker of the catalogue (`markers.generation`, durable/once.ts). */
+/** A generation marker (`generationMarker`, durable/once.ts), declared by its owner. */
 type Generation = Marker<"marker">;
 
 /*
@@ -18,8 +18,8 @@ type Generation = Marker<"marker">;
 /** Bumps a marker: every reader sees a new value at its next poll. */
 export async function bumpMarker(models: Models, marker: Generation): Promise<void> {
   try {
-    await models.Once.collection.updateOne(
-      { _id: marker.id as never },
+    await collectionOf<OnceRecord>(models.Once).updateOne(
+      { _id: marker.id },
       {
         $set: {
           scope: marker.scope,
@@ -58,8 +58,8 @@ export function bumpMarkerSoon(models: Models, marker: Generation, delayMs: numb
 
 /** A marker's current value (undefined before its first bump). */
 export async function readMarker(models: Models, marker: Generation): Promise<unknown> {
-  const doc = await models.Once.collection.findOne(
-    { _id: marker.id as never },
+  const doc = await collectionOf<OnceRecord>(models.Once).findOne(
+    { _id: marker.id },
     { projection: { value: 1 } },
   );
   return doc?.value;

@@ -1,14 +1,23 @@
 import { collectionOf, type Models, type OnceRecord } from "../db/models.js";
-import { claimOnce, markers, type Marker } from "./once.js";
+import { claimOnce, type Marker } from "./once.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
 
 /*
- * Once-markers for the doors, the pipeline and the domain: the catalogue of their ids
- * (durable/once.ts, re-exported here) and the few things done with one. A door claims its
- * delivery, command and notice markers here, never through the database modules.
+ * Once-markers for the doors, the pipeline and the domain: how a kind is declared by its
+ * owner (durable/once.ts, re-exported here) and the few things done with one. A door
+ * declares and claims its delivery, command and notice markers here, never through the
+ * database modules.
  */
 
-export { markers, type GenerationName, type Marker, type MarkerScope } from "./once.js";
+export {
+  declaredMarkerKinds,
+  generationMarker,
+  markerKind,
+  stateHash,
+  type Marker,
+  type MarkerKind,
+  type MarkerPart,
+} from "./once.js";
 
 /**
  * Takes `marker` once across processes: true for the one caller that inserted it, false
@@ -76,19 +85,23 @@ export async function dropMarkers(models: Models, claimed: readonly Marker[]): P
 }
 
 /**
- * Drops markers created before `cutoff`, and job-lock markers (durable/exclusive-locks.ts)
- * created before `jobLockCutoff`: those matter only while a lookup could still see the job
- * state they name. One delete for both: each is a scan of the collection on FerretDB.
+ * Drops markers created before `cutoff`, and those of the scopes in `shortLived` created
+ * before their own cutoff (job locks, durable/exclusive-locks.ts: they matter only while a
+ * lookup could still see the job state they name). One delete for all: each is a scan of the
+ * collection on FerretDB.
  */
 export async function pruneMarkers(
   models: Models,
   cutoff: Date,
-  jobLockCutoff: Date,
+  shortLived: Readonly<Record<string, Date>> = {},
 ): Promise<void> {
   await collectionOf<OnceRecord>(models.Once).deleteMany({
     $or: [
       { created_at: { $lt: cutoff } },
-      { scope: markers.jobLock.scope, created_at: { $lt: jobLockCutoff } },
+      ...Object.entries(shortLived).map(([scope, before]) => ({
+        scope,
+        created_at: { $lt: before },
+      })),
     ],
   });
 }

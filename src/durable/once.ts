@@ -7,12 +7,16 @@ import { isDuplicateKey } from "../util/duplicate-key.js";
  * Once-markers: unique-`_id` documents of `once_markers` whose insert decides, across
  * processes, that something happens once (a delivery, a command, a notice, a stage's
  * outcome, a job lock, a lease attempt...). Their ids are stored for days (pruned after 14),
- * so they are built here and nowhere else: one builder per kind, its prefix and scope
- * written once. test/unit/markers.test.ts pins every builder to the id format stored
- * before this catalogue existed; changing one orphans the markers of running databases.
+ * so each kind is declared once, by the module that owns the concept (`markerKind` below:
+ * the task's ending in domain/tasks/endings.ts, a GitHub delivery in github/delivery.ts, a
+ * Slack event in integrations/slack/door.ts...), its prefix and scope written there and
+ * nowhere else. Every declaration is recorded (`declaredMarkerKinds`): two owners of one
+ * prefix with different scopes is an error at import, and test/unit/markers.test.ts pins
+ * every declared kind to the id format stored before; changing one orphans the markers of
+ * running databases.
  *
- * Doors do not import this module (the layering of docs/architecture.md): they build and
- * claim markers through durable/markers.ts, which re-exports the catalogue.
+ * Doors do not import this module (the layering of docs/architecture.md): they declare and
+ * claim markers through durable/markers.ts, which re-exports `markerKind`.
  */
 
 /** A once-marker to claim, look up or drop: its `_id` and the scope it is stored under. */
@@ -21,7 +25,8 @@ export interface Marker<S extends string = string> {
   readonly scope: S;
 }
 
-type Part = string | number;
+/** One part of a marker id. */
+export type MarkerPart = string | number;
 
 /** A builder of one marker kind; `scope` and `prefix` are readable for queries by kind. */
 export interface MarkerKind<S extends string, A extends unknown[]> {
@@ -30,12 +35,29 @@ export interface MarkerKind<S extends string, A extends unknown[]> {
   readonly scope: S;
 }
 
-/** A kind whose id is `<prefix>:<part>:<part>...`, its parts typed by `parts`' parameters. */
-function kind<const S extends string, A extends unknown[]>(
+/** Every declared kind: prefix → scope (one prefix may serve several kinds of one scope). */
+const declared = new Map<string, string>();
+
+function declare(prefix: string, scope: string): void {
+  const known = declared.get(prefix);
+  if (known !== undefined && known !== scope)
+    throw new Error(
+      `once-marker prefix "${prefix}" is declared with scope "${known}" and "${scope}"`,
+    );
+  declared.set(prefix, scope);
+}
+
+/**
+ * Declares a kind whose id is `<prefix>:<part>:<part>...`, its parts typed by `parts`'
+ * parameters. Called once, at the top of the module that owns the concept, e.g.
+ * `export const taskEnd = markerKind("task-end", "task-end", (taskId: string) => [taskId]);`
+ */
+export function markerKind<const S extends string, A extends unknown[]>(
   prefix: string,
   scope: S,
-  parts: (...args: A) => Part[],
+  parts: (...args: A) => MarkerPart[],
 ): MarkerKind<S, A> {
+  declare(prefix, scope);
   const build = (...args: A): Marker<S> => ({
     id: [prefix, ...parts(...args)].join(":"),
     scope,
@@ -43,155 +65,27 @@ function kind<const S extends string, A extends unknown[]>(
   return Object.assign(build, { prefix, scope });
 }
 
-/** A job-lock time part: the epoch milliseconds, or `-` when there is none. */
-const lockTime = (date: Date | null | undefined): Part => (date ? new Date(date).getTime() : "-");
-
-/** A link state is stored as its sha256, so the database never holds the value. */
-const stateHash = (state: string): string => createHash("sha256").update(state).digest("base64url");
-
 /**
- * The shared generation markers (durable/marker-cache.ts): fixed ids whose `value` changes
- * whenever what they stand for changes. Upserted, never claimed.
+ * Declares a shared generation marker (durable/marker-cache.ts): a fixed id whose `value`
+ * changes whenever what it stands for changes, scope `marker`. Upserted, never claimed.
  */
-export type GenerationName =
-  | "tasks-queued"
-  | "workspaces-generation"
-  | "account-tiers-generation"
-  | "accounts-generation"
-  | "integrations-generation";
+export function generationMarker(name: string): Marker<"marker"> {
+  declare(name, "marker");
+  return { id: name, scope: "marker" };
+}
 
-/** Every kind of once-marker the service stores. */
-export const markers = {
-  // GitHub door
-  /** An installation event's delivery, claimed before it writes (github/delivery.ts). */
-  githubDelivery: kind("delivery", "github-delivery", (deliveryId: string) => [deliveryId]),
-  /** A comment command, carried out once (github/commands.ts). */
-  githubCommand: kind("gh-command", "github-command", (commentId: number) => [commentId]),
-  /** A notice posted in a task's GitHub thread (github/notices.ts). */
-  githubNotice: kind("gh-notice", "github-notice", (taskId: string, notice: string) => [
-    taskId,
-    notice,
-  ]),
-  /** Feedback on a task's pull request (a review, a comment), acted on once (github/follow-ups.ts). */
-  githubFollowUp: kind("gh-follow-up", "github-follow-up", (key: string) => [key]),
-  /** A task's progress check run, created once; it holds the run's id (domain/progress.ts). */
-  githubProgress: kind("gh-progress", "github-progress", (taskId: string) => [taskId]),
-  /** The report lock of a task's progress check run, held while a job talks to GitHub. */
-  githubProgressLock: kind("gh-progress-lock", "github-progress-lock", (taskId: string) => [
-    taskId,
-  ]),
-  /** A labelled issue turned into a task (github/issues.ts). */
-  githubLabel: kind("gh-label", "github-label", (deliveryKey: string) => [deliveryKey]),
-  /** A CI failure of one head commit, fixed once (github/ci.ts). */
-  ciFix: kind("ci-fix", "github-ci", (repoId: string, headSha: string) => [repoId, headSha]),
-  /** The automatic review of one head commit of a pull request (github/auto-review.ts). */
-  githubAutoReview: kind(
-    "gh-auto-review",
-    "github-auto-review",
-    (repoId: string, number: number, headSha: string) => [repoId, number, headSha],
-  ),
-  /** A CI fix of one branch at a time (github/ci.ts). */
-  ciFixBranch: kind("ci-fix-branch", "github-ci", (repoId: string, branch: string) => [
-    repoId,
-    branch,
-  ]),
-  /** The first link of an installation to an account (domain/linking.ts). */
-  githubLink: kind("github-link", "github-link", (installationId: number) => [installationId]),
-  /** A link state of `POST /workspaces/link`, by its hash (domain/linking.ts). */
-  linkState: kind("link-state", "github-link-state", (state: string) => [stateHash(state)]),
-  /** The use of a link state: its one use is decided by this insert (domain/linking.ts). */
-  linkStateUsed: kind("link-state", "github-link-state", (state: string) => [
-    stateHash(state),
-    "used",
-  ]),
-  /** The per-row lock of a workspace's read-compute-write (domain/linking.ts). */
-  workspaceLock: kind("workspace-lock", "workspace-lock", (workspaceId: string) => [workspaceId]),
+/** The kinds declared by the modules loaded so far (prefix and scope), for tests and docs. */
+export function declaredMarkerKinds(): Array<{ prefix: string; scope: string }> {
+  return [...declared].map(([prefix, scope]) => ({ prefix, scope }));
+}
 
-  // Integrations door
-  /** A Slack event, slash command or button press (integrations/slack/, which owns it). */
-  slackDelivery: kind("slack", "slack-delivery", (integrationId: string, deliveryId: string) => [
-    integrationId,
-    deliveryId,
-  ]),
-  /** A Slack install state of `POST /integrations/{id}/slack/install`, by its hash. */
-  slackInstallState: kind("slack-install", "slack-install-state", (state: string) => [
-    stateHash(state),
-  ]),
-  /** The use of a Slack install state: its one use is decided by this insert. */
-  slackInstallStateUsed: kind("slack-install", "slack-install-state", (state: string) => [
-    stateHash(state),
-    "used",
-  ]),
-  /** A Linear webhook delivery (integrations/linear/, which owns it). */
-  linearDelivery: kind("linear", "linear-delivery", (integrationId: string, deliveryId: string) => [
-    integrationId,
-    deliveryId,
-  ]),
-  /** A Jira webhook delivery (integrations/jira/, which owns it). */
-  jiraDelivery: kind("jira", "jira-delivery", (integrationId: string, deliveryId: string) => [
-    integrationId,
-    deliveryId,
-  ]),
-  /** A notice posted to an integration (integrations/shared/notices.ts). */
-  integrationNotice: kind("int-notice", "integration-notice", (taskId: string, notice: string) => [
-    taskId,
-    notice,
-  ]),
+/** A job-lock time part: the epoch milliseconds, or `-` when there is none. */
+export const lockTime = (date: Date | null | undefined): MarkerPart =>
+  date ? new Date(date).getTime() : "-";
 
-  // Tasks and the pipeline
-  /** A task's ending, holding the outcome (domain/tasks/endings.ts). */
-  taskEnd: kind("task-end", "task-end", (taskId: string) => [taskId]),
-  /** The decision at a task's gate (domain/tasks/gates.ts). */
-  gate: kind("gate", "gate", (taskId: string, gate: "plan" | "diff", round: number = 0): Part[] =>
-    round > 0 ? [taskId, gate, round] : [taskId, gate],
-  ),
-  /** A failed task's retry, once per round it failed in (domain/tasks/revisions.ts). */
-  taskRetry: kind("task-retry", "task-retry", (taskId: string, round: number) => [taskId, round]),
-  /** Attempt `attempt` of a stage's lease (pipeline/runner.ts, durable/lease.ts). */
-  stageLease: kind("lease", "lease", (taskId: string, stage: string, attempt: number) => [
-    taskId,
-    stage,
-    attempt,
-  ]),
-  /** A stage's stored outcome (pipeline/runner.ts). */
-  stageDone: kind("stage-done", "stage-done", (taskId: string, stage: string) => [taskId, stage]),
-  /** One slot of the task sweep, run once across workers (pipeline/sweeper.ts). */
-  taskSweep: kind("task-sweep", "task-sweep", (slot: Date) => [slot.toISOString()]),
-
-  // Health reports, automations, jobs
-  /** A health report's ending (domain/health-reports.ts). */
-  healthEnd: kind("health-end", "health-end", (reportId: string) => [reportId]),
-  /** Attempt `attempt` of a health scan's lease (domain/health-scan.ts, durable/lease.ts). */
-  healthLease: kind("health-lease", "health-lease", (reportId: string, attempt: number) => [
-    reportId,
-    attempt,
-  ]),
-  /** One slot of a cron automation, fired once (domain/automations.ts). */
-  cronSlot: kind("cron", "automation-cron", (automationId: string, slot: Date) => [
-    automationId,
-    slot.toISOString(),
-  ]),
-  /**
-   * One lock of an Agenda job in the job state a lookup saw: its `nextRunAt`, `lastRunAt`
-   * and the expired lock it took over (durable/exclusive-locks.ts).
-   */
-  jobLock: kind(
-    "job-lock",
-    "job-lock",
-    (
-      jobId: string,
-      nextRunAt: Date | null | undefined,
-      lastRunAt: Date | null | undefined,
-      seenLockedAt: Date | null | undefined,
-    ) => [jobId, lockTime(nextRunAt), lockTime(lastRunAt), lockTime(seenLockedAt)],
-  ),
-
-  /** A shared generation marker (durable/marker-cache.ts): a fixed id, scope `marker`. */
-  generation: (name: GenerationName): Marker<"marker"> => ({ id: name, scope: "marker" }),
-} as const;
-
-/** The scopes of the catalogue's kinds. */
-export type MarkerScope = ReturnType<(typeof markers)[keyof typeof markers]>["scope"];
+/** A secret state (a link or install state) is stored as its sha256: never the value. */
+export const stateHash = (state: string): string =>
+  createHash("sha256").update(state).digest("base64url");
 
 /**
  * Takes a once-marker (a unique `_id` insert into `once_markers`, atomic on MongoDB and

@@ -265,7 +265,8 @@ export function pep440Range(spec: string): { range: string; exact: string | null
   for (const part of parts) {
     const match = /^(===|==|~=|>=|<=|!=|>|<)\s*([^\s;]+)$/.exec(part);
     if (!match) return null;
-    const [, op, raw] = match as unknown as [string, string, string];
+    const [, op, raw] = match;
+    if (op === undefined || raw === undefined) return null;
     if (op === "!=") continue;
     if (raw.endsWith(".*")) {
       // ==1.* and ==1.4.* (prefix matching)

@@ -1,3 +1,5 @@
+import { errors } from "../errors.js";
+
 /**
  * What the HTTP door hands a GitHub webhook delivery to (github/receiver.ts implements it;
  * service.ts wires one into the other, so neither door imports the other).
@@ -10,3 +12,12 @@ export interface GithubReceiver {
     rawBody: string;
   }): Promise<"accepted" | "duplicate">;
 }
+
+/** The receiver of a server without a GitHub App: the webhook path is not a route (404). */
+export const noGithubApp: GithubReceiver = {
+  receive() {
+    return Promise.reject(
+      errors.notFound("route (the GitHub App is not configured on this server)"),
+    );
+  },
+};

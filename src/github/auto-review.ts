@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { claimMarker, dropMarkers, markers } from "../durable/markers.js";
+import { claimMarker, dropMarkers, markerKind } from "../durable/markers.js";
 import { autoReviewPullRequest } from "../domain/pr-help.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
@@ -7,6 +7,13 @@ import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
 import { readRepoConfig } from "./repo-config.js";
 import { usableWorkspace, workspaceOfInstallation } from "./threads.js";
+
+/** The automatic review of one head commit of a pull request. */
+export const githubAutoReviewMarker = markerKind(
+  "gh-auto-review",
+  "github-auto-review",
+  (repoId: string, number: number, headSha: string) => [repoId, number, headSha],
+);
 
 /*
  * Automatic review (docs/api.md, "Automatic review"): `pull_request.opened` and
@@ -75,7 +82,7 @@ export function autoReviewJob(deps: GithubHandlerDeps): JobKind<AutoReviewJob> {
       );
       const setting = reviewSetting.safeParse(config?.review);
       if (!setting.success || setting.data !== "auto") return;
-      const marker = markers.githubAutoReview(job.repo_id, job.number, job.head_sha);
+      const marker = githubAutoReviewMarker(job.repo_id, job.number, job.head_sha);
       if (!(await claimMarker(deps.models, marker))) return;
       const webUrl = deps.client.webUrl.replace(/\/+$/, "");
       try {

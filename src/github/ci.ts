@@ -2,7 +2,7 @@ import picomatch from "picomatch";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { fireCiFailureAutomations, hasCiFailureAutomation } from "../domain/automations.js";
-import { claimMarker, markerExists, markers } from "../durable/markers.js";
+import { claimMarker, markerExists, markerKind } from "../durable/markers.js";
 import { createTask } from "../domain/tasks/create.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
@@ -19,6 +19,19 @@ import {
   workspaceOfInstallation,
   type Thread,
 } from "./threads.js";
+
+/** A CI failure of one head commit, fixed once. */
+export const ciFixMarker = markerKind("ci-fix", "github-ci", (repoId: string, headSha: string) => [
+  repoId,
+  headSha,
+]);
+
+/** A CI fix of one branch at a time. */
+export const ciFixBranchMarker = markerKind(
+  "ci-fix-branch",
+  "github-ci",
+  (repoId: string, branch: string) => [repoId, branch],
+);
 
 /*
  * CI failures (issue #5; docs/api.md, "CI failures" under "The GitHub App" and under
@@ -332,7 +345,7 @@ export function ciJob(deps: GithubHandlerDeps): JobKind<CiJob> {
       }
       // Several events report one failure (check run, suite, workflow run): after the first
       // started a fix, the others stop here without asking GitHub anything.
-      const headMarker = markers.ciFix(job.repo_id, job.check.head_sha);
+      const headMarker = ciFixMarker(job.repo_id, job.check.head_sha);
       if (await markerExists(deps.models, headMarker)) return;
       const octokit = await deps.client.octokit(job.installation_id);
       const config = await repoCiConfig(deps, octokit, job);
@@ -351,7 +364,7 @@ export function ciJob(deps: GithubHandlerDeps): JobKind<CiJob> {
       // The service's own fix branch gets one fix attempt, not a loop of them.
       if (
         job.check.head_branch.startsWith(FIX_BRANCH_PREFIX) &&
-        !(await claimMarker(deps.models, markers.ciFixBranch(job.repo_id, job.check.head_branch)))
+        !(await claimMarker(deps.models, ciFixBranchMarker(job.repo_id, job.check.head_branch)))
       ) {
         log.info("CI failure ignored: this fix branch already had its fix attempt");
         return;

@@ -3,7 +3,7 @@ import type { TaskRecord } from "../db/models.js";
 import { agentTaskDescription, BUILTIN_AGENTS, findAgent } from "../domain/agents.js";
 import { askAboutPullRequest, describePullRequest, improvePullRequest } from "../domain/pr-help.js";
 import { reviewPullRequest, type PrReviewDeps } from "../domain/pr-review.js";
-import { claimMarker, markers } from "../durable/markers.js";
+import { claimMarker, markerKind } from "../durable/markers.js";
 import { createTask } from "../domain/tasks/create.js";
 import { decide, type Decision } from "../domain/tasks/gates.js";
 import { threadTasks as tasksOfThread } from "../domain/tasks/threads.js";
@@ -28,6 +28,13 @@ import {
   workspaceOfInstallation,
   type Thread,
 } from "./threads.js";
+
+/** A comment command, carried out once. */
+export const githubCommandMarker = markerKind(
+  "gh-command",
+  "github-command",
+  (commentId: number) => [commentId],
+);
 
 /*
  * Comment commands (docs/api.md, "Comment commands"). The webhook handler only recognises a
@@ -178,7 +185,7 @@ export function commandJob(deps: GithubHandlerDeps): JobKind<CommandJob> {
     ...COMMAND_JOB,
     async run(job) {
       // Agenda's lock is not atomic on every backend: the comment is acted on once.
-      if (!(await claimMarker(deps.models, markers.githubCommand(job.comment_id)))) return;
+      if (!(await claimMarker(deps.models, githubCommandMarker(job.comment_id)))) return;
       const command = parseCommand(job.body, deps.github.slug);
       if (!command) return;
       const log = logger.child({

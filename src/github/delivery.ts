@@ -1,7 +1,14 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { Models } from "../db/models.js";
-import { claimMarker, dropMarkers, markers, type Marker } from "../durable/markers.js";
+import { type Marker, claimMarker, dropMarkers, markerKind } from "../durable/markers.js";
 import type { JobKind, Scheduler } from "../queue/scheduler.js";
+
+/** An installation event's delivery, claimed before it writes. */
+export const githubDeliveryMarker = markerKind(
+  "delivery",
+  "github-delivery",
+  (deliveryId: string) => [deliveryId],
+);
 
 /*
  * "A delivery id seen before is ignored", decided where a delivery acts, not at the door.
@@ -73,7 +80,7 @@ export async function queueForDelivery<T>(
  * means it was claimed before and the handler must not apply it again.
  */
 export async function claimDelivery(models: Models, deliveryId: string): Promise<boolean> {
-  const marker = markers.githubDelivery(deliveryId);
+  const marker = githubDeliveryMarker(deliveryId);
   const fresh = await claimMarker(models, marker);
   if (fresh) current.getStore()?.claims.push(marker);
   record(fresh);

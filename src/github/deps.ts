@@ -21,8 +21,8 @@ export interface GithubHandlerDeps {
   logger: Logger;
   /** Handlers enqueue their work here; the workers run it (github/jobs.ts). */
   scheduler: Scheduler;
-  /** The configured model, for `/review`. */
-  modelClient?: ModelClient | undefined;
+  /** The configured model (or the "missing" client that says what to set), for `/review`. */
+  modelClient: ModelClient;
 }
 
 /** Registers one group of handlers on the Probot instance. */

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { TaskRecord } from "../db/models.js";
-import { claimMarker, markers } from "../durable/markers.js";
+import { claimMarker, markerKind } from "../durable/markers.js";
 import { pullRequestTasks } from "../domain/tasks/follow-ups.js";
 import { followUpTask, reviseTask } from "../domain/tasks/revisions.js";
 import { isAppError } from "../errors.js";
@@ -19,6 +19,13 @@ import {
   writtenByApp,
   type Thread,
 } from "./threads.js";
+
+/** Feedback on a task's pull request (a review, a comment), acted on once. */
+export const githubFollowUpMarker = markerKind(
+  "gh-follow-up",
+  "github-follow-up",
+  (key: string) => [key],
+);
 
 /*
  * Feedback on a pull request a task opened (docs/github.md, "Follow-ups on a task's pull
@@ -344,7 +351,7 @@ export function followUpJob(deps: GithubHandlerDeps): JobKind<FollowUpJob> {
       const key =
         job.source === "review" ? `review:${job.review_id}` : `${job.source}:${job.comment_id}`;
       // Agenda's lock is not atomic on every backend: the feedback is acted on once.
-      if (!(await claimMarker(deps.models, markers.githubFollowUp(key)))) return;
+      if (!(await claimMarker(deps.models, githubFollowUpMarker(key)))) return;
       const log = logger.child({ repo: job.repo_full_name, pr: job.pr_number, feedback: key });
       const workspace = await workspaceOfInstallation(deps.models, job.installation_id);
       if (!usableWorkspace(workspace)) return;

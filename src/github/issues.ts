@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { claimMarker, markers } from "../durable/markers.js";
+import { claimMarker, markerKind } from "../durable/markers.js";
 import { createTask } from "../domain/tasks/create.js";
 import { openThreadTask } from "../domain/tasks/threads.js";
 import { isAppError } from "../errors.js";
@@ -15,6 +15,11 @@ import {
   workspaceOfInstallation,
   type Thread,
 } from "./threads.js";
+
+/** A labelled issue turned into a task. */
+export const githubLabelMarker = markerKind("gh-label", "github-label", (deliveryKey: string) => [
+  deliveryKey,
+]);
 
 /*
  * An issue labelled with AGENT_LABEL (default `agent`) becomes a task built from its title
@@ -71,7 +76,7 @@ export function labelJob(deps: GithubHandlerDeps): JobKind<LabelJob> {
   return {
     ...LABEL_JOB,
     async run(job) {
-      if (!(await claimMarker(deps.models, markers.githubLabel(job.delivery_key)))) return;
+      if (!(await claimMarker(deps.models, githubLabelMarker(job.delivery_key)))) return;
       const octokit = await deps.client.octokit(job.installation_id);
       if (!(await hasWriteAccess(octokit, job.repo_full_name, job.sender))) {
         logger.info({ sender: job.sender }, "label ignored: the sender has no write access");

@@ -3,7 +3,7 @@ import type { PlanStep, TaskRecord } from "../db/models.js";
 import type { JobKind, Scheduler } from "../queue/scheduler.js";
 import type { Models } from "../db/models.js";
 import type { ReviewResult } from "../tools/review-tool.js";
-import { claimMarker, markers } from "../durable/markers.js";
+import { claimMarker, markerKind } from "../durable/markers.js";
 import { planMarkdown } from "../domain/plan-text.js";
 import { taskById } from "../domain/tasks/queries.js";
 import type { GithubHandlerDeps } from "./deps.js";
@@ -11,6 +11,13 @@ import type { InstallationOctokit } from "../github-api/client.js";
 import type { Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
 import { APP_MARKER, ownerAndRepo, reply } from "./threads.js";
+
+/** A notice posted in a task's GitHub thread. */
+export const githubNoticeMarker = markerKind(
+  "gh-notice",
+  "github-notice",
+  (taskId: string, notice: string) => [taskId, notice],
+);
 
 /*
  * What a task tells its GitHub thread: the plan when it waits for approval, a summary of
@@ -114,7 +121,7 @@ export function noticeJob(deps: GithubHandlerDeps): JobKind<z.infer<typeof notic
     ...NOTICE_JOB,
     async run({ task_id, kind, round }) {
       const notice = round ? `${kind}@${round}` : kind;
-      if (!(await claimMarker(deps.models, markers.githubNotice(task_id, notice)))) return;
+      if (!(await claimMarker(deps.models, githubNoticeMarker(task_id, notice)))) return;
       const task = await taskById(deps.models, task_id);
       if (!task?.thread) return;
       const octokit = await deps.client.octokit(task.thread.installation_id);

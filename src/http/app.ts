@@ -2,7 +2,7 @@ import Router from "@koa/router";
 import Koa, { type Next } from "koa";
 import { randomUUID } from "node:crypto";
 import { dashboard } from "./dashboard.js";
-import { AppError, errors } from "../errors.js";
+import { AppError } from "../errors.js";
 import { jsonBody, readRawBody } from "./middleware/body.js";
 import { handlerDeadline } from "./middleware/deadline.js";
 import { errorHandler } from "./middleware/errors.js";
@@ -70,7 +70,7 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
   const app = new Koa<AppState>({ proxy: hops > 0, maxIpsCount: hops });
   const routes = allRoutes();
   const webhookPath = deps.config.github?.webhookPath ?? "/github/webhooks";
-  const vendorRoutes = deps.vendorRoutes ?? [];
+  const vendorRoutes = deps.vendorRoutes;
   const vendorDoor = vendorPaths(vendorRoutes);
   let openapi: Record<string, unknown> | undefined;
 
@@ -115,8 +115,8 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
     }),
   );
 
-  const router = new Router<AppState>();
-  mountRoutes(router as unknown as Router, routes, deps);
+  const router = new Router();
+  mountRoutes(router, routes, deps);
 
   router.get("/openapi.json", (ctx) => {
     openapi ??= buildOpenApi(allRoutes(), { version: VERSION }, vendorRoutes);
@@ -144,11 +144,9 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
   }
 
   // No App yet: the page that registers one from app.yml (github/manifest.ts, via service.ts).
-  deps.mountPages?.(router as unknown as Router);
+  deps.mountPages(router);
 
   router.post(webhookPath, async (ctx) => {
-    if (!deps.github)
-      throw errors.notFound("route (the GitHub App is not configured on this server)");
     const rawBody = await readRawBody(ctx as AppContext, GITHUB_BODY_LIMIT);
     const outcome = await deps.github.receive({
       id: ctx.get("x-github-delivery"),

@@ -1,4 +1,4 @@
-import type { Collection, Document } from "mongodb";
+import type { Collection } from "mongodb";
 import type { Connection } from "mongoose";
 import { isDuplicateKey } from "../util/duplicate-key.js";
 import { RateLimiterMemory, RateLimiterMongo, RateLimiterRes } from "rate-limiter-flexible";
@@ -16,21 +16,29 @@ export type { NamedLimiter, RateLimiters };
  * `_id` insert, atomic everywhere, as domain/quota.ts claims the monthly allowance), in
  * fixed windows of `duration` seconds; the library does the rest (results, headers' data).
  */
+/** One counted request of a window: `<key>:<window>:<n>`, unique by `_id`. */
+interface SlotRecord {
+  _id: string;
+  key: string;
+  window: number;
+  expire: Date;
+}
+
 class RateLimiterSlots extends RateLimiterMongo {
-  declare _collection: Collection<Document>;
+  declare _collection: Collection<SlotRecord>;
 
   async _upsert(key: string, points: number, msDuration: number): Promise<unknown> {
     const now = Date.now();
     const window = Math.floor(now / msDuration) * msDuration;
     const expire = new Date(window + msDuration);
-    const max = (this as unknown as { points: number }).points;
+    const max = this.points;
     // The count is a hint (it trails concurrent inserts); the unique insert decides.
     let slot = await this._collection.countDocuments({ key, window });
     for (let taken = 0; taken < points; slot++) {
       if (slot >= max) return { points: max + points, expire };
       try {
         await this._collection.insertOne({
-          _id: `${key}:${window}:${slot}` as never,
+          _id: `${key}:${window}:${slot}`,
           key,
           window,
           expire,

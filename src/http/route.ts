@@ -238,8 +238,7 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: HttpDeps):
   }
 }
 
-/** The task operations of this server (absent only on a server built without them: 503). */
+/** The task operations of this server. */
 export function tasksOf(deps: HttpDeps): TaskDeps {
-  if (!deps.tasks) throw errors.notReady("Tasks are not available on this server.");
   return deps.tasks;
 }

@@ -7,6 +7,7 @@ import type { Database } from "../db/connection.js";
 import type { Models } from "../db/models.js";
 import type { AccountViewCache } from "../domain/account-views.js";
 import type { CronJobs } from "../domain/automations.js";
+import type { HealthScans } from "../domain/health-reports.js";
 import type { Principal } from "../domain/keys.js";
 import type { TaskDeps } from "../domain/tasks/model.js";
 import type { Logger } from "../util/logger.js";
@@ -15,40 +16,41 @@ import type { GithubReceiver } from "../github-api/receiver.js";
 
 export type { GithubReceiver };
 
-/** What the HTTP door needs from the rest of the process. */
+/**
+ * What the HTTP door needs from the rest of the process: built once by the web role
+ * (service.ts) from the service's context (src/context.ts) and frozen. Every member is
+ * there; a part that is off is an implementation that says so (`noGithubApp`, `noPages`).
+ */
 export interface HttpDeps {
-  config: Config;
-  db: Database;
-  models: Models;
-  logger: Logger;
-  limiters: RateLimiters;
-  accountViews?: AccountViewCache | undefined;
+  readonly config: Config;
+  readonly db: Database;
+  readonly models: Models;
+  readonly logger: Logger;
+  readonly limiters: RateLimiters;
+  readonly accountViews: AccountViewCache;
   /** Task operations (creation, gates, cancel); the pipeline's side of them. */
-  tasks?: TaskDeps | undefined;
+  readonly tasks: TaskDeps;
   /**
-   * The vendors' signed endpoints (integrations/registry.ts, bound by service.ts): mounted
-   * and documented in a loop, no vendor named here.
+   * The vendors' signed endpoints (integrations/registry.ts, bound by src/context.ts):
+   * mounted and documented in a loop, no vendor named here.
    */
-  vendorRoutes?: readonly VendorEndpoint[] | undefined;
+  readonly vendorRoutes: readonly VendorEndpoint[];
   /** Pages another door mounts on this server (github/manifest.ts before an App exists). */
-  mountPages?: ((router: Router) => void) | undefined;
-  /** Handles a GitHub webhook delivery; absent when the GitHub App part is off. */
-  github?: GithubReceiver | undefined;
-  /** Installation clients of the GitHub App; absent when the App is not configured. */
-  githubClient?: GithubClient | undefined;
+  mountPages(router: Router): void;
+  /** Handles a GitHub webhook delivery (`noGithubApp` when the App is not configured: 404). */
+  readonly github: GithubReceiver;
+  /** Installation clients of the GitHub App; undefined when the App is not configured. */
+  readonly githubClient: GithubClient | undefined;
   /** The configured model (possibly the "missing" client that explains what to set). */
-  modelClient?: ModelClient | undefined;
+  readonly modelClient: ModelClient;
   /** Arms and disarms the Agenda jobs of cron automations (jobs/cron.ts). */
-  cron?: CronJobs | undefined;
+  readonly cron: CronJobs;
   /** Queues health scans (jobs/health-scan.ts). */
-  healthScans?:
-    | {
-        enqueue(reportId: string): Promise<void>;
-        /** 503 `insufficient_storage` while DATA_DIR is nearly full (domain/storage.ts). */
-        checkStorage?: (() => Promise<void>) | undefined;
-      }
-    | undefined;
+  readonly healthScans: HealthScans;
 }
+
+/** The `mountPages` of a server with no pages of another door: nothing to mount. */
+export function noPages(): void {}
 
 /**
  * A vendor's signed endpoint (Slack, Linear, Jira...): no API key, the raw body read by its

@@ -16,15 +16,16 @@ import type { NoticeKind } from "./shared/tracker.js";
  * its routes, the scheduler defines its jobs, and the shared jobs (shared/notices.ts,
  * shared/task-requests.ts) report back through it, all from the registry: nothing outside
  * the vendor's folder names the vendor. Its settings and secrets (domain/integrations/
- * kinds.ts) and its once-markers (durable/once.ts) stay below the doors, where the integration
- * store and the marker catalogue need them; the plugin names the ones it owns.
+ * kinds.ts) stay below the doors, where the integration store needs them; its once-marker
+ * kinds are declared in its folder (`markerKind`, durable/once.ts), the install states in
+ * domain/integrations/ beside the install flow that claims them; the plugin names them all.
  *
  * An inbound handler gets the task operations (`deps.tasks`), so what a vendor's message
  * asks of a task (a gate decision today; a revision or follow-up from a reply in the task's
  * thread or on its issue later) is one call of a domain function from the handler.
  */
 
-/** What every vendor's handlers and jobs get, built once by service.ts from the config. */
+/** What every vendor's handlers and jobs get, built once by src/context.ts from the config. */
 export interface IntegrationDeps {
   tasks: TaskDeps;
   logger: Logger;
@@ -132,6 +133,6 @@ export interface IntegrationPlugin<T extends IntegrationType = IntegrationType> 
     request: TaskRequest,
     text: string,
   ): Promise<void>;
-  /** The once-marker kinds it owns (their builders are in the catalogue, durable/once.ts). */
+  /** The once-marker kinds it owns (declared with `markerKind`, durable/once.ts). */
   markers: readonly ((...args: never[]) => Marker)[];
 }

@@ -55,7 +55,7 @@ export type BoundVendorRoute = Omit<VendorRoute, "handle"> & {
   handle(request: VendorRequest): Promise<VendorAnswer>;
 };
 
-/** Every vendor's routes, bound to `deps` (service.ts hands them to the HTTP door). */
+/** Every vendor's routes, bound to `deps` once (src/context.ts), mounted by the HTTP door. */
 export function vendorRoutes(deps: IntegrationDeps): BoundVendorRoute[] {
   return integrationPlugins().flatMap((plugin) =>
     plugin.routes.map(({ handle, ...spec }) => ({

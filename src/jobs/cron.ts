@@ -1,5 +1,5 @@
 import type { Agenda } from "agenda";
-import type { Db } from "mongodb";
+import type { Db, ObjectId } from "mongodb";
 import { z } from "zod";
 import type { Models } from "../db/models.js";
 import { DEFAULT_TIMEZONE } from "../domain/automation-cron.js";
@@ -61,7 +61,7 @@ export function cronJobKind(deps: {
 }
 
 interface StoredJob {
-  _id: unknown;
+  _id: ObjectId;
   data?: { automation_id?: string };
   repeatInterval?: unknown;
   repeatTimezone?: unknown;
@@ -103,7 +103,7 @@ export async function reconcileCronJobs(
     const timezone = a.trigger_config.timezone ?? DEFAULT_TIMEZONE;
     const [first, ...extra] = byAutomation.get(a._id) ?? [];
     if (extra.length > 0) {
-      await db.collection("jobs").deleteMany({ _id: { $in: extra.map((j) => j._id) as never[] } });
+      await db.collection<StoredJob>("jobs").deleteMany({ _id: { $in: extra.map((j) => j._id) } });
       removed += extra.length;
     }
     if (

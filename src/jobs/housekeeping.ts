@@ -3,6 +3,7 @@ import type { Models } from "../db/models.js";
 import { pruneFinishedJobs, type JobKind } from "../queue/scheduler.js";
 import { pruneIdempotencyRecords, pruneRateLimits } from "../durable/request-records.js";
 import { pruneMarkers } from "../durable/markers.js";
+import { jobLock } from "../durable/exclusive-locks.js";
 
 /** Markers older than this are dropped; GitHub does not redeliver after a few days. */
 export const ONCE_MARKER_RETENTION_DAYS = 14;
@@ -17,7 +18,9 @@ export const pruneOnceMarkers = (models: Models): JobKind<Record<string, never>>
   concurrency: 1,
   async run() {
     const cutoff = new Date(Date.now() - ONCE_MARKER_RETENTION_DAYS * 86_400_000);
-    await pruneMarkers(models, cutoff, new Date(Date.now() - JOB_LOCK_RETENTION_MS));
+    await pruneMarkers(models, cutoff, {
+      [jobLock.scope]: new Date(Date.now() - JOB_LOCK_RETENTION_MS),
+    });
     // Agenda finds due jobs with a query FerretDB answers by scanning the collection, so
     // finished one-off jobs do not stay. (Agenda's removeOnComplete would do it, but then
     // its drain never hears the last job complete and shutdown waits out the grace time.)

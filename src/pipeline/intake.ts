@@ -1,8 +1,13 @@
 import type { Models, TaskRecord } from "../db/models.js";
 import { endTask, repairEnding } from "../domain/tasks/endings.js";
-import { TERMINAL_STATUSES, type StageName, type TaskDeps } from "../domain/tasks/model.js";
+import {
+  TERMINAL_STATUSES,
+  tasksOf,
+  type StageName,
+  type TaskDeps,
+} from "../domain/tasks/model.js";
 import { bumpMarkerSoon, readMarker } from "../durable/marker-cache.js";
-import { markers } from "../durable/markers.js";
+import { generationMarker } from "../durable/markers.js";
 import type { Logger } from "../util/logger.js";
 
 /*
@@ -20,7 +25,7 @@ import type { Logger } from "../util/logger.js";
  * dependents (transitively) in the same pass.
  */
 
-const QUEUED_MARKER = markers.generation("tasks-queued");
+const QUEUED_MARKER = generationMarker("tasks-queued");
 const SAFETY_SCAN_MS = 30_000;
 const COALESCE_MS = 50;
 /** Unfinished dependencies watched between scans, at most (beyond: the safety scan). */
@@ -35,6 +40,23 @@ const MAX_CAUSE_CHARS = 1000;
  */
 export function signalQueued(models: Models): void {
   bumpMarkerSoon(models, QUEUED_MARKER, COALESCE_MS);
+}
+
+/**
+ * This process's kicks of its intake (TaskDeps.kick). Made with the context, before the
+ * intake that answers them (the intake needs the task operations): in a process without
+ * workers nothing listens, and a kick has nothing to do.
+ */
+export class IntakeKicks {
+  #listener: (() => void) | undefined;
+  readonly kick = (): void => this.#listener?.();
+  /** The intake of the worker role listens while it runs; returns the way to stop. */
+  listen(listener: () => void): () => void {
+    this.#listener = listener;
+    return () => {
+      if (this.#listener === listener) this.#listener = undefined;
+    };
+  }
 }
 
 export interface Intake {
@@ -80,8 +102,8 @@ export function createIntake(deps: {
   /** True when one of the awaited dependencies has ended (one lookup by `_id`). */
   async function dependencyEnded(): Promise<boolean> {
     if (awaited.size === 0) return false;
-    const ended = await deps.models.Task.collection.findOne(
-      { _id: { $in: [...awaited] as never[] }, status: { $in: [...TERMINAL_STATUSES] } },
+    const ended = await tasksOf(deps.models).findOne(
+      { _id: { $in: [...awaited] }, status: { $in: [...TERMINAL_STATUSES] } },
       { projection: { _id: 1 } },
     );
     return ended !== null;
@@ -100,11 +122,11 @@ export function createIntake(deps: {
         again = false;
         lastScan = Date.now();
         nextAwaited = new Set();
-        const queued = (await deps.models.Task.collection
+        const queued: Array<Pick<TaskRecord, "_id" | "depends_on">> = await tasksOf(deps.models)
           .find({ status: "queued" }, { projection: { _id: 1, depends_on: 1 } })
           .sort({ created_at: 1 })
           .limit(200)
-          .toArray()) as unknown as Array<Pick<TaskRecord, "_id" | "depends_on">>;
+          .toArray();
         const now = Date.now();
         for (const [id, at] of started) if (now - at > 60_000) started.delete(id);
         for (const task of queued) {
@@ -130,8 +152,8 @@ export function createIntake(deps: {
   async function dependenciesReady(task: Pick<TaskRecord, "_id" | "depends_on">) {
     const ids = task.depends_on ?? [];
     if (ids.length === 0) return true;
-    const deps_ = await deps.models.Task.collection
-      .find({ _id: { $in: ids as never[] } }, { projection: { status: 1, error: 1 } })
+    const deps_ = await tasksOf(deps.models)
+      .find({ _id: { $in: ids } }, { projection: { status: 1, error: 1 } })
       .toArray();
     const byId = new Map(
       deps_.map((d) => [String(d._id), { status: d.status as string, error: d.error as unknown }]),

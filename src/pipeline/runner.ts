@@ -20,10 +20,12 @@ import { recordStage } from "../metrics/index.js";
 import type { Logger } from "../util/logger.js";
 import type { GithubClient } from "../github-api/client.js";
 import { BudgetExceededError, describeFailure, StageError } from "./errors.js";
-import { signalQueued } from "./intake.js";
 import { STAGES } from "./stages/index.js";
 import { resolveRepo } from "../domain/workspaces.js";
-import { claimMarker, markerExists, markers } from "../durable/markers.js";
+import { claimMarker, markerExists } from "../durable/markers.js";
+import { gateMarker } from "../domain/tasks/gates.js";
+import { stageDoneMarker } from "../domain/tasks/model.js";
+import { stageLease } from "../durable/lease.js";
 import { AppError } from "../errors.js";
 import { stageKey } from "../domain/tasks/revisions.js";
 
@@ -56,6 +58,8 @@ export interface PipelineDeps {
   models: Models;
   events: TaskEventLog;
   scheduler: Scheduler;
+  /** The task operations (src/context.ts builds them, with this file's `enqueueStage`). */
+  tasks: TaskDeps;
   logger: Logger;
   modelClient(): ReadyModelClient;
   cloneUrl(task: TaskRecord): Promise<string>;
@@ -89,33 +93,30 @@ function roundKey(round: number): Record<string, number> {
 }
 
 /** Where a task's working copy lives. */
-function workdirFor(config: Config, taskId: string): string {
+export function workdirFor(config: Config, taskId: string): string {
   return path.join(config.dataDir, "work", taskId);
 }
 
-/** Builds the pipeline: the job kind workers run and the task operations the API uses. */
+/** Queues a stage of a task (TaskDeps.enqueueStage): one unique job per task, stage and round. */
+export async function enqueueStage(
+  scheduler: Scheduler,
+  taskId: string,
+  stage: StageName,
+  round = 0,
+): Promise<void> {
+  // Round 0 keeps the job key it had before rounds existed.
+  await scheduler.enqueue(
+    { name: STAGE_JOB_NAME, schema: stageJobSchema },
+    { task_id: taskId, stage, ...inRound(round) },
+    { unique: { "data.task_id": taskId, "data.stage": stage, ...roundKey(round) } },
+  );
+}
+
+/** Builds the pipeline: the job kind workers run, over the task operations it is given. */
 export function createPipeline(deps: PipelineDeps) {
-  const { config, models, events, scheduler } = deps;
+  const { config, models, events, scheduler, tasks: taskDeps } = deps;
   const indexes = new Map<string, RepoIndex>();
   const holder = `${process.pid}`;
-
-  const taskDeps: TaskDeps = {
-    models,
-    events,
-    enqueueStage: (taskId, stage, round) => enqueueStage(taskId, stage, round),
-    maxRevisions: config.pipeline.maxRevisions,
-    signalQueued: () => signalQueued(models),
-    workdirOf: (taskId) => workdirFor(config, taskId),
-  };
-
-  async function enqueueStage(taskId: string, stage: StageName, round = 0): Promise<void> {
-    // Round 0 keeps the job key it had before rounds existed.
-    await scheduler.enqueue(
-      { name: STAGE_JOB_NAME, schema: stageJobSchema },
-      { task_id: taskId, stage, ...inRound(round) },
-      { unique: { "data.task_id": taskId, "data.stage": stage, ...roundKey(round) } },
-    );
-  }
 
   /**
    * Queues a stage again, as a job of its own that is unique for `key` (the lease attempt and
@@ -149,19 +150,20 @@ export function createPipeline(deps: PipelineDeps) {
     outcome: StageOutcome,
     round: number,
   ): Promise<void> {
-    if ("next" in outcome) await enqueueStage(task._id, outcome.next, outcome.round ?? round);
+    if ("next" in outcome)
+      await taskDeps.enqueueStage(task._id, outcome.next, outcome.round ?? round);
     else if ("wait" in outcome) {
       // Applied again (a repeated run found the stored outcome) after the gate was decided:
       // the task has gone on, and must not be moved back to the gate.
       const gate = outcome.wait.status === "awaiting_diff_approval" ? "diff" : "plan";
-      if (await markerExists(models, markers.gate(task._id, gate, round))) return;
+      if (await markerExists(models, gateMarker(task._id, gate, round))) return;
       const current = await tasksOf(models).findOne(
         { _id: task._id },
         { projection: { phase: 1, status: 1 } },
       );
       if (current?.phase !== outcome.wait.phase || current.status !== outcome.wait.status)
         await moveTo(taskDeps, task._id, outcome.wait.phase, outcome.wait.status);
-      if ((task.thread || task.report_to) && taskDeps.notifyThread)
+      if (task.thread || task.report_to)
         await taskDeps.notifyThread(
           task._id,
           outcome.wait.status === "awaiting_diff_approval" ? "diff" : "plan",
@@ -181,7 +183,7 @@ export function createPipeline(deps: PipelineDeps) {
     const logger = deps.logger.child({ task: taskId, stage: stage.name });
     const round = job.round ?? 0;
     const key = stageKey(stage.name, round);
-    const doneMarker = markers.stageDone(taskId, key);
+    const doneMarker = stageDoneMarker(taskId, key);
     // Three independent `_id` lookups, in parallel: the task, its end marker, the stage's
     // stored outcome.
     const [found, ended, done] = await Promise.all([
@@ -189,7 +191,7 @@ export function createPipeline(deps: PipelineDeps) {
       hasEnded(models, taskId),
       markersOf(models).findOne({ _id: doneMarker.id }),
     ]);
-    const task = found as unknown as TaskRecord | null;
+    const task: TaskRecord | null = found;
     if (!task) return;
     // A job of an earlier round (a revision or retry started a later one) is over.
     if (round < (task.round ?? 0)) return;
@@ -203,7 +205,7 @@ export function createPipeline(deps: PipelineDeps) {
     }
     const claimed: TaskRecord = task;
     const leaseOptions = {
-      attempt: (attempt: number) => markers.stageLease(taskId, key, attempt),
+      attempt: (attempt: number) => stageLease(taskId, key, attempt),
       ttlMs: config.jobs.lockLifetimeMs,
       maxAttempts: config.pipeline.stageMaxAttempts,
     };
@@ -448,7 +450,7 @@ export function createPipeline(deps: PipelineDeps) {
   return {
     taskDeps,
     stageJob,
-    enqueueStage,
+    enqueueStage: taskDeps.enqueueStage,
     resumeStage,
   };
 }

@@ -1,7 +1,11 @@
 import path from "node:path";
 import type { Config } from "../config/env.js";
 import { collectionOf, type Models, type OnceRecord, type TaskRecord } from "../db/models.js";
-import { claimMarker, dropMarkers, markers } from "../durable/markers.js";
+import { claimMarker, dropMarkers, markerKind } from "../durable/markers.js";
+import { taskEndMarker } from "../domain/tasks/endings.js";
+import { gateMarker } from "../domain/tasks/gates.js";
+import { stageDoneMarker } from "../domain/tasks/model.js";
+import { stageLease } from "../durable/lease.js";
 import { stageKey } from "../domain/tasks/revisions.js";
 import { repairEnding } from "../domain/tasks/endings.js";
 import { STAGE_NAMES, type StageName, type TaskDeps } from "../domain/tasks/model.js";
@@ -11,6 +15,11 @@ import { removeWorkdir, workdirNames } from "../util/workdir-volume.js";
 import { STAGE_JOB_NAME } from "./runner.js";
 import type { StageOutcome } from "./stage.js";
 import { STAGES } from "./stages/index.js";
+
+/** One slot of the task sweep, run once across workers. */
+export const taskSweepMarker = markerKind("task-sweep", "task-sweep", (slot: Date) => [
+  slot.toISOString(),
+]);
 
 /*
  * The task sweep: the backstop that no task stays `running` without work that will move it.
@@ -119,9 +128,9 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
         logger.warn({ err: error }, "could not remove the working copies of ended tasks"),
       );
       const slot = new Date(Math.floor(Date.now() / intervalMs) * intervalMs);
-      if (!(await claimMarker(models, markers.taskSweep(slot)))) return;
+      if (!(await claimMarker(models, taskSweepMarker(slot)))) return;
       await dropMarkers(models, [
-        markers.taskSweep(new Date(slot.getTime() - KEPT_SLOTS * intervalMs)),
+        taskSweepMarker(new Date(slot.getTime() - KEPT_SLOTS * intervalMs)),
       ]);
       await sweep(slot);
     } catch (error) {
@@ -155,30 +164,29 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
     const ttlMs = config.jobs.lockLifetimeMs;
     const maxAttempts = config.pipeline.stageMaxAttempts;
     // Untouched for a lock lifetime: a task that just moved has its next job on the way.
-    const open = (await tasksOf(models)
-      .find(
-        {
-          status: { $in: ["running", "queued"] },
-          updated_at: { $lt: new Date(now - ttlMs) },
-        },
-        { projection: { _id: 1, status: 1, phase: 1, round: 1, instruction: 1 } },
-      )
-      .sort({ updated_at: 1 })
-      .limit(MAX_TASKS)
-      .toArray()) as unknown as Array<
-      Pick<TaskRecord, "_id" | "status" | "phase" | "round" | "instruction">
-    >;
+    const open: Array<Pick<TaskRecord, "_id" | "status" | "phase" | "round" | "instruction">> =
+      await tasksOf(models)
+        .find(
+          {
+            status: { $in: ["running", "queued"] },
+            updated_at: { $lt: new Date(now - ttlMs) },
+          },
+          { projection: { _id: 1, status: 1, phase: 1, round: 1, instruction: 1 } },
+        )
+        .sort({ updated_at: 1 })
+        .limit(MAX_TASKS)
+        .toArray();
     if (open.length === 0) return result;
 
     // One lookup by `_id` for every task's ending, stage outcomes, gates and first lease.
     // A revised or retried task (domain/tasks/revisions.ts) is in a later round: its stages'
     // markers carry the round.
     const ids = open.flatMap((task) => [
-      markers.taskEnd(task._id).id,
-      markers.gate(task._id, "plan", task.round ?? 0).id,
-      markers.gate(task._id, "diff", task.round ?? 0).id,
-      ...STAGE_NAMES.map((stage) => markers.stageDone(task._id, stageKey(stage, task.round)).id),
-      ...(task.status === "queued" ? [markers.stageLease(task._id, "clone", 0).id] : []),
+      taskEndMarker(task._id).id,
+      gateMarker(task._id, "plan", task.round ?? 0).id,
+      gateMarker(task._id, "diff", task.round ?? 0).id,
+      ...STAGE_NAMES.map((stage) => stageDoneMarker(task._id, stageKey(stage, task.round)).id),
+      ...(task.status === "queued" ? [stageLease(task._id, "clone", 0).id] : []),
     ]);
     const found = new Map(
       (
@@ -189,23 +197,22 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
     );
     const planned: Array<{ task_id: string; stage: StageName; round: number }> = [];
     for (const task of open) {
-      if (found.has(markers.taskEnd(task._id).id)) {
+      if (found.has(taskEndMarker(task._id).id)) {
         await repairEnding(deps.taskDeps, task._id);
         result.repaired.push(task._id);
         continue;
       }
       // A queued task nobody started is the intake's (it may wait on its dependencies).
-      if (task.status === "queued" && !found.has(markers.stageLease(task._id, "clone", 0).id))
-        continue;
+      if (task.status === "queued" && !found.has(stageLease(task._id, "clone", 0).id)) continue;
       const round = task.round ?? 0;
       const outcomes = new Map<StageName, StageOutcome>();
       for (const stage of STAGE_NAMES) {
-        const outcome = found.get(markers.stageDone(task._id, stageKey(stage, round)).id)?.outcome;
+        const outcome = found.get(stageDoneMarker(task._id, stageKey(stage, round)).id)?.outcome;
         if (outcome) outcomes.set(stage, outcome as StageOutcome);
       }
       const gates = new Set<"plan" | "diff">();
       for (const gate of ["plan", "diff"] as const)
-        if (found.has(markers.gate(task._id, gate, round).id)) gates.add(gate);
+        if (found.has(gateMarker(task._id, gate, round).id)) gates.add(gate);
       // A later round starts at the stage its revision or retry queued: the phase it set
       // (FIXING with a revision's instruction of this round is its round of changes).
       const first =
@@ -239,7 +246,7 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
     const leaseIds = waiting.flatMap((p) =>
       Array.from(
         { length: maxAttempts },
-        (_, n) => markers.stageLease(p.task_id, stageKey(p.stage, p.round), n).id,
+        (_, n) => stageLease(p.task_id, stageKey(p.stage, p.round), n).id,
       ),
     );
     const leases = await markersOf(models)
@@ -253,7 +260,7 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
     for (const p of waiting) {
       const attempts = Array.from({ length: maxAttempts }, (_, n) => n);
       const key = stageKey(p.stage, p.round);
-      if (attempts.some((n) => live.has(markers.stageLease(p.task_id, key, n).id))) continue;
+      if (attempts.some((n) => live.has(stageLease(p.task_id, key, n).id))) continue;
       await deps.resumeStage(p.task_id, p.stage, `sweep:${slot.toISOString()}`, undefined, p.round);
       result.resumed.push({ task_id: p.task_id, stage: p.stage });
     }

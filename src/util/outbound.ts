@@ -34,7 +34,8 @@ function refusal(message: string): NodeJS.ErrnoException {
   return Object.assign(new Error(message), { code: "EADDRNOTALLOWED" });
 }
 
-type ConnectionCallback = (error: Error | null, socket: Duplex) => void;
+/** Node's createConnection callback; a refusal passes no socket. */
+type ConnectionCallback = (error: Error | null, socket?: Duplex) => void;
 
 class PolicyHttpsAgent extends HttpsAgent {
   constructor(private readonly policy: AddressPolicy) {
@@ -55,7 +56,7 @@ class PolicyHttpsAgent extends HttpsAgent {
     if (isIP(host)) {
       const problem = this.policy.refuse(host, port);
       if (problem) {
-        callback(refusal(`${host}:${port} is not allowed: ${problem}`), undefined as never);
+        callback(refusal(`${host}:${port} is not allowed: ${problem}`));
         return undefined;
       }
       return create(options, callback);
@@ -85,10 +86,7 @@ class RefusingHttpAgent extends HttpAgent {
     options: { host?: string | null },
     callback: ConnectionCallback,
   ): Socket | undefined {
-    callback(
-      refusal(`plain http to ${String(options.host)} is refused: https only`),
-      undefined as never,
-    );
+    callback(refusal(`plain http to ${String(options.host)} is refused: https only`));
     return undefined;
   }
 }

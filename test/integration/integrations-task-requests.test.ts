@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { markers } from "../../src/durable/markers.js";
+import { linearDeliveryMarker } from "../../src/integrations/linear/door.js";
 import {
   deliveryTaskId,
   type TrackerTaskRequest,
@@ -112,7 +112,7 @@ function request(
     type: "linear",
     integration_id: integrationId,
     task_id: deliveryTaskId(integrationId, `id-${delivery}`),
-    claims: deliveryMarkers((id) => markers.linearDelivery(integrationId, id), delivery, body),
+    claims: deliveryMarkers((id) => linearDeliveryMarker(integrationId, id), delivery, body),
     target,
     description: `Work on ${issueId}`,
     origin: { integration_id: integrationId, linear_issue: issueId },

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Models } from "../../src/db/models.js";
-import { markers } from "../../src/durable/once.js";
+import { healthLease } from "../../src/durable/lease.js";
 import { runLeased } from "../../src/durable/lease.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
@@ -24,7 +24,7 @@ afterAll(async () => {
 
 /* Leases of a made-up health report: a real marker kind, ids no other test uses. */
 const options = (prefix: string, extra: Partial<Parameters<typeof runLeased>[1]> = {}) => ({
-  attempt: (attempt: number) => markers.healthLease(prefix, attempt),
+  attempt: (attempt: number) => healthLease(prefix, attempt),
   ttlMs: 60_000,
   maxAttempts: 2,
   onBeatError: (error: unknown) => {
@@ -80,7 +80,7 @@ describe("runLeased", () => {
     expect(result).toEqual({ value: "Error: too slow" });
     expect(beats).toBeGreaterThanOrEqual(2);
     const lease = await models.Once.collection.findOne({
-      _id: markers.healthLease(prefix, 0).id as never,
+      _id: healthLease(prefix, 0).id as never,
     });
     expect(lease?.released).toBe(true);
   });

@@ -8,7 +8,7 @@ import { promisify } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { withDatabaseName } from "../../src/db/connection.js";
 import type { Models } from "../../src/db/models.js";
-import { markers } from "../../src/durable/once.js";
+import { stageLease } from "../../src/durable/lease.js";
 import { agentModel, greetScript, roleOf } from "../helpers/agent-model.js";
 import { startDbProxy, type DbProxy } from "../helpers/db-proxy.js";
 import { fakeModelEnv, startFakeModel, type FakeModel } from "../helpers/fake-model.js";
@@ -194,7 +194,7 @@ async function stageJobs(id: string): Promise<Array<Record<string, unknown>>> {
 async function leaseExists(id: string, stage: string, attempt: number): Promise<boolean> {
   return Boolean(
     await models.Once.collection.findOne({
-      _id: markers.stageLease(id, stage, attempt).id as never,
+      _id: stageLease(id, stage, attempt).id as never,
     }),
   );
 }
@@ -211,7 +211,7 @@ describe("a stage job that finds the live lease of a worker that died", () => {
     const env = { JOB_LOCK_LIFETIME_S: "6", TASK_SWEEP_INTERVAL_S: "3600" };
     hangPlans = 1;
     const victim = await startWorker(env, { proxied: true });
-    await victim.proxy!.rule({ match: [markers.stageLease(id, "plan", 0).id], action: "pass" });
+    await victim.proxy!.rule({ match: [stageLease(id, "plan", 0).id], action: "pass" });
     // Agenda's job state writes (its lock refreshes among them), not the lease heartbeats.
     void victim.proxy!.rule({ match: ["lockedAt", "failReason"], action: "drop" });
     await startWorker(env);
@@ -256,7 +256,7 @@ const STAGES: Array<[string, (id: string) => string[]]> = [
   ["VERIFYING", (id) => [id, "VERIFYING"]],
   ["REVIEWING", (id) => [id, "REVIEWING"]],
   // Publishing keeps REVIEWING: stopped as it takes its lease, before it pushes.
-  ["publishing", (id) => [markers.stageLease(id, "publish", 0).id]],
+  ["publishing", (id) => [stageLease(id, "publish", 0).id]],
   ["CLEANUP", (id) => [id, "CLEANUP"]],
 ];
 

@@ -1,4 +1,5 @@
-import type { Models } from "../../db/models.js";
+import { collectionOf, type Models } from "../../db/models.js";
+import type { IntegrationRecord } from "./store.js";
 import type { TaskSource } from "./types.js";
 
 /*
@@ -20,7 +21,7 @@ export async function notificationTarget(
   source: string | undefined,
 ): Promise<TaskSource | null> {
   if (!source || !NOTIFIED_SOURCES.includes(source)) return null;
-  const [doc] = (await models.Integration.collection
+  const [doc] = await collectionOf<IntegrationRecord>(models.Integration)
     .find({
       account_id: accountId,
       type: "slack",
@@ -28,10 +29,10 @@ export async function notificationTarget(
       "settings.notify_channel": { $exists: true },
       "secrets.bot_token": { $exists: true },
     })
-    .project({ _id: 1, settings: 1 })
+    .project<Pick<IntegrationRecord, "_id" | "settings">>({ _id: 1, settings: 1 })
     .sort({ created_at: -1, _id: -1 })
     .limit(1)
-    .toArray()) as unknown as Array<{ _id: string; settings: { notify_channel?: string } }>;
-  const channel = doc?.settings.notify_channel;
+    .toArray();
+  const channel = (doc?.settings as { notify_channel?: string } | undefined)?.notify_channel;
   return doc && channel ? { integration_id: doc._id, type: "slack", ref: { channel } } : null;
 }

@@ -1,10 +1,10 @@
 import { ErrorCode as SlackErrorCode, WebClient } from "@slack/web-api";
 import { randomBytes } from "node:crypto";
-import type { Models } from "../../db/models.js";
+import { collectionOf, type Models, type OnceRecord } from "../../db/models.js";
 import { errors } from "../../errors.js";
 import type { Logger } from "../../util/logger.js";
 import { registerSecret } from "../../util/redact.js";
-import { claimMarker, markers } from "../../durable/markers.js";
+import { claimMarker, markerKind, stateHash } from "../../durable/markers.js";
 import {
   getIntegrationRecord,
   integrationChanged,
@@ -12,6 +12,20 @@ import {
   type IntegrationRecord,
   type SlackInstall,
 } from "./store.js";
+
+/** A Slack install state of `POST /integrations/{id}/slack/install`, by its hash. */
+export const slackInstallStateMarker = markerKind(
+  "slack-install",
+  "slack-install-state",
+  (state: string) => [stateHash(state)],
+);
+
+/** The use of a Slack install state: its one use is decided by this insert. */
+export const slackInstallStateUsedMarker = markerKind(
+  "slack-install",
+  "slack-install-state",
+  (state: string) => [stateHash(state), "used"],
+);
 
 /*
  * Installing the Slack app into a Slack workspace for an integration, through Slack's OAuth v2
@@ -97,7 +111,7 @@ export async function startSlackInstall(
   if (integration.type !== "slack") throw errors.notFound("Slack integration");
   const state = randomBytes(32).toString("base64url");
   const expiresAt = new Date(now.getTime() + SLACK_INSTALL_STATE_TTL_MS);
-  const stored = await claimMarker(models, markers.slackInstallState(state), {
+  const stored = await claimMarker(models, slackInstallStateMarker(state), {
     account_id: accountId,
     integration_id: integrationId,
     expires_at: expiresAt,
@@ -131,14 +145,14 @@ async function consumeInstallState(
   state: string,
   now: Date,
 ): Promise<{ accountId: string; integrationId: string }> {
-  const doc = (await models.Once.collection.findOne({
-    _id: markers.slackInstallState(state).id as never,
+  const doc = (await collectionOf<OnceRecord>(models.Once).findOne({
+    _id: slackInstallStateMarker(state).id,
   })) as { account_id?: string; integration_id?: string; expires_at?: Date } | null;
   if (!doc?.account_id || !doc.integration_id || !doc.expires_at)
     throw badInstall("state", "The install state is not known.");
   if (doc.expires_at.getTime() <= now.getTime())
     throw badInstall("state", "The install state has expired (states are valid for 10 minutes).");
-  const firstUse = await claimMarker(models, markers.slackInstallStateUsed(state), {
+  const firstUse = await claimMarker(models, slackInstallStateUsedMarker(state), {
     expires_at: doc.expires_at,
     created_at: now,
     updated_at: now,
@@ -256,14 +270,16 @@ export async function completeSlackInstall(
     scopes: (answer.scope ?? "").split(",").filter(Boolean),
     installed_at: now,
   };
-  const { matchedCount } = await deps.models.Integration.collection.replaceOne(
-    { _id: integrationId as never, account_id: accountId },
+  const { matchedCount } = await collectionOf<IntegrationRecord>(
+    deps.models.Integration,
+  ).replaceOne(
+    { _id: integrationId, account_id: accountId },
     {
       ...integration,
       secrets: { ...integration.secrets, bot_token: token },
       install,
       updated_at: now,
-    } as never,
+    },
   );
   if (matchedCount === 0) {
     await revoke(ready, token, log);
@@ -288,8 +304,8 @@ async function teamRefusal(
   const pinned = (integration.settings as { team_id?: string }).team_id;
   if (pinned && pinned !== teamId)
     return `This integration is for Slack workspace ${pinned} (settings.team_id), but the app was installed into ${teamId}; nothing was changed.`;
-  const other = await models.Integration.collection.findOne(
-    { type: "slack", "install.team_id": teamId, _id: { $ne: integration._id as never } },
+  const other = await collectionOf<IntegrationRecord>(models.Integration).findOne(
+    { type: "slack", "install.team_id": teamId, _id: { $ne: integration._id } },
     { projection: { _id: 1 } },
   );
   if (other)

@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import { collectionOf, type Models } from "../../db/models.js";
 import { bumpMarker, MarkerCache } from "../../durable/marker-cache.js";
-import { markers } from "../../durable/markers.js";
+import { generationMarker } from "../../durable/markers.js";
 import { resolveRepo } from "../workspaces.js";
 import { errors } from "../../errors.js";
 import { newId } from "../../util/ids.js";
@@ -99,7 +99,7 @@ export function toIntegrationView(record: IntegrationRecord): IntegrationView {
 const DOORS_BUILT: IntegrationType[] = ["slack", "linear", "jira"];
 
 /** Bumped by every change to an integration: the per-process caches below watch it. */
-export const INTEGRATIONS_MARKER = markers.generation("integrations-generation");
+export const INTEGRATIONS_MARKER = generationMarker("integrations-generation");
 
 /*
  * Every delivery to a Slack, Linear or Jira door looks its integration up by id first. A

@@ -110,18 +110,14 @@ export async function createTask(
     const existing = await tasksOf(deps.models).findOne({ _id: options.id });
     if (existing) return existingTask(existing, accountId);
   }
-  await deps.checkStorage?.();
+  await deps.checkStorage();
   await checkSkillAndAgent(deps.models, accountId, input);
   const cache = deps.cache;
   const [{ workspace, repo }, cachedTier, notify] = await Promise.all([
-    resolveRepo(
-      deps.models,
-      accountId,
-      input.workspace_id,
-      input.repo_id,
-      cache ? (id) => cache.workspace(id) : undefined,
+    resolveRepo(deps.models, accountId, input.workspace_id, input.repo_id, (id) =>
+      cache.workspace(id),
     ),
-    cache?.tier(accountId),
+    cache.tier(accountId),
     // Automation and CI-failure tasks report to the account's Slack notification channel.
     input.report_to ? null : notificationTarget(deps.models, accountId, input.source),
   ]);
@@ -143,10 +139,9 @@ export async function createTask(
       },
     );
     // The driver directly: one insert, no document hydration on the hot path.
-    if (deps.insertTask) await deps.insertTask(doc);
-    else await newTaskCollection(deps.models).insertOne(doc);
-    deps.kick?.();
-    deps.signalQueued?.();
+    await deps.insertTask(doc);
+    deps.kick();
+    deps.signalQueued();
     return doc as unknown as TaskRecord;
   } catch (error) {
     await claim.release();
@@ -191,7 +186,7 @@ export async function createTasks(
   inputs: BatchTaskInput[],
 ): Promise<TaskRecord[]> {
   if (inputs.length === 0) return [];
-  await deps.checkStorage?.();
+  await deps.checkStorage();
   const repos = new Map<string, Awaited<ReturnType<typeof resolveRepo>>>();
   for (const input of inputs) {
     const key = `${input.workspace_id}\n${input.repo_id}`;
@@ -233,7 +228,7 @@ export async function createTasks(
     await claim.release().catch(() => undefined);
     throw error;
   }
-  deps.kick?.();
-  deps.signalQueued?.();
+  deps.kick();
+  deps.signalQueued();
   return docs as unknown as TaskRecord[];
 }

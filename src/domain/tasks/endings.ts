@@ -1,10 +1,13 @@
 import { removeWorkdir } from "../../util/workdir-volume.js";
 import { type Models, type TaskPhase, type TaskStatus } from "../../db/models.js";
 import { isTerminalEvent } from "../task-events.js";
-import { claimMarker, markers } from "../../durable/markers.js";
+import { claimMarker, markerKind } from "../../durable/markers.js";
 import { recordTaskEnded } from "../../metrics/index.js";
 import type { TaskDeps } from "./model.js";
 import { tasksOf, markersOf } from "./model.js";
+
+/** A task's ending, holding the outcome: the first ending wins. */
+export const taskEndMarker = markerKind("task-end", "task-end", (taskId: string) => [taskId]);
 
 export interface Ending {
   status: Extract<TaskStatus, "completed" | "failed" | "cancelled">;
@@ -18,18 +21,17 @@ export interface Ending {
  * the task had already ended (the caller lost the race).
  */
 export async function endTask(deps: TaskDeps, taskId: string, ending: Ending): Promise<boolean> {
-  const won = await claimMarker(deps.models, markers.taskEnd(taskId), {
+  const won = await claimMarker(deps.models, taskEndMarker(taskId), {
     ending: { status: ending.status, error: ending.error ?? null, pr_url: ending.pr_url },
   });
   if (!won) return false;
   recordTaskEnded(ending.status);
   // Removed before the ending is shown: a retry asked for as soon as the `error` event is
   // seen (domain/tasks/revisions.ts) must not find this removal still to come in its working copy.
-  if (deps.workdirOf)
-    await removeWorkdir(deps.workdirOf(taskId)).catch(() => undefined);
+  await removeWorkdir(deps.workdirOf(taskId)).catch(() => undefined);
   await applyEnding(deps, taskId, ending);
-  deps.reportProgress?.(taskId, "end");
-  await deps.notifyThread?.(taskId, "end").catch(() => undefined);
+  deps.reportProgress(taskId, "end");
+  await deps.notifyThread(taskId, "end").catch(() => undefined);
   return true;
 }
 
@@ -71,7 +73,7 @@ async function applyEnding(deps: TaskDeps, taskId: string, ending: Ending): Prom
  */
 export async function repairEnding(deps: TaskDeps, taskId: string): Promise<void> {
   const marker = await markersOf(deps.models).findOne({
-    _id: markers.taskEnd(taskId).id,
+    _id: taskEndMarker(taskId).id,
   });
   const ending = marker?.ending as Ending | undefined;
   if (!ending) return;
@@ -85,10 +87,7 @@ export async function repairEnding(deps: TaskDeps, taskId: string): Promise<void
 /** True once a task has ended (cancelled, failed or completed), from its unique marker. */
 export async function hasEnded(models: Models, taskId: string): Promise<boolean> {
   return Boolean(
-    await markersOf(models).findOne(
-      { _id: markers.taskEnd(taskId).id },
-      { projection: { _id: 1 } },
-    ),
+    await markersOf(models).findOne({ _id: taskEndMarker(taskId).id }, { projection: { _id: 1 } }),
   );
 }
 
@@ -127,6 +126,6 @@ export async function recordPullRequestOutcome(
   );
   if (outcome.merged)
     for (const task of tasks)
-      if (task.pr_state !== "merged") await deps.notifyThread?.(String(task._id), "merged");
+      if (task.pr_state !== "merged") await deps.notifyThread(String(task._id), "merged");
   return result.modifiedCount;
 }

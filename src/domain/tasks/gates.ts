@@ -2,11 +2,19 @@ import { type Models, type TaskPhase, type TaskRecord, type TaskStatus } from ".
 import { errors } from "../../errors.js";
 import { memoryScopeOf, remember, rememberFeedback } from "../memory.js";
 import { sanitizeUntrusted } from "../../github-api/sanitize.js";
-import { claimMarker, markers } from "../../durable/markers.js";
+import { type MarkerPart, claimMarker, markerKind } from "../../durable/markers.js";
 import { endTask, hasEnded, repairEnding } from "./endings.js";
 import type { TaskDeps } from "./model.js";
 import { isTerminal, tasksOf } from "./model.js";
 import { getTask } from "./queries.js";
+
+/** The decision at a task's gate, in its round (none in round 0). */
+export const gateMarker = markerKind(
+  "gate",
+  "gate",
+  (taskId: string, gate: "plan" | "diff", round: number = 0): MarkerPart[] =>
+    round > 0 ? [taskId, gate, round] : [taskId, gate],
+);
 
 export type Decision = "approve" | "reject" | "approve-diff" | "reject-diff";
 
@@ -41,7 +49,7 @@ export async function decide(
   // Stored as mongoose's `Once.create` stored it before: the schema's expires_at and timestamps.
   const now = new Date();
   // Each round has its own gate (a revision decides the earlier round's: revisions.ts).
-  const decided = await claimMarker(deps.models, markers.gate(taskId, gate.gate, task.round ?? 0), {
+  const decided = await claimMarker(deps.models, gateMarker(taskId, gate.gate, task.round ?? 0), {
     expires_at: null,
     created_at: now,
     updated_at: now,
@@ -127,6 +135,6 @@ export async function moveTo(
   }
   const event = await deps.events.append(taskId, { event_type: "phase", phase, status });
   await tasksOf(deps.models).updateOne({ _id: taskId }, { $set: { event_seq: event.seq } });
-  deps.reportProgress?.(taskId, event.seq);
+  deps.reportProgress(taskId, event.seq);
   return true;
 }

@@ -8,6 +8,14 @@ import {
 } from "../../db/models.js";
 import { type TaskEventLog } from "../task-events.js";
 import { type WorkspaceRecord } from "../workspaces.js";
+import { markerKind } from "../../durable/markers.js";
+
+/** A stage's stored outcome (pipeline/runner.ts), by task and stage key. */
+export const stageDoneMarker = markerKind(
+  "stage-done",
+  "stage-done",
+  (taskId: string, stage: string) => [taskId, stage],
+);
 
 /** The driver collections this module reads and writes, typed by their records. */
 export const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);
@@ -30,45 +38,54 @@ export const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Onc
  * marker makes the first ending win (a cancel racing a failure, two rejects at once).
  */
 
+/**
+ * What the task operations need, built once by the service's context (src/context.ts) and
+ * frozen. Every member is there: a part that is off is a real implementation (a worker-less
+ * process's `kick` has no intake to wake; without GitHub progress, `reportProgress` is
+ * `noProgress`).
+ */
 export interface TaskDeps {
-  models: Models;
-  events: TaskEventLog;
+  readonly models: Models;
+  readonly events: TaskEventLog;
   /** Starts a pipeline stage for the task (an Agenda job), in `round` (default 0). */
   enqueueStage(taskId: string, stage: StageName, round?: number): Promise<void>;
   /** Revisions one task may take (MAX_REVISIONS; domain/tasks/revisions.ts). */
-  maxRevisions?: number;
+  readonly maxRevisions: number;
   /** Tells this process's workers a task was queued, so they need not wait for their poll. */
-  kick?(): void;
+  kick(): void;
   /** Tells the workers of every process that tasks were queued (coalesced). */
-  signalQueued?(): void;
-  /** Inserts a task document; batched with concurrent inserts when given (insert-batcher). */
-  insertTask?(doc: NewTask): Promise<void>;
+  signalQueued(): void;
+  /** Inserts a task document, batched with concurrent inserts (db/insert-batcher.ts). */
+  insertTask(doc: NewTask): Promise<void>;
   /** Per-process caches of the rarely changing reads of task creation (see marker-cache). */
-  cache?: {
+  readonly cache: {
     tier(accountId: string): Promise<Tier | null>;
     workspace(workspaceId: string): Promise<WorkspaceRecord | null>;
   };
-  /** Removes a task's working copy, if this process can see it. */
-  workdirOf?(taskId: string): string;
+  /** Where a task's working copy lives (removed when the task ends). */
+  workdirOf(taskId: string): string;
   /**
    * Throws 503 `insufficient_storage` while DATA_DIR has less free space than
    * DATA_DIR_MIN_FREE_MB (domain/storage.ts): a task is refused rather than started to fail.
    */
-  checkStorage?(): Promise<void>;
+  checkStorage(): Promise<void>;
   /**
    * Tells the place a task reports to (its GitHub thread, chat thread or tracker issue) that
    * the plan or the diff waits for approval, that the task ended, or that its pull request
-   * was merged (recordPullRequestOutcome). Set by the composition root.
+   * was merged (recordPullRequestOutcome).
    */
-  notifyThread?(taskId: string, kind: ThreadNotice): Promise<void>;
+  notifyThread(taskId: string, kind: ThreadNotice): Promise<void>;
   /**
    * Tells the task's GitHub check run (domain/progress.ts) that its phase changed; `at` is
    * the phase event's sequence number, or `end`. Returns at once: the report is queued in
-   * the background and its failures never reach the task. Set when the GitHub App is
-   * configured and GITHUB_PROGRESS is on.
+   * the background and its failures never reach the task. `noProgress` when the GitHub App
+   * is not configured or GITHUB_PROGRESS is off.
    */
-  reportProgress?(taskId: string, at: number | "end"): void;
+  reportProgress(taskId: string, at: number | "end"): void;
 }
+
+/** The `reportProgress` of a process that reports no progress to GitHub: nothing to do. */
+export function noProgress(): void {}
 
 /** What a task tells the place it reports to. */
 export type ThreadNotice = "plan" | "diff" | "end" | "merged";

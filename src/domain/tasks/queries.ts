@@ -70,5 +70,5 @@ export async function listTasks(
     .sort({ created_at: -1, _id: -1 })
     .limit(filter.limit)
     .toArray();
-  return docs as unknown as TaskRecord[];
+  return docs;
 }

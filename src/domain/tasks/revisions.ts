@@ -10,12 +10,22 @@ import {
 import { errors } from "../../errors.js";
 import { sanitizeUntrusted } from "../../github-api/sanitize.js";
 import { redactText } from "../../util/redact.js";
-import { claimMarker, dropMarkers, markerExists, markers } from "../../durable/markers.js";
+import { claimMarker, dropMarkers, markerExists, markerKind } from "../../durable/markers.js";
+import { taskEndMarker } from "./endings.js";
+import { gateMarker } from "./gates.js";
+import { stageDoneMarker } from "./model.js";
 import { rememberFeedback } from "../memory.js";
 import { createTask, type CreateTaskInput } from "./create.js";
 import { getTask } from "./queries.js";
 import { moveTo } from "./gates.js";
 import { type StageName, type TaskDeps } from "./model.js";
+
+/** A failed task's retry, once per round it failed in. */
+export const taskRetryMarker = markerKind(
+  "task-retry",
+  "task-retry",
+  (taskId: string, round: number) => [taskId, round],
+);
 
 /*
  * Working with people (docs/api.md, "Revisions, follow-ups and retries"; SPEC §4a): feedback
@@ -31,8 +41,6 @@ import { type StageName, type TaskDeps } from "./model.js";
 /** The driver collection this module writes, typed by its records. */
 const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);
 
-/** Revisions one task may take when the deployment sets none (MAX_REVISIONS). */
-export const DEFAULT_MAX_REVISIONS = 5;
 /** Longest feedback (and reason) quoted in a log event. */
 const LOGGED_FEEDBACK_CHARS = 300;
 
@@ -78,7 +86,7 @@ export async function reviseTask(
       `Only a plan or a diff awaiting approval can be revised (status ${task.status}, phase ${task.phase}).`,
     );
   const used = task.revisions?.length ?? 0;
-  const max = deps.maxRevisions ?? DEFAULT_MAX_REVISIONS;
+  const max = deps.maxRevisions;
   if (used >= max)
     throw errors.invalidState(
       `The task has had ${used} revision${used === 1 ? "" : "s"}, the most MAX_REVISIONS allows (${max}); approve or reject it.`,
@@ -90,7 +98,7 @@ export async function reviseTask(
   const now = new Date();
   // The gate's decision marker of this round: a revision racing an approval, a rejection or
   // another revision is one of them, the others get 409.
-  const decided = await claimMarker(deps.models, markers.gate(taskId, gate, round), {
+  const decided = await claimMarker(deps.models, gateMarker(taskId, gate, round), {
     expires_at: null,
     created_at: now,
     updated_at: now,
@@ -156,7 +164,7 @@ async function failedStage(deps: TaskDeps, task: TaskRecord): Promise<StageName 
   }
   const round = task.round ?? 0;
   const finished = (stage: StageName) =>
-    markerExists(deps.models, markers.stageDone(task._id, stageKey(stage, round)));
+    markerExists(deps.models, stageDoneMarker(task._id, stageKey(stage, round)));
   switch (phase) {
     case "CLONING":
       return "clone";
@@ -176,7 +184,7 @@ async function failedStage(deps: TaskDeps, task: TaskRecord): Promise<StageName 
         ? "rework"
         : "verify";
     case "REVIEWING":
-      return (await markerExists(deps.models, markers.gate(task._id, "diff", round)))
+      return (await markerExists(deps.models, gateMarker(task._id, "diff", round)))
         ? "publish"
         : "review";
     case "CLEANUP":
@@ -220,7 +228,7 @@ export async function retryTask(
     );
   const feedback = input.feedback ? cleanFeedback(input.feedback) : "";
   const round = task.round ?? 0;
-  if (!(await claimMarker(deps.models, markers.taskRetry(taskId, round))))
+  if (!(await claimMarker(deps.models, taskRetryMarker(taskId, round))))
     throw errors.invalidState("The task is being retried already.");
   const next = round + 1;
   // The round's instruction goes on (a revision's feedback the failed round worked on), with
@@ -249,7 +257,7 @@ export async function retryTask(
     },
   );
   // The ending is undone: the task runs again and will end again.
-  await dropMarkers(deps.models, [markers.taskEnd(taskId)]);
+  await dropMarkers(deps.models, [taskEndMarker(taskId)]);
   deps.events.forget(taskId);
   await deps.events.append(taskId, {
     event_type: "log",

@@ -2,7 +2,7 @@ import { lookup } from "node:dns/promises";
 import ipaddr from "ipaddr.js";
 import { Version3Client } from "jira.js";
 import { z } from "zod";
-import { markers } from "../../durable/markers.js";
+import { markerKind } from "../../durable/markers.js";
 import type { TaskRecord } from "../../db/models.js";
 import type { TaskDeps } from "../../domain/tasks/model.js";
 import { errors } from "../../errors.js";
@@ -33,6 +33,13 @@ import {
   signedShape,
   type ReplayWindow,
 } from "../shared/signed-request.js";
+
+/** A Jira webhook delivery. */
+export const jiraDeliveryMarker = markerKind(
+  "jira",
+  "jira-delivery",
+  (integrationId: string, deliveryId: string) => [integrationId, deliveryId],
+);
 
 /*
  * The Jira Cloud door: one admin webhook (issue created/updated, comment created). Adding the
@@ -187,7 +194,7 @@ function adfDocument(text: string) {
 export async function commentOnJiraIssue(client: Version3Client, issueKey: string, text: string) {
   await client.issueComments.addComment({
     issueIdOrKey: issueKey,
-    comment: adfDocument(redactText(text)) as never,
+    comment: adfDocument(redactText(text)),
   });
 }
 
@@ -257,7 +264,7 @@ export async function handleJira(
   );
   const event = signedShape(jiraEvent, json, "body", "Jira webhook body");
   const settings = integration.settings as JiraSettings;
-  const marker = (id: string) => markers.jiraDelivery(integration._id, id);
+  const marker = (id: string) => jiraDeliveryMarker(integration._id, id);
   const once = () => claimDelivery(deps.tasks.models, marker, request.delivery, request.rawBody);
   const taskId = deliveryTaskId(integration._id, deliveryKey(request.delivery, request.rawBody));
   const issue = event.issue;

@@ -1,5 +1,5 @@
 import { jiraKind } from "../../domain/integrations/kinds.js";
-import { markers } from "../../durable/markers.js";
+import { jiraDeliveryMarker } from "./door.js";
 import { redactText } from "../../util/redact.js";
 import type { IntegrationPlugin } from "../plugin.js";
 import { trackerTaskInput } from "../shared/task-request.js";
@@ -71,5 +71,5 @@ export const jiraPlugin = {
       redactText(text),
     );
   },
-  markers: [markers.jiraDelivery],
+  markers: [jiraDeliveryMarker],
 } satisfies IntegrationPlugin<"jira">;

@@ -6,7 +6,7 @@ import {
   UpdateIssueMutation,
 } from "@linear/sdk";
 import { z } from "zod";
-import { markers } from "../../durable/markers.js";
+import { markerKind } from "../../durable/markers.js";
 import type { TaskRecord } from "../../db/models.js";
 import type { TaskDeps } from "../../domain/tasks/model.js";
 import { errors } from "../../errors.js";
@@ -36,6 +36,13 @@ import {
   signedShape,
   type ReplayWindow,
 } from "../shared/signed-request.js";
+
+/** A Linear webhook delivery. */
+export const linearDeliveryMarker = markerKind(
+  "linear",
+  "linear-delivery",
+  (integrationId: string, deliveryId: string) => [integrationId, deliveryId],
+);
 
 /*
  * The Linear door: one webhook (Issue and Comment events). Adding the integration's label
@@ -219,7 +226,7 @@ export async function handleLinear(
   const logger = deps.logger.child({ integration: integration._id, linear: "webhook" });
   if (!integration.enabled) return OK;
   const settings = integration.settings as LinearSettings;
-  const marker = (id: string) => markers.linearDelivery(integration._id, id);
+  const marker = (id: string) => linearDeliveryMarker(integration._id, id);
   const once = () => claimDelivery(deps.tasks.models, marker, request.delivery, request.rawBody);
   const taskId = deliveryTaskId(integration._id, deliveryKey(request.delivery, request.rawBody));
 

@@ -1,5 +1,5 @@
 import { linearKind } from "../../domain/integrations/kinds.js";
-import { markers } from "../../durable/markers.js";
+import { linearDeliveryMarker } from "./door.js";
 import { redactText } from "../../util/redact.js";
 import type { IntegrationPlugin } from "../plugin.js";
 import { trackerTaskInput } from "../shared/task-request.js";
@@ -70,5 +70,5 @@ export const linearPlugin = {
       redactText(text),
     );
   },
-  markers: [markers.linearDelivery],
+  markers: [linearDeliveryMarker],
 } satisfies IntegrationPlugin<"linear">;

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { Models } from "../../db/models.js";
-import { claimMarker, markers } from "../../durable/markers.js";
+import { claimMarker, markerKind } from "../../durable/markers.js";
 import { taskById } from "../../domain/tasks/queries.js";
 import { taskConversations } from "../../domain/tasks/threads.js";
 import type { JobKind, Scheduler } from "../../queue/scheduler.js";
@@ -10,6 +10,13 @@ import type { IntegrationJobDeps } from "../plugin.js";
 import { pluginOf } from "../registry.js";
 import { findIntegration } from "../../domain/integrations/store.js";
 import type { TaskSource } from "../../domain/integrations/types.js";
+
+/** A notice posted to an integration. */
+export const integrationNoticeMarker = markerKind(
+  "int-notice",
+  "integration-notice",
+  (taskId: string, notice: string) => [taskId, notice],
+);
 
 /*
  * What a task tells the chat thread or issue it came from: its plan and its change at the
@@ -67,7 +74,7 @@ export function integrationNoticeJob(deps: IntegrationJobDeps): JobKind<z.infer<
               { ...task, report_to: source },
               kind,
             );
-            await claimMarker(models, markers.integrationNotice(task_id, kind));
+            await claimMarker(models, integrationNoticeMarker(task_id, kind));
           },
         );
         logger.info({ task: task_id, kind, type: source.type }, "notice posted");

@@ -2,7 +2,7 @@ import { isValidSlackRequest } from "@slack/bolt";
 import { WebClient, type Block, type KnownBlock } from "@slack/web-api";
 import { z } from "zod";
 import type { TaskRecord } from "../../db/models.js";
-import { claimMarker, markers } from "../../durable/markers.js";
+import { claimMarker, markerKind } from "../../durable/markers.js";
 import { decide, type Decision } from "../../domain/tasks/gates.js";
 import { getTask } from "../../domain/tasks/queries.js";
 import { integrationTasks, setReportThread } from "../../domain/tasks/threads.js";
@@ -33,6 +33,13 @@ import {
   signedShape,
   type ReplayWindow,
 } from "../shared/signed-request.js";
+
+/** A Slack event, slash command or button press. */
+export const slackDeliveryMarker = markerKind(
+  "slack",
+  "slack-delivery",
+  (integrationId: string, deliveryId: string) => [integrationId, deliveryId],
+);
 
 /*
  * The Slack door: a slash command (`/foreman task [owner/repo] <what>`, `status`, `help`) and
@@ -121,7 +128,7 @@ async function queueTask(
     type: "slack",
     integration_id: integration._id,
     task_id: deliveryTaskId(integration._id, input.delivery),
-    claims: [markers.slackDelivery(integration._id, input.delivery)],
+    claims: [slackDeliveryMarker(integration._id, input.delivery)],
     text: words.join(" "),
     user: input.user,
     channel: input.channel,
@@ -447,7 +454,7 @@ async function actOn(
     payload.trigger_id &&
     !(await claimMarker(
       deps.tasks.models,
-      markers.slackDelivery(integration._id, payload.trigger_id),
+      slackDeliveryMarker(integration._id, payload.trigger_id),
     ))
   )
     return { status: 200, body: {} };
@@ -467,7 +474,7 @@ async function actOn(
     throw error;
   }
   const task = await getTask(deps.tasks.models, integration.account_id, action.value);
-  const ref = (task as unknown as { report_to?: TaskSource }).report_to?.ref;
+  const ref = (task.report_to as TaskSource | null | undefined)?.ref;
   if (channel)
     await client.chat
       .postMessage({

@@ -1,5 +1,9 @@
 import { slackKind } from "../../domain/integrations/kinds.js";
-import { markers } from "../../durable/markers.js";
+import {
+  slackInstallStateMarker,
+  slackInstallStateUsedMarker,
+} from "../../domain/integrations/slack-install.js";
+import { slackDeliveryMarker } from "./door.js";
 import { errors } from "../../errors.js";
 import type { IntegrationDeps, IntegrationPlugin, VendorRequest, VendorRoute } from "../plugin.js";
 import {
@@ -138,5 +142,5 @@ export const slackPlugin = {
   async reply(deps, integration, request, text) {
     if (request.type === "slack") await replyInSlack(integration, request, text, deps.slackApiUrl);
   },
-  markers: [markers.slackDelivery, markers.slackInstallState, markers.slackInstallStateUsed],
+  markers: [slackDeliveryMarker, slackInstallStateMarker, slackInstallStateUsedMarker],
 } satisfies IntegrationPlugin<"slack">;

@@ -7,7 +7,6 @@ import {
   toHealthReportView,
   type HealthReportView,
 } from "../../../domain/health-reports.js";
-import { errors } from "../../../errors.js";
 import { route, type AnyRoute } from "../../route.js";
 import type { HttpDeps } from "../../types.js";
 import {
@@ -19,7 +18,6 @@ import {
 } from "./schema.js";
 
 function scansOf(deps: HttpDeps) {
-  if (!deps.healthScans) throw errors.notReady("Health scans are not available on this server.");
   return deps.healthScans;
 }
 

@@ -1,0 +1,359 @@
+import path from "node:path";
+import type { Probot } from "probot";
+import type { Config } from "./config/env.js";
+import { registerConfigSecrets } from "./config/env.js";
+import { connectDatabase, type Database } from "./db/connection.js";
+import { createInsertBatcher } from "./db/insert-batcher.js";
+import type { Models, Tier } from "./db/models.js";
+import { findTier } from "./domain/accounts.js";
+import type { CronJobs } from "./domain/automations.js";
+import type { HealthScans } from "./domain/health-reports.js";
+import { startIntegrationCache } from "./domain/integrations/store.js";
+import { TIERS_MARKER } from "./domain/quota.js";
+import { createStorageCheck, type StorageCheck } from "./domain/storage.js";
+import { TaskEventLog } from "./domain/task-events.js";
+import {
+  newTaskCollection,
+  noProgress,
+  type TaskDeps,
+  type ThreadNotice,
+} from "./domain/tasks/model.js";
+import { findWorkspace, WORKSPACES_MARKER, type WorkspaceRecord } from "./domain/workspaces.js";
+import { MarkerCache } from "./durable/marker-cache.js";
+import { createProbot } from "./github-api/app.js";
+import { createGithubClient, type GithubClient } from "./github-api/client.js";
+import type { GithubHandlerDeps } from "./github/deps.js";
+import { registerHandlers } from "./github/handlers.js";
+import { githubJobs } from "./github/jobs.js";
+import { createThreadNotifier } from "./github/notices.js";
+import { createProgressReporter } from "./github/progress.js";
+import { buildIndex } from "./indexer/index.js";
+import type { IntegrationDeps, IntegrationJobDeps } from "./integrations/plugin.js";
+import {
+  defineVendorJobs,
+  vendorRoutes,
+  vendorSettings,
+  type BoundVendorRoute,
+} from "./integrations/registry.js";
+import { createIntegrationNotifier, integrationNoticeJob } from "./integrations/shared/notices.js";
+import { TASK_REQUEST_JOB, type RequestTask } from "./integrations/shared/task-request.js";
+import { taskRequestJob } from "./integrations/shared/task-requests.js";
+import { createCronJobs, cronJobKind } from "./jobs/cron.js";
+import {
+  createHealthScanJob,
+  createHealthSweepJob,
+  enqueueHealthScan,
+} from "./jobs/health-scan.js";
+import { pruneOnceMarkers } from "./jobs/housekeeping.js";
+import {
+  createModelClient,
+  requireModel,
+  type ModelClient,
+  type ModelSettings,
+} from "./llm/provider.js";
+import { enableMetrics } from "./metrics/index.js";
+import { StageError } from "./pipeline/errors.js";
+import { IntakeKicks, signalQueued } from "./pipeline/intake.js";
+import { createPipeline, enqueueStage, workdirFor, type Pipeline } from "./pipeline/runner.js";
+import { processIdentity, setIdentityDataDir } from "./queue/identity.js";
+import { createScheduler, type JobKind, type Scheduler } from "./queue/scheduler.js";
+import { createLogger, type Logger } from "./util/logger.js";
+import { checkSandbox, configureSandbox } from "./util/sandbox.js";
+import { configureSandboxCaches } from "./util/sandbox-cache.js";
+import { configureWorkdirVolumes } from "./util/workdir-volume.js";
+
+/*
+ * The service's one context (CONVENTIONS.md, "One context, built once"; atproto's
+ * packages/pds/src/context.ts): every part the roles, doors and jobs use, built once from the
+ * configuration by `buildContext` and frozen. A room learns its dependencies from its
+ * parameter list; nothing patches a part after this function returns. A part that is off is a
+ * real implementation that refuses or has nothing to do (`noProgress`, a GitHub notifier
+ * without an App).
+ *
+ * Adding a dependency: build it in `buildContext` from the config and the parts it needs (in
+ * the order below: process, database, scheduler, task operations, pipeline, doors' deps),
+ * add it to `ServiceContext`, and hand it on in the deps of the room that uses it
+ * (`TaskDeps`, `GithubHandlerDeps`, `IntegrationDeps`, `HttpDeps` built in service.ts). Its
+ * jobs are defined in `defineJobs`; anything it runs in the background is stopped in `close`.
+ */
+
+export interface ContextOptions {
+  config: Config;
+  /** This process runs the workers (the sandbox is checked before anything else). */
+  workers: boolean;
+  logger?: Logger | undefined;
+  /** Tests: Probot without retries and throttling. */
+  testing?: boolean | undefined;
+}
+
+/** The GitHub App's parts, when APP_ID and PRIVATE_KEY are configured. */
+export interface GithubParts {
+  readonly probot: Probot;
+  readonly client: GithubClient;
+  readonly deps: GithubHandlerDeps;
+}
+
+export interface ServiceContext {
+  readonly config: Config;
+  readonly logger: Logger;
+  readonly db: Database;
+  readonly models: Models;
+  readonly scheduler: Scheduler;
+  readonly events: TaskEventLog;
+  /** The configured model, or the "missing" client that explains what to set. */
+  readonly modelClient: ModelClient;
+  /** Undefined when the GitHub App is not configured (APP_ID, PRIVATE_KEY). */
+  readonly github: GithubParts | undefined;
+  /** The task operations every door and the pipeline share (frozen). */
+  readonly tasks: TaskDeps;
+  /** What `tasks.kick` rings: the worker role's intake listens (pipeline/intake.ts). */
+  readonly kicks: IntakeKicks;
+  readonly pipeline: Pipeline;
+  /** Arms and disarms the Agenda jobs of cron automations. */
+  readonly cron: CronJobs;
+  readonly healthScans: HealthScans;
+  /** What the vendors' handlers get (integrations/plugin.ts). */
+  readonly integrations: IntegrationDeps;
+  /** The vendors' signed endpoints, bound to `integrations` (integrations/registry.ts). */
+  readonly vendorRoutes: readonly BoundVendorRoute[];
+  /** The hourly pruning job the worker role schedules. */
+  readonly housekeeping: JobKind<Record<string, never>>;
+  readonly checkStorage: StorageCheck;
+  /** Stops the context's caches; the roles stop their own parts, the database is last. */
+  close(): void;
+}
+
+/** The model settings of the configuration, or undefined when no model is configured. */
+export function modelSettings(config: Config): ModelSettings | undefined {
+  const { llm } = config;
+  if (!llm.provider) return undefined;
+  return {
+    provider: llm.provider,
+    ...(llm.baseUrl ? { baseUrl: llm.baseUrl } : {}),
+    ...(llm.apiKey ? { apiKey: llm.apiKey } : {}),
+    ...(llm.model ? { model: llm.model } : {}),
+    stream: llm.stream,
+    timeoutMs: llm.timeoutMs,
+    maxRetries: llm.maxRetries,
+    ...(llm.prices ? { prices: llm.prices } : {}),
+    ...(llm.contextTokens ? { contextTokens: llm.contextTokens } : {}),
+  };
+}
+
+/** Process-wide settings from the config, before any part exists. */
+async function configureProcess(options: ContextOptions, logger: Logger): Promise<void> {
+  const { config } = options;
+  registerConfigSecrets(config);
+  setIdentityDataDir(config.dataDir);
+  // Before anything else: workers must not start running repository code without the
+  // boundary they were configured with (util/sandbox.ts).
+  configureSandbox({
+    engine: config.sandbox.engine,
+    network: config.sandbox.network,
+    memoryMb: config.sandbox.memoryMb,
+    maxProcs: config.sandbox.maxProcs,
+    maxFileMb: config.sandbox.maxFileMb,
+    diskLimitMb: config.sandbox.diskLimitMb,
+    hiddenPaths: [config.dataDir],
+  });
+  configureWorkdirVolumes(config.sandbox.diskVolumes);
+  // Per account and repository, under DATA_DIR: DATA_DIR_MIN_FREE_MB covers them too.
+  configureSandboxCaches({
+    root: path.join(config.dataDir, "sandbox-cache"),
+    maxAgeDays: config.sandbox.cacheMaxAgeDays,
+  });
+  if (config.sandbox.engine === "none") {
+    logger.warn(
+      "SANDBOX=none: repository commands (verification, run_command, health-scan tests) run UNCONTAINED with this service's user, files and network. Only for repositories you fully trust; install bubblewrap and unset SANDBOX to contain them.",
+    );
+  }
+  if (options.workers) {
+    // Once at start: how the working copy is mounted and how the disk budget is kept.
+    const report = await checkSandbox();
+    logger.info(
+      {
+        workspace_mount: report.workspaceMount,
+        disk_budget: report.diskBudget,
+        data_dir_min_free_mb: config.dataDirMinFreeMb,
+      },
+      `sandbox ready: working copies at /workspace (${report.workspaceMount === "overlay" ? "overlay mount" : report.workspaceMount === "bind" ? "bind mount: its host path shows in the sandbox's /proc/self/mountinfo" : "SANDBOX=none: at their host paths"}); disk budget: ${report.diskBudget}`,
+    );
+  }
+}
+
+/** Builds the service's context from the configuration: every part, once, then frozen. */
+export async function buildContext(options: ContextOptions): Promise<ServiceContext> {
+  const { config } = options;
+  const logger = options.logger ?? createLogger({ level: config.logLevel });
+  await configureProcess(options, logger);
+  const checkStorage = createStorageCheck(config.dataDir, config.dataDirMinFreeMb);
+  const db = await connectDatabase(config, logger);
+  const models = db.models;
+  if (config.metrics.enabled) enableMetrics(db.connection.db, config.metrics.dbReadEveryMs);
+
+  const scheduler = await createScheduler({
+    db: db.connection.db!,
+    logger,
+    // host, pid and DATA_DIR: see queue/identity.ts.
+    name: processIdentity(),
+    concurrency: config.pipeline.taskConcurrency,
+    lockLifetimeMs: config.jobs.lockLifetimeMs,
+  });
+  const probot = config.github
+    ? createProbot(config.github, logger, { testing: options.testing ?? false })
+    : undefined;
+  const githubClient =
+    probot && config.github ? createGithubClient(probot, config.github) : undefined;
+  const events = new TaskEventLog(models);
+  const modelClient = createModelClient(modelSettings(config));
+
+  // The rarely changing reads of task creation, cached per process (durable/marker-cache.ts).
+  const tierCache = new MarkerCache<Tier>(models, TIERS_MARKER, config.accountViewPollMs, (id) =>
+    findTier(models, id),
+  );
+  const workspaceCache = new MarkerCache<WorkspaceRecord>(
+    models,
+    WORKSPACES_MARKER,
+    config.accountViewPollMs,
+    (id) => findWorkspace(models, id),
+  );
+  await tierCache.start();
+  await workspaceCache.start();
+  const integrationCache = await startIntegrationCache(models, config.accountViewPollMs);
+
+  // The place a task reports to: its GitHub thread (when the App is configured) and the chat
+  // thread or tracker issue it was asked from (integrations/shared/notices.ts).
+  const notifyGithub = githubClient ? createThreadNotifier(models, scheduler) : undefined;
+  const notifyIntegration = createIntegrationNotifier(models, scheduler);
+  async function notifyThread(taskId: string, kind: ThreadNotice): Promise<void> {
+    // A merge is news only for tracker issues (their done state); GitHub shows it itself.
+    if (notifyGithub && kind !== "merged") await notifyGithub(taskId, kind);
+    await notifyIntegration(taskId, kind);
+  }
+  const kicks = new IntakeKicks();
+  const tasks: TaskDeps = Object.freeze({
+    models,
+    events,
+    enqueueStage: (taskId, stage, round) => enqueueStage(scheduler, taskId, stage, round),
+    maxRevisions: config.pipeline.maxRevisions,
+    kick: kicks.kick,
+    signalQueued: () => signalQueued(models),
+    insertTask: createInsertBatcher(newTaskCollection(models)),
+    cache: Object.freeze({
+      tier: (id: string) => tierCache.get(id),
+      workspace: (id: string) => workspaceCache.get(id),
+    }),
+    workdirOf: (taskId) => workdirFor(config, taskId),
+    checkStorage,
+    notifyThread,
+    // Phase changes of GitHub tasks show on a check run (docs/api.md, "Progress on GitHub").
+    reportProgress:
+      githubClient && config.github?.progress
+        ? createProgressReporter(models, scheduler, logger)
+        : noProgress,
+  } satisfies TaskDeps);
+
+  const pipeline = createPipeline({
+    config,
+    models,
+    events,
+    scheduler,
+    tasks,
+    logger,
+    modelClient: () => requireModel(modelClient),
+    buildIndex: (root) => buildIndex(root),
+    github: githubClient,
+    async cloneUrl(task) {
+      if (task.repo.kind !== "github") return task.repo.clone_url;
+      if (!githubClient || task.repo.installation_id == null)
+        throw new StageError(
+          "This repository belongs to a GitHub App installation, but the GitHub App is not configured on this worker (APP_ID, PRIVATE_KEY).",
+        );
+      return githubClient.cloneUrl(task.repo.installation_id, task.repo.clone_url);
+    },
+  });
+
+  const github: GithubParts | undefined =
+    probot && githubClient && config.github
+      ? Object.freeze({
+          probot,
+          client: githubClient,
+          deps: Object.freeze({
+            config,
+            github: config.github,
+            models,
+            tasks,
+            client: githubClient,
+            logger,
+            scheduler,
+            modelClient,
+          }),
+        })
+      : undefined;
+
+  // The vendors (integrations/registry.ts): their endpoints, read from the config once.
+  // Tasks asked for in Slack, Linear and Jira are created by a job the door queues, answered
+  // once the job is in the database: the scheduler groups the inserts of one turn into one
+  // insertMany (db/insert-batcher.ts), well inside Slack's 3-second deadline.
+  const requestTask: RequestTask = (request) =>
+    scheduler.enqueue(TASK_REQUEST_JOB, request, {
+      unique: { "data.task_id": request.task_id },
+    });
+  const integrations: IntegrationDeps = Object.freeze({
+    tasks,
+    logger,
+    ...vendorSettings(config),
+    requestTask,
+  });
+
+  const context: ServiceContext = Object.freeze({
+    config,
+    logger,
+    db,
+    models,
+    scheduler,
+    events,
+    modelClient,
+    github,
+    tasks,
+    kicks,
+    pipeline,
+    cron: createCronJobs(scheduler.agenda),
+    healthScans: Object.freeze({
+      enqueue: (id: string) => enqueueHealthScan(scheduler, id),
+      checkStorage,
+    }),
+    integrations,
+    vendorRoutes: Object.freeze(vendorRoutes(integrations)),
+    housekeeping: pruneOnceMarkers(models),
+    checkStorage,
+    close() {
+      tierCache.stop();
+      workspaceCache.stop();
+      integrationCache.stop();
+    },
+  });
+  defineJobs(context);
+  return context;
+}
+
+/** Every job kind of the service, defined on the context's scheduler (workers run them). */
+function defineJobs(context: ServiceContext): void {
+  const { config, models, scheduler, logger, tasks, github } = context;
+  const define = <D>(kind: JobKind<D>) => scheduler.define(kind);
+  define(context.housekeeping);
+  define(context.pipeline.stageJob);
+  const healthDeps = { config, models, logger, github: github?.client, scheduler };
+  define(createHealthScanJob(healthDeps));
+  define(createHealthSweepJob(healthDeps));
+  define(cronJobKind({ tasks, cron: context.cron, logger }));
+  if (github) {
+    registerHandlers(github.probot, github.deps);
+    for (const job of githubJobs(github.deps)) define(job);
+  }
+  const integrationJobDeps: IntegrationJobDeps = context.integrations;
+  // Tasks asked for in Slack, Linear and Jira; their notices back where they were asked.
+  define(taskRequestJob(integrationJobDeps));
+  define(integrationNoticeJob(integrationJobDeps));
+  defineVendorJobs(integrationJobDeps, define);
+}

@@ -104,7 +104,12 @@ export function SkillsPage() {
         }}
       >
         <h2>Create a skill</h2>
-        <Field id="skill-name" label="Name" hint="kebab-case, e.g. add-metrics">
+        <Field
+          id="skill-name"
+          label="Name"
+          hint="kebab-case, e.g. add-metrics"
+          error={create.field("name")}
+        >
           <input
             id="skill-name"
             required
@@ -115,7 +120,7 @@ export function SkillsPage() {
             onInput={(e) => setName(e.currentTarget.value)}
           />
         </Field>
-        <Field id="skill-description" label="Description">
+        <Field id="skill-description" label="Description" error={create.field("description")}>
           <input
             id="skill-description"
             required
@@ -124,7 +129,11 @@ export function SkillsPage() {
             onInput={(e) => setDescription(e.currentTarget.value)}
           />
         </Field>
-        <Field id="skill-prompt" label="Instructions added to the task's prompt">
+        <Field
+          id="skill-prompt"
+          label="Instructions added to the task's prompt"
+          error={create.field("system_prompt_addition")}
+        >
           <textarea
             id="skill-prompt"
             required

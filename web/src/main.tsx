@@ -76,12 +76,9 @@ function Nav({ onSignOut, awaiting }: { onSignOut: () => void; awaiting: number 
         href="/tasks?awaiting=1"
         class={awaiting ? "awaiting has" : "awaiting"}
         data-testid="awaiting"
-        aria-label={`${awaiting} ${awaiting === 1 ? "task awaits" : "tasks await"} your decision`}
+        title="Tasks waiting for your decision at a gate"
       >
-        <span aria-hidden="true">{awaiting}</span>
-        <span aria-hidden="true" class="awaiting-label">
-          awaiting you
-        </span>
+        {awaiting} awaiting you
       </Link>
       <button
         type="button"

@@ -38,13 +38,24 @@ type Live = {
  * then live. Events of one burst are applied together, so a replay of thousands of events
  * renders once, not once per event. Reconnects after an abnormal close with `?since=`.
  */
-function useTaskEvents(id: string, onChange: () => void): Live {
+function useTaskEvents(
+  id: string,
+  onChange: () => void,
+  generation: number,
+  isRunning: () => boolean,
+): Live {
   const [live, setLive] = useState<Live>({ phases: [], lines: [], connected: false, ended: false });
   const change = useRef(onChange);
   change.current = onChange;
+  const running = useRef(isRunning);
+  running.current = isRunning;
+  // The last event seen, kept across reconnections of the same task.
+  const seen = useRef({ id, seq: 0 });
+  if (seen.current.id !== id) seen.current = { id, seq: 0 };
+  useEffect(() => setLive({ phases: [], lines: [], connected: false, ended: false }), [id]);
   useEffect(() => {
     let socket: WebSocket | undefined;
-    let lastSeq = 0;
+    const cursor = seen.current;
     let stopped = false;
     let pending: TaskEvent[] = [];
     let frame = 0;
@@ -69,15 +80,15 @@ function useTaskEvents(id: string, onChange: () => void): Live {
     const connect = () => {
       const key = storedKey();
       if (!key || stopped) return;
-      socket = new WebSocket(taskSocketUrl(id, lastSeq), ["api-key." + key]);
+      socket = new WebSocket(taskSocketUrl(id, cursor.seq), ["api-key." + key]);
       socket.onopen = () => {
         failures = 0;
-        setLive((s) => ({ ...s, connected: true }));
+        setLive((s) => ({ ...s, connected: true, ended: false }));
       };
       socket.onmessage = (m) => {
         const event = JSON.parse(String(m.data)) as TaskEvent;
-        if (event.seq <= lastSeq) return;
-        lastSeq = event.seq;
+        if (event.seq <= cursor.seq) return;
+        cursor.seq = event.seq;
         pending.push(event);
         frame ||= requestAnimationFrame(flush);
       };
@@ -87,6 +98,11 @@ function useTaskEvents(id: string, onChange: () => void): Live {
         // 1000: the task ended and the server closed the stream; 1008/4xxx: refused.
         if (!stopped && c.code !== 1000 && c.code !== 1008 && c.code < 4000 && failures < 5)
           retry = setTimeout(connect, 1000 * 2 ** failures);
+        // Closed at an ending, yet the task runs again (it was retried): follow what came after.
+        else if (!stopped && c.code === 1000)
+          retry = setTimeout(() => {
+            if (running.current()) connect();
+          }, 1500);
       };
     };
     connect();
@@ -96,7 +112,9 @@ function useTaskEvents(id: string, onChange: () => void): Live {
       if (frame) cancelAnimationFrame(frame);
       socket?.close();
     };
-  }, [id]);
+    // A new generation (the task was retried after its stream ended) connects again and
+    // continues after the last event seen.
+  }, [id, generation]);
   return live;
 }
 
@@ -412,7 +430,7 @@ function Rounds({ revisions }: { revisions: Revision[] }) {
 
 /** The log: follows its end while the reader is there, scrollable and focusable by keyboard. */
 function Log({ lines }: { lines: TaskEvent[] }) {
-  const box = useRef<HTMLOListElement>(null);
+  const box = useRef<HTMLDivElement>(null);
   const [following, setFollowing] = useState(true);
   useLayoutEffect(() => {
     const el = box.current;
@@ -421,7 +439,7 @@ function Log({ lines }: { lines: TaskEvent[] }) {
   if (lines.length === 0) return <p class="muted">No log lines yet.</p>;
   return (
     <>
-      <ol
+      <div
         class="log"
         ref={box}
         data-testid="log"
@@ -434,15 +452,17 @@ function Log({ lines }: { lines: TaskEvent[] }) {
           if (atEnd !== following) setFollowing(atEnd);
         }}
       >
-        {lines.map((e) => (
-          <li key={e.seq} class={e.event_type === "error" ? "bad" : ""}>
-            <time dateTime={e.ts}>{e.ts.slice(11, 19)}</time>{" "}
-            <span>
-              {e.event_type === "log" ? e.message : e.event_type === "error" ? e.error : ""}
-            </span>
-          </li>
-        ))}
-      </ol>
+        <ol>
+          {lines.map((e) => (
+            <li key={e.seq} class={e.event_type === "error" ? "bad" : ""}>
+              <time dateTime={e.ts}>{e.ts.slice(11, 19)}</time>{" "}
+              <span>
+                {e.event_type === "log" ? e.message : e.event_type === "error" ? e.error : ""}
+              </span>
+            </li>
+          ))}
+        </ol>
+      </div>
       {!following && (
         <button type="button" class="follow" onClick={() => setFollowing(true)}>
           Follow the end of the log
@@ -489,7 +509,10 @@ function pending(t: Task): { text: string; href?: string } {
 /** The task page: live phases and log, plan and diff with their gates, review, checks, cost. */
 export function TaskPage({ id }: { id: string }) {
   const task = useResource(() => api<Task>("GET", `/tasks/${encodeURIComponent(id)}`), [id]);
-  const live = useTaskEvents(id, task.refresh);
+  const [generation, setGeneration] = useState(0);
+  const runningNow = useRef(false);
+  runningNow.current = !!task.data && !TERMINAL.has(task.data.status);
+  const live = useTaskEvents(id, task.refresh, generation, () => runningNow.current);
   const cancel = useAction();
   const repoName = useRepoNames();
   const running = !!task.data && !TERMINAL.has(task.data.status);
@@ -590,7 +613,15 @@ export function TaskPage({ id }: { id: string }) {
               )}
             </header>
 
-            {t.status === "failed" && <Retry task={t} onDone={task.reload} />}
+            {t.status === "failed" && (
+              <Retry
+                task={t}
+                onDone={() => {
+                  task.reload();
+                  setGeneration((g) => g + 1);
+                }}
+              />
+            )}
             {t.status === "completed" && t.phase === "DONE" && t.branch && <FollowUp task={t} />}
 
             <section aria-labelledby="phases-title">

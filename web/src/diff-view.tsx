@@ -128,10 +128,27 @@ export function DiffView({
         }
       }
     }
-    // Colours after the first paint: a long diff is readable at once, coloured a moment later.
-    const handle = setTimeout(() => ui.highlightCode(), 0);
-    return () => clearTimeout(handle);
-  }, [diff, comments, view]);
+    // Colours after the first paint, one file per task, so a long diff is readable at once
+    // and the page stays responsive while the colours arrive.
+    const files = [...el.querySelectorAll<HTMLElement>(".d2h-file-wrapper")];
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const colourNext = () => {
+      const file = files.shift();
+      if (!file) return;
+      // highlightCode() colours every file under its target: here, the one file.
+      const one = Object.create(ui, {
+        targetElement: { value: { querySelectorAll: () => [file] } },
+      }) as Diff2HtmlUI;
+      ui.highlightCode.call(one);
+      timer = setTimeout(colourNext, 0);
+    };
+    const frame = requestAnimationFrame(() => (timer = setTimeout(colourNext, 0)));
+    return () => {
+      cancelAnimationFrame(frame);
+      clearTimeout(timer);
+    };
+    // A re-fetched task gives equal comments in a new array: redraw only when they differ.
+  }, [diff, JSON.stringify(comments), view]);
   const choose = (v: typeof view) => {
     localStorage.setItem(VIEW_KEY, v);
     setView(v);

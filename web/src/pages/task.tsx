@@ -18,7 +18,8 @@ import { setPageTitle } from "../title.js";
 import { duration, taskTitle, useRepoNames } from "./tasks.js";
 
 /** The diff viewer (diff2html and highlight.js): its own chunk, loaded when a diff is shown. */
-const DiffView = lazyPage(() => import("../diff-view.js").then((m) => m.DiffView), "the diff");
+const loadDiffView = () => import("../diff-view.js").then((m) => m.DiffView);
+const DiffView = lazyPage(loadDiffView, "the diff");
 
 /** The phases a task goes through, in order; FAILED is shown apart, when reached. */
 const PHASES = TASK_PHASES.filter((p) => p !== "FAILED");
@@ -472,16 +473,19 @@ function Log({ lines }: { lines: TaskEvent[] }) {
   );
 }
 
-/** Seconds since `from`, ticking while `running`. */
-function useNow(running: boolean): number {
+/** The task's elapsed time, ticking every second while it runs (only this re-renders). */
+function Elapsed({ task }: { task: Task }) {
+  const running = !TERMINAL.has(task.status);
   const [now, setNow] = useState(Date.now());
   useEffect(() => {
     if (!running) return;
     const t = setInterval(() => setNow(Date.now()), 1000);
     return () => clearInterval(t);
   }, [running]);
-  return now;
+  return <>{duration(task, now)}</>;
 }
+
+const NO_COMMENTS: NonNullable<Task["review"]>["comments"] = [];
 
 /** What the task waits for, in words, with a link to where it is decided. */
 function pending(t: Task): { text: string; href?: string } {
@@ -509,14 +513,14 @@ function pending(t: Task): { text: string; href?: string } {
 /** The task page: live phases and log, plan and diff with their gates, review, checks, cost. */
 export function TaskPage({ id }: { id: string }) {
   const task = useResource(() => api<Task>("GET", `/tasks/${encodeURIComponent(id)}`), [id]);
+  // Most task pages show a diff: its code loads while the task is fetched, not after.
+  useEffect(() => void loadDiffView().catch(() => undefined), []);
   const [generation, setGeneration] = useState(0);
   const runningNow = useRef(false);
   runningNow.current = !!task.data && !TERMINAL.has(task.data.status);
   const live = useTaskEvents(id, task.refresh, generation, () => runningNow.current);
   const cancel = useAction();
   const repoName = useRepoNames();
-  const running = !!task.data && !TERMINAL.has(task.data.status);
-  const now = useNow(running);
   useEffect(() => {
     if (task.data) setPageTitle(`Task: ${taskTitle(task.data)}`);
   }, [task.data?.description]);
@@ -539,7 +543,7 @@ export function TaskPage({ id }: { id: string }) {
                 <StatusBadge status={t.status} /> <span data-testid="phase">{t.phase}</span>
                 <span class="muted" data-testid="elapsed">
                   {" "}
-                  · {duration(t, now)}
+                  · <Elapsed task={t} />
                 </span>
                 <span class="pending" data-testid="pending">
                   {wait.href ? <a href={wait.href}>{wait.text}</a> : wait.text}
@@ -676,7 +680,7 @@ export function TaskPage({ id }: { id: string }) {
                   <Gate task={t} gate="diff" onDone={task.reload} />
                 )}
                 {t.diff ? (
-                  <DiffView diff={t.diff} comments={t.review?.comments ?? []} />
+                  <DiffView diff={t.diff} comments={t.review?.comments ?? NO_COMMENTS} />
                 ) : (
                   <p class="muted">No changes.</p>
                 )}

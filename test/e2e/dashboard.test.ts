@@ -428,10 +428,14 @@ describe("the dashboard", () => {
     // Filters and search live in the URL.
     await page.getByLabel("Search").fill("appears");
     await expect.poll(() => new URL(page.url()).searchParams.get("q")).toBe("appears");
-    await expect(page.getByTestId("task-list").locator("li").count()).resolves.toBe(1);
+    await expect
+      .poll(() => page.getByTestId("task-list").locator("li").count(), { timeout: 5000 })
+      .toBe(1);
     await page.reload();
     await expect(page.getByLabel("Search").inputValue()).resolves.toBe("appears");
-    await expect(page.getByTestId("task-list").locator("li").count()).resolves.toBe(1);
+    await expect
+      .poll(() => page.getByTestId("task-list").locator("li").count(), { timeout: 5000 })
+      .toBe(1);
     await page.getByTestId("awaiting").click();
     await expect.poll(() => new URL(page.url()).searchParams.get("awaiting")).toBe("1");
     await row.waitFor();
@@ -634,7 +638,8 @@ describe("the dashboard", () => {
   });
 
   it("runs a health scan and charts the history", async () => {
-    await visit("/health", "health (no repository)");
+    await visit("/health", "health (first repository)");
+    await expect.poll(() => page.getByLabel("Repository").inputValue()).not.toBe("");
     await page.getByLabel("Repository").selectOption({ label: "acme/greeter (local)" });
     await page.getByText("No report yet: run a scan.").waitFor();
     await page.getByRole("button", { name: "Scan now" }).click();
@@ -692,6 +697,44 @@ describe("the dashboard", () => {
     await page.getByText("disabled").waitFor();
     await expectAccessible(page, "automations");
     await screenshot(page, "automations");
+  });
+
+  it("on a service without a model: the checklist says so and a task needs confirming", async () => {
+    const bare = await startTestServer({
+      env: { LLM_API_KEY: undefined, LLM_PROVIDER: undefined },
+    });
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const { key } = await bare.signup();
+      const p = await ctx.newPage();
+      await p.addInitScript((k) => sessionStorage.setItem("foreman.apiKey", k), key);
+      await p.goto(bare.url + "/dashboard/tasks");
+      const checklist = p.getByTestId("checklist");
+      await checklist.getByText("Configure a model").waitFor();
+      await checklist.getByRole("link", { name: "Add a workspace" }).waitFor();
+      await expectAccessible(p, "first-run checklist");
+      await screenshot(p, "first-run");
+      await bare.api("POST", "/workspaces", {
+        key,
+        body: { name: "local", repos: [{ name: "acme/greeter", clone_url: repo.dir }] },
+      });
+      await p.reload();
+      await p.getByRole("button", { name: "New task" }).click();
+      await p.getByTestId("no-model").waitFor();
+      await p.getByLabel("Repository").first().selectOption({ label: "acme/greeter (local)" });
+      await p.getByLabel("What should change?").fill("Anything");
+      // The confirmation is declined: nothing is created, nothing counted.
+      p.once("dialog", (d) => void d.dismiss());
+      await p.getByRole("button", { name: "Create task" }).click();
+      await expect
+        .poll(async () => (await bare.api("GET", "/keys/me", { key })).body.tasks_this_month)
+        .toBe(0);
+      expect(new URL(p.url()).pathname).toBe("/dashboard/tasks");
+      await expectAccessible(p, "new task without a model");
+    } finally {
+      await ctx.close();
+      await bare.stop();
+    }
   });
 
   it("follows the system's dark mode, accessibly, and has a favicon", async () => {
@@ -774,7 +817,24 @@ describe("the dashboard", () => {
     await p.getByRole("button", { name: "Sign in" }).click();
     await p.getByRole("heading", { name: "Tasks" }).waitFor();
     expect(await p.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+    await expectAccessible(p, "tasks (phone)");
+    // Escape closes the menu and gives the focus back to its button.
     await p.getByRole("button", { name: "Menu" }).click();
+    await p.getByRole("link", { name: "Keys" }).waitFor();
+    await p.keyboard.press("Escape");
+    await expect(
+      p.getByRole("button", { name: "Menu" }).getAttribute("aria-expanded"),
+    ).resolves.toBe("false");
+    await expect(p.evaluate(() => document.activeElement?.textContent)).resolves.toBe("Menu");
+    await p.getByRole("button", { name: "Menu" }).click();
+    // Touch targets: every link and button of the menu at least 44 px high.
+    const small = await p.evaluate(() =>
+      Array.from(document.querySelectorAll<HTMLElement>("header a, header button, main button"))
+        .filter((el) => el.offsetParent !== null)
+        .map((el) => [el.textContent?.trim(), el.getBoundingClientRect().height] as const)
+        .filter(([, h]) => h < 44),
+    );
+    expect(small).toEqual([]);
     await p.getByRole("link", { name: "Keys" }).click();
     await p.getByRole("heading", { name: "API keys" }).waitFor();
     await p.getByTestId("usage").waitFor();

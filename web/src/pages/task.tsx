@@ -153,10 +153,12 @@ function Timeline({ task, phases }: { task: Task; phases: Live["phases"] }) {
 type Revision = Task["revisions"][number];
 const GATE_WORDS = { plan: "the plan", diff: "the changes" } as const;
 
-/** Calls a decision endpoint; a 409 (someone else decided first) becomes a plain message. */
-function useDecision(task: Task, onDone: () => void) {
+/**
+ * Calls a decision endpoint; a 409 (someone else decided first) becomes a plain message,
+ * shown by the page (the gate itself goes away with the new state).
+ */
+function useDecision(task: Task, onDone: () => void, setNote: (note: string) => void) {
   const action = useAction();
-  const [note, setNote] = useState<string>();
   const decide = (path: string, body?: unknown) =>
     action.run(async () => {
       try {
@@ -174,15 +176,25 @@ function useDecision(task: Task, onDone: () => void) {
       awaitingChanged();
       onDone();
     });
-  return { action, note, decide };
+  return { action, decide };
 }
 
 /**
  * One gate: approve; request changes with a comment (the task works on it and comes back to
  * this gate); reject, after a confirmation, with an optional reason.
  */
-function Gate({ task, gate, onDone }: { task: Task; gate: "plan" | "diff"; onDone: () => void }) {
-  const { action, note, decide } = useDecision(task, onDone);
+function Gate({
+  task,
+  gate,
+  onDone,
+  onNote,
+}: {
+  task: Task;
+  gate: "plan" | "diff";
+  onDone: () => void;
+  onNote: (note: string) => void;
+}) {
+  const { action, decide } = useDecision(task, onDone, onNote);
   const [mode, setMode] = useState<"none" | "revise">("none");
   const [feedback, setFeedback] = useState("");
   const [reason, setReason] = useState("");
@@ -294,7 +306,6 @@ function Gate({ task, gate, onDone }: { task: Task; gate: "plan" | "diff"; onDon
         </form>
       </dialog>
       <ErrorBox error={action.error} />
-      {note && <p role="status">{note}</p>}
     </div>
   );
 }
@@ -520,6 +531,7 @@ export function TaskPage({ id }: { id: string }) {
   runningNow.current = !!task.data && !TERMINAL.has(task.data.status);
   const live = useTaskEvents(id, task.refresh, generation, () => runningNow.current);
   const cancel = useAction();
+  const [notice, setNotice] = useState<string>();
   const repoName = useRepoNames();
   useEffect(() => {
     if (task.data) setPageTitle(`Task: ${taskTitle(task.data)}`);
@@ -610,6 +622,7 @@ export function TaskPage({ id }: { id: string }) {
                 </button>
               )}
               <ErrorBox error={cancel.error} />
+              {notice && <p role="status">{notice}</p>}
               {t.error && (
                 <p class="error" role="alert" data-testid="task-error">
                   {t.error}
@@ -654,7 +667,7 @@ export function TaskPage({ id }: { id: string }) {
                   ))}
                 </ol>
                 {t.status === "awaiting_approval" && (
-                  <Gate task={t} gate="plan" onDone={task.reload} />
+                  <Gate task={t} gate="plan" onDone={task.reload} onNote={setNotice} />
                 )}
               </section>
             )}
@@ -677,7 +690,7 @@ export function TaskPage({ id }: { id: string }) {
               <section aria-labelledby="diff-title">
                 <h2 id="diff-title">Changes</h2>
                 {t.status === "awaiting_diff_approval" && (
-                  <Gate task={t} gate="diff" onDone={task.reload} />
+                  <Gate task={t} gate="diff" onDone={task.reload} onNote={setNotice} />
                 )}
                 {t.diff ? (
                   <DiffView diff={t.diff} comments={t.review?.comments ?? NO_COMMENTS} />

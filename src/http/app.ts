@@ -22,6 +22,7 @@ import { skillRoutes } from "./routes/skills/routes.js";
 import { systemRoutes } from "./routes/system/routes.js";
 import { taskRoutes } from "./routes/tasks/routes.js";
 import { workspaceRoutes } from "./routes/workspaces/routes.js";
+import { statusRoutes } from "./routes/status.js";
 import type { AppContext, AppState, HttpDeps, VendorEndpoint } from "./types.js";
 
 export const VERSION = "1.3.0";
@@ -41,6 +42,7 @@ export function allRoutes(): AnyRoute[] {
     ...analyticsRoutes,
     ...githubRoutes,
     ...integrationRoutes,
+    ...statusRoutes,
   ];
 }
 

@@ -24,6 +24,11 @@ export function dashboard(dir = DASHBOARD_DIR): Middleware {
       ctx.redirect(PREFIX + "/");
       return;
     }
+    // Browsers ask for /favicon.ico at the root whatever the page says.
+    if (ctx.path === "/favicon.ico" && built) {
+      await send(ctx, "favicon.ico", { root: dir, maxage: 7 * 24 * 3600 * 1000 });
+      return;
+    }
     if (ctx.path !== PREFIX && !ctx.path.startsWith(PREFIX + "/")) return next();
     ctx.set("X-Content-Type-Options", "nosniff");
     ctx.set("X-Frame-Options", "DENY");
@@ -39,6 +44,10 @@ export function dashboard(dir = DASHBOARD_DIR): Middleware {
       return;
     }
     const rel = ctx.path.slice(PREFIX.length).replace(/^\/+/, "");
+    if (rel === "favicon.svg" || rel === "favicon.ico") {
+      await send(ctx, rel, { root: dir, maxage: 7 * 24 * 3600 * 1000 });
+      return;
+    }
     if (rel.startsWith("assets/")) {
       try {
         await send(ctx, rel, {

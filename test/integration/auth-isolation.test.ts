@@ -329,6 +329,21 @@ beforeAll(async () => {
       path: `/integrations/${integrationId}`,
       foreign: notFound,
     },
+    // The service's configuration, the same for every account: nothing of another's.
+    getStatus: {
+      method: "GET",
+      path: "/status",
+      foreign: (res) => {
+        expect(res.status).toBe(200);
+        expect(Object.keys(res.body).sort()).toEqual([
+          "github_app",
+          "missing",
+          "model",
+          "public_url",
+          "sandbox",
+        ]);
+      },
+    },
     scanRepository: { method: "POST", path: "/health-reports/acme%2Fapp/scan", foreign: notFound },
     getLatestHealthReport: { method: "GET", path: "/health-reports/acme%2Fapp", foreign: notFound },
     listHealthReports: {

@@ -45,15 +45,39 @@ export type KeyInfo = {
   revoked_at: string | null;
 };
 
-/** An error answer of the API: its status, stable code and human message. */
+/** One invalid field of a 400 answer (`details`), as the API words it. */
+export type FieldProblem = { path: string; message: string };
+
+/** An error answer of the API: its status, stable code, human message and field problems. */
 export class ApiError extends Error {
   constructor(
     readonly status: number,
     readonly code: string,
     message: string,
+    readonly details: FieldProblem[] = [],
   ) {
     super(message);
   }
+
+  /** The problems by field, keyed by the path inside the body or query (`repos.0.clone_url`). */
+  get fields(): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const d of this.details) {
+      const key = d.path.replace(/^(body|query|path)\.?/, "") || d.path;
+      out[key] ??= d.message;
+    }
+    return out;
+  }
+}
+
+function problemsOf(details: unknown): FieldProblem[] {
+  if (!Array.isArray(details)) return [];
+  return details.flatMap((d: unknown) => {
+    const o = d as { path?: unknown; message?: unknown } | null;
+    return o && typeof o.path === "string" && typeof o.message === "string"
+      ? [{ path: o.path, message: o.message }]
+      : [];
+  });
 }
 
 const STORAGE_KEY = "foreman.apiKey";
@@ -109,12 +133,15 @@ export async function api<T>(
     json = undefined;
   }
   if (!res.ok) {
-    const err = (json as { error?: { code?: string; message?: string } } | undefined)?.error;
+    const err = (
+      json as { error?: { code?: string; message?: string; details?: unknown } } | undefined
+    )?.error;
     if (res.status === 401 && key) onUnauthorized();
     throw new ApiError(
       res.status,
       err?.code ?? "http_" + res.status,
       err?.message ?? `The service answered ${res.status} ${res.statusText}.`,
+      problemsOf(err?.details),
     );
   }
   return json as T;
@@ -135,9 +162,21 @@ export function taskSocketUrl(taskId: string, since?: number): string {
   return `${proto}//${location.host}/tasks/${encodeURIComponent(taskId)}/ws${since ? `?since=${since}` : ""}`;
 }
 
-/** The readable text of any error, for the page. */
+/** A field's path as a person reads it: `repos.0.clone_url` → `clone_url`. */
+function fieldName(path: string): string {
+  const parts = path
+    .replace(/^(body|query|path)\.?/, "")
+    .split(".")
+    .filter((p) => !/^\d+$/.test(p));
+  return parts[parts.length - 1] || "request";
+}
+
+/** The readable text of any error, for the page: the API's message and each field's words. */
 export function errorText(err: unknown): string {
-  if (err instanceof ApiError) return err.message;
+  if (err instanceof ApiError)
+    return err.details.length
+      ? `${err.message.replace(/\.$/, "")}: ${err.details.map((d) => `${fieldName(d.path)}: ${d.message}`).join("; ")}.`
+      : err.message;
   if (err instanceof Error) return err.message;
   return String(err);
 }

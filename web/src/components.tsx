@@ -1,47 +1,82 @@
 import type { ComponentChildren } from "preact";
-import { useCallback, useEffect, useState } from "preact/hooks";
-import { errorText } from "./api.js";
+import { useCallback, useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
+import { ApiError, errorText } from "./api.js";
 
-/** Loads with `load` when `deps` change; `reload` runs it again (after an action). */
+/**
+ * Loads with `load` when `deps` change; `reload` runs it again (after an action); `refresh`
+ * runs it quietly (no loading state, no error shown over good data) and keeps the old data
+ * when nothing changed, for live pages that ask again every few seconds.
+ */
 export function useResource<T>(load: () => Promise<T>, deps: unknown[]) {
   const [state, setState] = useState<{ data?: T; error?: string; loading: boolean }>({
     loading: true,
   });
   const [tick, setTick] = useState(0);
+  const latest = useRef({ load, generation: 0, json: "" });
+  latest.current.load = load;
   useEffect(() => {
     let live = true;
+    const generation = ++latest.current.generation;
     setState((s) => ({ ...s, loading: true }));
     load().then(
-      (data) => live && setState({ data, loading: false }),
+      (data) => {
+        if (!live) return;
+        latest.current.json = JSON.stringify(data);
+        setState({ data, loading: false });
+      },
       (err: unknown) => live && setState({ error: errorText(err), loading: false }),
     );
     return () => {
       live = false;
+      if (latest.current.generation === generation) latest.current.generation++;
     };
     // The caller names the dependencies of `load`.
   }, [...deps, tick]);
   const reload = useCallback(() => setTick((t) => t + 1), []);
-  return { ...state, reload };
+  const refresh = useCallback(() => {
+    const generation = latest.current.generation;
+    latest.current.load().then(
+      (data) => {
+        if (latest.current.generation !== generation) return;
+        const json = JSON.stringify(data);
+        if (json === latest.current.json) return;
+        latest.current.json = json;
+        setState({ data, loading: false });
+      },
+      () => {},
+    );
+  }, []);
+  return { ...state, reload, refresh };
 }
 
 /** Runs an action, keeping its error and a busy flag for the button that started it. */
 export function useAction() {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | undefined>();
+  const [fields, setFields] = useState<Record<string, string>>({});
   const run = useCallback(async (action: () => Promise<unknown>) => {
     setBusy(true);
     setError(undefined);
+    setFields({});
     try {
       await action();
       return true;
     } catch (err) {
       setError(errorText(err));
+      if (err instanceof ApiError) setFields(err.fields);
       return false;
     } finally {
       setBusy(false);
     }
   }, []);
-  return { busy, error, run, clear: () => setError(undefined) };
+  return {
+    busy,
+    error,
+    run,
+    /** The API's words about one field of the last request (by its path in the body). */
+    field: (...paths: string[]) => paths.map((p) => fields[p]).find(Boolean),
+    clear: () => (setError(undefined), setFields({})),
+  };
 }
 
 export function ErrorBox({ error }: { error?: string }) {
@@ -112,22 +147,49 @@ export function CopyButton({ text, label = "Copy" }: { text: string; label?: str
   );
 }
 
-/** A labelled form field: the label is tied to the control for screen readers. */
+/**
+ * A labelled form field: the label is tied to the control for screen readers. `error` (the
+ * API's words about this field) is shown under it, and the control is marked invalid and
+ * described by it.
+ */
 export function Field({
   id,
   label,
   hint,
+  error,
   children,
 }: {
   id: string;
   label: string;
   hint?: string;
+  error?: string;
   children: ComponentChildren;
 }) {
+  const box = useRef<HTMLDivElement>(null);
+  useLayoutEffect(() => {
+    const control = box.current?.querySelector<HTMLElement>(`[id="${CSS.escape(id)}"]`);
+    if (!control) return;
+    const described = new Set((control.getAttribute("aria-describedby") ?? "").split(/\s+/));
+    described.delete("");
+    if (hint) described.add(id + "-hint");
+    if (error) {
+      control.setAttribute("aria-invalid", "true");
+      described.add(id + "-error");
+    } else {
+      control.removeAttribute("aria-invalid");
+      described.delete(id + "-error");
+    }
+    if (described.size) control.setAttribute("aria-describedby", [...described].join(" "));
+  }, [id, error, hint]);
   return (
-    <div class="field">
+    <div class={error ? "field invalid" : "field"} ref={box}>
       <label for={id}>{label}</label>
       {children}
+      {error && (
+        <small id={id + "-error"} class="field-error" data-testid={`${id}-error`}>
+          {error}
+        </small>
+      )}
       {hint && (
         <small id={id + "-hint"} class="muted">
           {hint}

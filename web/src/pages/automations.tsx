@@ -46,7 +46,12 @@ function CreateAutomation({ onCreated }: { onCreated: () => void }) {
   const [f, setF] = useState<Record<string, string>>({});
   const create = useAction();
   const input = (name: string, label: string, hint: string, placeholder = "") => (
-    <Field id={`auto-${name}`} label={label} hint={hint}>
+    <Field
+      id={`auto-${name}`}
+      label={label}
+      hint={hint}
+      error={create.field(`trigger_config.${name}`)}
+    >
       <input
         id={`auto-${name}`}
         value={f[name] ?? ""}
@@ -91,7 +96,7 @@ function CreateAutomation({ onCreated }: { onCreated: () => void }) {
           <option value="ci_failure">CI failure</option>
         </select>
       </Field>
-      <Field id="auto-repo" label="Repository">
+      <Field id="auto-repo" label="Repository" error={create.field("repo_id", "workspace_id")}>
         <RepoSelect id="auto-repo" value={target} onChange={setTarget} required />
       </Field>
       {type === "cron" && (
@@ -116,6 +121,7 @@ function CreateAutomation({ onCreated }: { onCreated: () => void }) {
             id="auto-match"
             label="Match (JSON)"
             hint='Dot-path → expected value; an array means any of them; empty matches every payload. Example: {"action": "opened"}'
+            error={create.field("trigger_config.match", "trigger_config")}
           >
             <textarea
               id="auto-match"
@@ -150,6 +156,7 @@ function CreateAutomation({ onCreated }: { onCreated: () => void }) {
         id="auto-template"
         label="Task template"
         hint="The task's description; {{dot.path}} is replaced by trigger data."
+        error={create.field("task_template")}
       >
         <textarea
           id="auto-template"

@@ -2,7 +2,7 @@ import { useEffect, useMemo, useState } from "preact/hooks";
 import { ApiError, api, type HealthReport } from "../api.js";
 import { LineChart } from "../chart.js";
 import { Empty, ErrorBox, Field, Loaded, Time, useAction, useResource } from "../components.js";
-import { RepoSelect } from "./tasks.js";
+import { loadRepositories, RepoSelect } from "./tasks.js";
 
 const METRICS = [
   ["test_coverage", "Test coverage"],
@@ -93,6 +93,13 @@ function History({ reports }: { reports: HealthReport[] }) {
 /** Per repository: the latest grade and metrics, a scan with progress, the history chart. */
 export function HealthPage() {
   const [target, setTarget] = useState("");
+  // The first repository is shown at once; the picker changes it.
+  useEffect(() => {
+    void loadRepositories().then(
+      (all) => setTarget((t) => t || (all[0] ? `${all[0].workspace.id}|${all[0].repo.id}` : "")),
+      () => undefined,
+    );
+  }, []);
   const [workspaceId, repoId] = target ? (target.split("|") as [string, string]) : ["", ""];
   const base = repoId ? `/health-reports/${encodeURIComponent(repoId)}` : "";
   const wsq = `?workspace_id=${encodeURIComponent(workspaceId)}`;

@@ -2,12 +2,13 @@ import { useState } from "preact/hooks";
 import { api, query, type Listing, type SkillSummary } from "../api.js";
 import { Empty, ErrorBox, Field, Loaded, Time, useAction, useResource } from "../components.js";
 
-function Marketplace({ onInstalled }: { onInstalled: () => void }) {
+function Marketplace({ onInstalled, version }: { onInstalled: () => void; version: number }) {
   const [q, setQ] = useState("");
   const [search, setSearch] = useState("");
+  // `version` changes when one of the account's skills is published or unpublished.
   const listings = useResource(
     () => api<Listing[]>("GET", "/marketplace/skills" + query({ q: search })),
-    [search],
+    [search, version],
   );
   const install = useAction();
   return (
@@ -78,6 +79,7 @@ function Marketplace({ onInstalled }: { onInstalled: () => void }) {
 /** Built-in and own skills (create, delete, publish), and the marketplace. */
 export function SkillsPage() {
   const skills = useResource(() => api<SkillSummary[]>("GET", "/skills"), []);
+  const [published, setPublished] = useState(0);
   const [name, setName] = useState("");
   const [description, setDescription] = useState("");
   const [prompt, setPrompt] = useState("");
@@ -104,7 +106,12 @@ export function SkillsPage() {
         }}
       >
         <h2>Create a skill</h2>
-        <Field id="skill-name" label="Name" hint="kebab-case, e.g. add-metrics">
+        <Field
+          id="skill-name"
+          label="Name"
+          hint="kebab-case, e.g. add-metrics"
+          error={create.field("name")}
+        >
           <input
             id="skill-name"
             required
@@ -115,7 +122,7 @@ export function SkillsPage() {
             onInput={(e) => setName(e.currentTarget.value)}
           />
         </Field>
-        <Field id="skill-description" label="Description">
+        <Field id="skill-description" label="Description" error={create.field("description")}>
           <input
             id="skill-description"
             required
@@ -124,7 +131,11 @@ export function SkillsPage() {
             onInput={(e) => setDescription(e.currentTarget.value)}
           />
         </Field>
-        <Field id="skill-prompt" label="Instructions added to the task's prompt">
+        <Field
+          id="skill-prompt"
+          label="Instructions added to the task's prompt"
+          error={create.field("system_prompt_addition")}
+        >
           <textarea
             id="skill-prompt"
             required
@@ -162,6 +173,7 @@ export function SkillsPage() {
                             `/skills/${encodeURIComponent(s.name)}/${s.published ? "unpublish" : "publish"}`,
                           );
                           skills.reload();
+                          setPublished((n) => n + 1);
                         })
                       }
                     >
@@ -188,7 +200,7 @@ export function SkillsPage() {
           </ul>
         )}
       </Loaded>
-      <Marketplace onInstalled={skills.reload} />
+      <Marketplace onInstalled={skills.reload} version={published} />
     </section>
   );
 }

@@ -1,4 +1,6 @@
+import type { ComponentChildren } from "preact";
 import { useEffect, useState } from "preact/hooks";
+import { awaitingTasks } from "../awaiting.js";
 import { TASK_STATUSES } from "../../../src/db/task-states.js";
 import { Link, useLocation, useSearch } from "wouter-preact";
 import {
@@ -24,22 +26,45 @@ import {
 const STATUSES = TASK_STATUSES;
 const PAGE = 25;
 
-/** Every repository of the account's workspaces, for pickers. */
-export function useRepositories() {
-  return useResource(async () => {
+type RepoEntry = { workspace: Workspace; repo: Repository };
+let repoCache: { at: number; list: Promise<RepoEntry[]> } | undefined;
+
+/**
+ * Every repository of the account's workspaces (GET /workspaces, then each one's repos), for
+ * pickers and for naming repositories in lists. One answer serves every caller for 10 s.
+ */
+export function loadRepositories(fresh = false): Promise<RepoEntry[]> {
+  if (!fresh && repoCache && Date.now() - repoCache.at < 10_000) return repoCache.list;
+  const list = (async () => {
     const ws = await api<Workspace[]>("GET", "/workspaces");
     const all = await Promise.all(
       ws.map(async (w) =>
         (await api<Repository[]>("GET", `/workspaces/${encodeURIComponent(w.id)}/repos`)).map(
-          (r) => ({
-            workspace: w,
-            repo: r,
-          }),
+          (r) => ({ workspace: w, repo: r }),
         ),
       ),
     );
     return all.flat();
-  }, []);
+  })();
+  repoCache = { at: Date.now(), list };
+  list.catch(() => (repoCache = undefined));
+  return list;
+}
+
+/** Every repository of the account's workspaces, for pickers. */
+export function useRepositories() {
+  return useResource(() => loadRepositories(), []);
+}
+
+/** Repository names by `workspace_id|repo_id` (and by repo_id alone), for lists. */
+export function useRepoNames(): (workspaceId: string, repoId: string) => string {
+  const repos = useRepositories();
+  const names = new Map<string, string>();
+  for (const { workspace, repo } of repos.data ?? []) {
+    names.set(`${workspace.id}|${repo.id}`, repo.full_name);
+    if (!names.has(repo.id)) names.set(repo.id, repo.full_name);
+  }
+  return (w, r) => names.get(`${w}|${r}`) ?? names.get(r) ?? r;
 }
 
 /** A repository picker whose value is `workspace_id|repo_id`. */
@@ -76,7 +101,39 @@ export function RepoSelect({
   );
 }
 
-function CreateTask({ onCreated }: { onCreated: (t: Task) => void }) {
+/** The service's configuration status (GET /status), for the checklist and the model warning. */
+export type ServiceStatus = {
+  model: { configured: boolean; provider?: string; model?: string };
+  github_app: { configured: boolean };
+  public_url: { configured: boolean; value?: string };
+  sandbox: { engine: string; network: string };
+  missing: { setting: string; why: string }[];
+};
+
+let statusCache: Promise<ServiceStatus | null> | undefined;
+/** GET /status once per page load; null when the service does not have the route. */
+export function loadStatus(): Promise<ServiceStatus | null> {
+  statusCache ??= api<ServiceStatus>("GET", "/status").catch(() => null);
+  return statusCache;
+}
+
+function NoModelWarning() {
+  return (
+    <p class="warning" role="alert" data-testid="no-model">
+      No model is configured on this service: a task would fail at planning and still use one of
+      this month's tasks. Ask the operator to set <code>LLM_API_KEY</code> (and{" "}
+      <code>LLM_PROVIDER</code> or <code>LLM_BASE_URL</code>) first.
+    </p>
+  );
+}
+
+function CreateTask({
+  onCreated,
+  status,
+}: {
+  onCreated: (t: Task) => void;
+  status: ServiceStatus | null | undefined;
+}) {
   const [target, setTarget] = useState("");
   const [description, setDescription] = useState("");
   const [agent, setAgent] = useState("");
@@ -85,12 +142,21 @@ function CreateTask({ onCreated }: { onCreated: (t: Task) => void }) {
   const agents = useResource(() => api<AgentSummary[]>("GET", "/agents"), []);
   const skills = useResource(() => api<SkillSummary[]>("GET", "/skills"), []);
   const create = useAction();
+  const noModel = status?.model.configured === false;
   return (
     <form
       class="card"
+      noValidate
       onSubmit={(e) => {
         e.preventDefault();
-        const [workspace_id, repo_id] = target.split("|");
+        const [workspace_id, repo_id] = target ? target.split("|") : ["", ""];
+        if (
+          noModel &&
+          !window.confirm(
+            "No model is configured: this task will fail at planning and still count against this month's allowance. Create it anyway?",
+          )
+        )
+          return;
         void create.run(async () => {
           const t = await api<Task>("POST", "/tasks", {
             workspace_id,
@@ -105,10 +171,11 @@ function CreateTask({ onCreated }: { onCreated: (t: Task) => void }) {
       }}
     >
       <h2>New task</h2>
-      <Field id="task-repo" label="Repository">
+      {noModel && <NoModelWarning />}
+      <Field id="task-repo" label="Repository" error={create.field("repo_id", "workspace_id")}>
         <RepoSelect id="task-repo" value={target} onChange={setTarget} required />
       </Field>
-      <Field id="task-description" label="What should change?">
+      <Field id="task-description" label="What should change?" error={create.field("description")}>
         <textarea
           id="task-description"
           required
@@ -119,7 +186,7 @@ function CreateTask({ onCreated }: { onCreated: (t: Task) => void }) {
         />
       </Field>
       <div class="grid2">
-        <Field id="task-agent" label="Agent (optional)">
+        <Field id="task-agent" label="Agent (optional)" error={create.field("agent_name")}>
           <select id="task-agent" value={agent} onChange={(e) => setAgent(e.currentTarget.value)}>
             <option value="">None</option>
             {(agents.data ?? []).map((a) => (
@@ -129,7 +196,7 @@ function CreateTask({ onCreated }: { onCreated: (t: Task) => void }) {
             ))}
           </select>
         </Field>
-        <Field id="task-skill" label="Skill (optional)">
+        <Field id="task-skill" label="Skill (optional)" error={create.field("skill_name")}>
           <select id="task-skill" value={skill} onChange={(e) => setSkill(e.currentTarget.value)}>
             <option value="">None</option>
             {(skills.data ?? []).map((s) => (
@@ -157,24 +224,156 @@ function CreateTask({ onCreated }: { onCreated: (t: Task) => void }) {
   );
 }
 
-/** Tasks newest first, filtered by repository and status, paged; and the create form. */
+/**
+ * First steps, from the service's status and the account's own data: a model configured, a
+ * workspace added, a first task. Shown until all three are done.
+ */
+function Checklist({
+  status,
+  workspaces,
+  hasTasks,
+}: {
+  status: ServiceStatus | null | undefined;
+  workspaces: number | undefined;
+  hasTasks: boolean | undefined;
+}) {
+  if (status === undefined || workspaces === undefined || hasTasks === undefined) return null;
+  const steps: { done: boolean; text: ComponentChildren }[] = [
+    {
+      done: status?.model.configured ?? true,
+      text: status?.model.configured ? (
+        <>
+          A model is configured ({status.model.provider}
+          {status.model.model ? ` · ${status.model.model}` : ""})
+        </>
+      ) : (
+        <>
+          Configure a model: the operator sets <code>LLM_API_KEY</code>
+        </>
+      ),
+    },
+    {
+      done: workspaces > 0,
+      text: (
+        <>
+          <Link href="/workspaces">Add a workspace</Link> (a GitHub installation or a git
+          repository)
+        </>
+      ),
+    },
+    { done: hasTasks, text: <>Create your first task (New task, above)</> },
+  ];
+  if (steps.every((s) => s.done)) return null;
+  return (
+    <section class="card checklist" aria-labelledby="checklist-title" data-testid="checklist">
+      <h2 id="checklist-title">Getting started</h2>
+      <ol>
+        {steps.map((s, i) => (
+          <li key={i} class={s.done ? "ok" : ""}>
+            <span class="sr-only">{s.done ? "Done: " : "To do: "}</span>
+            <span aria-hidden="true">{s.done ? "✓ " : "○ "}</span>
+            {s.text}
+          </li>
+        ))}
+      </ol>
+      {(status?.missing ?? [])
+        .filter((m) => m.setting !== "LLM_API_KEY")
+        .map((m) => (
+          <p key={m.setting} class="muted">
+            <code>{m.setting}</code>: {m.why}
+          </p>
+        ))}
+    </section>
+  );
+}
+
+/** How long a task ran: to its last update once ended, to now while it runs. */
+export function duration(t: Task, now = Date.now()): string {
+  const end = TERMINAL.has(t.status) ? Date.parse(t.updated_at) : now;
+  const s = Math.max(0, Math.round((end - Date.parse(t.created_at)) / 1000));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+/** A task's one-line title: an agent task is named by its agent, not its whole template. */
+export function taskTitle(t: Task): string {
+  const first = t.description.split("\n").find((l) => l.trim()) ?? t.description;
+  const line = first.length > 140 ? first.slice(0, 137) + "…" : first;
+  return t.agent_name && t.description.length > 140 ? `${t.agent_name}: ${line}` : line;
+}
+
+const TERMINAL = new Set(["completed", "failed", "cancelled"]);
+/** How often an open list asks for changes (a new task shows within this). */
+const LIST_EVERY_MS = 1500;
+
+/**
+ * Tasks newest first, filtered by workspace, repository and status, searched by text, paged;
+ * live (asks again every 1.5 s while the tab is visible); the create form. Filters and
+ * search are in the URL, so a view can be bookmarked and shared.
+ */
 export function TasksPage() {
   const [, navigate] = useLocation();
   const search = new URLSearchParams(useSearch());
-  const [ws, setWs] = useState(search.get("workspace") ?? "");
-  const [target, setTarget] = useState(search.get("repo") ?? "");
+  const ws = search.get("workspace") ?? "";
+  const target = search.get("repo") ?? "";
+  const status = search.get("status") ?? "";
+  const text = search.get("q") ?? "";
+  const awaitingOnly = search.get("awaiting") === "1";
+  const setParam = (changes: Record<string, string>) => {
+    const next = new URLSearchParams(search);
+    for (const [k, v] of Object.entries(changes)) {
+      if (v) next.set(k, v);
+      else next.delete(k);
+    }
+    const qs = next.toString();
+    navigate("/tasks" + (qs ? "?" + qs : ""), { replace: true });
+  };
   const workspaces = useResource(() => api<Workspace[]>("GET", "/workspaces"), []);
-  const [status, setStatus] = useState(search.get("status") ?? "");
+  const [serviceStatus, setServiceStatus] = useState<ServiceStatus | null>();
+  useEffect(() => void loadStatus().then(setServiceStatus), []);
+  const repoName = useRepoNames();
   const [pages, setPages] = useState<string[]>([]); // `before` cursors of the pages shown so far
   const before = pages[pages.length - 1];
   const [workspace_id, repo_id] = target ? target.split("|") : [ws || undefined, undefined];
   const tasks = useResource(
     () =>
-      api<Task[]>("GET", "/tasks" + query({ limit: PAGE, before, workspace_id, repo_id, status })),
-    [before, target, ws, status],
+      awaitingOnly
+        ? awaitingTasks()
+        : api<Task[]>(
+            "GET",
+            "/tasks" + query({ limit: PAGE, before, workspace_id, repo_id, status }),
+          ),
+    [before, target, ws, status, awaitingOnly],
   );
-  useEffect(() => setPages([]), [target, ws, status]);
+  const [everCreated, setEverCreated] = useState<boolean>();
+  useEffect(() => {
+    void api<Task[]>("GET", "/tasks?limit=1").then(
+      (l) => setEverCreated(l.length > 0),
+      () => setEverCreated(true),
+    );
+  }, []);
+  useEffect(() => setPages([]), [target, ws, status, awaitingOnly]);
+  // Live: the page asks again while visible; the list is replaced only when it changed.
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    const timer = setInterval(() => {
+      if (document.visibilityState !== "visible") return;
+      setNow(Date.now());
+      tasks.refresh();
+    }, LIST_EVERY_MS);
+    return () => clearInterval(timer);
+  }, [tasks.refresh]);
   const [showCreate, setShowCreate] = useState(false);
+  const needle = text.trim().toLowerCase();
+  const shown = (tasks.data ?? []).filter(
+    (t) =>
+      !needle ||
+      t.description.toLowerCase().includes(needle) ||
+      t.id.toLowerCase().includes(needle) ||
+      repoName(t.workspace_id, t.repo_id).toLowerCase().includes(needle) ||
+      (t.agent_name ?? "").includes(needle),
+  );
 
   return (
     <section>
@@ -189,13 +388,29 @@ export function TasksPage() {
           New task
         </button>
       </div>
-      {showCreate && <CreateTask onCreated={(t) => navigate(`/tasks/${t.id}`)} />}
+      <Checklist
+        status={serviceStatus}
+        workspaces={workspaces.data?.length}
+        hasTasks={everCreated}
+      />
+      {showCreate && (
+        <CreateTask status={serviceStatus} onCreated={(t) => navigate(`/tasks/${t.id}`)} />
+      )}
       <div class="filters" role="group" aria-label="Filters">
+        <Field id="filter-search" label="Search">
+          <input
+            id="filter-search"
+            type="search"
+            value={text}
+            placeholder="Words of the task, repository, id"
+            onInput={(e) => setParam({ q: e.currentTarget.value })}
+          />
+        </Field>
         <Field id="filter-workspace" label="Workspace">
           <select
             id="filter-workspace"
             value={ws}
-            onChange={(e) => (setWs(e.currentTarget.value), setTarget(""))}
+            onChange={(e) => setParam({ workspace: e.currentTarget.value, repo: "" })}
           >
             <option value="">All workspaces</option>
             {(workspaces.data ?? []).map((w) => (
@@ -206,15 +421,26 @@ export function TasksPage() {
           </select>
         </Field>
         <Field id="filter-repo" label="Repository">
-          <RepoSelect id="filter-repo" value={target} onChange={setTarget} allowAll />
+          <RepoSelect
+            id="filter-repo"
+            value={target}
+            onChange={(v) => setParam({ repo: v })}
+            allowAll
+          />
         </Field>
         <Field id="filter-status" label="Status">
           <select
             id="filter-status"
-            value={status}
-            onChange={(e) => setStatus(e.currentTarget.value)}
+            value={awaitingOnly ? "awaiting" : status}
+            onChange={(e) => {
+              const v = e.currentTarget.value;
+              setParam(
+                v === "awaiting" ? { status: "", awaiting: "1" } : { status: v, awaiting: "" },
+              );
+            }}
           >
             <option value="">Any status</option>
+            <option value="awaiting">awaiting you (either gate)</option>
             {STATUSES.map((s) => (
               <option key={s} value={s}>
                 {s.replace(/_/g, " ")}
@@ -224,22 +450,30 @@ export function TasksPage() {
         </Field>
       </div>
       <Loaded res={tasks} what="tasks">
-        {(list) => (
+        {() => (
           <>
-            {list.length === 0 ? (
+            {shown.length === 0 ? (
               <Empty>
-                No tasks{status || target ? " match these filters" : " yet: create one above"}.
+                No tasks
+                {status || target || ws || needle || awaitingOnly
+                  ? " match these filters"
+                  : " yet: create one above"}
+                .
               </Empty>
             ) : (
-              <ul class="task-list">
-                {list.map((t) => (
+              <ul class="task-list" data-testid="task-list">
+                {shown.map((t) => (
                   <li key={t.id}>
-                    <Link href={`/tasks/${t.id}`} class="task-row">
-                      <span class="desc">{t.description}</span>
+                    <Link href={`/tasks/${t.id}`} class="task-row" data-task={t.id}>
+                      <span class="desc" title={t.description}>
+                        {taskTitle(t)}
+                      </span>
                       <span class="meta">
                         <StatusBadge status={t.status} /> <span class="phase">{t.phase}</span>{" "}
                         <span class="muted">
-                          {t.repo_id} · <Time iso={t.created_at} />
+                          <span data-testid="repo-name">{repoName(t.workspace_id, t.repo_id)}</span>
+                          {t.agent_name ? ` · agent ${t.agent_name}` : ""} · {duration(t, now)} · $
+                          {t.cost.usd.toFixed(2)} · <Time iso={t.created_at} />
                         </span>
                       </span>
                     </Link>
@@ -247,22 +481,24 @@ export function TasksPage() {
                 ))}
               </ul>
             )}
-            <div class="pager">
-              <button
-                type="button"
-                disabled={pages.length === 0}
-                onClick={() => setPages(pages.slice(0, -1))}
-              >
-                Newer
-              </button>
-              <button
-                type="button"
-                disabled={list.length < PAGE}
-                onClick={() => setPages([...pages, list[list.length - 1]!.id])}
-              >
-                Older
-              </button>
-            </div>
+            {!awaitingOnly && (
+              <div class="pager">
+                <button
+                  type="button"
+                  disabled={pages.length === 0}
+                  onClick={() => setPages(pages.slice(0, -1))}
+                >
+                  Newer
+                </button>
+                <button
+                  type="button"
+                  disabled={(tasks.data ?? []).length < PAGE}
+                  onClick={() => setPages([...pages, tasks.data![tasks.data!.length - 1]!.id])}
+                >
+                  Older
+                </button>
+              </div>
+            )}
           </>
         )}
       </Loaded>

@@ -66,7 +66,7 @@ export function WorkspacesPage() {
           }}
         >
           <h2>Add a plain-git workspace</h2>
-          <Field id="ws-name" label="Workspace name">
+          <Field id="ws-name" label="Workspace name" error={add.field("name")}>
             <input
               id="ws-name"
               required
@@ -75,7 +75,12 @@ export function WorkspacesPage() {
               onInput={(e) => setName(e.currentTarget.value)}
             />
           </Field>
-          <Field id="ws-repo" label="Repository name" hint="name or owner/name">
+          <Field
+            id="ws-repo"
+            label="Repository name"
+            hint="name or owner/name"
+            error={add.field("repos.0.name", "repos")}
+          >
             <input
               id="ws-repo"
               required
@@ -84,7 +89,12 @@ export function WorkspacesPage() {
               onInput={(e) => setRepoName(e.currentTarget.value)}
             />
           </Field>
-          <Field id="ws-url" label="Clone URL" hint="https://, ssh:// or user@host:path">
+          <Field
+            id="ws-url"
+            label="Clone URL"
+            hint="https://, ssh:// or user@host:path"
+            error={add.field("repos.0.clone_url")}
+          >
             <input
               id="ws-url"
               required
@@ -97,6 +107,7 @@ export function WorkspacesPage() {
             id="ws-branch"
             label="Default branch (optional)"
             hint="the remote's HEAD when empty"
+            error={add.field("repos.0.default_branch")}
           >
             <input
               id="ws-branch"

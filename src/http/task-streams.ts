@@ -118,6 +118,9 @@ export function createTaskStreams(deps: {
 
     const task = await loadTask(principal, taskId);
     if (!task) return finish(1008, "task not found");
+    // A retried or revised task has an earlier run's `error` (or a round's end) in its log:
+    // during the replay, only a terminal event that is the log's last closes the stream.
+    const replayEnd = await deps.events.lastSeq(taskId);
     const send = (event: TaskEvent) => {
       if (closed) return;
       const message = messageOf(event);
@@ -133,7 +136,7 @@ export function createTaskStreams(deps: {
       }
       lastSeq = event.seq;
       socket.send(message);
-      if (isTerminalEvent(event)) finish(1000, "task ended");
+      if (isTerminalEvent(event) && event.seq >= replayEnd) finish(1000, "task ended");
     };
     try {
       const stop = await subscribeOrdered(deps.hub, deps.events, task, since ?? 0, send);

@@ -422,6 +422,15 @@ describe("retries", () => {
     expect(logs.some((l) => l.includes("applying the task's diff"))).toBe(true);
     // A retry is part of its task.
     expect((await server.api("GET", "/keys/me", { key })).body.tasks_this_month).toBe(quota);
+    // A replay from the start goes past the first run's error to the retry's end: only the
+    // task's last terminal event closes a stream.
+    const replay = await openTaskStream(server.url, id, key);
+    expect(await replay.closed).toBe(1000);
+    const terminal = replay.events.filter(
+      (e) => e.event_type === "error" || e.event_type === "done",
+    );
+    expect(terminal.map((e) => e.event_type)).toEqual(["error", "done"]);
+    expect(replay.events.at(-1)).toMatchObject({ event_type: "done" });
   }, 240_000);
 });
 

@@ -119,12 +119,14 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     maxProcs: config.sandbox.maxProcs,
     maxFileMb: config.sandbox.maxFileMb,
     diskLimitMb: config.sandbox.diskLimitMb,
+    heartbeatMs: config.sandbox.heartbeatMs,
     hiddenPaths: [config.dataDir],
   });
   // Per account and repository, under DATA_DIR: DATA_DIR_MIN_FREE_MB covers them too.
   configureSandboxCaches({
     root: path.join(config.dataDir, "sandbox-cache"),
     maxAgeDays: config.sandbox.cacheMaxAgeDays,
+    maxMb: config.sandbox.cacheMaxMb,
   });
   if (config.sandbox.engine === "none") {
     logger.warn(
@@ -133,7 +135,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   }
   if (options.workers) {
     // Once at start: how the working copy is mounted and how the disk budget is kept.
-    const report = await checkSandbox();
+    const report = await checkSandbox({ setupProxy: config.sandbox.setupAllow.length > 0 });
     logger.info(
       {
         workspace_mount: report.workspaceMount,

@@ -5,6 +5,7 @@ import { headCommit, runGit, shallowClone } from "../../util/git.js";
 import { remoteGitArgs, RemoteUrlError } from "../../util/remote-url.js";
 import { StageError } from "../errors.js";
 import type { Stage, StageContext } from "../stage.js";
+import { setUpWorkingCopy } from "./setup.js";
 
 /**
  * The clone-URL policy (src/util/remote-url.ts) checked again right before git reaches a
@@ -24,7 +25,10 @@ export async function remoteArgs(ctx: StageContext, url: string): Promise<string
   }
 }
 
-/** CLONING: a shallow clone of the default branch into the task's working copy. */
+/**
+ * CLONING: a shallow clone of the default branch into the task's working copy, then its
+ * setup step (stages/setup.ts: dependencies through the registries' allowlist).
+ */
 export const cloneStage: Stage = {
   name: "clone",
   phase: "CLONING",
@@ -62,6 +66,7 @@ export const cloneStage: Stage = {
     await ctx.log(
       `Cloned ${repo.full_name} at ${sha.slice(0, 12)} in ${Math.round(performance.now() - started)} ms.`,
     );
+    await setUpWorkingCopy(ctx);
     return { next: "index" };
   },
 };

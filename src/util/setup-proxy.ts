@@ -108,11 +108,29 @@ export function proxyConfig(options: {
   ].join("\n");
 }
 
-/** The host names a proxy log says it refused, in order, each once. */
-export function refusedHosts(log: string): string[] {
+/**
+ * The hosts a proxy log says it refused, in order, each once: those its filter named, and
+ * requested ones off the list (`list`) that it refused before filtering (a CONNECT to a port
+ * other than 443 or a listed one, logged without the name), as `host:port` when only the
+ * port is off the list.
+ */
+export function refusedHosts(log: string, list: readonly AllowEntry[] = []): string[] {
   const hosts = new Set<string>();
-  for (const match of log.matchAll(/Proxying refused on filtered (?:domain|url) "([^"]+)"/g))
-    hosts.add(match[1]!);
+  const ports = new Set([443, ...list.map((e) => e.port)]);
+  for (const line of log.split("\n")) {
+    const filtered = /Proxying refused on filtered (?:domain|url) "([^"]+)"/.exec(line);
+    if (filtered) {
+      hosts.add(filtered[1]!);
+      continue;
+    }
+    const connect = /: Request \(file descriptor \d+\): CONNECT \[?([^\s\]]+?)\]?:(\d+) /.exec(
+      line,
+    );
+    if (!connect) continue;
+    const [, host, port] = connect as unknown as [string, string, string];
+    if (!isAllowed(list, host)) hosts.add(host);
+    else if (!ports.has(Number(port))) hosts.add(`${host}:${port}`);
+  }
   return [...hosts];
 }
 
@@ -227,7 +245,7 @@ export async function startSetupProxy(allow: readonly string[]): Promise<SetupPr
         port,
         report: async () => {
           const log = await readFile(logFile, "utf8").catch(() => "");
-          return { refused: refusedHosts(log), contacted: contactedHosts(log) };
+          return { refused: refusedHosts(log, list), contacted: contactedHosts(log) };
         },
         stop,
       };

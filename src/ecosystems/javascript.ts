@@ -172,7 +172,9 @@ async function detectPackageJson(workdir: string, notes: string[]): Promise<Dete
   return {
     source: "package.json",
     checks,
-    ...(install && installNote ? { install, installNotes: [installNote], installInputs } : {}),
+    ...(install && installNote
+      ? { install, installNotes: [installNote], installInputs, installOutputs: ["node_modules"] }
+      : {}),
   };
 }
 

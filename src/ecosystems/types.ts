@@ -29,6 +29,11 @@ export interface DetectedChecks {
    * the package cache entry is keyed by their hash (util/sandbox-cache.ts).
    */
   installInputs?: string[];
+  /**
+   * Folders of the working copy the install steps fill (`node_modules`): kept in the cache
+   * entry, so a later working copy with the same inputs gets a copy instead of an install.
+   */
+  installOutputs?: string[];
 }
 
 export interface VerifyDetector {

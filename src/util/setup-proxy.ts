@@ -157,15 +157,21 @@ export interface SetupProxy {
   stop(): Promise<void>;
 }
 
-let binary: Promise<string | undefined> | undefined;
+/** Found once per PATH (the tests change it). */
+const binaries = new Map<string, Promise<string | undefined>>();
 
 /** tinyproxy's path; throws naming the fix when it is not installed. */
 export async function proxyBinary(): Promise<string> {
-  binary ??= findExecutable("tinyproxy", ["/usr/bin", "/usr/sbin", "/sbin"]);
+  const key = process.env.PATH ?? "";
+  let binary = binaries.get(key);
+  if (!binary) {
+    binary = findExecutable("tinyproxy", ["/usr/sbin", "/sbin"]);
+    binaries.set(key, binary);
+  }
   const found = await binary;
   if (!found) {
-    binary = undefined;
-    throw new Error(`The setup step's proxy is missing: ${PROXY_FIX}.`);
+    binaries.delete(key);
+    throw new Error(`The setup step's proxy (tinyproxy) is not installed: ${PROXY_FIX}.`);
   }
   return found;
 }

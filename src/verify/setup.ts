@@ -16,7 +16,11 @@
  * The pipeline (pipeline/stages/setup.ts) and the health scan (domain/health-scan.ts) call
  * runSetup; neither runs installs of its own.
  */
+import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
+import { mkdir } from "node:fs/promises";
+import path from "node:path";
+import { promisify } from "node:util";
 import { ECOSYSTEMS, type Check } from "../ecosystems/index.js";
 import { redactText } from "../util/redact.js";
 import {
@@ -34,8 +38,10 @@ import {
   type NewCacheEntry,
 } from "../util/sandbox-cache.js";
 import { startSetupProxy, type SetupProxy } from "../util/setup-proxy.js";
-import { readBytes } from "../util/workcopy-fs.js";
+import { entryInfo, readBytes } from "../util/workcopy-fs.js";
 import { DEFAULT_CONFIG_NAMES, readRepoConfig } from "./checks.js";
+
+const execFileAsync = promisify(execFile);
 
 export interface SetupPlan {
   /** Where the steps came from: ".github/foreman.yml", "package.json, go.mod"; null: none. */
@@ -45,6 +51,11 @@ export interface SetupPlan {
   notes: string[];
   /** The files whose bytes (with the steps) key the cache entry. */
   inputs: string[];
+  /**
+   * Folders the steps fill in the working copy (`node_modules`), kept in the entry and copied
+   * from it next time instead of installing again; none for a config's own steps.
+   */
+  outputs: string[];
 }
 
 /**
@@ -76,16 +87,49 @@ export async function detectSetup(
         ? `${name} has an empty ${key} list: nothing is installed.`
         : `Setup steps from ${name} (${key}:).`,
     );
-    return { source: name, steps: own, notes, inputs: [name, ...inputs] };
+    return { source: name, steps: own, notes, inputs: [name, ...inputs], outputs: [] };
   }
-  if (found.length === 0) return { source: null, steps: [], notes, inputs };
+  if (found.length === 0) return { source: null, steps: [], notes, inputs, outputs: [] };
   notes.push(...found.flatMap((f) => f.installNotes ?? []));
   return {
     source: found.map((f) => f.source).join(", "),
     steps: found.flatMap((f) => f.install ?? []),
     notes,
     inputs,
+    outputs: [...new Set(found.flatMap((f) => f.installOutputs ?? []))],
   };
+}
+
+/** Where an entry keeps the install's outputs (util/sandbox-cache.ts entries). */
+const OUTPUTS = "outputs";
+
+/** cp -a (links copied as links, never followed), copy-on-write where the filesystem can. */
+async function copyTree(from: string, to: string): Promise<void> {
+  await mkdir(path.dirname(to), { recursive: true });
+  await execFileAsync("cp", ["-a", "--reflink=auto", "--", from, to]);
+}
+
+/** Keeps the steps' outputs (real folders only) in a new entry before it is put in place. */
+async function saveOutputs(workdir: string, entry: string, outputs: string[]): Promise<void> {
+  for (const output of outputs) {
+    if ((await entryInfo(workdir, output))?.type !== "directory") continue;
+    await copyTree(path.join(workdir, output), path.join(entry, OUTPUTS, output));
+  }
+}
+
+/**
+ * Copies an entry's outputs into the working copy; false (and nothing copied) unless the entry
+ * has every one of them and the working copy none.
+ */
+async function restoreOutputs(workdir: string, entry: string, outputs: string[]): Promise<boolean> {
+  if (outputs.length === 0) return false;
+  for (const output of outputs) {
+    if ((await entryInfo(entry, path.join(OUTPUTS, output)))?.type !== "directory") return false;
+    if (await entryInfo(workdir, output)) return false;
+  }
+  for (const output of outputs)
+    await copyTree(path.join(entry, OUTPUTS, output), path.join(workdir, output));
+  return true;
 }
 
 /** Largest install input hashed (package-lock.json of big monorepos runs to tens of MiB). */
@@ -223,6 +267,14 @@ export async function runSetup(options: SetupOptions): Promise<SetupOutcome> {
   let fresh: NewCacheEntry | undefined;
   if (existing) {
     outcome.fromCache = true;
+    // What the install made last time for the same inputs: copied, nothing run, no network.
+    if (await restoreOutputs(options.workdir, existing.dir, plan.outputs)) {
+      outcome.cache = existing;
+      await options.log(
+        `Setup: no registry was contacted: ${list(plan.outputs)} restored from the package cache (entry ${key.slice(0, 12)}) in place of ${list(plan.steps.map((s) => `\`${redactText(s.command)}\``))}.`,
+      );
+      return done();
+    }
     await options.log(`Setup: installing from the package cache (entry ${key.slice(0, 12)}).`);
   } else {
     fresh = await createCacheEntry(options.owner, key);
@@ -283,6 +335,7 @@ export async function runSetup(options: SetupOptions): Promise<SetupOutcome> {
         `Setup: the proxy refused ${list(outcome.refused)} (not on SANDBOX_SETUP_ALLOW); the install succeeded without ${outcome.refused.length === 1 ? "it" : "them"}.`,
       );
     if (fresh) {
+      await saveOutputs(options.workdir, fresh.cache.dir, plan.outputs);
       const saved = await fresh.commit();
       fresh = undefined;
       if (saved)

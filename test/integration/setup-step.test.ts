@@ -41,8 +41,18 @@ const LOCK = {
 };
 
 // Waits long enough for a heartbeat (SANDBOX_HEARTBEAT_S=1), then needs the dependency.
-const TEST_SCRIPT =
-  "node -e \"setTimeout(() => { if (!require('is-number')(7)) process.exit(1); console.log('dependency ok'); }, 2500)\"";
+const TEST_JS = `const isSeven = require("./index.js");
+setTimeout(() => {
+  if (!isSeven(7) || isSeven("x")) process.exit(1);
+  console.log("dependency ok");
+}, 2500);
+`;
+const INDEX_JS = `const isNumber = require("is-number");
+module.exports = function isSeven(value) {
+  if (!isNumber(value)) return false;
+  return Number(value) === 7;
+};
+`;
 
 // What run_command tries: the registry, straight and through any proxy variable it is given.
 const PROBE = `node -e "require('https').get('https://registry.npmjs.org/is-number', { timeout: 4000 }, () => console.log('PROBE REACHED')).on('error', (e) => console.log('PROBE ' + e.code)).on('timeout', function () { console.log('PROBE TIMEOUT'); this.destroy(); })"; echo "PROXY=[$HTTPS_PROXY$https_proxy$npm_config_https_proxy]"`;
@@ -91,12 +101,14 @@ beforeAll(async () => {
         version: "1.0.0",
         private: true,
         dependencies: { "is-number": "7.0.0" },
-        scripts: { test: TEST_SCRIPT },
+        scripts: { test: "node test.js" },
       },
       null,
       2,
     )}\n`,
     "package-lock.json": `${JSON.stringify(LOCK, null, 2)}\n`,
+    "index.js": INDEX_JS,
+    "test.js": TEST_JS,
   });
   offList = await createGitRepo({
     "README.md": "# off the list\n",
@@ -137,6 +149,12 @@ afterAll(async () => {
   await repo?.remove();
   await offList?.remove();
 });
+
+/** The cache entry a task's setup named (12 hex digits). */
+function entryKey(logs: string[]): string {
+  const line = logs.find((l) => /\(entry [0-9a-f]{12}\)/.test(l));
+  return /\(entry ([0-9a-f]{12})\)/.exec(line ?? "")?.[1] ?? "none";
+}
 
 async function runTask(
   repoId: string,
@@ -185,12 +203,12 @@ describe("the setup step", () => {
 
     const second = await runTask("acme/uses-is-number");
     expect(second.task).toMatchObject({ status: "completed", phase: "DONE" });
-    expect(second.logs.some((l) => l.startsWith("Setup: installing from the package cache"))).toBe(
-      true,
-    );
+    // The install's node_modules came from the entry: nothing ran, no registry was asked.
     expect(second.logs).toContain(
-      "Setup: no registry was contacted: everything came from the package cache.",
+      "Setup: no registry was contacted: node_modules restored from the package cache " +
+        `(entry ${entryKey(first.logs)}) in place of \`npm ci --no-audit --no-fund\`.`,
     );
+    expect(second.logs.some((l) => l.startsWith("Setup: running install"))).toBe(false);
     expect(second.logs.some((l) => /^test: `npm run test` succeeded/.test(l))).toBe(true);
 
     // One entry for the one lockfile, in the account's own folder.
@@ -203,6 +221,34 @@ describe("the setup step", () => {
           if (/^k-[0-9a-f]{32}$/.test(name)) entries.push(name);
     expect(entries).toHaveLength(1);
   }, 240_000);
+
+  it("gives health scans the same setup: coverage is measured with the dependency installed", async () => {
+    const listed = await server.api("GET", `/workspaces/${workspaceId}/repos`, { key });
+    const id = (listed.body as Array<{ id: string; full_name: string }>).find(
+      (r) => r.full_name === "acme/uses-is-number",
+    )!.id;
+    const started = await server.api("POST", `/health-reports/${id}/scan`, { key });
+    expect(started.status).toBe(202);
+    const deadline = Date.now() + 150_000;
+    let report: ApiResponse["body"];
+    for (;;) {
+      report = (await server.api("GET", `/health-reports/${id}/scans/${started.body.id}`, { key }))
+        .body;
+      if (report.status === "completed" || report.status === "failed") break;
+      if (Date.now() > deadline) throw new Error(`scan still ${report.status}`);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    expect(report.status).toBe("completed");
+    const coverage = report.metrics.test_coverage;
+    expect(coverage.measured).toBe(true);
+    expect(coverage.details.languages[0]).toMatchObject({
+      language: "javascript",
+      method: "c8 around npm test",
+      tests_passed: true,
+    });
+    // index.js: every line but the early return ran.
+    expect(coverage.score).toBeGreaterThan(50);
+  }, 180_000);
 
   it("fails a setup that asks for a host off the list, naming the host and the setting", async () => {
     const calls = model.requests.length;

@@ -3,7 +3,12 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { configureSandbox, heartbeatLine, runSandboxed } from "../../src/util/sandbox.js";
+import {
+  checkSandbox,
+  configureSandbox,
+  heartbeatLine,
+  runSandboxed,
+} from "../../src/util/sandbox.js";
 import {
   configureSandboxCaches,
   createCacheEntry,
@@ -201,5 +206,22 @@ describe("heartbeat", () => {
     expect(heartbeatLine("npm ci --no-audit", 40_200)).toBe(
       "still running `npm ci --no-audit` (40 s)",
     );
+  });
+});
+
+describe("without tinyproxy", () => {
+  it("a worker refuses to start, and a setup refuses to run, naming the fix", async () => {
+    const saved = process.env.PATH;
+    process.env.PATH = dir; // an empty folder: no tinyproxy (nor anything else) on the PATH
+    try {
+      await expect(checkSandbox({ setupProxy: true })).rejects.toThrow(
+        /tinyproxy\) is not installed: install tinyproxy \(`apt-get install tinyproxy`.*or set SANDBOX_SETUP_ALLOW to an empty value/,
+      );
+      await expect(startSetupProxy(["registry.npmjs.org"])).rejects.toThrow(
+        /apt-get install tinyproxy/,
+      );
+    } finally {
+      process.env.PATH = saved;
+    }
   });
 });

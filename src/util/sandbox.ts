@@ -1115,6 +1115,11 @@ export async function runSandboxed(
       cgroup = await createPidsCgroup(settings.maxProcs);
     } else {
       await mkdir(home);
+      // Unsandboxed, a read-only cache is a copy of the run's own (it goes with the run).
+      if (options.cache && cacheReadOnly) {
+        cacheSeen = path.join(run, "cache-copy");
+        await execFileAsync("cp", ["-a", "--reflink=auto", "--", `${cacheDir}/.`, cacheSeen]);
+      }
     }
     const env = buildEnv(home, cacheSeen, {
       ...(options.proxy ? proxyEnv(boxed ? SLIRP_HOST : "127.0.0.1", options.proxy.port) : {}),

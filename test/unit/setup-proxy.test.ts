@@ -155,6 +155,18 @@ describe("package cache entries", () => {
     expect(result.output).toBe("original\nplanted\n");
     expect(await readFile(path.join(entry.dir, "pkg.tgz"), "utf8")).toBe("original\n");
     expect(await readdir(entry.dir)).toEqual(["pkg.tgz"]);
+    // Unsandboxed (SANDBOX=none) too: the run gets a copy of its own.
+    configureSandbox({ engine: "none" });
+    try {
+      const plain = await runSandboxed(
+        'd=$(dirname "$npm_config_cache"); cat "$d/pkg.tgz"; echo planted > "$d/pkg.tgz"',
+        { cwd: dir, timeoutMs: 20_000, cache: entry },
+      );
+      expect(plain.output).toBe("original\n");
+    } finally {
+      configureSandbox({});
+    }
+    expect(await readFile(path.join(entry.dir, "pkg.tgz"), "utf8")).toBe("original\n");
     // The run's own layer is gone with it.
     const left = await readdir(path.dirname(entry.dir));
     expect(left.filter((n) => n.startsWith(".foreman-overlay-"))).toEqual([]);

@@ -240,9 +240,13 @@ export async function proxyNetwork(
 }
 
 /** Why a run failed when its network could not be brought up; undefined otherwise. */
-export function networkFailure(exitCode: number | null, output: string): string | undefined {
+export function networkFailure(
+  exitCode: number | null,
+  output: string,
+  setting = "SANDBOX_NETWORK=public",
+): string | undefined {
   if (exitCode !== NETWORK_FAILED_EXIT) return undefined;
   const line = output.split("\n").find((l) => l.startsWith(NETWORK_FAILED_MARK));
   if (!line) return undefined;
-  return `no network: ${line.slice(NETWORK_FAILED_MARK.length).trim()} (SANDBOX_NETWORK=public)`;
+  return `no network: ${line.slice(NETWORK_FAILED_MARK.length).trim()} (${setting})`;
 }

@@ -1245,7 +1245,11 @@ export async function runSandboxed(
             : boxed && !ok && !timedOut && !aborted
               ? pidsLimitHit(cgroup)
                 ? processLimitText()
-                : (networkFailure(exitCode, text) ?? limitHit(exitCode, text))
+                : (networkFailure(
+                    exitCode,
+                    text,
+                    options.proxy ? "the setup step's network, SANDBOX_SETUP_ALLOW" : undefined,
+                  ) ?? limitHit(exitCode, text))
               : undefined;
         recordSandboxRun(
           timedOut

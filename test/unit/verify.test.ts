@@ -253,9 +253,7 @@ describe("detectChecks: package.json", () => {
   it("runs npm install for dependencies without a lockfile, and nothing without either", async () => {
     await writeJson("package.json", { scripts: { test: "jest" }, dependencies: { left: "1" } });
     let setup = await detectSetup(dir);
-    expect(setup.steps).toEqual([
-      { name: "install", command: "npm install --no-audit --no-fund" },
-    ]);
+    expect(setup.steps).toEqual([{ name: "install", command: "npm install --no-audit --no-fund" }]);
     expect(setup.notes[0]).toMatch(/no lockfile: running npm install first\.$/);
 
     await writeJson("package.json", { scripts: { test: "node test.js" }, dependencies: {} });

@@ -7,6 +7,8 @@
 #   slirp4netns,
 #   iproute2             SANDBOX_NETWORK=public: user-mode networking, and the rules keeping the
 #                        host and private ranges out (src/util/sandbox-network.ts)
+#   tinyproxy            the setup step's allowlist: installs reach only the registries of
+#                        SANDBOX_SETUP_ALLOW through it (src/util/setup-proxy.ts)
 #   chromium             the dashboard's end-to-end tests (test/e2e), with --test only
 #   python3-coverage,
 #   python3-pytest       Python coverage in health scans (src/health/coverage.ts)
@@ -18,6 +20,7 @@ command -v bwrap >/dev/null 2>&1 || want+=(bubblewrap)
   want+=(util-linux)
 command -v slirp4netns >/dev/null 2>&1 || want+=(slirp4netns)
 { command -v ip || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ]; } >/dev/null 2>&1 || want+=(iproute2)
+{ command -v tinyproxy || [ -x /usr/sbin/tinyproxy ]; } >/dev/null 2>&1 || want+=(tinyproxy)
 if [ "${1:-}" = "--test" ]; then
   [ -x "${CHROMIUM_PATH:-/usr/bin/chromium}" ] || want+=(chromium)
 fi

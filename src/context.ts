@@ -154,6 +154,7 @@ async function configureProcess(options: ContextOptions, logger: Logger): Promis
     maxProcs: config.sandbox.maxProcs,
     maxFileMb: config.sandbox.maxFileMb,
     diskLimitMb: config.sandbox.diskLimitMb,
+    heartbeatMs: config.sandbox.heartbeatMs,
     hiddenPaths: [config.dataDir],
   });
   configureWorkdirVolumes(config.sandbox.diskVolumes);
@@ -161,6 +162,7 @@ async function configureProcess(options: ContextOptions, logger: Logger): Promis
   configureSandboxCaches({
     root: path.join(config.dataDir, "sandbox-cache"),
     maxAgeDays: config.sandbox.cacheMaxAgeDays,
+    maxMb: config.sandbox.cacheMaxMb,
   });
   if (config.sandbox.engine === "none") {
     logger.warn(
@@ -169,7 +171,7 @@ async function configureProcess(options: ContextOptions, logger: Logger): Promis
   }
   if (options.workers) {
     // Once at start: how the working copy is mounted and how the disk budget is kept.
-    const report = await checkSandbox();
+    const report = await checkSandbox({ setupProxy: config.sandbox.setupAllow.length > 0 });
     logger.info(
       {
         workspace_mount: report.workspaceMount,

@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import { registerSecret } from "../util/redact.js";
+import { DEFAULT_SETUP_ALLOW, parseAllowList } from "../util/setup-proxy.js";
 
 /** Boolean environment flags accept the usual spellings; anything else is an error. */
 const flag = (fallback: boolean) =>
@@ -151,6 +152,28 @@ export const envSchema = z.object({
   TASK_DISK_VOLUMES: z.enum(["auto", "off"]).default("auto"),
   // Package caches (per account and repository) unused this long are removed.
   SANDBOX_CACHE_MAX_AGE_DAYS: positiveInt(14, 3650),
+  // The setup step's allowlist (verify/setup.ts, util/setup-proxy.ts): comma-separated hosts
+  // (`*.domain`, `host:port`); set but empty: the setup step gets SANDBOX_NETWORK's network.
+  SANDBOX_SETUP_ALLOW: z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      const entries = (v ?? DEFAULT_SETUP_ALLOW.join(","))
+        .split(",")
+        .map((e) => e.trim())
+        .filter((e) => e !== "");
+      try {
+        parseAllowList(entries);
+      } catch (error) {
+        ctx.addIssue({ code: "custom", message: (error as Error).message });
+        return z.NEVER;
+      }
+      return entries.map((e) => e.toLowerCase());
+    }),
+  // What all package cache entries together may take (util/sandbox-cache.ts).
+  SANDBOX_CACHE_MAX_MB: positiveInt(10_240, 16_777_216),
+  // How often a long sandboxed command logs "still running …" on its task.
+  SANDBOX_HEARTBEAT_S: positiveInt(10, 3600),
   // Free space under DATA_DIR below which new tasks and scans are refused (503); 0: never.
   DATA_DIR_MIN_FREE_MB: z.coerce.number().int().min(0).max(16_777_216).default(1024),
   // GET /metrics (src/metrics/): who may read it; see metricsExposure() below.
@@ -298,6 +321,12 @@ export interface Config {
     diskVolumes: "auto" | "off";
     /** SANDBOX_CACHE_MAX_AGE_DAYS: unused package caches are removed after this. */
     cacheMaxAgeDays: number;
+    /** SANDBOX_CACHE_MAX_MB: what all package cache entries together may take. */
+    cacheMaxMb: number;
+    /** SANDBOX_SETUP_ALLOW: the hosts the setup step may reach (empty: SANDBOX_NETWORK's). */
+    setupAllow: string[];
+    /** SANDBOX_HEARTBEAT_S in ms: "still running …" lines of long commands. */
+    heartbeatMs: number;
   };
   /**
    * DATA_DIR_MIN_FREE_MB: below this much free space under DATA_DIR, task and scan creation
@@ -514,6 +543,9 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       diskLimitMb: env.TASK_DISK_LIMIT_MB,
       diskVolumes: env.TASK_DISK_VOLUMES,
       cacheMaxAgeDays: env.SANDBOX_CACHE_MAX_AGE_DAYS,
+      cacheMaxMb: env.SANDBOX_CACHE_MAX_MB,
+      setupAllow: env.SANDBOX_SETUP_ALLOW,
+      heartbeatMs: env.SANDBOX_HEARTBEAT_S * 1000,
     },
     dataDirMinFreeMb: env.DATA_DIR_MIN_FREE_MB,
     accountViewPollMs: env.ACCOUNT_VIEW_POLL_MS,

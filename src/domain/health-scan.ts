@@ -1,5 +1,4 @@
 import { prepareWorkdir, removeWorkdir } from "../util/workdir-volume.js";
-import { sandboxCache } from "../util/sandbox-cache.js";
 import { StageError } from "../util/stage-error.js";
 import path from "node:path";
 import type { Config } from "../config/env.js";
@@ -24,6 +23,7 @@ import {
 import { recordDefaultBranch } from "./linking.js";
 import { healthLease } from "../durable/lease.js";
 import { resolveRepo } from "./workspaces.js";
+import { runSetup } from "../verify/setup.js";
 
 /*
  * A health scan from start to end (docs/api.md, "How scans run"), the state machine of a
@@ -181,17 +181,33 @@ export async function runHealthScan(
           );
         }
         await recordReportCommit(models, report._id, commit);
+        // The same setup step as a task's (verify/setup.ts): dependencies through the
+        // registries' allowlist, from the account's package cache when it has them, so
+        // coverage is measured on repositories with dependencies.
+        const owner = {
+          account: report.account_id,
+          repo: `${report.workspace_id}/${report.repo_id}`,
+        };
+        const setup = await runSetup({
+          workdir,
+          owner,
+          allow: config.sandbox.setupAllow,
+          timeoutMs: config.health.coverageTimeoutMs,
+          signal: run.signal,
+          env: { GOPROXY: config.health.registry.goproxyUrl },
+          subject: "scan",
+          log: (message) => logger.info({ setup: true }, message),
+        });
+        if (!setup.ok) logger.warn({ error: setup.error }, "health scan: the setup step failed");
         const result = await scanRepository({
           root: workdir,
           config: config.health,
           ci: source.ci,
           logger,
           signal: run.signal,
-          // The account's own package cache for this repository, as its tasks use.
-          cache: await sandboxCache({
-            account: report.account_id,
-            repo: `${report.workspace_id}/${report.repo_id}`,
-          }),
+          // The entry the setup step used, read-only, as a task's later commands get it.
+          ...(setup.cache ? { cache: setup.cache } : {}),
+          ...(setup.ok ? {} : { setupFailure: setup.error ?? "the setup step failed" }),
         });
         await finishReport(models, report._id, {
           status: "completed",

@@ -15,10 +15,19 @@ export const go: Ecosystem<"go"> = {
   id: "go",
   description: "Go (go.mod)",
   verify: {
-    detect: async (workdir) =>
-      (await isFile(workdir, "go.mod"))
-        ? { source: "go.mod", checks: [{ name: "go test", command: "go test ./..." }] }
-        : null,
+    detect: async (workdir) => {
+      if (!(await isFile(workdir, "go.mod"))) return null;
+      const checks = [{ name: "go test", command: "go test ./..." }];
+      // Modules to download only when go.sum pins some (the setup step, verify/setup.ts).
+      if (!(await isFile(workdir, "go.sum"))) return { source: "go.mod", checks };
+      return {
+        source: "go.mod",
+        checks,
+        install: [{ name: "go mod download", command: "go mod download" }],
+        installNotes: ["go.sum present: downloading the modules it pins."],
+        installInputs: ["go.mod", "go.sum"],
+      };
+    },
   },
   coverage: { languages: ["go"], needsTestFiles: true, measure: goCoverage },
   manifests: {

@@ -152,6 +152,7 @@ async function detectPackageJson(workdir: string, notes: string[]): Promise<Dete
 
   let install: Check[] | undefined;
   let installNote: string | undefined;
+  let installInputs: string[] = [];
   if (!(await isDirectory(workdir, "node_modules"))) {
     const declares =
       isNonEmptyObject(manifest.dependencies) || isNonEmptyObject(manifest.devDependencies);
@@ -159,17 +160,21 @@ async function detectPackageJson(workdir: string, notes: string[]): Promise<Dete
       const step = INSTALL[manager];
       install = [{ name: "install", command: step.command }];
       installNote = `No node_modules and ${lockfile} present: running ${step.short} first.`;
+      installInputs = ["package.json", lockfile];
     } else if (declares) {
       install = [{ name: "install", command: UNLOCKED_INSTALL }];
       installNote =
         "No node_modules, and package.json declares dependencies but no lockfile: running npm install first.";
+      installInputs = ["package.json"];
     }
   }
   if (checks.length === 0 && install === undefined) return null;
   return {
     source: "package.json",
     checks,
-    ...(install && installNote ? { install, installNotes: [installNote] } : {}),
+    ...(install && installNote
+      ? { install, installNotes: [installNote], installInputs, installOutputs: ["node_modules"] }
+      : {}),
   };
 }
 
@@ -326,22 +331,14 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
 
   const root = ctx.root;
   const declares = nonEmpty(pkg.dependencies) || nonEmpty(pkg.devDependencies);
-  if (declares && !(await exists(root, "node_modules"))) {
-    const locked = await findLockfile(root);
-    const install = locked ? INSTALL[locked.manager].command : UNLOCKED_INSTALL;
-    const result = await ctx.run(install);
-    if (!result) return { ok: false, reason: ctx.outOfTime(), command: install, notes };
-    if (!result.ok)
-      return {
-        ok: false,
-        reason: `installing the dependencies failed: ${describeResult(result)}`,
-        command: install,
-        notes,
-      };
-    notes.push(
-      `Dependencies installed with \`${install}\` in ${Math.round(result.durationMs / 1000)} s.`,
-    );
-  }
+  // The scan's setup step installed them (verify/setup.ts); its commands have no network.
+  if (declares && !(await exists(root, "node_modules")))
+    return {
+      ok: false,
+      reason: `the dependencies are not installed: ${ctx.setupFailure ?? "the setup step installed none"}`,
+      command: null,
+      notes,
+    };
 
   const bin = path.join(root, "node_modules", ".bin");
   const binSeen = path.posix.join(ctx.sandboxRoot, "node_modules", ".bin");

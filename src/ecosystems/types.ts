@@ -20,9 +20,20 @@ export interface DetectedChecks {
   /** The file that showed it, e.g. "package.json", "go.mod", "tests/". */
   source: string;
   checks: Check[];
+  /** The install steps (run by the setup step, verify/setup.ts, before any check). */
   install?: Check[];
   /** Why the install steps are needed; logged only when they are kept. */
   installNotes?: string[];
+  /**
+   * The files whose bytes decide what the install steps download (lockfiles, manifests):
+   * the package cache entry is keyed by their hash (util/sandbox-cache.ts).
+   */
+  installInputs?: string[];
+  /**
+   * Folders of the working copy the install steps fill (`node_modules`): kept in the cache
+   * entry, so a later working copy with the same inputs gets a copy instead of an install.
+   */
+  installOutputs?: string[];
 }
 
 export interface VerifyDetector {
@@ -78,6 +89,8 @@ export interface CoverageContext {
   files: ReadonlyMap<string, SourceFile>;
   /** GOPROXY for module downloads (from GOPROXY_URL). */
   goproxy?: string | undefined;
+  /** Why the setup step did not install the dependencies (verify/setup.ts), when it did not. */
+  setupFailure?: string | undefined;
   /** Runs a command in the sandbox within what is left of the budget; null when none is left. */
   run(command: string, env?: Record<string, string>): Promise<SandboxResult | null>;
   /** The reason given when the budget ran out before or during a run. */

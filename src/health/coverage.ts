@@ -7,7 +7,8 @@
  * text table, whose layout changes between versions (Node 20, 22 and 24 print different
  * tables):
  *
- * - JavaScript/TypeScript, after installing dependencies when declared and missing:
+ * - JavaScript/TypeScript, with the dependencies the scan's setup step installed
+ *   (verify/setup.ts; the scan itself installs nothing):
  *   the repository's own coverage script when it runs nyc or c8 (a json-summary reporter
  *   is added to it); jest's `--coverage`; vitest's `--coverage` when the repository has a
  *   coverage provider; otherwise c8 (a dependency of this service, never downloaded at scan
@@ -94,6 +95,8 @@ export interface CoverageOptions {
   goproxy?: string;
   /** The package cache of the scan's account and repository (util/sandbox-cache.ts). */
   cache?: SandboxCache;
+  /** Why the scan's setup step did not install the dependencies (verify/setup.ts). */
+  setupFailure?: string;
 }
 
 /** An estimate never claims more than this. */
@@ -167,6 +170,7 @@ export async function measureCoverage(
     sandboxRoot: sandboxRoot(options.root),
     files: byPath,
     goproxy: options.goproxy,
+    setupFailure: options.setupFailure,
     run: (command: string, env?: Record<string, string>) => run(command, options, budget, env),
     outOfTime: () => outOfTime(budget),
   };

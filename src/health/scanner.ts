@@ -25,6 +25,8 @@ export interface ScanOptions {
   signal?: AbortSignal;
   /** The package cache of the scan's account and repository (util/sandbox-cache.ts). */
   cache?: SandboxCache;
+  /** Why the scan's setup step (verify/setup.ts) did not install the dependencies. */
+  setupFailure?: string;
 }
 
 export interface ScanResult {
@@ -50,6 +52,7 @@ async function scanContext(options: ScanOptions): Promise<ScanContext> {
       timeoutMs: options.config.coverageTimeoutMs,
       goproxy: options.config.registry.goproxyUrl,
       ...(options.cache ? { cache: options.cache } : {}),
+      ...(options.setupFailure ? { setupFailure: options.setupFailure } : {}),
     },
     config: options.config,
     ...(options.signal ? { signal: options.signal } : {}),

@@ -4,7 +4,8 @@ import { runToolLoop } from "../llm/tool-loop.js";
 import { memoryPromptBlock } from "../domain/memory.js";
 import { skillForTask, type SkillDefinition } from "../domain/skills.js";
 import { createRememberTool, createRunCommandTool, finishTool } from "../tools/agent-tools.js";
-import { sandboxCache, type SandboxCache } from "../util/sandbox-cache.js";
+import type { SandboxCache } from "../util/sandbox-cache.js";
+import { setupCache } from "./stages/setup.js";
 import { agentSystemPrompt, readRepositoryInstructions } from "./prompts.js";
 import { describeCall, firstLine, progressLog } from "./progress.js";
 import type { StageContext } from "./stage.js";
@@ -32,14 +33,11 @@ export interface AgentOptions {
 }
 
 /**
- * The package cache of the task's commands: its account's, for its repository
- * (util/sandbox-cache.ts), never another account's.
+ * The package cache of the task's commands: the entry its setup step used, read-only
+ * (pipeline/stages/setup.ts), never another account's; undefined when there is none.
  */
-export function taskCache(ctx: StageContext): Promise<SandboxCache> {
-  return sandboxCache({
-    account: ctx.task.account_id,
-    repo: `${ctx.task.workspace_id}/${ctx.task.repo_id}`,
-  });
+export function taskCache(ctx: StageContext): Promise<SandboxCache | undefined> {
+  return setupCache(ctx);
 }
 
 /** The system prompt parts every agent of a task shares, read once per stage. */
@@ -75,6 +73,7 @@ export async function runAgent(
       timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
       signal,
       onRun: (line) => progress.note(line),
+      onHeartbeat: (line) => void ctx.log(line).catch(() => undefined),
       cache,
     }),
     createRememberTool((text) => notes.push(text)),

@@ -3,6 +3,7 @@ import type { ExecutableTool, ToolSpec } from "../llm/types.js";
 import {
   describeResult,
   diskBudgetFailure,
+  heartbeatLine,
   runSandboxed,
   sandboxRoot,
   type SandboxCache,
@@ -31,6 +32,8 @@ export function createRunCommandTool(options: {
   onRun?: (line: string) => void;
   /** The package cache of the task's account and repository (util/sandbox-cache.ts). */
   cache?: SandboxCache | undefined;
+  /** Every SANDBOX_HEARTBEAT_S while a command runs: "still running `…` (40 s)". */
+  onHeartbeat?: (line: string) => void;
 }): ExecutableTool<{ command: string }> {
   // The path the commands see; never the working copy's folder on the host (SANDBOX=none
   // has no other, so none is named).
@@ -47,6 +50,9 @@ export function createRunCommandTool(options: {
         ...(options.signal ? { signal: options.signal } : {}),
         ...(options.cache ? { cache: options.cache } : {}),
         maxOutputBytes: COMMAND_OUTPUT_BYTES,
+        ...(options.onHeartbeat
+          ? { onHeartbeat: (ms: number) => options.onHeartbeat?.(heartbeatLine(command, ms)) }
+          : {}),
       });
       const status = describeResult(result);
       options.onRun?.(status);

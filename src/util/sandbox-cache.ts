@@ -9,16 +9,38 @@
  * action id and npm trusts cached metadata when there is no lockfile, so a shared cache
  * would let one account plant what another's task runs.
  *
- * The run option is `cache: { dir, readOnly? }`: a later change can key a cache by the
- * repository's lockfile and hand it out read-only once the service has filled it.
+ * Inside a repository's folder:
  *
- * Housekeeping: a cache folder is touched each time a run gets it; folders untouched for
- * SANDBOX_CACHE_MAX_AGE_DAYS are removed, checked at most once an hour by the next run that
- * asks for a cache (each worker machine prunes its own).
+ *   k-<key>/        an entry: what the setup step (verify/setup.ts) downloaded for one set of
+ *                   install inputs (`key`: a hash of the lockfiles and setup commands). Only
+ *                   the setup step writes one, into `.partial-<key>-<random>/`, renamed into
+ *                   place once its install succeeded; from then on every run gets it
+ *                   read-only (`cache: { dir, readOnly: true }`: the run's writes land in a
+ *                   layer of its own, util/sandbox.ts), so no task's command can plant
+ *                   anything a later task's install trusts.
+ *   k-<key>.json    its size, measured once, for the budget.
+ *   rw/             the writable cache of sandboxCache() (runs outside a set-up working copy).
+ *
+ * Housekeeping: a folder is touched each time a run gets it; entries untouched for
+ * SANDBOX_CACHE_MAX_AGE_DAYS are removed, as are entries beyond SANDBOX_CACHE_MAX_MB in all
+ * (least recently used first) and all but the newest KEEP_PER_REPO entries of a repository.
+ * Checked at most once an hour by the next run that asks for a cache, and after each new
+ * entry (each worker machine prunes its own).
  */
 import { createHash } from "node:crypto";
 import { execFile } from "node:child_process";
-import { chmod, mkdir, readdir, rm, stat, utimes } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import {
+  chmod,
+  mkdir,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  utimes,
+  writeFile,
+} from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 
@@ -37,6 +59,8 @@ export interface CacheOwner {
 interface CacheSettings {
   root: string;
   maxAgeDays: number;
+  /** SANDBOX_CACHE_MAX_MB in bytes: what all entries together may take. */
+  maxBytes: number;
 }
 
 const DEFAULT_MAX_AGE_DAYS = 14;
@@ -46,9 +70,16 @@ const SCRATCH_MAX_AGE_MS = 24 * 60 * 60_000;
 /** Names of the overlay scratch folders, beside the folder they serve. */
 export const OVERLAY_SCRATCH_PREFIX = ".foreman-overlay-";
 
+const DEFAULT_MAX_MB = 10_240;
+/** Entries kept per repository: older lockfiles are rarely installed again. */
+export const KEEP_PER_REPO = 3;
+/** An entry used this recently may be a running command's lower layer: the budget spares it. */
+const IN_USE_MS = 30 * 60_000;
+
 let settings: CacheSettings = {
   root: defaultRoot(),
   maxAgeDays: DEFAULT_MAX_AGE_DAYS,
+  maxBytes: DEFAULT_MAX_MB * 1024 * 1024,
 };
 let lastPrune = 0;
 
@@ -58,10 +89,15 @@ function defaultRoot(): string {
 }
 
 /** Sets where caches live and how long unused ones are kept (service start; tests). */
-export function configureSandboxCaches(next: { root?: string; maxAgeDays?: number }): void {
+export function configureSandboxCaches(next: {
+  root?: string;
+  maxAgeDays?: number;
+  maxMb?: number;
+}): void {
   settings = {
     root: next.root ?? defaultRoot(),
     maxAgeDays: next.maxAgeDays ?? DEFAULT_MAX_AGE_DAYS,
+    maxBytes: (next.maxMb ?? DEFAULT_MAX_MB) * 1024 * 1024,
   };
   lastPrune = 0;
 }
@@ -88,19 +124,154 @@ export async function sandboxCache(
   owner: CacheOwner,
   options: { readOnly?: boolean } = {},
 ): Promise<SandboxCache> {
+  const dir = path.join(await repoFolder(owner), "rw");
+  await mkdir(dir, { mode: 0o700 }).catch(() => undefined);
+  await touch(dir);
+  return { dir, ...(options.readOnly ? { readOnly: true } : {}) };
+}
+
+/** The repository's folder of `owner` (created 0700); starts a prune now and then. */
+async function repoFolder(owner: CacheOwner): Promise<string> {
   const accountDir = path.join(settings.root, component(owner.account));
   const dir = path.join(accountDir, component(owner.repo));
   await mkdir(dir, { recursive: true, mode: 0o700 });
   // mkdir's mode applies only to what it creates; the root and the account's folder may
   // predate this code (or a umask) with wider bits.
   await Promise.all([chmod(settings.root, 0o700), chmod(accountDir, 0o700), chmod(dir, 0o700)]);
-  const now = new Date();
-  await utimes(dir, now, now);
+  await touch(dir);
   if (Date.now() - lastPrune >= PRUNE_EVERY_MS) {
     lastPrune = Date.now();
     void pruneSandboxCaches().catch(() => undefined);
   }
-  return { dir, ...(options.readOnly ? { readOnly: true } : {}) };
+  return dir;
+}
+
+async function touch(dir: string): Promise<void> {
+  const now = new Date();
+  await utimes(dir, now, now).catch(() => undefined);
+}
+
+/** A cache key as a folder name: hex only, bounded. */
+function entryName(key: string): string {
+  if (!/^[0-9a-f]{8,64}$/.test(key)) throw new Error("cache key must be 8-64 hex digits");
+  return `k-${key}`;
+}
+
+/**
+ * The entry of `owner` for `key`, read-only, when the setup step made one (touched);
+ * undefined otherwise.
+ */
+export async function findCacheEntry(
+  owner: CacheOwner,
+  key: string,
+): Promise<SandboxCache | undefined> {
+  const dir = path.join(await repoFolder(owner), entryName(key));
+  const info = await stat(dir).catch(() => undefined);
+  if (!info?.isDirectory()) return undefined;
+  await touch(dir);
+  return { dir, readOnly: true };
+}
+
+/** A new entry being filled by the setup step: writable until commit() or discard(). */
+export interface NewCacheEntry {
+  cache: SandboxCache;
+  /** Puts the entry in place (false when another run put one there first) and prunes. */
+  commit(): Promise<boolean>;
+  discard(): Promise<void>;
+}
+
+/** Starts a new entry of `owner` for `key` (only the setup step calls this). */
+export async function createCacheEntry(owner: CacheOwner, key: string): Promise<NewCacheEntry> {
+  const repoDir = await repoFolder(owner);
+  const name = entryName(key);
+  const dir = path.join(repoDir, `.partial-${key}-${randomBytes(6).toString("hex")}`);
+  await mkdir(dir, { mode: 0o700 });
+  return {
+    cache: { dir },
+    async commit() {
+      const bytes = await measure(dir);
+      try {
+        await rename(dir, path.join(repoDir, name));
+      } catch {
+        await removeTree(dir); // another run of the same key was first: its entry stays
+        return false;
+      }
+      await writeFile(
+        path.join(repoDir, `${name}.json`),
+        JSON.stringify({ bytes, created_at: new Date().toISOString() }),
+      );
+      await enforceCacheBudget().catch(() => undefined);
+      return true;
+    },
+    discard: () => removeTree(dir),
+  };
+}
+
+/** Bytes under `dir` (du: apparent sizes of what is on disk). */
+function measure(dir: string): Promise<number> {
+  return new Promise((resolve) =>
+    execFile("du", ["-sk", "--", dir], (error, stdout) => {
+      const kib = Number(/^(\d+)/.exec(String(stdout))?.[1]);
+      resolve(error || !Number.isFinite(kib) ? 0 : kib * 1024);
+    }),
+  );
+}
+
+interface EntryInfo {
+  dir: string;
+  repoDir: string;
+  bytes: number;
+  usedMs: number;
+}
+
+async function listEntries(): Promise<EntryInfo[]> {
+  const found: EntryInfo[] = [];
+  for (const account of await readdir(settings.root).catch(() => [] as string[])) {
+    const accountDir = path.join(settings.root, account);
+    for (const repo of await readdir(accountDir).catch(() => [] as string[])) {
+      const repoDir = path.join(accountDir, repo);
+      for (const name of await readdir(repoDir).catch(() => [] as string[])) {
+        if (!name.startsWith("k-") || name.endsWith(".json")) continue;
+        const dir = path.join(repoDir, name);
+        const info = await stat(dir).catch(() => undefined);
+        if (!info?.isDirectory()) continue;
+        const meta = await readFile(`${dir}.json`, "utf8").catch(() => "");
+        let bytes = Number((/"bytes":(\d+)/.exec(meta) ?? [])[1]);
+        if (!Number.isFinite(bytes)) bytes = await measure(dir);
+        found.push({ dir, repoDir, bytes, usedMs: info.mtimeMs });
+      }
+    }
+  }
+  return found;
+}
+
+async function removeEntry(entry: EntryInfo): Promise<void> {
+  await removeTree(entry.dir);
+  await rm(`${entry.dir}.json`, { force: true });
+}
+
+/**
+ * Keeps the entries within SANDBOX_CACHE_MAX_MB and KEEP_PER_REPO: the least recently used
+ * go first; an entry used in the last IN_USE_MS is spared (a command may be reading it).
+ * Returns the entries removed.
+ */
+export async function enforceCacheBudget(now = Date.now()): Promise<string[]> {
+  const entries = (await listEntries()).sort((a, b) => b.usedMs - a.usedMs);
+  const removed: string[] = [];
+  const perRepo = new Map<string, number>();
+  let total = 0;
+  for (const entry of entries) {
+    const count = (perRepo.get(entry.repoDir) ?? 0) + 1;
+    perRepo.set(entry.repoDir, count);
+    const busy = now - entry.usedMs < IN_USE_MS;
+    if (!busy && (count > KEEP_PER_REPO || total + entry.bytes > settings.maxBytes)) {
+      await removeEntry(entry);
+      removed.push(entry.dir);
+      continue;
+    }
+    total += entry.bytes;
+  }
+  return removed;
 }
 
 /**
@@ -122,12 +293,33 @@ export async function pruneSandboxCaches(now = Date.now()): Promise<string[]> {
       if (!info) continue;
       const scratch = repo.startsWith(OVERLAY_SCRATCH_PREFIX);
       const old = scratch ? info.mtimeMs < now - SCRATCH_MAX_AGE_MS : info.mtimeMs < cutoff;
-      if (!old) continue;
+      if (!old) {
+        if (!scratch) removed.push(...(await pruneRepoFolder(dir, cutoff, now)));
+        continue;
+      }
       await removeTree(dir);
       removed.push(dir);
       left--;
     }
     if (left === 0) await rm(accountDir, { recursive: true, force: true }).catch(() => undefined);
+  }
+  removed.push(...(await enforceCacheBudget(now)));
+  return removed;
+}
+
+/** Inside a repository's folder: old entries, and scratch or partial folders a crash left. */
+async function pruneRepoFolder(repoDir: string, cutoff: number, now: number): Promise<string[]> {
+  const removed: string[] = [];
+  for (const name of await readdir(repoDir).catch(() => [] as string[])) {
+    const dir = path.join(repoDir, name);
+    const info = await stat(dir).catch(() => undefined);
+    if (!info?.isDirectory()) continue;
+    const leftover = name.startsWith(OVERLAY_SCRATCH_PREFIX) || name.startsWith(".partial-");
+    const old = leftover ? info.mtimeMs < now - SCRATCH_MAX_AGE_MS : info.mtimeMs < cutoff;
+    if (!old) continue;
+    await removeTree(dir);
+    await rm(`${dir}.json`, { force: true });
+    removed.push(dir);
   }
   return removed;
 }

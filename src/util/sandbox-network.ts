@@ -138,12 +138,12 @@ export function networkTools(): Promise<NetworkTools> {
  * becomes slirp4netns attached to it; the main process waits for slirp4netns's ready signal
  * (end of file instead means it failed), sets the rules and execs bwrap.
  */
-const LAUNCHER = `d=$1; rules=$2; ip=$3; slirp=$4; unshare=$5; setpriv=$6; shift 6
+const LAUNCHER = `d=$1; rules=$2; ip=$3; slirp=$4; unshare=$5; setpriv=$6; hostloop=$7; shift 7
 mkfifo -m 600 "$d/net-ns" "$d/net-up" || exit ${NETWORK_FAILED_EXIT}
 p=$$
 (
   read x <"$d/net-ns" || exit 0
-  exec "$setpriv" --pdeathsig KILL -- "$slirp" --configure --mtu=65520 --disable-host-loopback \\
+  exec "$setpriv" --pdeathsig KILL -- "$slirp" --configure --mtu=65520 $hostloop \\
     --enable-sandbox --enable-seccomp --ready-fd=3 "$p" tap0 3>"$d/net-up" 2>"$d/net.log"
 ) </dev/null >/dev/null 2>&1 &
 exec "$unshare" --user --map-root-user --net --mount -- /bin/sh -c '
@@ -184,15 +184,69 @@ export async function publicNetwork(run: string): Promise<{
       slirp4netns,
       unshare,
       setpriv,
+      "--disable-host-loopback",
+      ...bwrapArgv,
+    ],
+  };
+}
+
+/** The gateway address through which a setup run reaches the host's loopback (its proxy). */
+export const SLIRP_HOST = "10.0.2.2";
+
+/**
+ * The `ip -batch` input of a setup run: the one way out is the setup proxy on the host's
+ * loopback (10.0.2.2:port, util/setup-proxy.ts); every other destination, the DNS forwarder
+ * included, is refused. Names are resolved by the proxy, after its allowlist said yes.
+ */
+export function proxyRules(port: number): string {
+  return [
+    `rule add priority 100 to ${SLIRP_HOST} ipproto tcp dport ${port} lookup main`,
+    "rule add priority 110 prohibit",
+  ]
+    .map((line) => `${line}\n`)
+    .join("");
+}
+
+/**
+ * For a setup run: like publicNetwork, but slirp4netns maps 10.0.2.2 to the host's loopback
+ * and the rules let through only the setup proxy's port there (proxyRules). The command
+ * reaches the package registries through the proxy (HTTP_PROXY/HTTPS_PROXY) or nothing.
+ */
+export async function proxyNetwork(
+  run: string,
+  port: number,
+): Promise<{ bwrapOptions: string[]; wrap(bwrapArgv: string[]): string[] }> {
+  const { unshare, setpriv, slirp4netns, ip } = await networkTools();
+  const resolv = path.join(run, "resolv.conf");
+  await writeFile(resolv, `nameserver ${SLIRP_DNS}\n`);
+  const rules = proxyRules(port);
+  return {
+    bwrapOptions: ["--share-net", "--ro-bind", resolv, "/etc/resolv.conf"],
+    wrap: (bwrapArgv) => [
+      "/bin/sh",
+      "-c",
+      LAUNCHER,
+      "sh",
+      run,
+      rules,
+      ip,
+      slirp4netns,
+      unshare,
+      setpriv,
+      "",
       ...bwrapArgv,
     ],
   };
 }
 
 /** Why a run failed when its network could not be brought up; undefined otherwise. */
-export function networkFailure(exitCode: number | null, output: string): string | undefined {
+export function networkFailure(
+  exitCode: number | null,
+  output: string,
+  setting = "SANDBOX_NETWORK=public",
+): string | undefined {
   if (exitCode !== NETWORK_FAILED_EXIT) return undefined;
   const line = output.split("\n").find((l) => l.startsWith(NETWORK_FAILED_MARK));
   if (!line) return undefined;
-  return `no network: ${line.slice(NETWORK_FAILED_MARK.length).trim()} (SANDBOX_NETWORK=public)`;
+  return `no network: ${line.slice(NETWORK_FAILED_MARK.length).trim()} (${setting})`;
 }

@@ -44,6 +44,7 @@ import { findExecutable } from "./executables.js";
 import { fileURLToPath } from "node:url";
 import { recordSandboxRun } from "../metrics/index.js";
 import { redactText } from "./redact.js";
+import { proxyBinary } from "./setup-proxy.js";
 import {
   DISK_WATCH_MAX_INTERVAL_MS,
   DISK_WATCH_MIN_INTERVAL_MS,
@@ -61,7 +62,9 @@ import {
   NETWORK_FIX,
   networkFailure,
   networkTools,
+  proxyNetwork,
   publicNetwork,
+  SLIRP_HOST,
   type SandboxNetwork,
 } from "./sandbox-network.js";
 
@@ -91,6 +94,17 @@ export type SandboxOptions = {
   cache?: SandboxCache;
   /** TASK_DISK_LIMIT_MB for this run instead of the configured one; 0: not watched. */
   diskLimitMb?: number;
+  /**
+   * The setup step's network (verify/setup.ts) in place of SANDBOX_NETWORK: the command
+   * reaches only the setup proxy on the host's loopback at this port (util/setup-proxy.ts),
+   * named to it in HTTP_PROXY/HTTPS_PROXY and npm's proxy settings.
+   */
+  proxy?: { port: number };
+  /**
+   * Called every `heartbeatMs` (SANDBOX_HEARTBEAT_S, 10 s by default) while the command
+   * runs, with the time it has run so far: long installs and test runs show they are alive.
+   */
+  onHeartbeat?: (elapsedMs: number) => void;
   /**
    * Internal, for the benchmark only: `host` mounts the working copy at its host path (as
    * before /workspace), `bind` skips the overlay that keeps that path out of mountinfo.
@@ -174,6 +188,8 @@ export interface SandboxSettings {
    * take on disk while it runs (util/sandbox-disk.ts); 0 turns the watcher off.
    */
   diskLimitMb: number;
+  /** SANDBOX_HEARTBEAT_S in ms: how often onHeartbeat is called while a command runs. */
+  heartbeatMs: number;
 }
 
 /** The service's own checkout (this file is src/util/ or dist/util/ of it): never mounted. */
@@ -188,6 +204,7 @@ const DEFAULT_SETTINGS: SandboxSettings = {
   hiddenPaths: [],
   readOnlyPaths: [],
   diskLimitMb: 2048,
+  heartbeatMs: 10_000,
 };
 
 let settings: SandboxSettings = DEFAULT_SETTINGS;
@@ -576,6 +593,60 @@ async function prepareOverlay(
   return scratch;
 }
 
+/**
+ * A read-only folder (a package cache entry, util/sandbox-cache.ts) made writable for one run
+ * without changing it: an overlay with the folder as its lower layer and a scratch folder
+ * beside it as the upper one (mounted by MOUNT_SCRIPT as `cache`), or, where this machine
+ * has no unprivileged overlays, a copy in that scratch folder. Returns what to mount, the
+ * scratch folder (removed after the run) and where the run's writes land.
+ */
+async function layerOver(
+  run: string,
+  lower: string,
+  tools: OverlayTools | undefined,
+): Promise<{ source: string; overlay: boolean; scratch: string; writes: string }> {
+  const scratch = path.join(
+    path.dirname(lower),
+    `${OVERLAY_SCRATCH_PREFIX}${randomBytes(6).toString("hex")}`,
+  );
+  const upper = path.join(scratch, "upper");
+  await mkdir(upper, { recursive: true, mode: 0o700 });
+  if (tools) {
+    await mkdir(path.join(scratch, "work"), { mode: 0o700 });
+    await mkdir(path.join(run, "cache"));
+    await symlink(upper, path.join(run, "cache.u"));
+    await symlink(lower, path.join(run, "cache.l"));
+    await symlink(path.join(scratch, "work"), path.join(run, "cache.w"));
+    return { source: path.join(run, "cache"), overlay: true, scratch, writes: upper };
+  }
+  await execFileAsync("cp", ["-a", "--reflink=auto", "--", `${lower}/.`, upper]);
+  return { source: upper, overlay: false, scratch, writes: upper };
+}
+
+/** The variables that send a setup run's downloads through the setup proxy. */
+function proxyEnv(host: string, port: number): Record<string, string> {
+  const url = `http://${host}:${port}`;
+  return {
+    HTTP_PROXY: url,
+    HTTPS_PROXY: url,
+    http_proxy: url,
+    https_proxy: url,
+    npm_config_proxy: url,
+    npm_config_https_proxy: url,
+    // What is in the cache is used as it is: a second install of the same lockfile asks
+    // the registry nothing.
+    npm_config_prefer_offline: "true",
+    CARGO_HTTP_PROXY: url,
+  };
+}
+
+/** The heartbeat line of a long command, e.g. "still running `npm ci` (40 s)". */
+export function heartbeatLine(command: string, elapsedMs: number): string {
+  const oneLine = redactText(command).replace(/\s+/g, " ").trim();
+  const name = oneLine.length > 100 ? `${oneLine.slice(0, 99)}…` : oneLine;
+  return `still running \`${name}\` (${Math.round(elapsedMs / 1000)} s)`;
+}
+
 /*
  * RLIMIT_NPROC binds nobody when the service runs as root (the kernel exempts root's
  * processes, user namespace or not). Where the service may create cgroups (root with the
@@ -662,7 +733,7 @@ export function diskBudgetMechanism(): string {
  * a real command (same mounts and limits). Throws an error naming the fix; says how the
  * working copy is mounted and how the disk budget is kept.
  */
-export async function checkSandbox(): Promise<SandboxReport> {
+export async function checkSandbox(options: { setupProxy?: boolean } = {}): Promise<SandboxReport> {
   const volumes = await volumeSupport();
   const diskBudget =
     settings.diskLimitMb > 0
@@ -672,6 +743,16 @@ export async function checkSandbox(): Promise<SandboxReport> {
             : `no volume per working copy (${volumes.reason})`
         }`
       : diskBudgetMechanism();
+  if (options.setupProxy) {
+    // The setup step's allowlist needs its proxy, and (sandboxed) the user-mode network.
+    await proxyBinary();
+    if (settings.engine === "bwrap")
+      await networkTools().catch((error: Error) => {
+        throw new Error(
+          `${error.message.replace("SANDBOX_NETWORK=public", "The setup step (SANDBOX_SETUP_ALLOW)")} Or set SANDBOX_SETUP_ALLOW to an empty value.`,
+        );
+      });
+  }
   if (settings.engine === "none") return { workspaceMount: "host", diskBudget };
   if (!(await findOnPath("bwrap"))) {
     throw new Error(`SANDBOX=bwrap but bwrap is not on the PATH: ${BWRAP_FIX}.`);
@@ -990,6 +1071,8 @@ export async function runSandboxed(
       : path.join(run, "scratch-cache");
     if (!options.cache) await mkdir(cacheDir);
     const cacheReadOnly = options.cache?.readOnly === true;
+    // Where the run's writes to a read-only cache land (watched for the disk budget).
+    let cacheWrites: string | undefined;
     let home = path.join(run, "home");
     let cacheSeen = cacheDir;
     let argv = ["/bin/sh", "-c", command];
@@ -1013,15 +1096,28 @@ export async function runSandboxed(
       };
       const workspace = await mountSource("ws", cwd);
       // A run's own empty cache lives in the run folder: nothing there to keep out of sight.
-      const cacheSource = options.cache ? await mountSource("cache", cacheDir) : cacheDir;
-      const net = settings.network === "public" ? await publicNetwork(run) : undefined;
+      // A read-only cache is the lower layer of an overlay whose upper layer is the run's
+      // own: the command may write (npm needs to), nothing it writes reaches the cache.
+      let cacheSource = cacheDir;
+      if (options.cache && cacheReadOnly) {
+        const layered = await layerOver(run, cacheDir, tools);
+        scratch.push(layered.scratch);
+        cacheWrites = layered.writes;
+        if (layered.overlay) overlays.push("cache");
+        cacheSource = layered.source;
+      } else if (options.cache) cacheSource = await mountSource("cache", cacheDir);
+      const net = options.proxy
+        ? await proxyNetwork(run, options.proxy.port)
+        : settings.network === "public"
+          ? await publicNetwork(run)
+          : undefined;
       const bwrap = await bwrapArgs(
         {
           workspace,
           hostWorkspace: cwd,
           workspaceAt: mode === "host" ? cwd : WORKSPACE,
           tmp,
-          cache: { source: cacheSource, readOnly: cacheReadOnly },
+          cache: { source: cacheSource, readOnly: false },
           diskLimitMb,
         },
         net?.bwrapOptions,
@@ -1030,13 +1126,26 @@ export async function runSandboxed(
       cgroup = await createPidsCgroup(settings.maxProcs);
     } else {
       await mkdir(home);
+      // Unsandboxed, a read-only cache is a copy of the run's own (it goes with the run).
+      if (options.cache && cacheReadOnly) {
+        cacheSeen = path.join(run, "cache-copy");
+        await execFileAsync("cp", ["-a", "--reflink=auto", "--", `${cacheDir}/.`, cacheSeen]);
+      }
     }
-    const env = buildEnv(home, cacheSeen, options.env);
+    const env = buildEnv(home, cacheSeen, {
+      ...(options.proxy ? proxyEnv(boxed ? SLIRP_HOST : "127.0.0.1", options.proxy.port) : {}),
+      ...options.env,
+    });
     if (boxed) env.TMPDIR = "/tmp";
     const fifo = (output = await openOutputFifo(path.join(run, ".output")));
     // What the run can write to: the working copy, the run folder (its /tmp and HOME) and a
     // writable cache.
-    const watched = [cwd, run, ...(cacheReadOnly || !options.cache ? [] : [cacheDir])];
+    const watched = [
+      cwd,
+      run,
+      ...(cacheReadOnly || !options.cache ? [] : [cacheDir]),
+      ...(cacheWrites ? [cacheWrites] : []),
+    ];
     return await new Promise<SandboxResult>((resolve, reject) => {
       const collector = createCollector(options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT);
       let outputClosed = false;
@@ -1097,6 +1206,13 @@ export async function runSandboxed(
         timedOut = true;
         terminate();
       }, options.timeoutMs);
+      const onHeartbeat = options.onHeartbeat;
+      const heartbeat = onHeartbeat
+        ? setInterval(() => {
+            if (!exited) onHeartbeat(Math.round(performance.now() - started));
+          }, settings.heartbeatMs)
+        : undefined;
+      heartbeat?.unref();
       options.signal?.addEventListener("abort", onAbort, { once: true });
       if (diskLimitMb > 0 && pid !== undefined)
         watch = watchDisk({
@@ -1110,6 +1226,7 @@ export async function runSandboxed(
 
       function cleanup(): void {
         clearTimeout(deadline);
+        clearInterval(heartbeat);
         clearTimeout(pipeTimer);
         options.signal?.removeEventListener("abort", onAbort);
       }
@@ -1149,7 +1266,11 @@ export async function runSandboxed(
             : boxed && !ok && !timedOut && !aborted
               ? pidsLimitHit(cgroup)
                 ? processLimitText()
-                : (networkFailure(exitCode, text) ?? limitHit(exitCode, text))
+                : (networkFailure(
+                    exitCode,
+                    text,
+                    options.proxy ? "the setup step's network, SANDBOX_SETUP_ALLOW" : undefined,
+                  ) ?? limitHit(exitCode, text))
               : undefined;
         recordSandboxRun(
           timedOut
@@ -1196,6 +1317,7 @@ export async function runSandboxed(
         exitCode = code;
         exitSignal = signal;
         exited = true;
+        clearInterval(heartbeat);
         // Our own writer kept the FIFO from reporting end-of-file before the command opened
         // it; from now on only the command's leftovers can hold it open.
         fifo.closeWriter();

@@ -14,7 +14,10 @@ export type { Check };
 export interface VerifyPlan {
   /** Where the checks came from, e.g. ".github/foreman.yml", "package.json", "Makefile", "go.mod"; null when none. */
   source: string | null;
-  /** Run first, only when needed. */
+  /**
+   * Run first. Empty from detectChecks: installs are the setup step's (verify/setup.ts),
+   * run once per working copy before any check, with the registries' network.
+   */
   install: Check[];
   checks: Check[];
   /** Human sentences for the task log, e.g. "No node_modules and package-lock.json present: running npm ci first." */
@@ -61,9 +64,9 @@ const ConfigItem = z.union([
 const ConfigList = z.array(z.unknown()).nullable().optional();
 
 // Loose: the file may hold settings for other parts of foreman.
-const ConfigFile = z.looseObject({ verify: ConfigList, install: ConfigList });
+const ConfigFile = z.looseObject({ verify: ConfigList, install: ConfigList, setup: ConfigList });
 
-type ConfigLists = { verify?: Check[]; install?: Check[] };
+type ConfigLists = { verify?: Check[]; install?: Check[]; setup?: Check[] };
 
 function configItems(file: string, key: string, items: unknown[] | null): Check[] {
   return (items ?? []).map((item, index) => {
@@ -90,10 +93,10 @@ function parseConfig(file: string, text: string): ConfigLists {
   const parsed = ConfigFile.safeParse(data);
   if (!parsed.success) {
     const key = parsed.error.issues[0]?.path[0];
-    if (key === "verify" || key === "install") {
+    if (key === "verify" || key === "install" || key === "setup") {
       throw new StageError(`${file}: ${key} must be a list of commands`);
     }
-    throw new StageError(`${file}: must be a mapping with verify: and/or install: lists`);
+    throw new StageError(`${file}: must be a mapping with verify:, setup: and/or install: lists`);
   }
   const lists: ConfigLists = {};
   if (parsed.data.verify !== undefined) {
@@ -102,7 +105,27 @@ function parseConfig(file: string, text: string): ConfigLists {
   if (parsed.data.install !== undefined) {
     lists.install = configItems(file, "install", parsed.data.install);
   }
+  if (parsed.data.setup !== undefined) {
+    lists.setup = configItems(file, "setup", parsed.data.setup);
+  }
   return lists;
+}
+
+/**
+ * The repository's config file (the first of `names` present) and its lists; `name`
+ * undefined when there is none. Throws StageError for a file that is present but wrong.
+ */
+export async function readRepoConfig(
+  workdir: string,
+  names: string[] = DEFAULT_CONFIG_NAMES,
+): Promise<{ name?: string; lists: ConfigLists }> {
+  for (const name of names) {
+    const text = await readText(workdir, name);
+    if (text === null) continue;
+    if (text === TOO_LARGE) throw new StageError(`${name}: larger than 1 MiB`);
+    return { name, lists: parseConfig(name, text) };
+  }
+  return { lists: {} };
 }
 
 // --- ecosystem detection ------------------------------------------------------------------
@@ -140,24 +163,16 @@ export async function detectChecks(
   options: DetectOptions = {},
 ): Promise<VerifyPlan> {
   const notes: string[] = [];
+  const { name: configName, lists: config } = await readRepoConfig(workdir, options.configNames);
 
-  let config: ConfigLists = {};
-  let configName: string | undefined;
-  for (const name of options.configNames ?? DEFAULT_CONFIG_NAMES) {
-    const text = await readText(workdir, name);
-    if (text === null) continue;
-    if (text === TOO_LARGE) throw new StageError(`${name}: larger than 1 MiB`);
-    configName = name;
-    config = parseConfig(name, text);
-    break;
-  }
-
+  // Installs (the config's setup:/install: lists, the ecosystems' install steps) are the
+  // setup step's (verify/setup.ts): done once per working copy before any check.
   if (configName !== undefined && config.verify !== undefined) {
     if (config.verify.length === 0) {
       notes.push(`${configName} has an empty verify list: no checks are run.`);
       return { source: configName, install: [], checks: [], notes };
     }
-    return { source: configName, install: config.install ?? [], checks: config.verify, notes };
+    return { source: configName, install: [], checks: config.verify, notes };
   }
 
   const found = await detectEcosystems(workdir, notes);
@@ -166,17 +181,6 @@ export async function detectChecks(
   if (checks.length === 0) {
     return { source: null, install: [], checks: [], notes: [...notes, NOTHING_FOUND_NOTE] };
   }
-
-  // Install steps only when something will run: an install costs minutes and network.
   const sources = found.filter((f) => f.checks.length > 0).map((f) => f.source);
-  let install = found.flatMap((f) => f.install ?? []);
-  if (configName !== undefined && config.install !== undefined) {
-    // The repository's own install steps replace the guessed ones: it knows its setup.
-    install = config.install;
-    sources.unshift(configName);
-    notes.push(`Install steps from ${configName} replace detected ones.`);
-  } else {
-    notes.push(...found.flatMap((f) => f.installNotes ?? []));
-  }
-  return { source: sources.join(", "), install, checks, notes };
+  return { source: sources.join(", "), install: [], checks, notes };
 }

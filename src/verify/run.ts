@@ -40,7 +40,9 @@ export interface RunChecksOptions {
   /** Installs download and build; they may need longer than a check. Defaults to timeoutMs. */
   installTimeoutMs?: number;
   /** The package cache of the task's account and repository (util/sandbox-cache.ts). */
-  cache?: SandboxCache;
+  cache?: SandboxCache | undefined;
+  /** Every SANDBOX_HEARTBEAT_S while a check runs, with how long it has run. */
+  onHeartbeat?(check: Check, elapsedMs: number): void;
 }
 
 /** Throws the abort reason: a cancelled task stops here rather than reporting a failure. */
@@ -78,6 +80,9 @@ export async function runChecks(
         kind === "install" ? (options.installTimeoutMs ?? options.timeoutMs) : options.timeoutMs,
       signal: options.signal,
       ...(options.cache ? { cache: options.cache } : {}),
+      ...(options.onHeartbeat
+        ? { onHeartbeat: (ms: number) => options.onHeartbeat?.(check, ms) }
+        : {}),
     });
     if (result.aborted) {
       stopIfAborted(options.signal);

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readdir, rm, stat, utimes, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -169,7 +169,12 @@ describe("package caches per account", () => {
     const cacheA = await sandboxCache({ account: "acct_A", repo });
     const cacheB = await sandboxCache({ account: "acct_B", repo });
     expect(cacheA.dir).not.toBe(cacheB.dir);
-    for (const dir of [cacheA.dir, path.dirname(cacheA.dir), cacheRoot])
+    for (const dir of [
+      cacheA.dir,
+      path.dirname(cacheA.dir),
+      path.dirname(path.dirname(cacheA.dir)),
+      cacheRoot,
+    ])
       expect((await stat(dir)).mode & 0o777).toBe(0o700);
 
     // Account A's command plants entries where npm and Go look first.
@@ -190,13 +195,17 @@ describe("package caches per account", () => {
     // A's next run still has its own cache (it is a cache).
     const again = await runSandboxed(look, { cwd: workdir, timeoutMs: 20_000, cache: cacheA });
     expect(again.output).toContain("poisoned\npoisoned\n");
-    // Read-only caches (filled by the service) cannot be written.
-    const readOnly = await runSandboxed('touch "$npm_config_cache/x" || echo refused', {
-      cwd: workdir,
-      timeoutMs: 20_000,
-      cache: { ...cacheA, readOnly: true },
-    });
-    expect(readOnly.output).toContain("refused");
+    // Read-only caches (filled by the setup step): a run's writes land in a layer of its
+    // own and never reach the cache.
+    const readOnly = await runSandboxed(
+      'cat "$npm_config_cache/_cacache/planted"; echo changed > "$npm_config_cache/_cacache/planted"; touch "$npm_config_cache/x" && echo wrote',
+      { cwd: workdir, timeoutMs: 20_000, cache: { ...cacheA, readOnly: true } },
+    );
+    expect(readOnly.output).toBe("poisoned\nwrote\n");
+    expect(await readFile(path.join(cacheA.dir, "npm", "_cacache", "planted"), "utf8")).toBe(
+      "poisoned\n",
+    );
+    await expect(stat(path.join(cacheA.dir, "npm", "x"))).rejects.toThrow(/ENOENT/);
   });
 
   it("prunes caches unused for SANDBOX_CACHE_MAX_AGE_DAYS", async () => {
@@ -206,10 +215,11 @@ describe("package caches per account", () => {
       const fresh = await sandboxCache({ account: "acct_fresh", repo: "r" });
       await mkdir(path.join(old.dir, "go", "pkg"), { recursive: true });
       const longAgo = new Date(Date.now() - 4 * 86_400_000);
-      await utimes(old.dir, longAgo, longAgo);
+      // A repository's folder (its entries and its writable cache) goes as a whole.
+      await utimes(path.dirname(old.dir), longAgo, longAgo);
       const removed = await pruneSandboxCaches();
-      expect(removed).toEqual([old.dir]);
-      await expect(stat(path.dirname(old.dir))).rejects.toThrow(/ENOENT/);
+      expect(removed).toEqual([path.dirname(old.dir)]);
+      await expect(stat(path.dirname(path.dirname(old.dir)))).rejects.toThrow(/ENOENT/);
       expect((await stat(fresh.dir)).isDirectory()).toBe(true);
     } finally {
       configureSandboxCaches({ root: cacheRoot });

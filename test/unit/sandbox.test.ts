@@ -406,6 +406,21 @@ describe("sandbox configuration", () => {
       diskLimitMb: 2048,
       diskVolumes: "auto",
       cacheMaxAgeDays: 14,
+      cacheMaxMb: 10_240,
+      setupAllow: [
+        "registry.npmjs.org",
+        "registry.yarnpkg.com",
+        "pypi.org",
+        "files.pythonhosted.org",
+        "proxy.golang.org",
+        "sum.golang.org",
+        "crates.io",
+        "index.crates.io",
+        "static.crates.io",
+        "rubygems.org",
+        "index.rubygems.org",
+      ],
+      heartbeatMs: 10_000,
     });
     expect(loadConfig({}).dataDirMinFreeMb).toBe(1024);
     expect(

@@ -9,6 +9,7 @@ import {
   type Check,
   type VerifyPlan,
 } from "../../src/verify/checks.js";
+import { detectSetup } from "../../src/verify/setup.js";
 import { failureReport, runChecks, summarizeChecks, type CheckKind } from "../../src/verify/run.js";
 
 let dir: string;
@@ -64,7 +65,9 @@ describe("detectChecks: repository config", () => {
 
     const plan = await detectChecks(dir);
     expect(plan.source).toBe(".github/foreman.yml");
-    expect(plan.install).toEqual([{ name: "npm ci", command: "npm ci" }]);
+    // Installs are the setup step's (verify/setup.ts), never a check's.
+    expect(plan.install).toEqual([]);
+    expect((await detectSetup(dir)).steps).toEqual([{ name: "npm ci", command: "npm ci" }]);
     expect(plan.checks).toEqual([
       { name: "npm run build", command: "npm run build" },
       { name: "unit tests", command: "npm test -- --run" },
@@ -106,9 +109,22 @@ describe("detectChecks: repository config", () => {
     await write(".github/foreman.yml", "install:\n  - run: ./setup.sh\n    name: setup\n");
     await writeJson("package.json", { scripts: { test: "jest" }, devDependencies: { jest: "1" } });
     const plan = await detectChecks(dir);
-    expect(plan.source).toBe(".github/foreman.yml, package.json");
-    expect(plan.install).toEqual([{ name: "setup", command: "./setup.sh" }]);
+    expect(plan.source).toBe("package.json");
+    expect(plan.install).toEqual([]);
     expect(plan.checks).toEqual([{ name: "test", command: "npm run test" }]);
+    const setup = await detectSetup(dir);
+    expect(setup.source).toBe(".github/foreman.yml");
+    expect(setup.steps).toEqual([{ name: "setup", command: "./setup.sh" }]);
+    expect(setup.notes).toEqual(["Setup steps from .github/foreman.yml (install:)."]);
+
+    // setup: wins over install:, and the lockfile still keys the cache.
+    await write(".github/foreman.yml", "setup: [npm ci --ignore-scripts]\ninstall: [./setup.sh]\n");
+    await write("package-lock.json", "{}");
+    const own = await detectSetup(dir);
+    expect(own.steps).toEqual([
+      { name: "npm ci --ignore-scripts", command: "npm ci --ignore-scripts" },
+    ]);
+    expect(own.inputs).toEqual([".github/foreman.yml", "package.json", "package-lock.json"]);
   });
 
   it("rejects malformed YAML naming the file", async () => {
@@ -141,7 +157,7 @@ describe("detectChecks: repository config", () => {
 
     await write(".github/foreman.yml", "- npm test\n");
     expect((await stageError(detectChecks(dir))).message).toBe(
-      ".github/foreman.yml: must be a mapping with verify: and/or install: lists",
+      ".github/foreman.yml: must be a mapping with verify:, setup: and/or install: lists",
     );
   });
 });
@@ -203,10 +219,14 @@ describe("detectChecks: package.json", () => {
       { name: "lint", command: `${manager} run lint` },
       { name: "test", command: `${manager} run test` },
     ]);
-    expect(plan.install).toEqual([{ name: "install", command: install }]);
-    expect(plan.notes).toEqual([
+    expect(plan.install).toEqual([]);
+    expect(plan.notes).toEqual([]);
+    const setup = await detectSetup(dir);
+    expect(setup.steps).toEqual([{ name: "install", command: install }]);
+    expect(setup.notes).toEqual([
       `No node_modules and ${lockfile} present: running ${install.split(" ").slice(0, 2).join(" ")} first.`,
     ]);
+    expect(setup.inputs).toEqual(["package.json", lockfile]);
   });
 
   it("prefers pnpm's lockfile over a leftover package-lock.json", async () => {
@@ -215,7 +235,9 @@ describe("detectChecks: package.json", () => {
     await write("pnpm-lock.yaml", "lockfileVersion: '9.0'\n");
     const plan = await detectChecks(dir);
     expect(plan.checks).toEqual([{ name: "test", command: "pnpm run test" }]);
-    expect(plan.install).toEqual([{ name: "install", command: "pnpm install --frozen-lockfile" }]);
+    expect((await detectSetup(dir)).steps).toEqual([
+      { name: "install", command: "pnpm install --frozen-lockfile" },
+    ]);
   });
 
   it("skips the install when node_modules exists", async () => {
@@ -230,16 +252,15 @@ describe("detectChecks: package.json", () => {
 
   it("runs npm install for dependencies without a lockfile, and nothing without either", async () => {
     await writeJson("package.json", { scripts: { test: "jest" }, dependencies: { left: "1" } });
-    let plan = await detectChecks(dir);
-    expect(plan.install).toEqual([
-      { name: "install", command: "npm install --no-audit --no-fund" },
-    ]);
-    expect(plan.notes[0]).toMatch(/no lockfile: running npm install first\.$/);
+    let setup = await detectSetup(dir);
+    expect(setup.steps).toEqual([{ name: "install", command: "npm install --no-audit --no-fund" }]);
+    expect(setup.notes[0]).toMatch(/no lockfile: running npm install first\.$/);
 
     await writeJson("package.json", { scripts: { test: "node test.js" }, dependencies: {} });
-    plan = await detectChecks(dir);
+    const plan = await detectChecks(dir);
     expect(plan.checks).toEqual([{ name: "test", command: "npm run test" }]);
-    expect(plan.install).toEqual([]);
+    setup = await detectSetup(dir);
+    expect(setup.steps).toEqual([]);
   });
 
   it("notes and skips an unparsable package.json", async () => {
@@ -563,9 +584,13 @@ describe("runChecks", () => {
       packages: { "": { name: "x", version: "1.0.0" } },
     });
     const detected = await detectChecks(dir);
-    expect(detected.install).toEqual([{ name: "install", command: "npm ci --no-audit --no-fund" }]);
+    const setup = await detectSetup(dir);
+    expect(setup.steps).toEqual([{ name: "install", command: "npm ci --no-audit --no-fund" }]);
 
-    const outcome = await runChecks(detected, { cwd: dir, timeoutMs: 50_000 });
+    const outcome = await runChecks(
+      { ...detected, install: setup.steps },
+      { cwd: dir, timeoutMs: 50_000 },
+    );
     expect(outcome.install[0]?.result).toMatchObject({ ok: true, exitCode: 0 });
     expect(outcome.results[0]?.result.output).toContain("ran");
     expect(outcome.ok).toBe(true);

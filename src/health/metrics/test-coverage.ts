@@ -16,5 +16,6 @@ export const testCoverage: HealthMetric<"test_coverage"> = {
       ...(ctx.signal ? { signal: ctx.signal } : {}),
       goproxy: ctx.sandbox.goproxy,
       ...(ctx.sandbox.cache ? { cache: ctx.sandbox.cache } : {}),
+      ...(ctx.sandbox.setupFailure ? { setupFailure: ctx.sandbox.setupFailure } : {}),
     }),
 };

@@ -32,6 +32,8 @@ export interface ScanContext {
     goproxy: string;
     /** The package cache of the scan's account and repository (util/sandbox-cache.ts). */
     cache?: SandboxCache;
+    /** Why the scan's setup step did not install the dependencies (verify/setup.ts). */
+    setupFailure?: string;
   };
   /** The scan's configuration (HEALTH_*). */
   config: Config["health"];

@@ -4,6 +4,7 @@ import { headCommit, runGit, shallowClone } from "../../util/git.js";
 import { remoteGitArgs, RemoteUrlError } from "../../util/remote-url.js";
 import { StageError } from "../errors.js";
 import type { Stage, StageContext } from "../stage.js";
+import { setUpWorkingCopy } from "./setup.js";
 
 /**
  * The clone-URL policy (src/util/remote-url.ts) checked again right before git reaches a
@@ -41,7 +42,10 @@ export async function prepareTaskWorkdir(ctx: StageContext): Promise<void> {
     );
 }
 
-/** CLONING: a shallow clone of the default branch into the task's working copy. */
+/**
+ * CLONING: a shallow clone of the default branch into the task's working copy, then its
+ * setup step (stages/setup.ts: dependencies through the registries' allowlist).
+ */
 export const cloneStage: Stage = {
   name: "clone",
   phase: "CLONING",
@@ -78,6 +82,7 @@ export const cloneStage: Stage = {
     await ctx.log(
       `Cloned ${repo.full_name} at ${sha.slice(0, 12)} in ${Math.round(performance.now() - started)} ms.`,
     );
+    await setUpWorkingCopy(ctx);
     return { next: "index" };
   },
 };

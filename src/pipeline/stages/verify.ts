@@ -6,7 +6,7 @@ import {
   runChecks,
   summarizeChecks,
 } from "../../verify/index.js";
-import { describeResult } from "../../util/sandbox.js";
+import { describeResult, heartbeatLine } from "../../util/sandbox.js";
 import { agentContext, runAgent, taskCache } from "../agent.js";
 import { diffForPrompt, excludeBuildOutput, workingCopyDiff } from "../diff.js";
 import { fixUserPrompt } from "../prompts.js";
@@ -64,6 +64,8 @@ export const verifyStage: Stage = {
             ctx.log(
               `${kind === "install" ? "Installing" : "Running"} ${check.name}: \`${check.command}\``,
             ),
+          onHeartbeat: (check, ms) =>
+            void ctx.log(heartbeatLine(check.command, ms)).catch(() => undefined),
           onResult: async ({ check, result }) => {
             const line = `${check.name}: ${describeResult(result)}`;
             await ctx.log(

@@ -6,6 +6,7 @@ import { workingCopyDiff } from "../diff.js";
 import { StageError } from "../errors.js";
 import type { StageContext } from "../stage.js";
 import { cloneStage, prepareTaskWorkdir, remoteArgs } from "./clone.js";
+import { setUpWorkingCopy } from "./setup.js";
 
 /**
  * Makes sure the working copy exists. A stage resumed by a worker on another machine (or
@@ -52,6 +53,8 @@ async function restoreWorkingCopy(ctx: StageContext, baseSha: string): Promise<v
       );
     }
   }
+  // On the commit's own files, before the task's changes are back (stages/setup.ts).
+  await setUpWorkingCopy(ctx);
   if (!diff) return;
   const patch = path.join(path.dirname(ctx.workdir), `${path.basename(ctx.workdir)}.patch`);
   await writeFile(patch, diff.endsWith("\n") ? diff : `${diff}\n`);

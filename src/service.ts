@@ -57,6 +57,7 @@ import {
 import { checkSandbox, configureSandbox } from "./util/sandbox.js";
 import { configureSandboxCaches } from "./util/sandbox-cache.js";
 import { createStorageCheck } from "./domain/storage.js";
+import { serviceStatus, statusLine } from "./config/status.js";
 
 export interface ServiceOptions {
   config: Config;
@@ -165,6 +166,14 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     probot && config.github ? createGithubClient(probot, config.github) : undefined;
   const events = new TaskEventLog(db.models);
   const modelClient = createModelClient(modelSettings(config));
+  // What is configured and what is missing, with the variable to set (GET /status too).
+  const status = serviceStatus(config, {
+    configured: modelClient.configured,
+    provider: modelClient.configured ? modelClient.provider : undefined,
+    modelId: modelClient.configured ? modelClient.modelId : undefined,
+  });
+  logger.info({ status }, statusLine(status));
+  for (const { setting, why } of status.missing) logger.warn({ setting }, `set ${setting}: ${why}`);
   const pipeline = createPipeline({
     config,
     models: db.models,

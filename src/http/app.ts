@@ -21,6 +21,7 @@ import { keyRoutes } from "./routes/keys/routes.js";
 import { prismRoutes } from "./routes/prism/routes.js";
 import { skillRoutes } from "./routes/skills/routes.js";
 import { systemRoutes } from "./routes/system/routes.js";
+import { statusRoutes } from "./routes/status/routes.js";
 import { taskRoutes } from "./routes/tasks/routes.js";
 import { workspaceRoutes } from "./routes/workspaces/routes.js";
 import type { AppContext, AppState, HttpDeps, VendorEndpoint } from "./types.js";
@@ -42,6 +43,7 @@ export function allRoutes(): AnyRoute[] {
     ...analyticsRoutes,
     ...githubRoutes,
     ...integrationRoutes,
+    ...statusRoutes,
   ];
 }
 

@@ -102,6 +102,15 @@ beforeAll(async () => {
   const notFound = (res: { status: number }) => expect(res.status).toBe(404);
 
   cases = {
+    // The service's configuration: the same for every account, nothing of one in it.
+    getStatus: {
+      method: "GET",
+      path: "/status",
+      foreign: (res) => {
+        expect(res.status).toBe(200);
+        expect(JSON.stringify(res.body)).not.toContain(workspaceId);
+      },
+    },
     getKeyUsage: {
       method: "GET",
       path: "/keys/me",

@@ -23,6 +23,7 @@ import { indexThroughput } from "./index-throughput.js";
 import { integrationsBench } from "./integrations.js";
 import { keysMe } from "./keys-me.js";
 import { sandboxBench } from "./sandbox.js";
+import { startBench } from "./start.js";
 import { localisation } from "./localisation.js";
 import { promptCache } from "./prompt-cache.js";
 import { metricsOverhead } from "./metrics-overhead.js";
@@ -51,6 +52,7 @@ const BENCHMARKS: Benchmark[] = [
   promptCache,
   metricsOverhead,
   healthAccuracy,
+  startBench,
 ];
 
 const here = path.dirname(fileURLToPath(import.meta.url));

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Builds the container image (Dockerfile) with the tools Debian ships and runs it: the web
+# role on the embedded FerretDB until /readyz answers, GET /status, and a sandboxed command
+# through bubblewrap inside the container. Not part of `npm test` (it takes minutes).
+#
+#   bash scripts/container-check.sh            # everything
+#   KEEP=1 bash scripts/container-check.sh     # leave the container running
+#
+# Nothing is pulled from a container registry: the Dockerfile's bases are made here and
+# tagged with the names the Dockerfile uses,
+#   docker.io/library/node:22-bookworm-slim   Debian bookworm (debootstrap, minbase) with Node
+#                                             and npm from the npm registry (packages `node`,
+#                                             `npm`), as the official image has them;
+#   docker.io/library/golang:1.24-bookworm    that base with this machine's Go (/usr/local/go
+#                                             or `go env GOROOT`), to build FerretDB.
+# They are made once and kept (podman images); REBASE=1 makes them again.
+#
+# Needs root (or sudo) for debootstrap; installs podman, buildah and debootstrap with
+# apt-get when missing. Everything it does is printed; a step that cannot run here says why.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+NODE_MAJOR="${NODE_MAJOR:-22}"
+NODE_TAG="docker.io/library/node:${NODE_MAJOR}-bookworm-slim"
+GO_TAG="docker.io/library/golang:1.24-bookworm"
+IMAGE="${FOREMAN_IMAGE:-localhost/foreman:local}"
+MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+NAME="foreman-check-$$"
+work=$(mktemp -d)
+step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
+cleanup() {
+  if [ -z "${KEEP:-}" ]; then podman rm -f "$NAME" >/dev/null 2>&1 || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+step "tools"
+missing=()
+command -v podman >/dev/null || missing+=(podman)
+command -v buildah >/dev/null || missing+=(buildah)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing ${missing[*]}"
+  sudo_ apt-get update -qq
+  sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+podman --version
+buildah --version
+
+if [ -n "${REBASE:-}" ] || ! podman image exists "$NODE_TAG"; then
+  step "base image $NODE_TAG: debootstrap bookworm (minbase) from $MIRROR"
+  rootfs="$work/rootfs"
+  sudo_ debootstrap --variant=minbase --include=ca-certificates bookworm "$rootfs" "$MIRROR" \
+    >"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log"; exit 1; }
+  step "Node $NODE_MAJOR and npm from the npm registry (packages node@$NODE_MAJOR, npm@11)"
+  npm install --prefix "$work/node" --no-save --no-audit --no-fund "node@$NODE_MAJOR" >/dev/null
+  npm install --prefix "$work/npm" --no-save --no-audit --no-fund npm@11 >/dev/null
+  node_bin=$(readlink -f "$work/node/node_modules/node/bin/node")
+  "$node_bin" --version
+  sudo_ install -m 0755 "$node_bin" "$rootfs/usr/local/bin/node"
+  sudo_ mkdir -p "$rootfs/usr/local/lib/node_modules"
+  sudo_ cp -a "$work/npm/node_modules/npm" "$rootfs/usr/local/lib/node_modules/npm"
+  sudo_ ln -sf ../lib/node_modules/npm/bin/npm-cli.js "$rootfs/usr/local/bin/npm"
+  sudo_ ln -sf ../lib/node_modules/npm/bin/npx-cli.js "$rootfs/usr/local/bin/npx"
+  # The official image's user 1000 (`node`); the Dockerfile adds its own user.
+  sudo_ rm -rf "$rootfs/var/cache/apt/archives"/*.deb "$rootfs/var/lib/apt/lists"/*
+  sudo_ tar -C "$rootfs" -c . | podman import \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'CMD ["node"]' - "$NODE_TAG"
+  sudo_ rm -rf "$rootfs"
+fi
+podman run --rm "$NODE_TAG" sh -c 'node --version && npm --version'
+
+if [ -n "${REBASE:-}" ] || ! podman image exists "$GO_TAG"; then
+  goroot=$(go env GOROOT 2>/dev/null || echo /usr/local/go)
+  step "Go image $GO_TAG: $NODE_TAG with this machine's Go ($goroot)"
+  [ -x "$goroot/bin/go" ] || { echo "no Go at $goroot: set WITH_FERRETDB=false or install Go"; exit 1; }
+  ctr=$(buildah from "$NODE_TAG")
+  buildah copy "$ctr" "$goroot" /usr/local/go >/dev/null
+  buildah config --env PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$ctr"
+  buildah commit --quiet "$ctr" "$GO_TAG" >/dev/null
+  buildah rm "$ctr" >/dev/null
+fi
+
+step "build $IMAGE (Dockerfile, buildah bud --format docker: keeps HEALTHCHECK)"
+started=$(date +%s)
+buildah bud --format docker --layers --pull=never \
+  --build-arg "NODE_IMAGE=$NODE_TAG" --build-arg "GO_IMAGE=$GO_TAG" \
+  -t "$IMAGE" -f Dockerfile .
+echo "built in $(($(date +%s) - started)) s"
+podman image inspect --format 'size {{.Size}} bytes; healthcheck {{.HealthCheck.Test}}; user {{.User}}' "$IMAGE" ||
+  podman image inspect --format 'size {{.Size}} bytes; user {{.User}}' "$IMAGE"
+
+step "run the web role on the embedded FerretDB (security options: docs/operations.md)"
+port="${PORT_ON_HOST:-3939}"
+podman run -d --name "$NAME" -p "127.0.0.1:$port:3000" \
+  --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+  --security-opt unmask=ALL --security-opt label=disable \
+  -e OPEN_SIGNUP=true "$IMAGE" >/dev/null
+ready=""
+for _ in $(seq 1 120); do
+  if curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; then ready=1; break; fi
+  sleep 1
+done
+podman logs "$NAME" 2>&1 | tail -20 | cut -c1-300
+[ -n "$ready" ] || { echo "container-check: /readyz did not answer within 120 s"; exit 1; }
+echo "readyz: $(curl -s "http://127.0.0.1:$port/readyz")"
+key=$(curl -sf -X POST -H 'content-type: application/json' -d '{"name":"check"}' \
+  "http://127.0.0.1:$port/keys/generate" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).key))')
+echo "status: $(curl -sf -H "X-API-Key: $key" "http://127.0.0.1:$port/status")"
+sleep 2
+echo "health: $(podman inspect --format '{{.State.Health.Status}}' "$NAME" 2>/dev/null || echo 'n/a')"
+
+step "bubblewrap inside the container, as the image's user"
+podman exec "$NAME" sh -c 'id; bwrap --version' || true
+if podman exec "$NAME" bwrap --unshare-all --die-with-parent --ro-bind / / --proc /proc --dev /dev \
+  --tmpfs /tmp sh -c 'echo "sandboxed: uid $(id -u), pid $$"'; then
+  echo "bubblewrap: ok"
+else
+  echo "bubblewrap: FAILED inside the container (see docs/operations.md, 'In a container')"
+  exit 1
+fi
+step "done"

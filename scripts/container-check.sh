@@ -35,6 +35,10 @@ cleanup() {
 trap cleanup EXIT
 
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+# How containers are run: podman's defaults, unless they fail here (then the reason is
+# printed and a fallback is tried). Set by probe_runtime below.
+RUN_OPTS=()
+BUD_OPTS=()
 
 step "tools"
 missing=()
@@ -71,7 +75,43 @@ if [ -n "${REBASE:-}" ] || ! podman image exists "$NODE_TAG"; then
     --change 'CMD ["node"]' - "$NODE_TAG"
   sudo_ rm -rf "$rootfs"
 fi
-podman run --rm "$NODE_TAG" sh -c 'node --version && npm --version'
+# podman's defaults ask for RLIMIT_NOFILE 1048576 and RLIMIT_NPROC 4194304, crun for a pure
+# cgroup v2 (or v1) layout, and netavark for network namespaces. Inside a VM or container
+# without CAP_SYS_RESOURCE, with hybrid cgroups or restricted netns, these fail:
+#   crun: setrlimit `RLIMIT_NOFILE`: Operation not permitted
+#   crun: cgroups in hybrid mode not supported, drop all controllers from cgroupv2
+#   netavark: setns: IO error: Invalid argument
+# The fallback: runc (apt-get install runc), limits within this shell's, the host's network,
+# and chroot isolation for the build's RUN steps.
+# A machine whose egress goes through a TLS-inspecting proxy trusts extra CAs
+# (/usr/local/share/ca-certificates); the local base gets this machine's bundle, or npm ci,
+# the Go module proxy and apt over https fail inside the build (SELF_SIGNED_CERT_IN_CHAIN).
+# The Dockerfile itself stays free of it: a real node image needs none of this.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null &&
+  [ "$(podman image inspect --format '{{index .Config.Labels "foreman.local-ca"}}' "$NODE_TAG")" != 1 ]; then
+  step "this machine's CA bundle into $NODE_TAG (extra CAs: $(ls /usr/local/share/ca-certificates | tr '\n' ' '))"
+  ctr=$(buildah from "$NODE_TAG")
+  buildah copy "$ctr" /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt >/dev/null
+  buildah copy "$ctr" /usr/local/share/ca-certificates /usr/local/share/ca-certificates >/dev/null
+  buildah config --label foreman.local-ca=1 --env NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt "$ctr"
+  buildah commit --quiet "$ctr" "$NODE_TAG" >/dev/null
+  buildah rm "$ctr" >/dev/null
+fi
+
+step "probe: can podman run a container here?"
+if out=$(podman run --rm "$NODE_TAG" sh -c 'node --version && npm --version' 2>&1); then
+  echo "$out"
+else
+  echo "podman's defaults fail here: $out"
+  command -v runc >/dev/null || sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runc
+  nofile=$(ulimit -Hn); nproc=$(ulimit -Hu)
+  [ "$nofile" = unlimited ] || [ "$nofile" -gt 8192 ] && nofile=8192
+  [ "$nproc" = unlimited ] || [ "$nproc" -gt 32768 ] && nproc=32768
+  RUN_OPTS=(--runtime runc --network host --ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc")
+  BUD_OPTS=(--isolation chroot)
+  echo "retrying with: ${RUN_OPTS[*]}"
+  podman run --rm "${RUN_OPTS[@]}" "$NODE_TAG" sh -c 'node --version && npm --version'
+fi
 
 if [ -n "${REBASE:-}" ] || ! podman image exists "$GO_TAG"; then
   goroot=$(go env GOROOT 2>/dev/null || echo /usr/local/go)
@@ -86,7 +126,7 @@ fi
 
 step "build $IMAGE (Dockerfile, buildah bud --format docker: keeps HEALTHCHECK)"
 started=$(date +%s)
-buildah bud --format docker --layers --pull=never \
+buildah bud --format docker --layers --pull=never "${BUD_OPTS[@]}" \
   --build-arg "NODE_IMAGE=$NODE_TAG" --build-arg "GO_IMAGE=$GO_TAG" \
   -t "$IMAGE" -f Dockerfile .
 echo "built in $(($(date +%s) - started)) s"
@@ -95,7 +135,12 @@ podman image inspect --format 'size {{.Size}} bytes; healthcheck {{.HealthCheck.
 
 step "run the web role on the embedded FerretDB (security options: docs/operations.md)"
 port="${PORT_ON_HOST:-3939}"
-podman run -d --name "$NAME" -p "127.0.0.1:$port:3000" \
+if [[ " ${RUN_OPTS[*]} " == *" --network host "* ]]; then
+  publish=(-e "PORT=$port" -e HOST=127.0.0.1)
+else
+  publish=(-p "127.0.0.1:$port:3000")
+fi
+podman run -d --name "$NAME" "${publish[@]}" "${RUN_OPTS[@]}" \
   --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
   --security-opt unmask=ALL --security-opt label=disable \
   -e OPEN_SIGNUP=true "$IMAGE" >/dev/null

@@ -155,16 +155,22 @@ echo "readyz: $(curl -s "http://127.0.0.1:$port/readyz")"
 key=$(curl -sf -X POST -H 'content-type: application/json' -d '{"name":"check"}' \
   "http://127.0.0.1:$port/keys/generate" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).key))')
 echo "status: $(curl -sf -H "X-API-Key: $key" "http://127.0.0.1:$port/status")"
-sleep 2
-echo "health: $(podman inspect --format '{{.State.Health.Status}}' "$NAME" 2>/dev/null || echo 'n/a')"
 
-step "bubblewrap inside the container, as the image's user"
-podman exec "$NAME" sh -c 'id; bwrap --version' || true
-if podman exec "$NAME" bwrap --unshare-all --die-with-parent --ro-bind / / --proc /proc --dev /dev \
-  --tmpfs /tmp sh -c 'echo "sandboxed: uid $(id -u), pid $$"'; then
-  echo "bubblewrap: ok"
+step "a repository command in the service's own sandbox (bubblewrap) inside the container"
+podman exec "$NAME" sh -c 'id; bwrap --version'
+# runSandboxed (src/util/sandbox.ts) as a worker runs a verification command: user, PID,
+# network namespaces, /workspace, limits. The worker's start check passed already (the
+# `sandbox ready` line above); this runs a command for real.
+if podman exec "$NAME" sh -c 'mkdir -p /tmp/wc && cd /app && node --input-type=module -e "
+  const s = await import(\"/app/dist/util/sandbox.js\");
+  s.configureSandbox({ engine: \"bwrap\", network: \"none\", hiddenPaths: [\"/data\"] });
+  const r = await s.runSandboxed(\"echo inside: uid \$(id -u), cwd \$(pwd); ls /data 2>&1 | head -1; (getent hosts example.com || echo no network) | head -1\", { cwd: \"/tmp/wc\", timeoutMs: 60000 });
+  console.log(r.output.trim()); process.exit(r.ok ? 0 : 1);
+"'; then
+  echo "sandbox: ok"
 else
-  echo "bubblewrap: FAILED inside the container (see docs/operations.md, 'In a container')"
+  echo "sandbox: FAILED inside the container (see docs/operations.md, 'In a container')"
   exit 1
 fi
+if podman healthcheck run "$NAME" >/dev/null 2>&1; then echo "HEALTHCHECK (podman healthcheck run): healthy"; else echo "HEALTHCHECK (podman healthcheck run): unhealthy"; fi
 step "done"

@@ -24,6 +24,7 @@ import { integrationsBench } from "./integrations.js";
 import { keysMe } from "./keys-me.js";
 import { sandboxBench } from "./sandbox.js";
 import { setupBench } from "./setup.js";
+import { startBench } from "./start.js";
 import { localisation } from "./localisation.js";
 import { promptCache } from "./prompt-cache.js";
 import { metricsOverhead } from "./metrics-overhead.js";
@@ -53,6 +54,7 @@ const BENCHMARKS: Benchmark[] = [
   metricsOverhead,
   healthAccuracy,
   setupBench,
+  startBench,
 ];
 
 const here = path.dirname(fileURLToPath(import.meta.url));

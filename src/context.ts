@@ -61,6 +61,7 @@ import { createLogger, type Logger } from "./util/logger.js";
 import { checkSandbox, configureSandbox } from "./util/sandbox.js";
 import { configureSandboxCaches } from "./util/sandbox-cache.js";
 import { configureWorkdirVolumes } from "./util/workdir-volume.js";
+import { serviceStatus, statusLine } from "./config/status.js";
 
 /*
  * The service's one context (CONVENTIONS.md, "One context, built once"; atproto's
@@ -208,6 +209,14 @@ export async function buildContext(options: ContextOptions): Promise<ServiceCont
     probot && config.github ? createGithubClient(probot, config.github) : undefined;
   const events = new TaskEventLog(models);
   const modelClient = createModelClient(modelSettings(config));
+  // What is configured and what is missing, with the variable to set (GET /status too).
+  const status = serviceStatus(config, {
+    configured: modelClient.configured,
+    provider: modelClient.configured ? modelClient.provider : undefined,
+    modelId: modelClient.configured ? modelClient.modelId : undefined,
+  });
+  logger.info({ status }, statusLine(status));
+  for (const { setting, why } of status.missing) logger.warn({ setting }, `set ${setting}: ${why}`);
 
   // The rarely changing reads of task creation, cached per process (durable/marker-cache.ts).
   const tierCache = new MarkerCache<Tier>(models, TIERS_MARKER, config.accountViewPollMs, (id) =>

@@ -1,13 +1,9 @@
 import { EventEmitter } from "node:events";
-import {
-  collectionOf,
-  type Models,
-  type TaskPhase,
-  type TaskRecord,
-  type TaskStatus,
-} from "../db/models.js";
+import type { z } from "zod";
+import { collectionOf, type Models, type TaskRecord } from "../db/models.js";
 import { redactDeep } from "../util/redact.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
+import type { taskEventPayload } from "./task-event-schema.js";
 
 /*
  * The per-task event log (docs/api.md, "WebSocket /tasks/{id}/ws"; docs/architecture.md,
@@ -18,13 +14,8 @@ import { isDuplicateKey } from "../util/duplicate-key.js";
  * document itself so creating a task is one write.
  */
 
-export type TaskEventPayload =
-  | { event_type: "phase"; phase: TaskPhase; status: TaskStatus }
-  | { event_type: "log"; message: string }
-  | { event_type: "plan"; plan: unknown[]; summary?: string | null }
-  | { event_type: "diff"; diff: string }
-  | { event_type: "done"; pr_url: string | null }
-  | { event_type: "error"; error: string };
+/** The payloads, inferred from their zod schemas (task-event-schema.ts, GET /asyncapi.json). */
+export type TaskEventPayload = z.infer<typeof taskEventPayload>;
 
 export type TaskEvent = TaskEventPayload & { seq: number; ts: string };
 export type TaskEventType = TaskEventPayload["event_type"];

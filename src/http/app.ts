@@ -9,6 +9,7 @@ import { errorHandler } from "./middleware/errors.js";
 import { bearerMatches } from "../metrics/http.js";
 import { httpMetrics, renderMetrics } from "../metrics/index.js";
 import { buildOpenApi } from "./openapi.js";
+import { buildAsyncApi } from "./asyncapi.js";
 import { mountRoutes, type AnyRoute } from "./route.js";
 import { agentRoutes } from "./routes/agents/routes.js";
 import { automationRoutes } from "./routes/automations/routes.js";
@@ -20,9 +21,9 @@ import { keyRoutes } from "./routes/keys/routes.js";
 import { prismRoutes } from "./routes/prism/routes.js";
 import { skillRoutes } from "./routes/skills/routes.js";
 import { systemRoutes } from "./routes/system/routes.js";
+import { statusRoutes } from "./routes/status/routes.js";
 import { taskRoutes } from "./routes/tasks/routes.js";
 import { workspaceRoutes } from "./routes/workspaces/routes.js";
-import { statusRoutes } from "./routes/status.js";
 import type { AppContext, AppState, HttpDeps, VendorEndpoint } from "./types.js";
 
 export const VERSION = "1.3.0";
@@ -125,6 +126,11 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
     // `servers` is the origin the client reached: behind TRUST_PROXY hops that is the
     // proxy's (X-Forwarded-Proto/Host), so one document fits every address the API has.
     ctx.body = { ...openapi, servers: [{ url: `${ctx.protocol}://${ctx.host}` }] };
+  });
+
+  // The task WebSocket's events (http/asyncapi.ts), for client generators.
+  router.get("/asyncapi.json", (ctx) => {
+    ctx.body = buildAsyncApi({ version: VERSION, serverUrl: `${ctx.protocol}://${ctx.host}` });
   });
 
   const { metrics } = deps.config;

@@ -168,11 +168,88 @@ function vendorOperation(v: VendorEndpoint, errorRef: JsonSchema): Record<string
       required: true,
       description:
         "The vendor's signed body, read raw: the signature is checked over its exact bytes before anything in it is read.",
-      content: Object.fromEntries(v.contentTypes.map((type) => [type, { schema: {} }])),
+      content: Object.fromEntries(
+        v.contentTypes.map((type) => [type, { schema: ref("VendorSignedBody") }]),
+      ),
     },
     responses,
     security: [],
   };
+}
+
+const pascal = (text: string) =>
+  text
+    .split(/[^A-Za-z0-9]+/)
+    .filter(Boolean)
+    .map((w) => w[0]!.toUpperCase() + w.slice(1))
+    .join("");
+
+function ref(name: string): JsonSchema {
+  return { $ref: `#/components/schemas/${name}` };
+}
+
+/**
+ * A request component's property defaults, moved into its description ("Default: `true`."):
+ * generators read `default` on a named schema as "always present" (openapi-typescript makes
+ * such a property required outside inline request bodies), so a body that leaves it out,
+ * as the API allows, would not compile.
+ */
+function defaultsToText(schema: JsonSchema): JsonSchema {
+  const props = schema.properties as Record<string, JsonSchema> | undefined;
+  if (!props) return schema;
+  const out: Record<string, JsonSchema> = {};
+  for (const [name, prop] of Object.entries(props)) {
+    if (!("default" in prop)) {
+      out[name] = prop;
+      continue;
+    }
+    const { default: value, ...rest } = prop;
+    const text = `Default: \`${JSON.stringify(value)}\`.`;
+    out[name] = {
+      ...rest,
+      description: typeof rest.description === "string" ? `${rest.description}. ${text}` : text,
+    };
+  }
+  return { ...schema, properties: out };
+}
+
+function register(components: Record<string, JsonSchema>, name: string, schema: JsonSchema) {
+  const known = components[name];
+  if (known && JSON.stringify(known) !== JSON.stringify(schema))
+    throw new Error(`Two different schemas are named ${name}.`);
+  components[name] = schema;
+}
+
+/**
+ * Every request body is a named component (`<OperationId>Request`, or the zod schema's own
+ * id): client generators give an inline body no type of its own, and oapi-codegen's type of
+ * an inline `oneOf` loses its JSON marshalling (it sent `{}`). The variants of a `oneOf`
+ * that differ by a constant (`trigger_type: "cron"`) are named after it too
+ * (`CreateAutomationRequestCron`).
+ */
+function namedBody(
+  operationId: string,
+  schema: JsonSchema,
+  components: Record<string, JsonSchema>,
+): JsonSchema {
+  if (typeof schema.$ref === "string") return schema;
+  const name = `${pascal(operationId)}Request`;
+  const variants = (schema.oneOf ?? schema.anyOf) as JsonSchema[] | undefined;
+  if (variants) {
+    const key = schema.oneOf ? "oneOf" : "anyOf";
+    schema = {
+      ...schema,
+      [key]: variants.map((variant) => {
+        const props = (variant.properties ?? {}) as Record<string, JsonSchema>;
+        const constant = Object.values(props).find((p) => typeof p.const === "string")?.const;
+        if (typeof variant.$ref === "string" || typeof constant !== "string") return variant;
+        register(components, `${name}${pascal(constant)}`, defaultsToText(variant));
+        return ref(`${name}${pascal(constant)}`);
+      }),
+    };
+  }
+  register(components, name, defaultsToText(schema));
+  return ref(name);
 }
 
 /** The OpenAPI 3.1 document, generated from the same zod schemas that validate requests. */
@@ -264,7 +341,11 @@ export function buildOpenApi(
       operation.requestBody = {
         // An optional body (e.g. reject's `{reason}`) may be left out altogether.
         required: !r.body.safeParse(undefined).success,
-        content: { "application/json": { schema: toSchema(r.body, "input", components) } },
+        content: {
+          "application/json": {
+            schema: namedBody(r.operationId, toSchema(r.body, "input", components), components),
+          },
+        },
       };
     }
     paths[path] ??= {};
@@ -275,6 +356,17 @@ export function buildOpenApi(
     paths[path] ??= {};
     paths[path][v.method] = vendorOperation(v, errorRef);
   }
+  // Free-form JSON: `{}` (any value) instead of the recursive union zod writes for it, which
+  // generators turn into recursive types that do not compile (openapi-typescript's map) or
+  // lose (oapi-codegen). The component keeps its name, so references to it stay.
+  // Request forms of reused schemas too (`<id>Input`, see toSchema).
+  for (const [name, schema] of Object.entries(components))
+    if (name.endsWith("Input")) components[name] = defaultsToText(schema);
+  if (vendorRoutes.length > 0)
+    components.VendorSignedBody = {
+      description: "A vendor's event, as the vendor sends and signs it (any JSON or form body)",
+    };
+  if (components.JsonValue) components.JsonValue = { description: "any JSON value" };
   return {
     openapi: "3.1.0",
     jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",

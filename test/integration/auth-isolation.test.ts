@@ -335,6 +335,7 @@ beforeAll(async () => {
       path: "/status",
       foreign: (res) => {
         expect(res.status).toBe(200);
+        expect(JSON.stringify(res.body)).not.toContain(workspaceId);
         expect(Object.keys(res.body).sort()).toEqual([
           "github_app",
           "missing",

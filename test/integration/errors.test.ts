@@ -194,7 +194,14 @@ describe("OpenAPI and probes", () => {
     expect(res.status).toBe(200);
     expect(res.body.openapi).toBe("3.1.0");
     const generate = res.body.paths["/keys/generate"].post;
-    expect(generate.requestBody.content["application/json"].schema).toMatchObject({
+    // Request bodies are named components (docs/api.md, "GET /openapi.json").
+    const bodyOf = (op: {
+      requestBody: { content: Record<string, { schema: { $ref: string } }> };
+    }) =>
+      res.body.components.schemas[
+        op.requestBody.content["application/json"]!.schema.$ref.split("/").pop()!
+      ];
+    expect(bodyOf(generate)).toMatchObject({
       type: "object",
       required: ["name"],
       additionalProperties: false,
@@ -204,11 +211,7 @@ describe("OpenAPI and probes", () => {
     expect(res.body.paths["/keys/me"].get.security).toEqual([{ apiKey: [] }]);
     expect(res.body.components.schemas.Error.type).toBe("object");
     const createTask = res.body.paths["/tasks"].post;
-    expect(createTask.requestBody.content["application/json"].schema.required).toEqual([
-      "workspace_id",
-      "repo_id",
-      "description",
-    ]);
+    expect(bodyOf(createTask).required).toEqual(["workspace_id", "repo_id", "description"]);
     expect(createTask.responses["201"]).toBeDefined();
     expect(createTask.responses["429"]).toBeDefined();
     expect(res.body.paths["/tasks/{id}/approve"].post.responses["409"]).toBeDefined();

@@ -47,7 +47,10 @@ describe("the OpenAPI document", () => {
     const names = Object.keys(doc.components.schemas);
     expect(names.filter((n) => n.startsWith("__schema"))).toEqual([]);
     expect(names).toContain("JsonValue");
-    const match = doc.paths["/automations"].post.requestBody.content["application/json"].schema;
+    // The body is a named component (CreateAutomationRequest), its webhook variant holds `match`.
+    const body = doc.paths["/automations"].post.requestBody.content["application/json"].schema;
+    const name = (body.$ref as string).split("/").pop()!;
+    const match = doc.components.schemas[`${name}Webhook`];
     expect(JSON.stringify(match)).toContain('"$ref":"#/components/schemas/JsonValue"');
   });
 

@@ -1,63 +1,97 @@
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 /*
- * GET /status: what the operator configured and what is missing, for the dashboard's
- * first-run checklist. Names settings, never their values; a key is needed.
+ * An operator's first hour (issue 31): the start log says what is configured and what is
+ * missing with the variable to set, and the keyed GET /status answers the same summary.
  */
 
-const LLM_KEY = "sk-status-model-key-0a1b2c3d4e5f60718293";
-const servers: TestServer[] = [];
+const MODEL_KEY = "sk-status-test-key-0123456789abcdef";
+let bare: TestServer;
+let configured: TestServer;
+const bareLog: string[] = [];
 
+beforeAll(async () => {
+  bare = await startTestServer({ logLines: bareLog });
+  configured = await startTestServer({
+    env: {
+      LLM_PROVIDER: "openai-compatible",
+      LLM_BASE_URL: "http://127.0.0.1:9/v1",
+      LLM_API_KEY: MODEL_KEY,
+      LLM_MODEL: "local-coder",
+      PUBLIC_URL: "https://foreman.example.com",
+      SANDBOX_NETWORK: "public",
+    },
+  });
+}, 60_000);
 afterAll(async () => {
-  for (const s of servers) await s.stop();
+  await bare?.stop();
+  await configured?.stop();
 });
 
+const settings = (body: { missing: { setting: string }[] }) => body.missing.map((m) => m.setting);
+
 describe("GET /status", () => {
-  it("says no model is configured and names the setting, with a key only", async () => {
-    const server = await startTestServer({
-      env: { LLM_API_KEY: undefined, LLM_PROVIDER: undefined, APP_ID: undefined },
-    });
-    servers.push(server);
-    expect((await server.api("GET", "/status")).status).toBe(401);
-    const { key } = await server.signup();
-    const res = await server.api("GET", "/status", { key });
-    expect(res.status).toBe(200);
-    expect(res.body.model).toEqual({ configured: false });
-    expect(res.body.github_app).toEqual({ configured: false });
-    expect(res.body.sandbox).toEqual({
-      engine: expect.stringMatching(/^(bwrap|none)$/),
-      network: expect.stringMatching(/^(none|public)$/),
-    });
-    const settings = (res.body.missing as Array<{ setting: string; why: string }>).map(
-      (m) => m.setting,
-    );
-    expect(settings).toContain("LLM_API_KEY");
-    expect(settings).toContain("APP_ID");
-    for (const m of res.body.missing) expect(m.why).toMatch(/\S/);
+  it("needs a key, like the other routes", async () => {
+    const res = await bare.api("GET", "/status");
+    expect(res.status).toBe(401);
+    expect(res.body.error.code).toBe("unauthorized");
   });
 
-  it("names the model and public URL when set, never the model's key", async () => {
-    const server = await startTestServer({
-      env: {
-        LLM_PROVIDER: "openai-compatible",
-        LLM_BASE_URL: "http://127.0.0.1:9/v1",
-        LLM_API_KEY: LLM_KEY,
-        LLM_MODEL: "fake-coder",
-        PUBLIC_URL: "https://foreman.example.com",
-      },
-    });
-    servers.push(server);
-    const { key } = await server.signup();
-    const res = await server.api("GET", "/status", { key });
+  it("names what is missing on a bare start, with the variable to set and why", async () => {
+    const { key } = await bare.signup();
+    const res = await bare.api("GET", "/status", { key });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({
-      model: { configured: true, provider: "openai-compatible", model: "fake-coder" },
-      public_url: { configured: true, value: "https://foreman.example.com" },
+      model: { configured: false },
+      github_app: { configured: false },
+      public_url: { configured: false },
+      sandbox: { engine: "bwrap", network: "none" },
     });
-    expect(res.body.missing.map((m: { setting: string }) => m.setting)).not.toContain(
-      "LLM_API_KEY",
+    expect(settings(res.body)).toEqual([
+      expect.stringMatching(/^LLM_API_KEY/),
+      expect.stringMatching(/^APP_ID, PRIVATE_KEY/),
+      "PUBLIC_URL",
+      "SANDBOX_NETWORK",
+    ]);
+    for (const m of res.body.missing) expect(m.why.length).toBeGreaterThan(20);
+    // /readyz stays about the database.
+    expect((await bare.api("GET", "/readyz")).body).toEqual({ status: "ready", database: "ok" });
+  });
+
+  it("says what is configured, without a secret's value", async () => {
+    const { key } = await configured.signup();
+    const res = await configured.api("GET", "/status", { key });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      model: { configured: true, provider: "openai-compatible", model: "local-coder" },
+      public_url: { configured: true, value: "https://foreman.example.com" },
+      sandbox: { engine: "bwrap", network: "public" },
+    });
+    expect(settings(res.body)).toEqual([expect.stringMatching(/^APP_ID/)]);
+    expect(JSON.stringify(res.body)).not.toContain(MODEL_KEY);
+  });
+
+  it("is the summary the start log gave, one warning per missing setting", () => {
+    const lines = bareLog.map((l) => JSON.parse(l) as { level: number; msg: string });
+    const summary = lines.find((l) => l.msg.startsWith("configuration: "));
+    expect(summary?.msg).toBe(
+      "configuration: model MISSING; GitHub App MISSING; public URL MISSING; sandbox bwrap, network none",
     );
-    expect(JSON.stringify(res.body)).not.toContain(LLM_KEY);
+    const warnings = lines.filter((l) => l.level === 40 && l.msg.startsWith("set "));
+    expect(warnings.map((w) => w.msg.split(":")[0])).toEqual([
+      expect.stringMatching(/^set LLM_API_KEY/),
+      expect.stringMatching(/^set APP_ID/),
+      "set PUBLIC_URL",
+      "set SANDBOX_NETWORK",
+    ]);
+  });
+
+  it("is in the OpenAPI document", async () => {
+    const doc = (await bare.api("GET", "/openapi.json")).body;
+    expect(doc.paths["/status"].get.security).toEqual([{ apiKey: [] }]);
+    expect(doc.paths["/status"].get.responses["200"].content["application/json"].schema).toEqual({
+      $ref: "#/components/schemas/ServiceStatus",
+    });
   });
 });

@@ -1,0 +1,64 @@
+# The foreman service: one image for the web and the worker roles (docs/operations.md,
+# "Containers"). Build: `docker build -t foreman .` (or `buildah bud --format docker`, which
+# keeps the HEALTHCHECK); scripts/container-check.sh builds and runs it with podman.
+#
+#   --build-arg WITH_FERRETDB=false   no embedded database (set MONGODB_URI); no Go needed
+#   --build-arg NODE_IMAGE=…          the Node base (Debian bookworm: the sandbox's packages
+#                                     come from Debian, scripts/setup.sh)
+ARG NODE_IMAGE=docker.io/library/node:22-bookworm-slim
+ARG GO_IMAGE=docker.io/library/golang:1.24-bookworm
+
+# 1. The build: dependencies, tsc and the dashboard, then only the runtime dependencies.
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY scripts ./scripts
+COPY src ./src
+COPY web ./web
+RUN npm run build && npm prune --omit=dev --no-audit --no-fund
+
+# 2. FerretDB, the embedded MongoDB-compatible server, built the way the service builds it
+#    on a first start (src/db/embedded.ts, with its patches), into the cache it looks in.
+FROM ${GO_IMAGE} AS go
+FROM build AS ferretdb
+ARG WITH_FERRETDB=true
+COPY --from=go /usr/local/go /usr/local/go
+ENV XDG_CACHE_HOME=/opt/foreman-cache
+RUN mkdir -p /opt/foreman-cache/foreman && if [ "$WITH_FERRETDB" = true ]; then \
+      PATH=/usr/local/go/bin:$PATH GOPATH=/tmp/go GOCACHE=/tmp/go-cache \
+      node -e 'import("/app/dist/db/embedded.js").then((m) => m.ensureFerretdb()).then((b) => console.log("FerretDB:", b))' \
+      && rm -rf /tmp/go /tmp/go-cache; \
+    fi
+
+# 3. The runtime: Node, the sandbox's system packages, git, the built service.
+FROM ${NODE_IMAGE} AS runtime
+COPY scripts/setup.sh /tmp/setup.sh
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends git ca-certificates curl \
+ && bash /tmp/setup.sh \
+ && rm -rf /var/lib/apt/lists/* /tmp/setup.sh
+# A user of its own: bubblewrap then makes unprivileged user namespaces, as on a host
+# (the container needs the security options of docs/operations.md, "In a container").
+RUN useradd --uid 10001 --create-home --home-dir /home/foreman --shell /usr/sbin/nologin foreman \
+ && mkdir -p /data && chown foreman:foreman /data
+WORKDIR /app
+COPY --from=build /app/package.json /app/package-lock.json ./
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY --from=ferretdb --chown=foreman:foreman /opt/foreman-cache /opt/foreman-cache
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    PORT=3000 \
+    DATA_DIR=/data \
+    XDG_CACHE_HOME=/opt/foreman-cache \
+    FOREMAN_BUILD=never
+USER foreman
+VOLUME /data
+EXPOSE 3000
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+  CMD node -e 'fetch("http://127.0.0.1:" + (process.env.PORT || 3000) + "/readyz").then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))'
+# `node dist/main.js` serves HTTP (and runs the workers unless RUN_WORKERS=false);
+# `node dist/main.js worker` runs only the workers.
+CMD ["node", "dist/main.js"]

@@ -1,0 +1,58 @@
+import { z } from "zod";
+import { serviceStatus } from "../../../config/status.js";
+import { route } from "../../route.js";
+
+/** GET /status: what the operator configured and what is missing (config/status.ts). */
+export const serviceStatusSchema = z
+  .object({
+    model: z.object({
+      configured: z.boolean(),
+      provider: z.string().optional().describe("anthropic, openai or openai-compatible"),
+      model: z.string().optional().describe("the model id in use (configured or the default)"),
+    }),
+    github_app: z.object({
+      configured: z.boolean(),
+      app_id: z.string().optional(),
+      slug: z.string().optional(),
+    }),
+    public_url: z.object({
+      configured: z.boolean(),
+      value: z.string().optional().describe("PUBLIC_URL"),
+    }),
+    sandbox: z.object({
+      engine: z.enum(["bwrap", "none"]).describe("SANDBOX"),
+      network: z.enum(["none", "public"]).describe("SANDBOX_NETWORK"),
+    }),
+    missing: z
+      .array(
+        z.object({
+          setting: z.string().describe("the variable(s) to set"),
+          why: z.string().describe("what does not work without it"),
+        }),
+      )
+      .describe("empty when everything is configured"),
+  })
+  .meta({ id: "ServiceStatus" });
+
+export const statusRoutes = [
+  route({
+    method: "get",
+    path: "/status",
+    operationId: "getStatus",
+    tag: "system",
+    summary: "What is configured and what is missing",
+    description:
+      "The same summary the service logs at start: the model, the GitHub App, the public URL and the sandbox, and each missing setting with the variable to set and what does not work without it. Never a secret's value. GET /readyz stays about the database.",
+    auth: "key",
+    status: 200,
+    response: { description: "The configuration summary", schema: serviceStatusSchema },
+    async handler(_ctx, { deps }) {
+      const model = deps.modelClient;
+      return serviceStatus(deps.config, {
+        configured: model?.configured ?? false,
+        provider: model?.configured ? model.provider : undefined,
+        modelId: model?.configured ? model.modelId : undefined,
+      });
+    },
+  }),
+];

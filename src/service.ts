@@ -155,7 +155,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     concurrency: config.pipeline.taskConcurrency,
     lockLifetimeMs: config.jobs.lockLifetimeMs,
   });
-  const housekeeping = pruneOnceMarkers(db.models);
+  const housekeeping = pruneOnceMarkers(db.models, config.trajectoryRetentionDays);
   scheduler.define(housekeeping);
 
   const probot = config.github

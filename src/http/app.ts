@@ -21,6 +21,7 @@ import { prismRoutes } from "./routes/prism/routes.js";
 import { skillRoutes } from "./routes/skills/routes.js";
 import { systemRoutes } from "./routes/system/routes.js";
 import { taskRoutes } from "./routes/tasks/routes.js";
+import { trajectoryRoutes } from "./routes/tasks/trajectory.js";
 import { workspaceRoutes } from "./routes/workspaces/routes.js";
 import type { AppContext, AppState, HttpDeps, VendorEndpoint } from "./types.js";
 
@@ -33,6 +34,7 @@ export function allRoutes(): AnyRoute[] {
     ...keyRoutes,
     ...workspaceRoutes,
     ...taskRoutes,
+    ...trajectoryRoutes,
     ...agentRoutes,
     ...skillRoutes,
     ...prismRoutes,

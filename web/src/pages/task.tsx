@@ -5,6 +5,7 @@ import { TASK_PHASES } from "../../../src/db/task-states.js";
 import type { TaskEvent } from "../../../src/domain/task-events.js";
 import { ApiError, api, storedKey, taskSocketUrl, type Task } from "../api.js";
 import { ErrorBox, Loaded, StatusBadge, Time, useAction, useResource } from "../components.js";
+import { Trajectory } from "./trajectory.js";
 
 /** The phases a task goes through, in order; FAILED is shown apart, when reached. */
 const PHASES = TASK_PHASES.filter((p) => p !== "FAILED");
@@ -370,6 +371,7 @@ export function TaskPage({ id }: { id: string }) {
             </section>
           )}
 
+          <Trajectory taskId={t.id} />
           <section aria-labelledby="log-title">
             <h2 id="log-title">Log</h2>
             {logs.length === 0 ? (

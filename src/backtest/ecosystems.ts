@@ -82,7 +82,10 @@ const python: BacktestEcosystem = {
   async commands(_root, testFiles) {
     return [
       {
-        command: `python3 -m pytest -rA -q -p no:cacheprovider ${testFiles.map(quote).join(" ")}`,
+        // The first python3 with pytest, else the `pytest` on the PATH (a system package).
+        command:
+          `if python3 -c 'import pytest' 2>/dev/null; then set -- python3 -m pytest; else set -- pytest; fi; ` +
+          `"$@" -rA -q -p no:cacheprovider ${testFiles.map(quote).join(" ")}`,
         parse(output) {
           const results = new Map<string, TestOutcome>();
           for (const m of output.matchAll(/^(PASSED|FAILED|ERROR|XPASS|XFAIL)\s+(\S+)/gm)) {

@@ -41,6 +41,8 @@ export async function runTests(
       cwd: dir,
       timeoutMs: settings.timeoutMs,
       env: { CI: "true" },
+      // Per-test result lines (pytest -rA) of a large suite must not be cut in the middle.
+      maxOutputBytes: 16 * 1024 * 1024,
     });
     ms += run.durationMs;
     for (const [id, outcome] of c.parse(run.output, run.timedOut ? null : run.exitCode))

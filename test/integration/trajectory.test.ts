@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pruneOnceMarkers } from "../../src/jobs/housekeeping.js";
 import { agentModel, type Script } from "../helpers/agent-model.js";
 import { startFakeModel, type FakeModel, fakeModelEnv } from "../helpers/fake-model.js";
 import { CALC_FIX, CALC_PLAN, calcRepoFiles } from "../helpers/calc-repo.js";
@@ -156,6 +157,18 @@ describe("trajectories and base_sha", () => {
     expect(foreign.body.error.code).toBe("not_found");
     const unknown = await server.api("GET", `/tasks/task_nope/trajectory`, { key });
     expect(unknown.status).toBe(404);
+
+    // Past TRAJECTORY_RETENTION_DAYS (30 by default): housekeeping drops the calls, and the
+    // endpoint answers 410 for a task that ended before.
+    const { models } = server.service.db;
+    const old = new Date(Date.now() - 31 * 86_400_000);
+    await models.TrajectoryStep.collection.updateMany({ task_id: id }, { $set: { at: old } });
+    await models.Task.collection.updateOne({ _id: id as never }, { $set: { finished_at: old } });
+    await pruneOnceMarkers(models, 30).run({}, undefined as never);
+    expect(await models.TrajectoryStep.collection.countDocuments({ task_id: id })).toBe(0);
+    const gone = await server.api("GET", `/tasks/${id}/trajectory`, { key });
+    expect(gone.status).toBe(410);
+    expect(gone.body.error.code).toBe("gone");
   }, 120_000);
 
   it("rejects a malformed base_sha with 400 and fails an unknown one at CLONING", async () => {

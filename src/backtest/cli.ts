@@ -78,6 +78,12 @@ async function main(): Promise<number> {
           }),
     });
     if (!url) {
+      // Ctrl-C stops the service (and its embedded database) before leaving.
+      for (const signal of ["SIGINT", "SIGTERM"] as const)
+        process.once(signal, () => {
+          console.error(`${signal}: stopping the service.`);
+          void (service?.stop() ?? Promise.resolve()).finally(() => process.exit(130));
+        });
       service = await startService({
         config,
         web: true,

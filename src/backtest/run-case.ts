@@ -56,7 +56,9 @@ export async function runCase(c: BacktestCase, options: RunCaseOptions): Promise
   const seconds = (performance.now() - started) / 1000;
   const trajectory = await client.text(`/tasks/${task.id}/trajectory`).catch(() => "");
   const modelCalls = trajectory.split("\n").filter((l) => l.trim()).length;
-  const diff = view.status === "completed" ? (view.diff ?? "") : "";
+  // Whatever the task ended with is scored (a task that failed its checks keeps its diff):
+  // resolved is about the commit's tests, `status` says how the task itself ended.
+  const diff = view.diff ?? "";
   const score = await scoreDiff(c, diff, options);
   const changed = diffFiles(diff);
   return {

@@ -5,6 +5,7 @@ import dotenv from "dotenv";
 import { ConfigError, loadConfig } from "../config/env.js";
 import { startService, type Service } from "../service.js";
 import { createLogger } from "../util/logger.js";
+import { setTier } from "../domain/accounts.js";
 import { signUp } from "./api.js";
 import { runBacktest } from "./index.js";
 
@@ -91,7 +92,10 @@ async function main(): Promise<number> {
         logger: createLogger({ level: config.logLevel, format: config.logFormat }),
       });
       url = service.http!.url;
-      key = await signUp(url, "backtest");
+      const account = await signUp(url, "backtest");
+      key = account.key;
+      // Its own account, without the free tier's monthly allowance: one task per case.
+      await setTier(service.db.models, account.id, "pro");
       console.error(`Started a service at ${url} (data in ${config.dataDir}).`);
     } else if (!key) {
       console.error("BACKTEST_URL is set: BACKTEST_API_KEY must be the key of the account to use.");

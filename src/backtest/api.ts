@@ -43,17 +43,6 @@ export function apiClient(url: string, key: string): ApiClient {
   };
 }
 
-/** An account of its own on a service with open sign-up: its id and first key. */
-export async function signUp(url: string, name: string): Promise<{ id: string; key: string }> {
-  const res = await fetch(`${url.replace(/\/+$/, "")}/keys/generate`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ name }),
-  });
-  if (res.status !== 201) throw new Error(`sign-up failed: ${res.status} ${await res.text()}`);
-  return (await res.json()) as { id: string; key: string };
-}
-
 /** The task fields the harness reads. */
 export interface TaskView {
   id: string;

@@ -6,7 +6,7 @@ import { ConfigError, loadConfig } from "../config/env.js";
 import { startService, type Service } from "../service.js";
 import { createLogger } from "../util/logger.js";
 import { setTier } from "../domain/accounts.js";
-import { signUp } from "./api.js";
+import { createAccountWithKey } from "../domain/keys.js";
 import { runBacktest } from "./index.js";
 
 /*
@@ -73,7 +73,7 @@ async function main(): Promise<number> {
             PORT: "0",
             HOST: "127.0.0.1",
             ALLOW_LOCAL_REPOS: "true",
-            OPEN_SIGNUP: "true",
+            OPEN_SIGNUP: "false",
             DATA_DIR: process.env.BACKTEST_DATA_DIR ?? path.join(out, "service"),
             LOG_LEVEL: process.env.LOG_LEVEL ?? "warn",
           }),
@@ -92,10 +92,11 @@ async function main(): Promise<number> {
         logger: createLogger({ level: config.logLevel, format: config.logFormat }),
       });
       url = service.http!.url;
-      const account = await signUp(url, "backtest");
+      // Its own account (as the operator CLI makes one), without the free tier's monthly
+      // allowance: a run takes one task per case.
+      const account = await createAccountWithKey(service.db.models, "backtest");
+      await setTier(service.db.models, account.account_id, "pro");
       key = account.key;
-      // Its own account, without the free tier's monthly allowance: one task per case.
-      await setTier(service.db.models, account.id, "pro");
       console.error(`Started a service at ${url} (data in ${config.dataDir}).`);
     } else if (!key) {
       console.error("BACKTEST_URL is set: BACKTEST_API_KEY must be the key of the account to use.");

@@ -16,6 +16,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { backtestBench } from "./backtest.js";
 import { dashboardBench } from "./dashboard.js";
 import { githubWebhook } from "./github-webhook.js";
 import { healthAccuracy } from "./health-accuracy.js";
@@ -55,6 +56,7 @@ const BENCHMARKS: Benchmark[] = [
   healthAccuracy,
   setupBench,
   startBench,
+  backtestBench,
 ];
 
 const here = path.dirname(fileURLToPath(import.meta.url));

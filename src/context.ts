@@ -336,7 +336,7 @@ export async function buildContext(options: ContextOptions): Promise<ServiceCont
     }),
     integrations,
     vendorRoutes: Object.freeze(vendorRoutes(integrations)),
-    housekeeping: pruneOnceMarkers(models),
+    housekeeping: pruneOnceMarkers(models, config.trajectoryRetentionDays),
     checkStorage,
     close() {
       tierCache.stop();

@@ -20,7 +20,8 @@ export type ErrorCode =
   | "internal"
   | "upstream_unavailable"
   | "insufficient_storage"
-  | "not_ready";
+  | "not_ready"
+  | "gone";
 
 export interface FieldProblem {
   path: string;
@@ -84,6 +85,8 @@ export const errors = {
   upstream: (message: string, status = 502) =>
     new AppError(status, "upstream_unavailable", message),
   notReady: (message: string) => new AppError(503, "not_ready", message),
+  /** Existed, but is no longer kept (a trajectory past TRAJECTORY_RETENTION_DAYS). */
+  gone: (message: string) => new AppError(410, "gone", message),
   /** The worker's disk is nearly full (DATA_DIR_MIN_FREE_MB): nothing new is started. */
   insufficientStorage: (message: string, retryAfterS: number) =>
     new AppError(503, "insufficient_storage", message, undefined, {

@@ -189,6 +189,8 @@ export const envSchema = z.object({
   PUBLIC_URL: url,
   GH_ORG: optionalString,
   ENV_FILE: z.string().min(1).default(".env"),
+  // How long a task's model transcript (GET /tasks/{id}/trajectory) is kept after it ends.
+  TRAJECTORY_RETENTION_DAYS: positiveInt(30, 3650),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -250,6 +252,8 @@ export interface Config {
    */
   trustProxy: number;
   logLevel: Env["LOG_LEVEL"];
+  /** TRAJECTORY_RETENTION_DAYS: model transcripts of tasks that ended earlier are pruned. */
+  trajectoryRetentionDays: number;
   llm: {
     provider: LlmProvider | undefined;
     baseUrl: string | undefined;
@@ -483,6 +487,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     httpRequestTimeoutMs: env.HTTP_REQUEST_TIMEOUT_S * 1000,
     httpHandlerTimeoutMs: env.HTTP_HANDLER_TIMEOUT_S * 1000,
     logLevel: env.LOG_LEVEL,
+    trajectoryRetentionDays: env.TRAJECTORY_RETENTION_DAYS,
     llm: {
       provider,
       baseUrl: env.LLM_BASE_URL,

@@ -158,6 +158,11 @@ const taskSchema = new Schema(
     /** The commit the working copy was cloned at. */
     base_sha: { type: String, default: null },
     /**
+     * The commit task creation asked to start from (`base_sha` of POST /tasks, maybe
+     * abbreviated); CLONING checks it out and stores the full id in `base_sha`.
+     */
+    pinned_sha: { type: String, default: null },
+    /**
      * The working copy's diff as the last implementing, fixing or rework round left it (not
      * shown): a stage resumed on another worker restores the work from it.
      */
@@ -407,6 +412,31 @@ const keyUseSchema = new Schema(
   { versionKey: false },
 );
 
+/**
+ * One model call of a task (GET /tasks/{id}/trajectory; domain/trajectories.ts), appended
+ * once and never updated. `_id` is `${task}:${time}:${random}` so a task's calls read back in
+ * order by `_id` alone.
+ */
+const trajectoryStepSchema = new Schema(
+  {
+    _id: { type: String, required: true },
+    task_id: { type: String, required: true },
+    account_id: { type: String, required: true },
+    stage: { type: String, required: true },
+    step: { type: Number, required: true },
+    at: { type: Date, required: true },
+    model: { type: String, required: true },
+    messages: { type: Schema.Types.Mixed, default: [] },
+    response: { type: Schema.Types.Mixed, default: {} },
+    tool_results: { type: Schema.Types.Mixed, default: [] },
+    usage: { type: Schema.Types.Mixed, default: {} },
+    usd: { type: Number, default: 0 },
+    ms: { type: Number, default: 0 },
+  },
+  { versionKey: false },
+);
+trajectoryStepSchema.index({ at: 1 });
+
 export function registerModels(connection: Connection) {
   return {
     Account: connection.model("Account", accountSchema, "accounts"),
@@ -427,6 +457,7 @@ export function registerModels(connection: Connection) {
       "idempotency_records",
     ),
     KeyUse: connection.model("KeyUse", keyUseSchema, "key_uses"),
+    TrajectoryStep: connection.model("TrajectoryStep", trajectoryStepSchema, "trajectory_steps"),
   };
 }
 

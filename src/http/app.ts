@@ -23,6 +23,7 @@ import { skillRoutes } from "./routes/skills/routes.js";
 import { systemRoutes } from "./routes/system/routes.js";
 import { statusRoutes } from "./routes/status/routes.js";
 import { taskRoutes } from "./routes/tasks/routes.js";
+import { trajectoryRoutes } from "./routes/tasks/trajectory.js";
 import { workspaceRoutes } from "./routes/workspaces/routes.js";
 import type { AppContext, AppState, HttpDeps, VendorEndpoint } from "./types.js";
 
@@ -35,6 +36,7 @@ export function allRoutes(): AnyRoute[] {
     ...keyRoutes,
     ...workspaceRoutes,
     ...taskRoutes,
+    ...trajectoryRoutes,
     ...agentRoutes,
     ...skillRoutes,
     ...prismRoutes,

@@ -16,6 +16,7 @@ const ERROR_TEXT: Record<number, string> = {
   422: "The Idempotency-Key was used before with another request (`idempotency_key_reused`)",
   429: "Quota used up or rate exceeded (`monthly_limit_reached`, `rate_limited`)",
   405: "Method not allowed on this path (`method_not_allowed`)",
+  410: "Existed, but is no longer kept (`gone`)",
   502: "A model provider or GitHub failed (`upstream_unavailable`)",
   503: "Not ready: the database does not answer (`not_ready`), or the GitHub App or the model a call needs is not configured (`upstream_unavailable`, the message names the variables to set), or the server's disk is nearly full and no task or scan is started (`insufficient_storage`, with Retry-After)",
 };
@@ -271,7 +272,11 @@ export function buildOpenApi(
     const successContent =
       r.status === 204 || !r.response.schema
         ? undefined
-        : { "application/json": { schema: toSchema(r.response.schema, "output", components) } };
+        : {
+            [r.response.contentType ?? "application/json"]: {
+              schema: toSchema(r.response.schema, "output", components),
+            },
+          };
     const successHeaders: Record<string, unknown> = {
       ...(r.location
         ? {

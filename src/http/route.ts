@@ -28,6 +28,11 @@ export type Auth = "key" | "optional-key" | "none";
 export interface ResponseSpec<R extends ZodType | undefined = ZodType | undefined> {
   description: string;
   schema?: R;
+  /**
+   * Another media type than JSON: the handler answers the body as text already in it (e.g.
+   * `application/x-ndjson`); the schema then describes one item of it.
+   */
+  contentType?: string;
 }
 
 /**
@@ -222,6 +227,7 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: HttpDeps):
         result = spec.html(result);
       }
       ctx.status = spec.status;
+      if (spec.response.contentType) ctx.type = spec.response.contentType;
       if (spec.status !== 204) ctx.body = result;
       if (claim?.kind === "run") {
         // JSON as sent, so a replay answers exactly the same body.

@@ -4,6 +4,7 @@ import { pruneFinishedJobs, type JobKind } from "../queue/scheduler.js";
 import { pruneIdempotencyRecords, pruneRateLimits } from "../durable/request-records.js";
 import { pruneMarkers } from "../durable/markers.js";
 import { jobLock } from "../durable/exclusive-locks.js";
+import { pruneTrajectories } from "../domain/trajectories.js";
 
 /** Markers older than this are dropped; GitHub does not redeliver after a few days. */
 export const ONCE_MARKER_RETENTION_DAYS = 14;
@@ -12,7 +13,11 @@ const JOB_LOCK_RETENTION_MS = 86_400_000;
 /** Finished one-off jobs are kept this long (for inspection), then removed. */
 const FINISHED_JOB_RETENTION_MS = 60 * 60_000;
 
-export const pruneOnceMarkers = (models: Models): JobKind<Record<string, never>> => ({
+export const pruneOnceMarkers = (
+  models: Models,
+  /** TRAJECTORY_RETENTION_DAYS: model calls older than this are dropped. */
+  trajectoryRetentionDays: number,
+): JobKind<Record<string, never>> => ({
   name: "housekeeping.prune-once-markers",
   schema: z.object({}).strict() as z.ZodType<Record<string, never>>,
   concurrency: 1,
@@ -30,5 +35,6 @@ export const pruneOnceMarkers = (models: Models): JobKind<Record<string, never>>
     // expired ones already, FerretDB v1 has no TTL indexes to drop them.
     await pruneIdempotencyRecords(models);
     await pruneRateLimits(models);
+    await pruneTrajectories(models, new Date(Date.now() - trajectoryRetentionDays * 86_400_000));
   },
 });

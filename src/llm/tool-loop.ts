@@ -26,7 +26,7 @@ import {
 import { LlmError, LlmProtocolError, LlmUpstreamError } from "./errors.js";
 import { costOf } from "./prices.js";
 import { requireModel, type ModelClient, type ReadyModelClient } from "./provider.js";
-import type { ExecutableTool, PricedUsage, ToolSpec, Usage } from "./types.js";
+import type { ExecutableTool, ModelCallRecord, PricedUsage, ToolSpec, Usage } from "./types.js";
 
 /*
  * The one way the pipeline talks to a model (docs/architecture.md, "Model tool protocol").
@@ -61,6 +61,11 @@ export interface ToolLoopOptions<F = unknown> {
   onToolCall?(call: { name: string; input: unknown }): void;
   /** Model text between tool calls, for progress logs. */
   onText?(text: string): void;
+  /**
+   * Once per model call, after the tools it called ran (or when the loop ends there): the
+   * call as the model saw it, for the task's trajectory. Errors it throws end the loop.
+   */
+  onCall?(call: ModelCallRecord): Promise<void>;
   signal?: AbortSignal;
 }
 
@@ -149,9 +154,38 @@ export async function runToolLoop<F>(options: ToolLoopOptions<F>): Promise<ToolL
     if (fitToBudget(messages, fixedTokens, budget).elided > 0) previousLength = 0;
     const request = withCacheBreakpoints(client.provider, system, messages, previousLength);
     previousLength = messages.length;
+    const at = new Date();
     const outcome = await callModel(client, request, toolSet, options.signal);
+    const ms = Math.round(Date.now() - at.getTime());
 
     const priced = costOf(outcome.usage, client.price);
+    const record: ModelCallRecord = {
+      step,
+      at,
+      model: client.modelId,
+      // A copy of the list: the history grows (and old results are elided) after this call.
+      messages:
+        request.system === undefined
+          ? [...request.messages]
+          : [{ role: "system", content: request.system }, ...request.messages],
+      response: {
+        text: outcome.text,
+        tool_calls: outcome.toolCalls.map((c) => ({
+          id: c.toolCallId,
+          name: c.toolName,
+          input: c.input,
+        })),
+      },
+      tool_results: [],
+      usage: priced,
+      ms,
+    };
+    let recorded = false;
+    const recordCall = async () => {
+      if (recorded || !options.onCall) return;
+      recorded = true;
+      await options.onCall(record);
+    };
     recordModelUsage(client.provider, client.modelId, priced);
     total.inputTokens += priced.inputTokens;
     total.outputTokens += priced.outputTokens;
@@ -160,7 +194,12 @@ export async function runToolLoop<F>(options: ToolLoopOptions<F>): Promise<ToolL
     total.usd += priced.usd;
     total.priced &&= priced.priced;
     // Errors from the budget check propagate unchanged: they are the caller's to interpret.
-    await options.onUsage(priced);
+    try {
+      await options.onUsage(priced);
+    } catch (error) {
+      await recordCall();
+      throw error;
+    }
 
     if (outcome.text.trim()) options.onText?.(outcome.text.trim());
     messages.push(...outcome.assistant);
@@ -172,6 +211,7 @@ export async function runToolLoop<F>(options: ToolLoopOptions<F>): Promise<ToolL
         );
       }
       nudges++;
+      await recordCall();
       messages.push({
         role: "user",
         content:
@@ -216,6 +256,8 @@ export async function runToolLoop<F>(options: ToolLoopOptions<F>): Promise<ToolL
           continue;
         }
         // Parsed by the finish tool's own schema: the caller gets its output type.
+        record.tool_results = resultsOf(results);
+        await recordCall();
         return { tool: call.toolName, input: parsed.value as F, steps: step, usage: total };
       }
       let output: string;
@@ -225,8 +267,12 @@ export async function runToolLoop<F>(options: ToolLoopOptions<F>): Promise<ToolL
         // Cancellation ends the loop, and so does a failure reported on purpose (a command
         // past the task's disk budget: util/sandbox-disk.ts); any other failure is the
         // model's to work around.
-        if (options.signal?.aborted) throw options.signal.reason ?? error;
-        if (error instanceof StageError) throw error;
+        if (options.signal?.aborted || error instanceof StageError) {
+          record.tool_results = resultsOf(results);
+          await recordCall();
+          if (error instanceof StageError) throw error;
+          throw options.signal?.reason ?? error;
+        }
         fail(call, `${call.toolName} failed: ${errorMessage(error)}`);
         continue;
       }
@@ -236,6 +282,8 @@ export async function runToolLoop<F>(options: ToolLoopOptions<F>): Promise<ToolL
       results.push(toolResult(call, bound(output, maxResult), output.startsWith("Error: ")));
     }
     messages.push({ role: "tool", content: results });
+    record.tool_results = resultsOf(results);
+    await recordCall();
   }
 
   throw new LlmProtocolError(
@@ -440,6 +488,19 @@ function toolResult(call: ModelToolCall, text: string, isError: boolean): ToolRe
     toolName: call.toolName,
     output: isError ? { type: "error-text", value } : { type: "text", value },
   };
+}
+
+/** The tool results of one answer as the trajectory keeps them (their text as sent). */
+function resultsOf(results: ToolResultPart[]): ModelCallRecord["tool_results"] {
+  return results.map((r) => {
+    const output = r.output as { type: string; value?: unknown };
+    return {
+      tool_call_id: r.toolCallId,
+      name: r.toolName,
+      output: typeof output.value === "string" ? output.value : JSON.stringify(output.value ?? ""),
+      is_error: output.type === "error-text",
+    };
+  });
 }
 
 /** Keeps the head and the tail (where command output has its errors) of a long result. */

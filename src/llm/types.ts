@@ -42,3 +42,24 @@ export interface PricedUsage extends Usage {
  * "Configuration").
  */
 export type ModelProvider = "anthropic" | "openai" | "openai-compatible";
+
+/**
+ * One model call as the model saw it, for the task's trajectory (domain/trajectories.ts):
+ * the request after context bounding, the answer, and what each tool call gave back.
+ */
+export interface ModelCallRecord {
+  /** 1 for the loop's first call. */
+  step: number;
+  at: Date;
+  model: string;
+  /** The request's messages, the system prompt first. */
+  messages: unknown[];
+  response: {
+    text: string;
+    tool_calls: Array<{ id: string; name: string; input: unknown }>;
+  };
+  tool_results: Array<{ tool_call_id: string; name: string; output: string; is_error: boolean }>;
+  usage: PricedUsage;
+  /** The model call's wall time. */
+  ms: number;
+}

@@ -1,4 +1,5 @@
 import { createReadTools } from "../tools/read-tools.js";
+import { trajectoryRecorder } from "./trajectory.js";
 import { createWriteTools, type FileChange } from "../tools/write-tools.js";
 import { runToolLoop } from "../llm/tool-loop.js";
 import { memoryPromptBlock } from "../domain/memory.js";
@@ -91,6 +92,7 @@ export async function runAgent(
     finishTools: [finishTool],
     maxSteps: ctx.config.llm.agentMaxSteps,
     onUsage: (usage) => ctx.addUsage(usage),
+    onCall: trajectoryRecorder(ctx, options.role),
     onToolCall: (call) => {
       // run_command reports itself when it has run, with its outcome.
       if (call.name !== "run_command") progress.note(describeCall(call.name, call.input));

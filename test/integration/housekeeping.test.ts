@@ -31,7 +31,7 @@ describe("housekeeping", () => {
       { name: "hk-finished-recent", nextRunAt: null, lastFinishedAt: recent, data: {} },
       { name: "hk-pending", nextRunAt: new Date(), lastFinishedAt: old, data: {} },
     ]);
-    await pruneOnceMarkers(models).run({}, undefined as never);
+    await pruneOnceMarkers(models, 30).run({}, undefined as never);
     const markers = await models.Once.collection.find({ scope: "test" }).toArray();
     expect(markers.map((m) => m._id)).toEqual(["hk:new"]);
     const locks = await models.Once.collection.find({ _id: /^hk:lock/ as never }).toArray();

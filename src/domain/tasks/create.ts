@@ -34,6 +34,8 @@ export interface CreateTaskInput {
   /** A follow-up: the task it follows up and the branch and pull request it updates. */
   parent_task_id?: string | undefined;
   follow_up?: FollowUpRecord | undefined;
+  /** Start from this commit (full or abbreviated id) instead of the branch's head (SPEC §4b). */
+  base_sha?: string | undefined;
 }
 
 /** Checks that a named skill (built-in or the account's own) and agent exist (400 otherwise). */
@@ -89,6 +91,7 @@ function taskDocument(
   if (input.report_to) doc.report_to = input.report_to;
   if (input.parent_task_id) doc.parent_task_id = input.parent_task_id;
   if (input.follow_up) doc.follow_up = input.follow_up;
+  if (input.base_sha) doc.pinned_sha = input.base_sha;
   return doc;
 }
 

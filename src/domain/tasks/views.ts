@@ -40,6 +40,8 @@ export interface TaskView {
   checks: CheckRecord | null;
   revisions: RevisionView[];
   parent_task_id: string | null;
+  /** The commit the task starts from: the requested one until CLONING resolves it. */
+  base_sha: string | null;
 }
 
 /** One revision as the API shows it (docs/api.md, "Revisions"). */
@@ -110,5 +112,6 @@ export function toTaskView(task: TaskRecord): TaskView {
     checks: task.checks ?? null,
     revisions: (task.revisions ?? []).map(toRevisionView),
     parent_task_id: task.parent_task_id ?? null,
+    base_sha: task.base_sha ?? task.pinned_sha ?? null,
   };
 }

@@ -43,6 +43,50 @@ export async function prepareTaskWorkdir(ctx: StageContext): Promise<void> {
 }
 
 /**
+ * Moves a fresh shallow clone to the commit the task was pinned to (`base_sha` at creation):
+ * a full id is fetched alone; an abbreviated one needs the branch's history to resolve. An
+ * unknown commit fails the task at CLONING naming it.
+ */
+async function checkoutPinned(
+  ctx: StageContext,
+  url: string,
+  config: string[],
+  pinned: string,
+): Promise<void> {
+  const timeoutMs = ctx.config.pipeline.commandTimeoutS * 1000;
+  const git = (args: string[]) =>
+    runGit(args, { config, cwd: ctx.workdir, timeoutMs, signal: ctx.signal });
+  const resolve = async () =>
+    (await git(["rev-parse", "--verify", "--quiet", `${pinned}^{commit}`])).trim();
+  let sha = "";
+  if (/^[0-9a-f]{40}$/.test(pinned)) {
+    await git(["fetch", "--quiet", "--depth", "1", "--no-tags", url, pinned]).catch(() => "");
+    sha = await resolve().catch(() => "");
+  }
+  if (!sha) {
+    // Not fetchable alone (the server refuses unadvertised ids, or the id is abbreviated):
+    // the whole history of the branch, where the commit must be reachable.
+    const branch = ctx.task.base_branch ?? ctx.task.repo.default_branch;
+    await git([
+      "fetch",
+      "--quiet",
+      "--unshallow",
+      "--no-tags",
+      url,
+      ...(branch ? [branch] : []),
+    ]).catch(() => "");
+    sha = await resolve().catch(() => "");
+  }
+  if (!sha) {
+    throw new StageError(
+      `The commit ${pinned} (base_sha) is not in ${ctx.task.repo.full_name}, or not reachable from the branch the task works on.`,
+    );
+  }
+  await git(["reset", "--hard", "--quiet", sha]);
+  await ctx.log(`Checked out ${sha.slice(0, 12)}, the commit the task is pinned to (base_sha).`);
+}
+
+/**
  * CLONING: a shallow clone of the default branch into the task's working copy, then its
  * setup step (stages/setup.ts: dependencies through the registries' allowlist).
  */
@@ -64,6 +108,11 @@ export const cloneStage: Stage = {
       timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
       signal: ctx.signal,
     });
+    if (ctx.task.pinned_sha) {
+      await checkoutPinned(ctx, url, config, ctx.task.pinned_sha);
+      // Later stages (publish, a resumed working copy) read the task's own record.
+      ctx.task.base_sha = await headCommit(ctx.workdir);
+    }
     const sha = await headCommit(ctx.workdir);
     await ctx.update({ base_sha: sha });
     if (!branch) {

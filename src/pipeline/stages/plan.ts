@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { trajectoryRecorder } from "../trajectory.js";
 import { planningContext } from "../../indexer/planning-context.js";
 import { createReadTools } from "../../tools/read-tools.js";
 import { memoryScopeOf, recall } from "../../domain/memory.js";
@@ -96,6 +97,7 @@ export const planStage: Stage = {
       finishTools: [submitPlanTool],
       maxSteps: ctx.config.llm.planMaxSteps,
       onUsage: (usage) => ctx.addUsage(usage),
+      onCall: trajectoryRecorder(ctx, "plan"),
       onToolCall: (call) => progress.note(`Planning: ${describeCall(call.name, call.input)}`),
       onText: (text) => {
         const line = firstLine(text);

@@ -1,4 +1,5 @@
 import type { CheckRecord, PlanStep } from "../../db/models.js";
+import { trajectoryRecorder } from "../trajectory.js";
 import { createReadTools } from "../../tools/read-tools.js";
 import { runToolLoop } from "../../llm/tool-loop.js";
 import { redactText } from "../../util/redact.js";
@@ -67,6 +68,7 @@ export const reviewStage: Stage = {
       finishTools: [submitReviewTool],
       maxSteps: ctx.config.llm.reviewMaxSteps,
       onUsage: (usage) => ctx.addUsage(usage),
+      onCall: trajectoryRecorder(ctx, "review"),
       signal: ctx.signal,
     });
     const { input } = result;

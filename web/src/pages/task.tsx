@@ -14,6 +14,7 @@ import {
   useResource,
 } from "../components.js";
 import { lazyPage } from "../lazy.js";
+import { Trajectory } from "./trajectory.js";
 import { setPageTitle } from "../title.js";
 import { duration, taskTitle, useRepoNames } from "./tasks.js";
 
@@ -718,6 +719,8 @@ export function TaskPage({ id }: { id: string }) {
                 <p class="muted">Each check's output is in the log below.</p>
               </section>
             )}
+
+            <Trajectory taskId={t.id} />
 
             <section aria-labelledby="log-title">
               <h2 id="log-title">Log</h2>

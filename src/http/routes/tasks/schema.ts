@@ -26,6 +26,15 @@ export const createTaskBody = z.strictObject({
   auto_approve: z.boolean().default(false),
   skill_name: handle.nullable().optional(),
   agent_name: handle.nullable().optional(),
+  base_sha: z
+    .string()
+    .trim()
+    .toLowerCase()
+    .regex(/^[0-9a-f]{7,40}$/, "must be a commit id: 7 to 40 hexadecimal characters")
+    .optional()
+    .describe(
+      "start from this commit (full or abbreviated id, reachable in the repository) instead of the branch's head (extension; SPEC §4b)",
+    ),
 });
 
 export const listTasksQuery = z.strictObject({
@@ -148,6 +157,12 @@ export const task = z
       .string()
       .nullable()
       .describe("for a follow-up: the task it continues (extension; POST /tasks/{id}/follow-up)"),
+    base_sha: z
+      .string()
+      .nullable()
+      .describe(
+        "the commit the task starts from: as requested until CLONING, then the full id cloned (extension)",
+      ),
   })
   .meta({ id: "Task" });
 

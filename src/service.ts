@@ -17,6 +17,7 @@ import { TaskEventLog } from "./domain/task-events.js";
 import { createProbot } from "./github-api/app.js";
 import { createGithubClient } from "./github-api/client.js";
 import { createTaskStreams } from "./http/task-streams.js";
+import { createMcpDoor, type McpDoor } from "./mcp/door.js";
 import { buildIndex } from "./indexer/index.js";
 import { createModelClient, requireModel, type ModelSettings } from "./llm/provider.js";
 import { createIntake, type Intake } from "./pipeline/intake.js";
@@ -81,6 +82,8 @@ export interface Service {
   events: TaskEventLog;
   /** The WebSocket task streams of a web process (their buffered bytes, for tests). */
   streams: { buffered(): { sockets: number; bytes: number } } | undefined;
+  /** The MCP door of a web process (its open sessions, for tests). */
+  mcp: { readonly sessions: number } | undefined;
   stop(): Promise<void>;
 }
 
@@ -309,6 +312,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   let accountViews: AccountViewCache | undefined;
   let hub: TaskEventHub | undefined;
   let streams: ReturnType<typeof createTaskStreams> | undefined;
+  let mcp: McpDoor | undefined;
   if (options.web) {
     const github =
       config.github && probot
@@ -332,6 +336,19 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       hub,
       logger,
       bufferBudgetBytes: config.wsBufferBudgetBytes,
+    });
+    const healthScans = { enqueue: (id: string) => enqueueHealthScan(scheduler, id), checkStorage };
+    // The fourth door (mcp/door.ts): the same domain calls as the REST routes, at /mcp.
+    mcp = createMcpDoor({
+      config,
+      models: db.models,
+      tasks: pipeline.taskDeps,
+      events,
+      hub,
+      logger,
+      githubClient,
+      modelClient,
+      healthScans,
     });
     try {
       await ensureRateLimitIndexes(db.connection);
@@ -358,9 +375,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         githubClient,
         modelClient,
         cron: cronJobs,
-        healthScans: { enqueue: (id) => enqueueHealthScan(scheduler, id), checkStorage },
+        healthScans,
+        mcp,
       });
     } catch (error) {
+      await mcp.close();
       await metricsServer?.close();
       accountViews.stop();
       hub.stop();
@@ -393,6 +412,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     pipeline,
     events,
     streams,
+    mcp,
     stop() {
       stopping ??= (async () => {
         intake?.stop();
@@ -401,6 +421,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         tierCache.stop();
         workspaceCache.stop();
         integrationCache.stop();
+        await mcp?.close();
         await http?.close();
         await metricsServer?.close();
         streams?.close();

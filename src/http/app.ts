@@ -98,6 +98,15 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
     }
   });
   app.use(errorHandler(deps.logger));
+  // /mcp (mcp/door.ts) reads its own body and streams its own answers (a wait_for_task holds
+  // its SSE response up to the tool's bound): before the handler deadline and the JSON parser.
+  const mcp = deps.mcp;
+  if (mcp)
+    app.use(async (ctx: AppContext, next: Next) => {
+      if (ctx.path !== "/mcp") return next();
+      ctx.respond = false;
+      await mcp.handle(ctx.req, ctx.res);
+    });
   app.use(
     handlerDeadline(deps.config.httpHandlerTimeoutMs, (error, ctx) =>
       deps.logger.warn(

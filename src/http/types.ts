@@ -1,4 +1,5 @@
 import type Router from "@koa/router";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { GithubClient } from "../github-api/client.js";
 import type { ModelClient } from "../llm/provider.js";
 import type { Context } from "koa";
@@ -48,6 +49,13 @@ export interface HttpDeps {
         checkStorage?: (() => Promise<void>) | undefined;
       }
     | undefined;
+  /** The MCP door (mcp/door.ts, built by service.ts), answered at /mcp on this server. */
+  mcp?: NodeDoor | undefined;
+}
+
+/** A door that answers node:http requests itself (the MCP transport writes its own SSE). */
+export interface NodeDoor {
+  handle(req: IncomingMessage, res: ServerResponse): Promise<void>;
 }
 
 /**

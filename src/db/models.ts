@@ -407,6 +407,19 @@ const keyUseSchema = new Schema(
   { versionKey: false },
 );
 
+/**
+ * An account's MCP servers for its tasks' agents (domain/mcp-settings.ts), one document per
+ * account (`_id` is the account id). `secrets` are write-only: the API answers their names.
+ */
+const mcpSettingSchema = new Schema(
+  {
+    _id: { type: String, required: true },
+    servers: { type: Schema.Types.Mixed, default: {} },
+    secrets: { type: Schema.Types.Mixed, default: {} },
+  },
+  { timestamps, versionKey: false, minimize: false },
+);
+
 export function registerModels(connection: Connection) {
   return {
     Account: connection.model("Account", accountSchema, "accounts"),
@@ -427,6 +440,7 @@ export function registerModels(connection: Connection) {
       "idempotency_records",
     ),
     KeyUse: connection.model("KeyUse", keyUseSchema, "key_uses"),
+    McpSetting: connection.model("McpSetting", mcpSettingSchema, "mcp_settings"),
   };
 }
 

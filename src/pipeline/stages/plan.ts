@@ -12,6 +12,7 @@ import { instructionNote, planningSystemPrompt, planningUserPrompt } from "../pr
 import type { Stage } from "../stage.js";
 import { describeCall, firstLine, progressLog } from "../progress.js";
 import { ensureWorkingCopy } from "./working-copy.js";
+import { openStageMcpTools } from "../mcp.js";
 
 const relativePath = z
   .string()
@@ -84,6 +85,8 @@ export const planStage: Stage = {
     if (revision) await ctx.log(`Planning again for the feedback of ${revision.by}.`);
     await ctx.log(`Planning with ${client.provider} model ${client.modelId}.`);
     const progress = progressLog(ctx);
+    // The task's MCP servers, read-only tools only (pipeline/mcp.ts).
+    const mcp = await openStageMcpTools(ctx, "plan", (line) => progress.note(line));
     const result = await runToolLoop({
       client,
       system: planningSystemPrompt({ ...ctx.task, skill }, instructions, memory),
@@ -92,7 +95,7 @@ export const planStage: Stage = {
         planningContext(index, ctx.task.description),
         revision ?? undefined,
       )}${retried ? instructionNote(instruction) : ""}`,
-      tools: createReadTools(ctx.workdir, () => index),
+      tools: [...createReadTools(ctx.workdir, () => index), ...mcp.tools],
       finishTools: [submitPlanTool],
       maxSteps: ctx.config.llm.planMaxSteps,
       onUsage: (usage) => ctx.addUsage(usage),
@@ -102,7 +105,7 @@ export const planStage: Stage = {
         if (line) progress.note(`Model: ${line}`);
       },
       signal: ctx.signal,
-    });
+    }).finally(() => mcp.close());
     await progress.flush();
     const { input } = result;
     const plan = input.steps.map((s, i) => ({

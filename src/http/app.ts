@@ -17,6 +17,7 @@ import { healthReportRoutes } from "./routes/health-reports/routes.js";
 import { integrationRoutes } from "./routes/integrations/routes.js";
 import { githubRoutes } from "./routes/github/routes.js";
 import { keyRoutes } from "./routes/keys/routes.js";
+import { mcpServerRoutes } from "./routes/mcp-servers/routes.js";
 import { prismRoutes } from "./routes/prism/routes.js";
 import { skillRoutes } from "./routes/skills/routes.js";
 import { systemRoutes } from "./routes/system/routes.js";
@@ -41,6 +42,7 @@ export function allRoutes(): AnyRoute[] {
     ...analyticsRoutes,
     ...githubRoutes,
     ...integrationRoutes,
+    ...mcpServerRoutes,
   ];
 }
 

@@ -18,7 +18,7 @@ import { SandboxedStdioTransport } from "../util/sandbox-process.js";
 const serverName = z
   .string()
   .regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$/, "letters, digits, - and _, at most 32");
-const secretName = z
+export const mcpSecretName = z
   .string()
   .regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, "an environment variable name");
 const headerName = z.string().regex(/^[A-Za-z0-9-]{1,64}$/, "an HTTP header name");
@@ -29,7 +29,7 @@ export const mcpServerEntry = z.union([
     command: z.string().trim().min(1).max(1000).describe("run in the task's sandbox, over stdio"),
     args: z.array(z.string().max(4000)).max(100).optional(),
     env_secrets: z
-      .array(secretName)
+      .array(mcpSecretName)
       .max(50)
       .optional()
       .describe("names of the account's MCP secrets, passed as environment variables"),
@@ -37,7 +37,7 @@ export const mcpServerEntry = z.union([
   z.strictObject({
     url: z.url().max(2000).describe("Streamable HTTP endpoint; must match MCP_ALLOWED_URLS"),
     header_secrets: z
-      .record(headerName, secretName)
+      .record(headerName, mcpSecretName)
       .optional()
       .describe("HTTP header → the account's MCP secret whose value it carries"),
   }),

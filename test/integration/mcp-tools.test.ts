@@ -38,6 +38,9 @@ let loopbackHits = 0;
 let remote: http.Server;
 let remoteHits = 0;
 
+/** The tool implementing calls first; the second test switches it to the account's server. */
+let probeTool = "mcp__probe__probe";
+
 const script: Script = {
   plan: (_request, n) =>
     n === 0
@@ -54,7 +57,7 @@ const script: Script = {
           },
         ],
   implement: (request, n) => {
-    if (n === 0) return [{ name: "mcp__probe__probe", arguments: {} }];
+    if (n === 0) return [{ name: probeTool, arguments: {} }];
     if (n === 1)
       return [
         {
@@ -188,6 +191,61 @@ describe("MCP servers as the agent's tools", () => {
     ).toBe(true);
     expect(logs.some((l) => /MCP server remote: .* is not in MCP_ALLOWED_URLS/.test(l))).toBe(true);
     expect(remoteHits).toBe(0);
+    stream.close();
+  }, 240_000);
+
+  it("adds the account's servers with write-only secrets that never reach the model", async () => {
+    const token = "probe-token-value-5f1c9e7a2b";
+    const patched = await server.api("PATCH", "/settings/mcp-servers", {
+      key,
+      body: {
+        servers: {
+          acct: { command: "node", args: ["tools/probe-mcp.mjs"], env_secrets: ["PROBE_TOKEN"] },
+        },
+        secrets: { PROBE_TOKEN: token },
+      },
+    });
+    expect(patched.status).toBe(200);
+    expect(patched.body).toMatchObject({ secrets: ["PROBE_TOKEN"] });
+    expect(JSON.stringify(patched.body)).not.toContain(token);
+    const read = await server.api("GET", "/settings/mcp-servers", { key });
+    expect(read.body.servers.acct.env_secrets).toEqual(["PROBE_TOKEN"]);
+    expect(JSON.stringify(read.body)).not.toContain(token);
+    const bad = await server.api("PATCH", "/settings/mcp-servers", {
+      key,
+      body: { servers: { "no spaces": { command: "x" } } },
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.code).toBe("validation_failed");
+    const other = await server.signup("other");
+    const theirs = await server.api("GET", "/settings/mcp-servers", { key: other.key });
+    expect(theirs.body).toEqual({ servers: {}, secrets: [], updated_at: null });
+
+    probeTool = "mcp__acct__probe";
+    const before = model.requests.length;
+    const created = await server.api("POST", "/tasks", {
+      key,
+      body: {
+        workspace_id: workspaceId,
+        repo_id: "acme/probe",
+        description: "Probe the account's MCP server",
+        auto_approve: true,
+      },
+    });
+    expect(created.status).toBe(201);
+    const stream = await openTaskStream(server.url, created.body.id, key);
+    const end = await stream.waitFor(
+      (e) => e.event_type === "done" || e.event_type === "error",
+      180_000,
+    );
+    expect(end.event_type).toBe("done");
+    const implementing = model.requests.slice(before).filter((r) => roleOf(r) === "implement");
+    const result = lastToolResult(implementing[1]!)!;
+    const report = JSON.parse(result.slice("PROBE ".length)) as Record<string, string>;
+    // The server got the secret; what it answered was scrubbed before the model saw it.
+    expect(report.token).toBe("[REDACTED]");
+    expect(JSON.stringify(model.requests)).not.toContain(token);
+    expect(JSON.stringify(stream.events)).not.toContain(token);
     stream.close();
   }, 240_000);
 });

@@ -22,6 +22,7 @@ import { healthAccuracy } from "./health-accuracy.js";
 import { indexThroughput } from "./index-throughput.js";
 import { integrationsBench } from "./integrations.js";
 import { keysMe } from "./keys-me.js";
+import { mcpBench } from "./mcp.js";
 import { sandboxBench } from "./sandbox.js";
 import { localisation } from "./localisation.js";
 import { promptCache } from "./prompt-cache.js";
@@ -51,6 +52,7 @@ const BENCHMARKS: Benchmark[] = [
   promptCache,
   metricsOverhead,
   healthAccuracy,
+  mcpBench,
 ];
 
 const here = path.dirname(fileURLToPath(import.meta.url));

@@ -3,12 +3,16 @@ import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { agentModel, roleOf, type Script } from "../helpers/agent-model.js";
 import {
   fakeModelEnv,
   lastToolResult,
   startFakeModel,
+  toolResults,
   type FakeModel,
 } from "../helpers/fake-model.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
@@ -20,8 +24,8 @@ import { openTaskStream } from "../helpers/ws.js";
  * .github/foreman.yml names a stdio server committed in it (fixtures/mcp/probe-server.mjs).
  * Planning sees only its read-only tool; implementing calls its other tool, whose result
  * reaches the model, and shows the server ran inside the sandbox: the working copy readable,
- * a host file outside it and the host's loopback not. An HTTP server outside
- * MCP_ALLOWED_URLS is never contacted, a server that cannot start fails nothing, and the
+ * a host file outside it and the host's loopback not. An HTTP server in MCP_ALLOWED_URLS is
+ * used (the SDK's own server), one outside it is never contacted, a server that cannot start fails nothing, and the
  * account's setting adds servers and write-only secrets.
  */
 
@@ -37,6 +41,8 @@ let loopback: net.Server;
 let loopbackHits = 0;
 let remote: http.Server;
 let remoteHits = 0;
+let allowed: http.Server;
+let allowedHits = 0;
 
 /** The tool implementing calls first; the second test switches it to the account's server. */
 let probeTool = "mcp__probe__probe";
@@ -44,7 +50,10 @@ let probeTool = "mcp__probe__probe";
 const script: Script = {
   plan: (_request, n) =>
     n === 0
-      ? [{ name: "mcp__glossary__lookup", arguments: { term: "widget" } }]
+      ? [
+          { name: "mcp__glossary__lookup", arguments: { term: "widget" } },
+          { name: "mcp__allowed__echo", arguments: { text: "hi" } },
+        ]
       : [
           {
             name: "submit_plan",
@@ -86,6 +95,28 @@ beforeAll(async () => {
     res.writeHead(500).end();
   });
   await new Promise<void>((resolve) => remote.listen(0, "127.0.0.1", resolve));
+  // An HTTP MCP server the operator allowed (stateless Streamable HTTP, the SDK's own server).
+  allowed = http.createServer((req, res) => {
+    allowedHits += 1;
+    const mcp = new McpServer({ name: "allowed", version: "1.0.0" });
+    mcp.registerTool(
+      "echo",
+      {
+        description: "Echo a text.",
+        inputSchema: { text: z.string() },
+        annotations: { readOnlyHint: true },
+      },
+      ({ text }) => ({ content: [{ type: "text", text: `echo: ${text}` }] }),
+    );
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    });
+    res.on("close", () => void mcp.close());
+    void mcp.connect(transport).then(() => transport.handleRequest(req, res));
+  });
+  await new Promise<void>((resolve) => allowed.listen(0, "127.0.0.1", resolve));
+  const allowedUrl = `http://127.0.0.1:${(allowed.address() as net.AddressInfo).port}/mcp`;
   const loopbackPort = (loopback.address() as net.AddressInfo).port;
   const remotePort = (remote.address() as net.AddressInfo).port;
   const probe = await readFile(path.resolve("fixtures/mcp/probe-server.mjs"), "utf8");
@@ -106,6 +137,8 @@ beforeAll(async () => {
       "    args: [tools/missing.mjs]",
       "  remote:",
       `    url: http://127.0.0.1:${remotePort}/mcp`,
+      "  allowed:",
+      `    url: ${allowedUrl}`,
       "",
     ].join("\n"),
   });
@@ -115,7 +148,7 @@ beforeAll(async () => {
     env: {
       ...fakeModelEnv(model, "sk-mcp-tools-test-key-0123456789abcdef"),
       EVENT_POLL_MS: "50",
-      MCP_ALLOWED_URLS: "https://docs.example.com/mcp",
+      MCP_ALLOWED_URLS: `https://docs.example.com/mcp,${allowedUrl}`,
     },
   });
   ({ key } = await server.signup());
@@ -133,6 +166,7 @@ afterAll(async () => {
   await repo?.remove();
   loopback?.close();
   remote?.close();
+  allowed?.close();
   if (outside) await rm(path.dirname(outside), { recursive: true, force: true });
 });
 
@@ -162,7 +196,12 @@ describe("MCP servers as the agent's tools", () => {
     expect(planning[0]!.tools).toContain("mcp__glossary__lookup");
     expect(planning[0]!.tools).toContain("mcp__probe__lookup");
     expect(planning[0]!.tools).not.toContain("mcp__probe__probe");
-    expect(lastToolResult(planning[1]!)).toBe("widget: GLOSSARY-DEFINITION");
+    expect(planning[0]!.tools).toContain("mcp__allowed__echo");
+    expect(toolResults(planning[1]!).map((r) => r.content)).toEqual([
+      "widget: GLOSSARY-DEFINITION",
+      "echo: hi",
+    ]);
+    expect(allowedHits).toBeGreaterThan(0);
 
     const implementing = model.requests.filter((r) => roleOf(r) === "implement");
     expect(implementing[0]!.tools).toEqual(

@@ -34,6 +34,8 @@ const KEY_CHECK_MS = 5_000;
 const SESSION_IDLE_MS = 30 * 60_000;
 /** Sessions one process keeps at most; beyond, the idlest one is closed. */
 const MAX_SESSIONS = 2_000;
+/** Sessions of one key, at most; beyond, that key's idlest one is closed (not another's). */
+const MAX_SESSIONS_PER_KEY = 50;
 
 interface Session {
   id: string;
@@ -173,9 +175,15 @@ export function createMcpDoor(deps: McpDeps): McpDoor {
   }
 
   async function open(req: IncomingMessage, res: ServerResponse, principal: Principal) {
+    const idlest = (list: Session[]) => list.sort((a, b) => a.lastSeen - b.lastSeen)[0];
+    const own = [...sessions.values()].filter((s) => s.principal.keyId === principal.keyId);
+    if (own.length >= MAX_SESSIONS_PER_KEY) {
+      const oldest = idlest(own);
+      if (oldest) await end(oldest, "too many sessions of this key");
+    }
     if (sessions.size >= MAX_SESSIONS) {
-      const idlest = [...sessions.values()].sort((a, b) => a.lastSeen - b.lastSeen)[0];
-      if (idlest) await end(idlest, "too many sessions");
+      const oldest = idlest([...sessions.values()]);
+      if (oldest) await end(oldest, "too many sessions");
     }
     let session: Session | undefined;
     const transport = new StreamableHTTPServerTransport({

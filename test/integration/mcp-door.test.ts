@@ -261,4 +261,36 @@ describe("the MCP door", () => {
     await expect(call(client, "get_task", { id: taskId })).rejects.toThrow(/unauthorized/);
     expect(server.service.mcp!.sessions).toBe(open - 1);
   });
+
+  it("ends a session whose key is revoked while a wait is open on it", async () => {
+    const third = await server.api("POST", "/keys/generate", { key, body: { name: "waiter" } });
+    const client = await connect({ "x-api-key": third.body.key });
+    const created = await call(client, "create_task", {
+      workspace_id: workspaceId,
+      repo_id: "acme/greeter",
+      description: "Add a greet helper again",
+    });
+    // Only the end answers this wait, and the task stops at its plan gate: it stays open.
+    const pending = client
+      .callTool(
+        { name: "wait_for_task", arguments: { id: created.id, until: "end", timeout_s: 120 } },
+        CallToolResultSchema,
+        { timeout: 120_000 },
+      )
+      .then(
+        () => "answered",
+        () => "failed",
+      );
+    await expect
+      .poll(async () => (await server.api("GET", `/tasks/${created.id}`, { key })).body.status, {
+        timeout: 60_000,
+      })
+      .toBe("awaiting_approval");
+    const open = server.service.mcp!.sessions;
+    expect((await server.api("DELETE", `/keys/${third.body.id}`, { key })).status).toBe(204);
+    // No request of the client is needed: the door's key check closes it.
+    await expect.poll(() => server.service.mcp!.sessions, { timeout: 15_000 }).toBe(open - 1);
+    await client.close();
+    expect(["answered", "failed"]).toContain(await pending);
+  }, 120_000);
 });

@@ -1,7 +1,7 @@
 /*
  * The layering of docs/architecture.md, checked on every `npm run lint` (and so in CI):
  *
- *   doors      http/  github/  jobs/  cli/  integrations/   (and web/, the dashboard)
+ *   doors      http/  github/  jobs/  cli/  integrations/  mcp/   (and web/, the dashboard)
  *   pipeline   pipeline/
  *   domain     domain/
  *   parts      db/ llm/ indexer/ verify/ health/ tools/ queue/ github-api/ metrics/ util/ config/
@@ -9,7 +9,12 @@
  * A layer uses the layers below it, never one above, and a door never another door: the
  * composition root (main.ts, service.ts, context.ts) is the one place that wires doors together.
  */
-const DOORS = ["http", "github", "jobs", "cli", "integrations"];
+const DOORS = ["http", "github", "jobs", "cli", "integrations", "mcp"];
+/*
+ * The REST door's request and response schemas (and their building blocks) are the contract
+ * of the API, shared by the MCP door so both validate and describe the same shapes.
+ */
+const SHARED_CONTRACT = "^src/http/(routes/[^/]+/schema|schemas|paging)\\.ts$";
 const door = (name) => `^src/${name}/`;
 const otherDoors = (name) => `^src/(${DOORS.filter((d) => d !== name).join("|")})/`;
 
@@ -28,7 +33,7 @@ module.exports = {
       comment:
         "A door calls the domain (or the pipeline), never another door; service.ts wires them.",
       from: { path: door(name) },
-      to: { path: otherDoors(name) },
+      to: { path: otherDoors(name), ...(name === "mcp" ? { pathNot: SHARED_CONTRACT } : {}) },
     })),
     {
       name: "domain-not-above",

@@ -23,6 +23,7 @@ import { healthAccuracy } from "./health-accuracy.js";
 import { indexThroughput } from "./index-throughput.js";
 import { integrationsBench } from "./integrations.js";
 import { keysMe } from "./keys-me.js";
+import { mcpBench } from "./mcp.js";
 import { sandboxBench } from "./sandbox.js";
 import { setupBench } from "./setup.js";
 import { startBench } from "./start.js";
@@ -57,6 +58,7 @@ const BENCHMARKS: Benchmark[] = [
   setupBench,
   startBench,
   backtestBench,
+  mcpBench,
 ];
 
 const here = path.dirname(fileURLToPath(import.meta.url));

@@ -5,6 +5,7 @@ import { loadAccountView } from "./domain/keys.js";
 import { TaskEventHub } from "./domain/task-event-hub.js";
 import type { TaskEventLog } from "./domain/task-events.js";
 import { noGithubApp } from "./github-api/receiver.js";
+import { createMcpDoor, type McpDoor } from "./mcp/door.js";
 import { createTaskStreams } from "./http/task-streams.js";
 import { createIntake, type Intake } from "./pipeline/intake.js";
 import type { Pipeline } from "./pipeline/runner.js";
@@ -47,6 +48,8 @@ export interface Service {
   events: TaskEventLog;
   /** The WebSocket task streams of a web process (their buffered bytes, for tests). */
   streams: { buffered(): { sockets: number; bytes: number } } | undefined;
+  /** The MCP door of a web process (its open sessions, for tests). */
+  mcp: { readonly sessions: number } | undefined;
   /** Every part of the service, built once (src/context.ts). */
   context: ServiceContext;
   stop(): Promise<void>;
@@ -97,11 +100,13 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     pipeline: context.pipeline,
     events: context.events,
     streams: web?.streams,
+    mcp: web?.mcp,
     context,
     stop() {
       stopping ??= (async () => {
         workers?.stop();
         context.close();
+        await web?.mcp.close();
         await web?.http.close();
         await metricsServer?.close();
         web?.stop();
@@ -169,6 +174,7 @@ async function startWorkers(context: ServiceContext): Promise<{ stop(): void }> 
 interface WebRole {
   http: RunningServer;
   streams: ReturnType<typeof createTaskStreams>;
+  mcp: McpDoor;
   /** Stops the account views, the event hub and the streams (the server is closed apart). */
   stop(): void;
 }
@@ -191,6 +197,18 @@ async function startWeb(context: ServiceContext, workers: boolean): Promise<WebR
     hub,
     logger,
     bufferBudgetBytes: config.wsBufferBudgetBytes,
+  });
+  // The fourth door (mcp/door.ts): the same domain calls as the REST routes, at /mcp.
+  const mcp = createMcpDoor({
+    config,
+    models,
+    tasks: context.tasks,
+    events: context.events,
+    hub,
+    logger,
+    githubClient: github?.client,
+    modelClient: context.modelClient,
+    healthScans: context.healthScans,
   });
   const stop = () => {
     streams.close();
@@ -231,9 +249,11 @@ async function startWeb(context: ServiceContext, workers: boolean): Promise<WebR
       modelClient: context.modelClient,
       cron: context.cron,
       healthScans: context.healthScans,
+      mcp,
     } satisfies HttpDeps);
     http = await startHttpServer({ ...deps, streams });
   } catch (error) {
+    await mcp.close();
     stop();
     throw error;
   }
@@ -246,5 +266,5 @@ async function startWeb(context: ServiceContext, workers: boolean): Promise<WebR
       `GitHub App not configured: open ${base}${REGISTER_PATH}?token=${setupToken} to register it`,
     );
   }
-  return { http, streams, stop };
+  return { http, streams, mcp, stop };
 }

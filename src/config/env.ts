@@ -62,6 +62,23 @@ export const envSchema = z.object({
   /** Linear's GraphQL endpoint: https://api.linear.app/graphql (tests point elsewhere). */
   LINEAR_API_URL: url,
   ALLOW_LOCAL_REPOS: flag(false),
+  /**
+   * MCP servers over HTTP a task may use (tools/mcp-tools.ts): comma-separated URLs; a
+   * server's URL matches one with the same origin and a path at or below its path.
+   */
+  MCP_ALLOWED_URLS: z
+    .string()
+    .default("")
+    .transform((value, ctx) => {
+      const urls = value
+        .split(",")
+        .map((u) => u.trim())
+        .filter(Boolean);
+      for (const u of urls)
+        if (!URL.canParse(u) || !/^https?:$/.test(new URL(u).protocol))
+          ctx.addIssue({ code: "custom", message: `not an http(s) URL: ${u}` });
+      return urls;
+    }),
   HTTP_REQUEST_TIMEOUT_S: positiveInt(30, 3600),
   HTTP_HANDLER_TIMEOUT_S: positiveInt(30, 3600),
   /** Proxy hops in front of the service: `false`/0 none, `true` one, or a count. */
@@ -242,6 +259,8 @@ export interface Config {
   linearApiUrl: string | undefined;
   /** Plain-git remotes may be local paths, file:// or non-public hosts (development, tests). */
   allowLocalRepos: boolean;
+  /** MCP_ALLOWED_URLS: the HTTP MCP servers tasks may use (tools/mcp-tools.ts). */
+  mcpAllowedUrls: string[];
   /** Time a client has to send a whole request (headers and body), then 408 and close. */
   httpRequestTimeoutMs: number;
   /** The time the service has to answer a request once it has it (HTTP_HANDLER_TIMEOUT_S). */
@@ -484,6 +503,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     },
     linearApiUrl: env.LINEAR_API_URL,
     allowLocalRepos: env.ALLOW_LOCAL_REPOS,
+    mcpAllowedUrls: env.MCP_ALLOWED_URLS,
     httpRequestTimeoutMs: env.HTTP_REQUEST_TIMEOUT_S * 1000,
     httpHandlerTimeoutMs: env.HTTP_HANDLER_TIMEOUT_S * 1000,
     logLevel: env.LOG_LEVEL,

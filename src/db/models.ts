@@ -437,6 +437,19 @@ const trajectoryStepSchema = new Schema(
 );
 trajectoryStepSchema.index({ at: 1 });
 
+/**
+ * An account's MCP servers for its tasks' agents (domain/mcp-settings.ts), one document per
+ * account (`_id` is the account id). `secrets` are write-only: the API answers their names.
+ */
+const mcpSettingSchema = new Schema(
+  {
+    _id: { type: String, required: true },
+    servers: { type: Schema.Types.Mixed, default: {} },
+    secrets: { type: Schema.Types.Mixed, default: {} },
+  },
+  { timestamps, versionKey: false, minimize: false },
+);
+
 export function registerModels(connection: Connection) {
   return {
     Account: connection.model("Account", accountSchema, "accounts"),
@@ -458,6 +471,7 @@ export function registerModels(connection: Connection) {
     ),
     KeyUse: connection.model("KeyUse", keyUseSchema, "key_uses"),
     TrajectoryStep: connection.model("TrajectoryStep", trajectoryStepSchema, "trajectory_steps"),
+    McpSetting: connection.model("McpSetting", mcpSettingSchema, "mcp_settings"),
   };
 }
 

@@ -18,6 +18,7 @@ import { healthReportRoutes } from "./routes/health-reports/routes.js";
 import { integrationRoutes } from "./routes/integrations/routes.js";
 import { githubRoutes } from "./routes/github/routes.js";
 import { keyRoutes } from "./routes/keys/routes.js";
+import { mcpServerRoutes } from "./routes/mcp-servers/routes.js";
 import { prismRoutes } from "./routes/prism/routes.js";
 import { skillRoutes } from "./routes/skills/routes.js";
 import { systemRoutes } from "./routes/system/routes.js";
@@ -46,6 +47,7 @@ export function allRoutes(): AnyRoute[] {
     ...githubRoutes,
     ...integrationRoutes,
     ...statusRoutes,
+    ...mcpServerRoutes,
   ];
 }
 
@@ -103,6 +105,15 @@ export function createApp(deps: HttpDeps): Koa<AppState> {
     }
   });
   app.use(errorHandler(deps.logger));
+  // /mcp (mcp/door.ts) reads its own body and streams its own answers (a wait_for_task holds
+  // its SSE response up to the tool's bound): before the handler deadline and the JSON parser.
+  const mcp = deps.mcp;
+  if (mcp)
+    app.use(async (ctx: AppContext, next: Next) => {
+      if (ctx.path !== "/mcp") return next();
+      ctx.respond = false;
+      await mcp.handle(ctx.req, ctx.res);
+    });
   app.use(
     handlerDeadline(deps.config.httpHandlerTimeoutMs, (error, ctx) =>
       deps.logger.warn(

@@ -379,7 +379,7 @@ export function buildOpenApi(
       title: "Foreman API",
       version: info.version,
       description:
-        "Self-hosted software-engineering tasks on GitHub and git repositories. Every path also answers with a trailing slash. Errors use the body `{error: {code, message, details?}}`.",
+        "Self-hosted software-engineering tasks on GitHub and git repositories. Every path also answers with a trailing slash. Errors use the body `{error: {code, message, details?}}`. The same operations are offered to coding assistants as Model Context Protocol tools at `/mcp` (Streamable HTTP, same API key; docs/mcp.md), outside this document.",
     },
     ...(info.serverUrl ? { servers: [{ url: info.serverUrl }] } : {}),
     components: {

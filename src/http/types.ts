@@ -1,4 +1,5 @@
 import type Router from "@koa/router";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { GithubClient } from "../github-api/client.js";
 import type { ModelClient } from "../llm/provider.js";
 import type { Context } from "koa";
@@ -47,6 +48,13 @@ export interface HttpDeps {
   readonly cron: CronJobs;
   /** Queues health scans (jobs/health-scan.ts). */
   readonly healthScans: HealthScans;
+  /** The MCP door (mcp/door.ts, built by service.ts), answered at /mcp on this server. */
+  readonly mcp: NodeDoor;
+}
+
+/** A door that answers node:http requests itself (the MCP transport writes its own SSE). */
+export interface NodeDoor {
+  handle(req: IncomingMessage, res: ServerResponse): Promise<void>;
 }
 
 /** The `mountPages` of a server with no pages of another door: nothing to mount. */

@@ -10,6 +10,7 @@ import { setupCache } from "./stages/setup.js";
 import { agentSystemPrompt, readRepositoryInstructions } from "./prompts.js";
 import { describeCall, firstLine, progressLog } from "./progress.js";
 import type { StageContext } from "./stage.js";
+import { openStageMcpTools } from "./mcp.js";
 
 /*
  * One tool-using agent over the working copy: the loop IMPLEMENTING and FIXING share. It
@@ -63,6 +64,8 @@ export async function runAgent(
   const signal = options.signal ?? ctx.signal;
   const progress = progressLog(ctx, options.label);
   const cache = await taskCache(ctx);
+  // The task's MCP servers (pipeline/mcp.ts), for this loop only.
+  const mcp = await openStageMcpTools(ctx, options.role, (line) => progress.note(line));
   const tools = [
     ...createReadTools(ctx.workdir, () => index),
     ...createWriteTools(ctx.workdir, {
@@ -78,6 +81,7 @@ export async function runAgent(
       cache,
     }),
     createRememberTool((text) => notes.push(text)),
+    ...mcp.tools,
   ];
   const result = await runToolLoop({
     client: ctx.model(),
@@ -102,7 +106,7 @@ export async function runAgent(
       if (line) progress.note(`Model: ${line}`);
     },
     signal,
-  });
+  }).finally(() => mcp.close());
   await progress.flush();
   const { summary } = result.input;
   return { summary, changes, notes, steps: result.steps };

@@ -1442,3 +1442,51 @@ export function describeResult(result: SandboxResult): string {
     return `${name} failed with exit code ${result.exitCode} after ${after}${limit}`;
   return `${name} was killed by ${result.signal ?? "a signal"} after ${after}${limit}`;
 }
+
+/**
+ * The argv and environment of a long-lived sandboxed process (util/sandbox-process.ts, an MCP
+ * server of a task): the mounts, limits and network rule of runSandboxed, the working copy
+ * bound at /workspace (no overlay and no disk watch: the process lives for one stage). `run`
+ * is a folder of the caller's own, removed by it: its tmp/ is the process's /tmp and HOME.
+ */
+export async function sandboxedProcessArgv(
+  command: string[],
+  options: { cwd: string; run: string; env?: Record<string, string> | undefined },
+): Promise<{ argv: string[]; env: NodeJS.ProcessEnv; cwd: string }> {
+  await assertDirectory(options.cwd);
+  const cwd = await realpath(options.cwd);
+  const cache = path.join(options.run, "cache");
+  await mkdir(cache, { recursive: true });
+  if (settings.engine !== "bwrap") {
+    const home = path.join(options.run, "home");
+    await mkdir(home, { recursive: true });
+    return { argv: command, env: buildEnv(home, cache, options.env), cwd };
+  }
+  const tmp = path.join(options.run, "tmp");
+  await mkdir(path.join(tmp, "home"), { recursive: true });
+  const diskLimitMb = settings.diskLimitMb;
+  const net = settings.network === "public" ? await publicNetwork(options.run) : undefined;
+  const bwrap = await bwrapArgs(
+    {
+      workspace: cwd,
+      hostWorkspace: cwd,
+      workspaceAt: WORKSPACE,
+      tmp,
+      cache: { source: cache, readOnly: false },
+      diskLimitMb,
+    },
+    net?.bwrapOptions,
+  );
+  const argv = sandboxArgv({
+    run: options.run,
+    bwrap,
+    command,
+    overlays: [],
+    tools: undefined,
+    net,
+    diskLimitMb,
+  });
+  const env = buildEnv("/tmp/home", CACHE_MOUNT, options.env);
+  env.TMPDIR = "/tmp";
+  return { argv, env, cwd };
+}

@@ -13,6 +13,7 @@ import { instructionNote, planningSystemPrompt, planningUserPrompt } from "../pr
 import type { Stage } from "../stage.js";
 import { describeCall, firstLine, progressLog } from "../progress.js";
 import { ensureWorkingCopy } from "./working-copy.js";
+import { openStageMcpTools } from "../mcp.js";
 
 const relativePath = z
   .string()
@@ -85,6 +86,8 @@ export const planStage: Stage = {
     if (revision) await ctx.log(`Planning again for the feedback of ${revision.by}.`);
     await ctx.log(`Planning with ${client.provider} model ${client.modelId}.`);
     const progress = progressLog(ctx);
+    // The task's MCP servers, read-only tools only (pipeline/mcp.ts).
+    const mcp = await openStageMcpTools(ctx, "plan", (line) => progress.note(line));
     const result = await runToolLoop({
       client,
       system: planningSystemPrompt({ ...ctx.task, skill }, instructions, memory),
@@ -93,7 +96,7 @@ export const planStage: Stage = {
         planningContext(index, ctx.task.description),
         revision ?? undefined,
       )}${retried ? instructionNote(instruction) : ""}`,
-      tools: createReadTools(ctx.workdir, () => index),
+      tools: [...createReadTools(ctx.workdir, () => index), ...mcp.tools],
       finishTools: [submitPlanTool],
       maxSteps: ctx.config.llm.planMaxSteps,
       onUsage: (usage) => ctx.addUsage(usage),
@@ -104,7 +107,7 @@ export const planStage: Stage = {
         if (line) progress.note(`Model: ${line}`);
       },
       signal: ctx.signal,
-    });
+    }).finally(() => mcp.close());
     await progress.flush();
     const { input } = result;
     const plan = input.steps.map((s, i) => ({

@@ -1,0 +1,280 @@
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+  type CallToolResult,
+} from "@modelcontextprotocol/sdk/types.js";
+import type { ZodError } from "zod";
+import { authenticateKey, isKeyWithdrawn, type Principal } from "../domain/keys.js";
+import { AppError, errors, isAppError, isDatabaseOutage } from "../errors.js";
+import { objectJsonSchema } from "./json-schema.js";
+import { registerTaskResources } from "./resources.js";
+import { MCP_TOOLS, type AnyMcpTool } from "./tools.js";
+import type { McpDeps } from "./types.js";
+
+/*
+ * The fourth door (docs/mcp.md; SPEC §13): the Model Context Protocol's Streamable HTTP
+ * transport at /mcp, on the API's own server. Every request carries the API key (X-API-Key,
+ * or Authorization: Bearer) and is authenticated like a REST call; a session is bound to the
+ * key that opened it, and ends when that key is revoked (checked on each request, and every
+ * KEY_CHECK_MS for open streams and waits). Sessions live in this process: behind several
+ * API processes, route /mcp by its Mcp-Session-Id header (sticky sessions).
+ */
+
+const SERVER_INFO = { name: "foreman", version: "1.0.0" };
+/** As the REST door's body limit (SPEC §1). */
+const MAX_BODY_BYTES = 1024 * 1024;
+const KEY_CHECK_MS = 5_000;
+/** A session nobody used for this long is closed (a client opens a new one). */
+const SESSION_IDLE_MS = 30 * 60_000;
+/** Sessions one process keeps at most; beyond, the idlest one is closed. */
+const MAX_SESSIONS = 2_000;
+/** Sessions of one key, at most; beyond, that key's idlest one is closed (not another's). */
+const MAX_SESSIONS_PER_KEY = 50;
+
+interface Session {
+  id: string;
+  principal: Principal;
+  transport: StreamableHTTPServerTransport;
+  server: McpServer;
+  lastSeen: number;
+}
+
+/** The door as the HTTP server mounts it (http/app.ts). */
+export interface McpDoor {
+  handle(req: IncomingMessage, res: ServerResponse): Promise<void>;
+  /** Number of open sessions (tests, metrics). */
+  readonly sessions: number;
+  close(): Promise<void>;
+}
+
+function presentedKey(req: IncomingMessage): string {
+  const header = req.headers["x-api-key"];
+  const key = Array.isArray(header) ? header[0] : header;
+  if (key) return key;
+  const bearer = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? "");
+  return bearer?.[1] ?? "";
+}
+
+function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+) {
+  if (res.headersSent) return void res.end();
+  res.writeHead(status, { "Content-Type": "application/json", ...headers });
+  res.end(JSON.stringify(body));
+}
+
+/** The REST error body for a plain HTTP refusal (401 before any JSON-RPC is read). */
+function sendError(res: ServerResponse, error: AppError) {
+  const headers = { ...(error.headers ?? {}) };
+  if (error.status === 401) headers["WWW-Authenticate"] = 'Bearer realm="foreman"';
+  sendJson(res, error.status, { error: { code: error.code, message: error.message } }, headers);
+}
+
+function jsonRpcError(res: ServerResponse, status: number, code: number, message: string) {
+  sendJson(res, status, { jsonrpc: "2.0", error: { code, message }, id: null });
+}
+
+function problems(error: ZodError) {
+  return error.issues.map((issue) => ({
+    path: ["arguments", ...issue.path.map(String)].join("."),
+    message: issue.message,
+  }));
+}
+
+/** A tool error carrying the REST error body (`{error: {code, message, details?}}`). */
+function toolError(error: AppError): CallToolResult {
+  const body = {
+    error: {
+      code: error.code,
+      message: error.message,
+      ...(error.details === undefined ? {} : { details: error.details }),
+    },
+  };
+  return { isError: true, content: [{ type: "text", text: JSON.stringify(body) }] };
+}
+
+export function createMcpDoor(deps: McpDeps): McpDoor {
+  const sessions = new Map<string, Session>();
+  const byName = new Map<string, AnyMcpTool>(MCP_TOOLS.map((t) => [t.name, t]));
+  // Converted once: every session lists the same tools.
+  const listed = MCP_TOOLS.map((t) => ({
+    name: t.name,
+    title: t.title,
+    description: t.description,
+    inputSchema: objectJsonSchema(t.input, "input"),
+    outputSchema: objectJsonSchema(t.output, "output"),
+    annotations: { title: t.title, readOnlyHint: t.readOnly, openWorldHint: false },
+  }));
+
+  function asAppError(error: unknown): AppError {
+    if (isAppError(error)) return error;
+    if (isDatabaseOutage(error)) return errors.databaseUnavailable();
+    deps.logger.error({ err: error }, "MCP tool failed");
+    return new AppError(
+      500,
+      "internal",
+      "Something went wrong on our side; the failure was logged.",
+    );
+  }
+
+  function buildServer(principal: () => Principal): McpServer {
+    const server = new McpServer(SERVER_INFO, {
+      capabilities: { tools: { listChanged: false } },
+      instructions:
+        "Foreman plans, implements, verifies and opens pull requests for software tasks. create_task, then wait_for_task: it returns at the plan gate (approve_plan, revise_task or reject_plan), then at the diff gate (approve_diff, revise_task or reject_diff), then at the end.",
+    });
+    server.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
+    server.server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+      const tool = byName.get(request.params.name);
+      if (!tool)
+        throw new McpError(ErrorCode.InvalidParams, `Tool ${request.params.name} not found`);
+      const parsed = tool.input.safeParse(request.params.arguments ?? {});
+      if (!parsed.success) return toolError(errors.validation(problems(parsed.error)));
+      const token = request.params._meta?.progressToken;
+      try {
+        const result = (await tool.run(parsed.data, {
+          principal: principal(),
+          deps,
+          signal: extra.signal,
+          async progress(progress, message) {
+            if (token === undefined) return;
+            await extra.sendNotification({
+              method: "notifications/progress",
+              params: { progressToken: token, progress, message },
+            });
+          },
+        })) as Record<string, unknown>;
+        return {
+          content: [{ type: "text", text: JSON.stringify(result) }],
+          structuredContent: result,
+        };
+      } catch (error) {
+        return toolError(asAppError(error));
+      }
+    });
+    registerTaskResources(server, deps, principal);
+    return server;
+  }
+
+  async function end(session: Session, why: string): Promise<void> {
+    if (!sessions.delete(session.id)) return;
+    deps.logger.debug(
+      { session: session.id, key: session.principal.keyId, why },
+      "MCP session ended",
+    );
+    await session.server.close().catch(() => undefined);
+  }
+
+  async function open(req: IncomingMessage, res: ServerResponse, principal: Principal) {
+    const idlest = (list: Session[]) => list.sort((a, b) => a.lastSeen - b.lastSeen)[0];
+    const own = [...sessions.values()].filter((s) => s.principal.keyId === principal.keyId);
+    if (own.length >= MAX_SESSIONS_PER_KEY) {
+      const oldest = idlest(own);
+      if (oldest) await end(oldest, "too many sessions of this key");
+    }
+    if (sessions.size >= MAX_SESSIONS) {
+      const oldest = idlest([...sessions.values()]);
+      if (oldest) await end(oldest, "too many sessions");
+    }
+    let session: Session | undefined;
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      maxRequestBodySize: MAX_BODY_BYTES,
+      onsessioninitialized(id) {
+        session = { id, principal, transport, server, lastSeen: Date.now() };
+        sessions.set(id, session);
+      },
+    });
+    transport.onclose = () => {
+      if (session) void end(session, "closed");
+    };
+    const server = buildServer(() => principal);
+    await server.connect(transport);
+    await transport.handleRequest(req, res);
+    // Anything but an initialize request opens nothing (the transport answered 400).
+    if (!session) await server.close().catch(() => undefined);
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const header = req.headers["mcp-session-id"];
+    const sessionId = Array.isArray(header) ? header[0] : header;
+    const session = sessionId ? sessions.get(sessionId) : undefined;
+    const key = presentedKey(req);
+    if (!key)
+      return sendError(
+        res,
+        errors.unauthorized(
+          "A valid API key is required in the X-API-Key or Authorization: Bearer header.",
+        ),
+      );
+    const principal = await authenticateKey(deps.models, key);
+    if (!principal) {
+      if (session && (await isKeyWithdrawn(deps.models, session.principal.keyId)))
+        await end(session, "API key revoked");
+      return sendError(res, errors.unauthorized("The API key is unknown or has been revoked."));
+    }
+    if (sessionId) {
+      // Another key, even of the same account, never reaches a session: as if it did not exist.
+      if (!session || session.principal.keyId !== principal.keyId)
+        return jsonRpcError(res, 404, -32001, "Session not found");
+      session.lastSeen = Date.now();
+      return session.transport.handleRequest(req, res);
+    }
+    if (req.method !== "POST")
+      return jsonRpcError(
+        res,
+        400,
+        ErrorCode.InvalidRequest,
+        "Bad Request: Mcp-Session-Id header is required",
+      );
+    return open(req, res, principal);
+  }
+
+  const checker = setInterval(() => {
+    void (async () => {
+      const now = Date.now();
+      const keys = new Map<string, Session[]>();
+      for (const session of sessions.values()) {
+        if (now - session.lastSeen > SESSION_IDLE_MS) await end(session, "idle");
+        else
+          keys.set(session.principal.keyId, [
+            ...(keys.get(session.principal.keyId) ?? []),
+            session,
+          ]);
+      }
+      for (const [keyId, owned] of keys) {
+        if (await isKeyWithdrawn(deps.models, keyId))
+          for (const session of owned) await end(session, "API key revoked");
+      }
+    })().catch((error: unknown) => deps.logger.warn({ err: error }, "MCP session check failed"));
+  }, KEY_CHECK_MS);
+  checker.unref();
+
+  return {
+    async handle(req, res) {
+      try {
+        await handle(req, res);
+      } catch (error) {
+        const appError = asAppError(error);
+        if (!res.headersSent) sendError(res, appError);
+        else res.end();
+      }
+    },
+    get sessions() {
+      return sessions.size;
+    },
+    async close() {
+      clearInterval(checker);
+      await Promise.all([...sessions.values()].map((s) => end(s, "shutdown")));
+    },
+  };
+}

@@ -1,0 +1,130 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { redactText } from "./redact.js";
+import { sandboxedProcessArgv } from "./sandbox.js";
+
+/*
+ * A long-lived process in the task's sandbox with its stdin and stdout as pipes: an MCP
+ * server over stdio (tools/mcp-tools.ts). The same boundary as run_command
+ * (util/sandbox.ts): the working copy at /workspace, nothing else of the host's files, the
+ * sandbox's network rule, a scrubbed environment. The whole process group is killed on close.
+ */
+
+const KILL_GRACE_MS = 2_000;
+/** Last bytes of stderr kept, for the log line of a server that fails. */
+const STDERR_KEPT = 4 * 1024;
+
+export interface SandboxProcessOptions {
+  /** The working copy. */
+  cwd: string;
+  /** Variables for the process (secret-looking names are passed: they are its credentials). */
+  env?: Record<string, string> | undefined;
+}
+
+/** An MCP transport over a sandboxed child's stdio. */
+export class SandboxedStdioTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: (message: JSONRPCMessage) => void;
+  private child: ChildProcess | undefined;
+  private run: string | undefined;
+  private readonly buffer = new ReadBuffer();
+  private stderrTail = "";
+  private closed = false;
+
+  constructor(
+    private readonly command: string[],
+    private readonly options: SandboxProcessOptions,
+  ) {}
+
+  /** What the process wrote to stderr last (redacted), for a failure's log line. */
+  get stderr(): string {
+    return redactText(this.stderrTail.trim());
+  }
+
+  async start(): Promise<void> {
+    this.run = await mkdtemp(path.join(os.tmpdir(), "foreman-mcp-"));
+    // Names like API_KEY are the server's own credentials here: sandbox.ts drops secret-looking
+    // names from `env`, so they are set on the process's environment after the scrub.
+    const { argv, env, cwd } = await sandboxedProcessArgv(this.command, {
+      cwd: this.options.cwd,
+      run: this.run,
+    });
+    const [file, ...args] = argv;
+    if (!file) throw new Error("sandbox-process: empty command");
+    const child = spawn(file, args, {
+      cwd,
+      env: { ...env, ...this.options.env },
+      detached: true,
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    this.child = child;
+    await new Promise<void>((resolve, reject) => {
+      child.once("spawn", () => resolve());
+      child.once("error", reject);
+    });
+    child.on("error", (error) => this.onerror?.(error));
+    child.on("close", () => void this.finish());
+    child.stdin?.on("error", (error) => this.onerror?.(error));
+    child.stdout?.on("data", (chunk: Buffer) => {
+      this.buffer.append(chunk);
+      for (;;) {
+        let message: JSONRPCMessage | null;
+        try {
+          message = this.buffer.readMessage();
+        } catch (error) {
+          this.onerror?.(error as Error);
+          continue;
+        }
+        if (!message) break;
+        this.onmessage?.(message);
+      }
+    });
+    child.stderr?.on("data", (chunk: Buffer) => {
+      this.stderrTail = (this.stderrTail + chunk.toString("utf8")).slice(-STDERR_KEPT);
+    });
+  }
+
+  send(message: JSONRPCMessage): Promise<void> {
+    const stdin = this.child?.stdin;
+    if (!stdin || this.closed) return Promise.reject(new Error("The MCP server has exited."));
+    return new Promise((resolve, reject) => {
+      stdin.write(serializeMessage(message), (error) => (error ? reject(error) : resolve()));
+    });
+  }
+
+  async close(): Promise<void> {
+    const child = this.child;
+    if (child?.pid !== undefined && child.exitCode === null && child.signalCode === null) {
+      const pid = child.pid;
+      const gone = new Promise<void>((resolve) => child.once("close", () => resolve()));
+      child.stdin?.end();
+      killGroup(pid, "SIGTERM");
+      const timer = setTimeout(() => killGroup(pid, "SIGKILL"), KILL_GRACE_MS);
+      await gone;
+      clearTimeout(timer);
+    }
+    await this.finish();
+  }
+
+  private async finish(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.buffer.clear();
+    if (this.run) await rm(this.run, { recursive: true, force: true }).catch(() => undefined);
+    this.onclose?.();
+  }
+}
+
+function killGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // gone already
+  }
+}

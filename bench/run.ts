@@ -17,6 +17,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { dashboardBench } from "./dashboard.js";
+import { followUpBench } from "./follow-up.js";
 import { githubWebhook } from "./github-webhook.js";
 import { healthAccuracy } from "./health-accuracy.js";
 import { indexThroughput } from "./index-throughput.js";
@@ -51,6 +52,7 @@ const BENCHMARKS: Benchmark[] = [
   promptCache,
   metricsOverhead,
   healthAccuracy,
+  followUpBench,
 ];
 
 const here = path.dirname(fileURLToPath(import.meta.url));

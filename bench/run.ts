@@ -18,6 +18,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { backtestBench } from "./backtest.js";
 import { dashboardBench } from "./dashboard.js";
+import { followUpBench } from "./follow-up.js";
 import { githubWebhook } from "./github-webhook.js";
 import { healthAccuracy } from "./health-accuracy.js";
 import { indexThroughput } from "./index-throughput.js";
@@ -59,6 +60,7 @@ const BENCHMARKS: Benchmark[] = [
   startBench,
   backtestBench,
   mcpBench,
+  followUpBench,
 ];
 
 const here = path.dirname(fileURLToPath(import.meta.url));

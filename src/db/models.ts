@@ -510,7 +510,16 @@ export interface CheckRecord {
   /** Where the checks came from (".github/foreman.yml", "package.json", …); null: none found. */
   source: string | null;
   fix_attempts: number;
-  results: Array<{ name: string; command: string; ok: boolean; duration_ms: number }>;
+  results: Array<{
+    name: string;
+    command: string;
+    ok: boolean;
+    duration_ms: number;
+    /** The same check on the unchanged code, when it was run there (it failed after). */
+    before?: "passed" | "failed" | null;
+    /** Failed the same way before the change: no fix round, not a task failure. */
+    pre_existing?: boolean;
+  }>;
 }
 
 /** One repository memory as tasks show it (`memories_used`). */

@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { TaskRecord } from "../db/models.js";
 import { claimMarker, markerKind } from "../durable/markers.js";
 import { pullRequestTasks } from "../domain/tasks/follow-ups.js";
-import { followUpTask, reviseTask } from "../domain/tasks/revisions.js";
+import { respondToConversation } from "../domain/tasks/conversations.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
@@ -41,9 +41,6 @@ export const githubFollowUpMarker = markerKind(
  */
 
 const MAX_BODY = 65_536;
-/** The longest follow-up description (SPEC §4: 20,000) and revision feedback (10,000). */
-const MAX_DESCRIPTION = 20_000;
-const MAX_FEEDBACK = 10_000;
 /** Lines of an inline comment's diff hunk quoted for the agent (the end of the hunk). */
 const HUNK_LINES = 20;
 /** Inline comments of one review read (and answered). */
@@ -224,8 +221,9 @@ export interface FeedbackOutcome {
 }
 
 /**
- * Acts on feedback for a pull request of `tasks` (newest first): revises its newest task when
- * it waits at a gate, else follows up its newest finished task. Answers what to reply.
+ * Acts on feedback for a pull request of `tasks` (newest first) through the one domain
+ * function every door uses (respondToConversation): a revision at a gate, a follow-up on the
+ * branch, or the reason for neither. Answers what to reply.
  */
 export async function actOnFeedback(
   deps: GithubHandlerDeps,
@@ -240,41 +238,20 @@ export async function actOnFeedback(
     origin: Record<string, unknown>;
   },
 ): Promise<FeedbackOutcome> {
-  const { accountId, tasks, thread, author } = input;
-  const by = `@${author} on GitHub`;
-  const newest = tasks[0];
-  if (newest?.status === "awaiting_approval" || newest?.status === "awaiting_diff_approval") {
-    const gate = newest.status === "awaiting_approval" ? "plan" : "diff";
-    await reviseTask(deps.tasks, accountId, newest._id, {
-      feedback: input.description.slice(0, MAX_FEEDBACK),
-      by,
-    });
-    return {
-      task_id: newest._id,
-      reply: `Task \`${newest._id}\` was waiting for ${gate} approval: revising its ${gate} with @${author}'s feedback. The new ${gate} will be posted here.`,
-    };
-  }
-  if (newest && (newest.status === "queued" || newest.status === "running"))
-    return {
-      reply: `Task \`${newest._id}\` is still working on this pull request (phase ${newest.phase}); send the feedback again when it has finished.`,
-    };
-  const parent = tasks.find((t) => t.status === "completed" && t.branch);
-  if (!parent)
-    return {
-      reply:
-        "No task of this pull request finished with a branch to follow up; start one with `/task <what to change>`.",
-    };
-  const task = await followUpTask(deps.tasks, accountId, parent._id, {
-    description: input.description.slice(0, MAX_DESCRIPTION),
-    auto_approve: parent.auto_approve,
+  const outcome = await respondToConversation(deps.tasks, input.accountId, input.tasks, {
+    text: input.description,
+    by: `@${input.author} on GitHub`,
+    name: `@${input.author}`,
     source: "github",
     origin: input.origin,
     // The follow-up answers on this pull request (its parent may have been asked for elsewhere).
-    thread,
+    thread: input.thread,
   });
   return {
-    task_id: task._id,
-    reply: `Follow-up task \`${task._id}\` created for @${author}'s feedback. It works on branch \`${parent.branch}\` from its current head and will push new commits to this pull request${parent.auto_approve ? "" : " after the plan and the change are approved here"}.`,
+    reply: outcome.reply,
+    ...(outcome.action === "revised" || outcome.action === "followed_up"
+      ? { task_id: outcome.task_id! }
+      : {}),
   };
 }
 

@@ -1,6 +1,8 @@
-import { createReadTools } from "../tools/read-tools.js";
+import { createGrepTool, createReadTools } from "../tools/read-tools.js";
 import { trajectoryRecorder } from "./trajectory.js";
 import { createWriteTools, type FileChange } from "../tools/write-tools.js";
+import { createSyntaxChecker, type SandboxRun } from "../tools/syntax-check.js";
+import { runSandboxed } from "../util/sandbox.js";
 import { runToolLoop } from "../llm/tool-loop.js";
 import { memoryPromptBlock } from "../domain/memory.js";
 import { skillForTask, type SkillDefinition } from "../domain/skills.js";
@@ -53,6 +55,22 @@ export async function agentContext(
   return { instructions, memory: memoryPromptBlock(ctx.task.memories_used ?? []), skill };
 }
 
+/** Seconds a syntax check or a grep may take in the sandbox. */
+const QUICK_COMMAND_S = 30;
+
+/** Runs a quick command (grep, a syntax check) in the task's sandbox, output capped. */
+function quickSandbox(ctx: StageContext, signal: AbortSignal | undefined): SandboxRun {
+  return async (command) => {
+    const result = await runSandboxed(command, {
+      cwd: ctx.workdir,
+      timeoutMs: Math.min(QUICK_COMMAND_S, ctx.config.pipeline.commandTimeoutS) * 1000,
+      ...(signal ? { signal } : {}),
+      maxOutputBytes: 64 * 1024,
+    });
+    return { ok: result.ok, output: result.output };
+  };
+}
+
 export async function runAgent(
   ctx: StageContext,
   shared: { instructions: string; memory: string; skill?: SkillDefinition | undefined },
@@ -66,11 +84,14 @@ export async function runAgent(
   const cache = await taskCache(ctx);
   // The task's MCP servers (pipeline/mcp.ts), for this loop only.
   const mcp = await openStageMcpTools(ctx, options.role, (line) => progress.note(line));
+  const sandboxed = quickSandbox(ctx, signal);
   const tools = [
     ...createReadTools(ctx.workdir, () => index),
+    createGrepTool(sandboxed),
     ...createWriteTools(ctx.workdir, {
       ...(options.allowedFiles ? { allowedFiles: options.allowedFiles } : {}),
       onChange: (change) => changes.push(change),
+      syntaxCheck: createSyntaxChecker(sandboxed),
     }),
     createRunCommandTool({
       cwd: ctx.workdir,

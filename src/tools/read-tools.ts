@@ -11,6 +11,7 @@ import { entryInfo, readBytes, type Refusal } from "../util/workcopy-fs.js";
 
 import type { RepoIndex } from "../indexer/index.js";
 import { holdsSecrets, looksBinary, mayHoldSecrets } from "../indexer/skip.js";
+import type { SandboxRun } from "./syntax-check.js";
 
 /** Caps on one tool result, so a single call cannot flood the model's context. */
 const MAX_LIST_LINES = 500;
@@ -19,6 +20,9 @@ const MAX_READ_BYTES = 100 * 1024;
 /** Files larger than this are not read at all (reading would hold them in memory whole). */
 const MAX_FILE_BYTES = 16 * 1024 * 1024;
 const SEARCH_HITS = 10;
+/** Lines one grep shows at most, and the longest line shown whole. */
+const GREP_LINES = 200;
+const GREP_LINE_CHARS = 300;
 
 const listFilesInput = z.strictObject({
   path: z
@@ -226,4 +230,75 @@ function numberedLines(
     );
   }
   return out.join("\n");
+}
+
+const grepInput = z.strictObject({
+  pattern: z
+    .string()
+    .min(1)
+    .max(500)
+    .describe("an extended regular expression (POSIX ERE, as grep -E), e.g. 'function +greet'"),
+  path: z
+    .string()
+    .max(300)
+    .optional()
+    .describe("only files matching this glob, relative to the repository root, e.g. 'src/**/*.ts'"),
+  ignore_case: z.boolean().optional().describe("match regardless of case"),
+});
+
+/** A value as one single-quoted shell word. */
+function shellWord(value: string): string {
+  return `'${value.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * `grep`: every line matching a regular expression, as `path:line:text`, over the working
+ * copy's tracked and new files (not ignored ones). It is `git grep` run in the task's sandbox
+ * (`run`): git reads the working copy without following links out of it, the expression runs
+ * in git's matcher under the sandbox's limits (never in the service), and a path glob is a
+ * git pathspec, which cannot name anything outside the repository.
+ */
+export function createGrepTool(run: SandboxRun): ExecutableTool<z.infer<typeof grepInput>> {
+  return {
+    name: "grep",
+    description:
+      "Find every line matching a regular expression (extended, as grep -E) in the repository's " +
+      "files, optionally only under a path glob. Shows path:line:text, at most " +
+      `${GREP_LINES} lines. Use search_code to find code by meaning, grep for exact text.`,
+    input: grepInput,
+    async execute({ pattern, path: glob, ignore_case: ignoreCase }) {
+      const where = glob?.trim().replace(/^\.\//, "") ?? "";
+      if (where.startsWith("/") || where.split("/").includes(".."))
+        return "Error: the path glob must be relative to the repository root, without '..'.";
+      const spec = where ? shellWord(`:(glob)${where}`) : ".";
+      const result = await run(
+        `git -c core.quotePath=false grep -n -I --untracked --no-color -E ${ignoreCase ? "-i " : ""}-e ${shellWord(pattern)} -- ${spec}`,
+      );
+      const lines = result.output.split("\n").filter((line) => line !== "");
+      if (!result.ok) {
+        // git grep exits 1 with no output when nothing matches.
+        if (lines.length === 0) return `No lines match /${pattern}/${where ? ` in ${where}` : ""}.`;
+        return `Error: ${lines.slice(0, 3).join(" ")}`;
+      }
+      const shown: string[] = [];
+      let hidden = 0;
+      for (const line of lines) {
+        const file = line.slice(0, line.indexOf(":"));
+        // The files read_file refuses are not shown here either.
+        if (mayHoldSecrets(file)) {
+          hidden++;
+          continue;
+        }
+        if (shown.length < GREP_LINES)
+          shown.push(line.length > GREP_LINE_CHARS ? `${line.slice(0, GREP_LINE_CHARS)}…` : line);
+      }
+      const total = lines.length - hidden;
+      if (total === 0) return `No lines match /${pattern}/${where ? ` in ${where}` : ""}.`;
+      if (total > shown.length)
+        shown.push(
+          `… ${total - shown.length} more matching lines (narrow the pattern or the path)`,
+        );
+      return shown.join("\n");
+    },
+  };
 }

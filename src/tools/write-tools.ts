@@ -18,6 +18,7 @@ import type { ExecutableTool } from "../llm/types.js";
 import { inCheckedDir, PathError, resolveInside } from "../util/paths.js";
 import { readBytes } from "../util/workcopy-fs.js";
 import { looksBinary, mayHoldSecrets } from "../indexer/skip.js";
+import { numberedLines, type SyntaxChecker } from "./syntax-check.js";
 
 /** Default cap on the size of a file the model writes. */
 const DEFAULT_MAX_WRITE_BYTES = 1024 * 1024;
@@ -42,7 +43,14 @@ export interface WriteToolOptions {
   onChange?: (change: FileChange) => void;
   /** Largest file a write or edit may produce, in bytes (default 1 MiB). */
   maxFileBytes?: number;
+  /** Checks a written or edited file's syntax (tools/syntax-check.ts); none when not given. */
+  syntaxCheck?: SyntaxChecker;
 }
+
+/** Lines shown around a syntax error, before and after it. */
+const ERROR_CONTEXT = 3;
+/** Lines shown around an edit, before and after the new text. */
+const EDIT_CONTEXT = 2;
 
 const writeFileInput = z.strictObject({
   path: z.string().min(1).max(1000).describe("file path relative to the repository root"),
@@ -298,6 +306,23 @@ export function createWriteTools(root: string, options: WriteToolOptions = {}): 
     return info;
   }
 
+  /**
+   * What the syntax check says of the new text: a line when it passed, the parser's message
+   * and the lines around the error when it did not; "" for languages not checked. A checker
+   * that fails itself says nothing: the change stands either way.
+   */
+  async function syntaxNote(rel: string, text: string): Promise<string> {
+    if (!options.syntaxCheck) return "";
+    const report = await options.syntaxCheck(rel, text).catch(() => null);
+    if (!report) return "";
+    if (report.ok) return `\nSyntax check (${report.checker}): no errors.`;
+    const around =
+      report.line === null
+        ? ""
+        : `\n${numberedLines(text, report.line - ERROR_CONTEXT, report.line + ERROR_CONTEXT)}`;
+    return `\nSyntax error (${report.checker})${report.line === null ? "" : ` at line ${report.line}`}:\n${report.message}${around}\nFix it before going on.`;
+  }
+
   function tooLarge(rel: string, bytes: number): string {
     return `the new content of ${rel} would be ${bytes} bytes, more than the limit of ${maxBytes} bytes.`;
   }
@@ -345,7 +370,7 @@ export function createWriteTools(root: string, options: WriteToolOptions = {}): 
         await replaceFile(root, abs, data, previous);
         options.onChange?.({ path: rel, kind: "write" });
         const verb = previous === undefined ? "Created" : "Wrote";
-        return `${verb} ${rel} (${plural(countLines(data), "line")}, ${plural(bytes, "byte")}${kept}).`;
+        return `${verb} ${rel} (${plural(countLines(data), "line")}, ${plural(bytes, "byte")}${kept}).${await syntaxNote(rel, data)}`;
       } catch (error) {
         return errorText(error);
       }
@@ -426,7 +451,12 @@ export function createWriteTools(root: string, options: WriteToolOptions = {}): 
         const line = lineAt(text, at);
         const removed = countLines(chosen.find) || 1;
         const added = countLines(chosen.replace);
-        return `Edited ${rel} at line ${line}: replaced ${plural(removed, "line")} with ${plural(added, "line")}.`;
+        const shown = numberedLines(
+          updated,
+          line - EDIT_CONTEXT,
+          line + Math.max(added, 1) - 1 + EDIT_CONTEXT,
+        );
+        return `Edited ${rel} at line ${line}: replaced ${plural(removed, "line")} with ${plural(added, "line")}. The lines around the edit now:\n${shown}${await syntaxNote(rel, updated)}`;
       } catch (error) {
         return errorText(error);
       }

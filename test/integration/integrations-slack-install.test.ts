@@ -146,7 +146,7 @@ describe("Slack install: the round trip", () => {
     expect(authorize.origin + authorize.pathname).toBe("https://slack.com/oauth/v2/authorize");
     expect(Object.fromEntries(authorize.searchParams)).toEqual({
       client_id: CLIENT_ID,
-      scope: "app_mentions:read,chat:write,commands",
+      scope: "app_mentions:read,chat:write,commands,channels:history,groups:history",
       redirect_uri: REDIRECT,
       state: start.body.state,
     });

@@ -212,7 +212,10 @@ describe("edit_file", () => {
       old_text: "export const b = 2;",
       new_text: "export const b = 3;\nexport const c = 4;",
     });
-    expect(result).toBe("Edited src/a.ts at line 2: replaced 1 line with 2 lines.");
+    expect(result).toBe(
+      "Edited src/a.ts at line 2: replaced 1 line with 2 lines. The lines around the edit now:\n" +
+        "1: export const a = 1;\n2: export const b = 3;\n3: export const c = 4;",
+    );
     expect(await read("src/a.ts")).toBe(
       "export const a = 1;\nexport const b = 3;\nexport const c = 4;\n",
     );
@@ -345,7 +348,7 @@ describe("allowedFiles", () => {
     });
     expect(
       await call("edit_file", { path: "alias/a.ts", old_text: "= 1", new_text: "= 5" }, onlySrc),
-    ).toBe("Edited src/a.ts at line 1: replaced 1 line with 1 line.");
+    ).toMatch(/^Edited src\/a\.ts at line 1: replaced 1 line with 1 line\./);
     expect(changes).toEqual([{ path: "src/a.ts", kind: "edit" }]);
   });
 

@@ -47,7 +47,14 @@ export const slackInstallStateUsedMarker = markerKind(
  */
 
 /** The bot scopes the service asks for; slack-app.yml lists the same (a test checks). */
-export const SLACK_BOT_SCOPES = ["app_mentions:read", "chat:write", "commands"] as const;
+export const SLACK_BOT_SCOPES = [
+  "app_mentions:read",
+  "chat:write",
+  "commands",
+  // Replies in a task's thread (message.channels, message.groups) are feedback for the task.
+  "channels:history",
+  "groups:history",
+] as const;
 
 /** How long an install state may be used after `POST /integrations/{id}/slack/install`. */
 export const SLACK_INSTALL_STATE_TTL_MS = 10 * 60_000;

@@ -1,12 +1,15 @@
 import { type Models, type TaskRecord } from "../../db/models.js";
 import { tasksOf } from "./model.js";
 
-/** Where a task reports (its GitHub thread, its integration conversation), or null. */
+/** Where a task reports (its GitHub thread, its integration conversation) and its round, or null. */
 export function taskConversations(
   models: Models,
   taskId: string,
-): Promise<Pick<TaskRecord, "_id" | "thread" | "report_to"> | null> {
-  return tasksOf(models).findOne({ _id: taskId }, { projection: { thread: 1, report_to: 1 } });
+): Promise<Pick<TaskRecord, "_id" | "thread" | "report_to" | "round"> | null> {
+  return tasksOf(models).findOne(
+    { _id: taskId },
+    { projection: { thread: 1, report_to: 1, round: 1 } },
+  );
 }
 
 /** The newest tasks of a GitHub thread (issue or pull request) of a repository. */

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { lookup } from "node:dns/promises";
 import ipaddr from "ipaddr.js";
 import { Version3Client } from "jira.js";
@@ -20,6 +21,7 @@ import {
   deliveryMarkers,
   queuedAnswer,
   completes,
+  takeFeedbackComment,
   takeGateComment,
   issueText,
   trackerNotice,
@@ -237,6 +239,33 @@ function labelAdded(event: z.infer<typeof jiraEvent>, label: string): boolean {
   return has(words(change.toString)) && !has(words(change.fromString));
 }
 
+/** The account of each integration's API token (its own comments), by integration and token. */
+const ownAccounts = new Map<string, Promise<string>>();
+
+/**
+ * The Jira account the integration's API token acts as (GET /rest/api/3/myself): the author of
+ * every comment the service posts. Asked once per integration, email and token.
+ */
+export function ownAccountId(
+  integration: IntegrationRecord,
+  client: Version3Client,
+): Promise<string> {
+  const { email } = integration.settings as JiraSettings;
+  const token = (integration.secrets as JiraSecrets).api_token;
+  const key = `${integration._id}:${createHash("sha256").update(`${email}\0${token}`).digest("hex")}`;
+  let found = ownAccounts.get(key);
+  if (!found) {
+    found = client.myself.getCurrentUser().then((me) => {
+      if (!me.accountId) throw new Error("Jira did not say whose API token this is.");
+      return me.accountId;
+    });
+    // A failed lookup is asked again next time.
+    found.catch(() => ownAccounts.delete(key));
+    ownAccounts.set(key, found);
+  }
+  return found;
+}
+
 const OK = { status: 200, body: { ok: true } };
 
 /** Handles one Jira webhook delivery for an integration. */
@@ -302,19 +331,17 @@ export async function handleJira(
   }
 
   if (event.webhookEvent === "comment_created" && event.comment) {
-    const decision = commentCommand(event.comment.body ?? "");
-    if (!decision) return OK;
+    const text = event.comment.body ?? "";
+    const decision = commentCommand(text);
     const author = event.comment.author;
     // Built once a task is found: checking the site resolves its name.
     let clientOnce: Promise<Version3Client> | undefined;
     const client = () => (clientOnce ??= jiraClient(integration, deps.allowLocal));
-    await takeGateComment({
+    const common = {
       tasks: deps.tasks,
       accountId: integration.account_id,
       integrationId: integration._id,
       issueId: issue.id,
-      decision,
-      decidedBy: `Jira user ${author.displayName ?? author.accountId}`,
       author: author.accountId,
       vendor: "jira",
       // A project member here is a user Jira lets transition the issue.
@@ -328,11 +355,28 @@ export async function handleJira(
         });
         return allowed.some((u) => u.accountId === author.accountId);
       },
-      refusal: "Only users who may transition this issue may approve or reject its task.",
-      reply: async (text) => commentOnJiraIssue(await client(), issue.key, text),
+      reply: async (text: string) => commentOnJiraIssue(await client(), issue.key, text),
       claim: once,
       logger,
-    });
+    };
+    const by = `Jira user ${author.displayName ?? author.accountId}`;
+    if (decision)
+      await takeGateComment({
+        ...common,
+        decision,
+        decidedBy: by,
+        refusal: "Only users who may transition this issue may approve or reject its task.",
+      });
+    // Any other comment is feedback: a revision at a gate, a follow-up after the change.
+    else
+      await takeFeedbackComment({
+        ...common,
+        text: sanitizeUntrusted(text),
+        by,
+        refusal: "Only users who may transition this issue may revise or follow up its task.",
+        writtenBySelf: async () =>
+          author.accountId === (await ownAccountId(integration, await client())),
+      });
   }
   return OK;
 }

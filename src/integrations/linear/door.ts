@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import {
   CreateCommentMutation,
   LinearClient,
@@ -23,8 +24,10 @@ import {
   deliveryMarkers,
   queuedAnswer,
   completes,
+  takeFeedbackComment,
   takeGateComment,
   issueText,
+  type TrackerTask,
   trackerNotice,
   type NoticeKind,
 } from "../shared/tracker.js";
@@ -188,6 +191,31 @@ export async function isTeamMember(
   }
 }
 
+/** The user of each integration's API key (its own comments), by integration and key. */
+const viewers = new Map<string, Promise<string>>();
+
+/**
+ * The id of the Linear user the integration's API key acts as: the author of every comment
+ * the service posts. Asked once per integration and key (a rotated key may be another user).
+ */
+export function viewerId(integration: IntegrationRecord, client: LinearClient): Promise<string> {
+  const apiKey = (integration.secrets as LinearSecrets).api_key;
+  const key = `${integration._id}:${createHash("sha256").update(apiKey).digest("hex")}`;
+  let found = viewers.get(key);
+  if (!found) {
+    found = requester(client)<{ viewer?: { id?: string } }>(
+      "query ForemanViewer { viewer { id } }",
+    ).then((data) => {
+      if (!data.viewer?.id) throw new Error("Linear did not say who its API key's user is.");
+      return data.viewer.id;
+    });
+    // A failed lookup is asked again next time.
+    found.catch(() => viewers.delete(key));
+    viewers.set(key, found);
+  }
+  return found;
+}
+
 const OK = { status: 200, body: { ok: true } };
 
 /** Linear's replay window: the signed webhookTimestamp within a minute, either way. */
@@ -299,23 +327,38 @@ export async function handleLinear(
     const decision = commentCommand(data.body);
     const userId = data.userId ?? data.user?.id;
     const issueId = data.issueId;
-    if (!decision || !userId || !issueId) return OK;
+    if (!userId || !issueId) return OK;
     const client = linearClient(integration, deps.apiUrl);
-    await takeGateComment({
+    const common = {
       tasks: deps.tasks,
       accountId: integration.account_id,
       integrationId: integration._id,
       issueId,
-      decision,
-      decidedBy: `Linear user ${data.user?.name ?? userId}`,
       author: userId,
       vendor: "linear",
-      mayDecide: (task) => isTeamMember(client, task.report_to.ref.team_id ?? "", userId),
-      refusal: "Only members of the issue's team may approve or reject this task.",
-      reply: (text) => commentOnIssue(client, issueId, text),
+      mayDecide: (task: TrackerTask) =>
+        isTeamMember(client, task.report_to.ref.team_id ?? "", userId),
+      reply: (text: string) => commentOnIssue(client, issueId, text),
       claim: once,
       logger,
-    });
+    };
+    const by = `Linear user ${data.user?.name ?? userId}`;
+    if (decision)
+      await takeGateComment({
+        ...common,
+        decision,
+        decidedBy: by,
+        refusal: "Only members of the issue's team may approve or reject this task.",
+      });
+    // Any other comment is feedback: a revision at a gate, a follow-up after the change.
+    else
+      await takeFeedbackComment({
+        ...common,
+        text: sanitizeUntrusted(data.body),
+        by,
+        refusal: "Only members of the issue's team may revise or follow up this task.",
+        writtenBySelf: async () => userId === (await viewerId(integration, client)),
+      });
     return OK;
   }
   return OK;

@@ -26,7 +26,12 @@ export const integrationNoticeMarker = markerKind(
  */
 
 const KINDS = ["plan", "diff", "end", "merged"] as const;
-const jobSchema = z.strictObject({ task_id: z.string().min(1), kind: z.enum(KINDS) });
+/** `round`: a revision's or retry's round posts its plan and change again (as on GitHub). */
+const jobSchema = z.strictObject({
+  task_id: z.string().min(1),
+  kind: z.enum(KINDS),
+  round: z.number().int().min(1).optional(),
+});
 export const INTEGRATION_NOTICE_JOB = { name: "integration.notice", schema: jobSchema };
 
 const ATTEMPTS = 4;
@@ -38,10 +43,17 @@ export function createIntegrationNotifier(models: Models, scheduler: Scheduler) 
     // A merge moves tracker issues; a chat thread has the pull request link already.
     if (!task?.report_to || (kind === "merged" && !pluginOf(task.report_to.type).reportsMerges))
       return;
+    const round = task.round ?? 0;
     await scheduler.enqueue(
       INTEGRATION_NOTICE_JOB,
-      { task_id: taskId, kind },
-      { unique: { "data.task_id": taskId, "data.kind": kind } },
+      { task_id: taskId, kind, ...(round > 0 ? { round } : {}) },
+      {
+        unique: {
+          "data.task_id": taskId,
+          "data.kind": kind,
+          ...(round > 0 ? { "data.round": round } : {}),
+        },
+      },
     );
   };
 }

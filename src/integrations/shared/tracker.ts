@@ -4,6 +4,7 @@ import { claimMarkers, type Marker } from "../../durable/markers.js";
 import type { TaskSource } from "../../domain/integrations/types.js";
 import { decide, type Decision } from "../../domain/tasks/gates.js";
 import { trackerIssueTask } from "../../domain/tasks/threads.js";
+import { respondToConversation, trackerIssueTasks } from "../../domain/tasks/conversations.js";
 import { type TaskDeps } from "../../domain/tasks/model.js";
 import { isAppError } from "../../errors.js";
 import type { Logger } from "../../util/logger.js";
@@ -181,4 +182,60 @@ export async function takeGateComment(c: GateComment): Promise<void> {
     }
     throw error;
   }
+}
+
+/** A comment on a tracker issue that is not a gate command: feedback for the issue's task. */
+export interface FeedbackComment extends Omit<GateComment, "decision" | "decidedBy"> {
+  /** The comment's visible text (sanitized by the door). */
+  text: string;
+  /** Who wrote it, as the task's events say it ("Linear user Ann"). */
+  by: string;
+  /**
+   * Whether the integration's own user wrote it (its plan, change and result comments, its
+   * answers): those never act, or every answer would answer itself. Throws when it cannot
+   * tell; the comment is then ignored.
+   */
+  writtenBySelf(): Promise<boolean>;
+}
+
+/**
+ * Acts on a comment on a tracker issue whose tasks the integration started: through the
+ * domain's one answer to a conversation (respondToConversation) it revises the newest task at
+ * its gate, follows up a task that ended DONE with a branch, or says why neither, answered on
+ * the issue. Comments of the integration's own user, of people who may not decide, and of
+ * issues without a task do nothing (the refused are told so).
+ */
+export async function takeFeedbackComment(c: FeedbackComment): Promise<void> {
+  const tasks = await trackerIssueTasks(c.tasks.models, c.accountId, c.integrationId, c.issueId);
+  const newest = tasks[0];
+  if (!newest?.report_to || !c.text.trim()) return;
+  const onReplyError = (err: unknown) => c.logger.warn({ err }, `${c.vendor} reply failed`);
+  let self: boolean;
+  try {
+    self = await c.writtenBySelf();
+  } catch (err) {
+    c.logger.warn({ err, task: newest._id }, `${c.vendor} comment ignored: its author is unknown`);
+    return;
+  }
+  if (self) return;
+  if (!(await c.mayDecide(newest as TrackerTask))) {
+    c.logger.info({ user: c.author, task: newest._id }, `${c.vendor} feedback comment refused`);
+    await c.reply(c.refusal).catch(onReplyError);
+    return;
+  }
+  if (!(await c.claim())) return;
+  let answer: string;
+  try {
+    answer = (
+      await respondToConversation(c.tasks, c.accountId, tasks, {
+        text: c.text,
+        by: c.by,
+        source: c.vendor,
+      })
+    ).reply;
+  } catch (error) {
+    if (!(isAppError(error) && error.status < 500)) throw error;
+    answer = `Could not act on the comment: ${error.message}`;
+  }
+  await c.reply(redactText(answer)).catch(onReplyError);
 }

@@ -7,6 +7,7 @@ import { decide, type Decision } from "../../domain/tasks/gates.js";
 import { getTask } from "../../domain/tasks/queries.js";
 import { integrationTasks, setReportThread } from "../../domain/tasks/threads.js";
 import { type TaskDeps } from "../../domain/tasks/model.js";
+import { chatThreadTasks, respondToConversation } from "../../domain/tasks/conversations.js";
 import { errors, isAppError } from "../../errors.js";
 import { sanitizeUntrusted } from "../../github-api/sanitize.js";
 import type { Logger } from "../../util/logger.js";
@@ -194,18 +195,110 @@ const mentionEvent = z.looseObject({
   bot_id: z.string().optional(),
 });
 
+/** A message in a channel (message.channels): a reply in a task's thread is feedback. */
+const messageEvent = z.looseObject({
+  type: z.literal("message"),
+  subtype: z.string().optional(),
+  user: z.string().optional(),
+  text: z.string().optional(),
+  channel: z.string().optional(),
+  ts: z.string().optional(),
+  thread_ts: z.string().optional(),
+  bot_id: z.string().optional(),
+});
+
 const eventEnvelope = z.looseObject({
   type: z.string(),
   challenge: z.string().optional(),
   team_id: z.string().optional(),
   event_id: z.string().optional(),
   event: z
-    .union([mentionEvent, z.looseObject({ type: z.string().refine((t) => t !== "app_mention") })])
+    .union([
+      mentionEvent,
+      messageEvent,
+      z.looseObject({ type: z.string().refine((t) => t !== "app_mention" && t !== "message") }),
+    ])
     .optional(),
 });
 
 function isMention(event: { type: string }): event is z.infer<typeof mentionEvent> {
   return event.type === "app_mention";
+}
+
+function isMessage(event: { type: string }): event is z.infer<typeof messageEvent> {
+  return event.type === "message";
+}
+
+/**
+ * Whether a message is the integration's own (or another app's): a bot's message carries
+ * `bot_id` (or the `bot_message` subtype), and the installed bot's user is ours. Such messages
+ * never act, so nothing the service posts in a thread answers itself.
+ */
+function writtenByBot(
+  integration: IntegrationRecord,
+  event: { bot_id?: string | undefined; user?: string | undefined; subtype?: string | undefined },
+): boolean {
+  const botUser = integration.install?.bot_user_id;
+  return Boolean(
+    event.bot_id || event.subtype === "bot_message" || (botUser && event.user === botUser),
+  );
+}
+
+/**
+ * A person's reply in the thread a task reports in: feedback through the domain's one answer
+ * to a conversation (respondToConversation: a revision at a gate, a follow-up after the
+ * change), answered in the thread. Only users allowed to take the gates act; a mention from
+ * anyone else is told so, other messages are left alone. The message is acted on once, though
+ * Slack sends a mention in a thread both as `app_mention` and as `message`.
+ */
+async function answerInThread(
+  deps: SlackDeps,
+  integration: IntegrationRecord,
+  tasks: TaskRecord[],
+  input: { text: string; user: string; channel: string; thread_ts: string; ts: string },
+  mention: boolean,
+  logger: Logger,
+): Promise<void> {
+  const settings = integration.settings as SlackSettings;
+  const say = (text: string) =>
+    slackClient(integration, deps.apiUrl)
+      .chat.postMessage({
+        channel: input.channel,
+        thread_ts: input.thread_ts,
+        text: redactText(text),
+      })
+      .then(() => undefined)
+      .catch((err: unknown) => logger.warn({ err }, "slack reply failed"));
+  if (!settings.allowed_users.includes(input.user)) {
+    logger.info({ user: input.user, task: tasks[0]?._id }, "slack thread feedback refused");
+    if (mention)
+      await say(
+        "Only the Slack users allowed to approve this integration's tasks may revise or follow them up.",
+      );
+    return;
+  }
+  if (
+    !(await claimMarker(
+      deps.tasks.models,
+      slackDeliveryMarker(integration._id, `msg:${input.channel}:${input.ts}`),
+    ))
+  )
+    return;
+  let answer: string;
+  try {
+    answer = (
+      await respondToConversation(deps.tasks, integration.account_id, tasks, {
+        text: sanitizeUntrusted(input.text),
+        by: `Slack user <@${input.user}>`,
+        name: `<@${input.user}>`,
+        source: "slack",
+      })
+    ).reply;
+  } catch (error) {
+    if (!(isAppError(error) && error.status < 500)) throw error;
+    answer = `Could not act on the feedback: ${error.message}`;
+  }
+  await say(answer);
 }
 
 /** The request comes from another Slack team than the one installed (or set) here. */
@@ -363,14 +456,47 @@ async function actOn(
   if (body.endpoint === "events") {
     const { type, challenge, event, event_id, team_id } = body.envelope;
     if (type === "url_verification") return { status: 200, body: { challenge } };
-    if (type !== "event_callback" || !event || !isMention(event) || event.bot_id)
+    if (type !== "event_callback" || !event || !(isMention(event) || isMessage(event)))
       return { status: 200, body: {} };
+    if (writtenByBot(integration, event)) return { status: 200, body: {} };
     if (wrongTeam(integration, team_id)) {
       logger.warn({ team: team_id }, "slack event from another team ignored");
       return { status: 200, body: {} };
     }
     if (!event.channel) return { status: 200, body: {} };
     const text = (event.text ?? "").replace(/<@[A-Z0-9]+>/g, " ").trim();
+    // A reply in a thread a task reports in (a mention there too) is feedback for its task.
+    const reply = event.thread_ts && event.ts && event.thread_ts !== event.ts && event.user;
+    const conversation = reply
+      ? await chatThreadTasks(
+          deps.tasks.models,
+          integration.account_id,
+          integration._id,
+          event.channel,
+          event.thread_ts!,
+        )
+      : [];
+    if (conversation.length > 0) {
+      // Edits, deletions, joins: only a person's new message is feedback.
+      if (isMention(event) || !event.subtype || event.subtype === "thread_broadcast")
+        await answerInThread(
+          deps,
+          integration,
+          conversation,
+          {
+            text,
+            user: event.user!,
+            channel: event.channel,
+            thread_ts: event.thread_ts!,
+            ts: event.ts!,
+          },
+          isMention(event),
+          logger,
+        );
+      return { status: 200, body: {} };
+    }
+    // Outside a task's thread, only a mention asks for something.
+    if (!isMention(event)) return { status: 200, body: {} };
     const thread_ts = event.thread_ts ?? event.ts;
     const answer = await queueTask(deps, integration, {
       text: text.replace(/^task\s+/i, ""),

@@ -7,6 +7,12 @@ import {
   summarizeChecks,
 } from "../../verify/index.js";
 import { describeResult, heartbeatLine } from "../../util/sandbox.js";
+import {
+  baselineResults,
+  failureLines,
+  preExisting,
+  type BaselineResult,
+} from "../../verify/baseline.js";
 import { agentContext, runAgent, taskCache } from "../agent.js";
 import { diffForPrompt, excludeBuildOutput, workingCopyDiff } from "../diff.js";
 import { fixUserPrompt } from "../prompts.js";
@@ -22,8 +28,32 @@ function tail(text: string, lines: number): string {
 }
 
 /**
+ * The failure lines a failing check already had on the unchanged code, for the fix round's
+ * prompt: those are not the change's to fix. "" when none.
+ */
+function knownFailures(
+  results: readonly { check: { name: string; command: string }; result: { ok: boolean } }[],
+  baseline: ReadonlyMap<string, BaselineResult>,
+): string {
+  const parts = results
+    .filter((o) => !o.result.ok && baseline.get(o.check.command)?.ok === false)
+    .map(
+      (o) =>
+        `${o.check.name}: ${baseline
+          .get(o.check.command)!
+          .failures.slice(0, 20)
+          .map((l) => `\n  ${l}`)
+          .join("")}`,
+    );
+  return parts.length
+    ? `\n\nThese failures were already there before the change (the same check on the unchanged code); leave them unless the task is about them:\n${parts.join("\n")}`
+    : "";
+}
+
+/**
  * VERIFYING ⇄ FIXING: the repository's own checks run in the sandbox; failures go back to
- * an agent with the same tools, at most MAX_FIX_ATTEMPTS times. The count of finished
+ * an agent with the same tools, at most MAX_FIX_ATTEMPTS times. A failure the unchanged code
+ * had the same way (verify/baseline.ts) is pre-existing: it uses no round and fails nothing. The count of finished
  * rounds is kept on the task, so a resumed stage does not get extra rounds; a round cut
  * short by a crash (the worker died in FIXING) is not counted, and the resumed stage runs
  * it again (STAGE_MAX_ATTEMPTS still bounds how often a stage is resumed).
@@ -52,6 +82,8 @@ export const verifyStage: Stage = {
     let shared: { instructions: string; memory: string } | undefined;
     const learned = [...(ctx.task.learned ?? [])];
     const cache = await taskCache(ctx);
+    // The unchanged code's results of the checks that failed (verify/baseline.ts), by command.
+    const baseline = new Map<string, BaselineResult>();
     for (;;) {
       const outcome = await runChecks(
         { ...plan, install },
@@ -74,28 +106,85 @@ export const verifyStage: Stage = {
           },
         },
       );
+      const installed = outcome.install.every((o) => o.result.ok);
+      // A check failing now is run on the unchanged code (once per commit and command).
+      const failedNow = outcome.results.filter((o) => !o.result.ok).map((o) => o.check);
+      const unknown = failedNow.filter((c) => !baseline.has(c.command));
+      if (installed && unknown.length > 0 && ctx.task.base_sha) {
+        const base = await baselineResults(unknown, {
+          models: ctx.models,
+          scope: {
+            accountId: ctx.task.account_id,
+            repoId: ctx.task.repo_id,
+            commit: ctx.task.base_sha,
+          },
+          workdir: ctx.workdir,
+          install: plan.install,
+          timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
+          signal: ctx.signal,
+          cache,
+          log: (line) => ctx.log(line),
+        }).catch(async (error: unknown) => {
+          ctx.signal?.throwIfAborted();
+          await ctx.log(
+            `Could not run the checks on the unchanged code (${error instanceof Error ? error.message : String(error)}): every failure counts as new.`,
+          );
+          return new Map<string, BaselineResult>();
+        });
+        for (const [command, result] of base) baseline.set(command, result);
+      }
+      const old = new Set(
+        outcome.results
+          .filter(
+            (o) =>
+              !o.result.ok &&
+              preExisting(
+                failureLines(o.result.output, [ctx.workdir]),
+                baseline.get(o.check.command),
+              ),
+          )
+          .map((o) => o.check),
+      );
       // Dependencies are in place after the first successful install.
-      if (outcome.install.every((o) => o.result.ok)) install = [];
+      if (installed) install = [];
       const record: CheckRecord = {
         source: plan.source,
         fix_attempts: attempt,
-        results: outcome.results.map(({ check, result }) => ({
-          name: check.name,
-          command: check.command,
-          ok: result.ok,
-          duration_ms: Math.round(result.durationMs),
-        })),
+        results: outcome.results.map(({ check, result }) => {
+          const before = baseline.get(check.command);
+          return {
+            name: check.name,
+            command: check.command,
+            ok: result.ok,
+            duration_ms: Math.round(result.durationMs),
+            before: before ? (before.ok ? "passed" : "failed") : null,
+            pre_existing: old.has(check),
+          };
+        }),
       };
       if (outcome.ok) {
         await ctx.update({ checks: record });
         await ctx.log(`Verification passed: ${summarizeChecks(outcome)}.`);
         return { next: "review" };
       }
+      if (installed && old.size === outcome.failed.length) {
+        await ctx.update({ checks: record });
+        await ctx.log(
+          `Verification passed apart from pre-existing failures: ${[...old].map((c) => c.name).join(", ")} failed the same way on the unchanged code. ${summarizeChecks(outcome)}.`,
+        );
+        return { next: "review" };
+      }
+      // What is left for a fix round: the failures the change brought.
+      const fresh = {
+        ...outcome,
+        results: outcome.results.filter((o) => !old.has(o.check)),
+        failed: outcome.failed.filter((c) => !old.has(c)),
+      };
       if (attempt >= maxAttempts) {
         const { diff } = await workingCopyDiff(ctx.workdir, { signal: ctx.signal });
         await ctx.update({ checks: record, diff });
         if (diff) await ctx.emit({ event_type: "diff", diff });
-        const failing = outcome.failed.map((c) => c.name).join(", ");
+        const failing = fresh.failed.map((c) => c.name).join(", ");
         return {
           end: {
             status: "failed",
@@ -107,7 +196,7 @@ export const verifyStage: Stage = {
       await ctx.update({ checks: record });
       await ctx.setPhase("FIXING");
       await ctx.log(
-        `Fix attempt ${attempt} of ${maxAttempts}: ${outcome.failed.map((c) => c.name).join(", ")} failed.`,
+        `Fix attempt ${attempt} of ${maxAttempts}: ${fresh.failed.map((c) => c.name).join(", ")} failed.${old.size ? ` Pre-existing (not counted): ${[...old].map((c) => c.name).join(", ")}.` : ""}`,
       );
       shared ??= await agentContext(ctx);
       const { diff } = await workingCopyDiff(ctx.workdir, { signal: ctx.signal });
@@ -115,7 +204,12 @@ export const verifyStage: Stage = {
         role: "fix",
         prompt: fixUserPrompt(
           ctx.task,
-          { attempt, maxAttempts, failures: failureReport(outcome), diff: diffForPrompt(diff) },
+          {
+            attempt,
+            maxAttempts,
+            failures: failureReport(fresh) + knownFailures(outcome.results, baseline),
+            diff: diffForPrompt(diff),
+          },
           // The round's feedback (a revision's, a retry's) stays in view while fixing.
           ctx.task.instruction?.round === (ctx.task.round ?? 0) ? ctx.task.instruction : null,
         ),

@@ -134,6 +134,19 @@ export const task = z
             command: z.string(),
             ok: z.boolean(),
             duration_ms: z.number().int(),
+            before: z
+              .enum(["passed", "failed"])
+              .nullable()
+              .optional()
+              .describe(
+                "the same check on the unchanged code (the base commit), run when it failed after the change; null: not run there",
+              ),
+            pre_existing: z
+              .boolean()
+              .optional()
+              .describe(
+                "failed the same way before the change: it used no fix round and does not fail the task",
+              ),
           }),
         ),
       })

@@ -1,0 +1,163 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { agentModel, roleOf, userText, type Script } from "../helpers/agent-model.js";
+import { startFakeModel, type FakeModel, fakeModelEnv } from "../helpers/fake-model.js";
+import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { waitFor } from "../helpers/greeter-stack.js";
+
+/*
+ * The verification baseline (SPEC §4a; issue 29 item 6) on the real service: a repository
+ * whose test suite already has a failing test. A change that leaves that failure as it was
+ * is not failed and uses no fix round (the check is reported pre-existing, with its result
+ * on the unchanged code); a change that breaks another test of the same suite still gets a fix
+ * round. The unchanged code's results are kept per commit and command: the second task on the
+ * same commit does not run them again.
+ */
+
+const files = {
+  "package.json": `${JSON.stringify(
+    { name: "base", private: true, type: "module", scripts: { test: "node --test test/" } },
+    null,
+    2,
+  )}\n`,
+  "src/index.js": "export const v = 1;\n",
+  "test/old.test.js": `import { test } from "node:test";
+import assert from "node:assert/strict";
+test("an old broken test", () => assert.equal(1 + 1, 3));
+`,
+  "test/index.test.js": `import { test } from "node:test";
+import assert from "node:assert/strict";
+import { v } from "../src/index.js";
+test("v is one", () => assert.equal(v, 1));
+`,
+};
+
+const write = (path: string, content: string) => ({
+  name: "write_file",
+  arguments: { path, content },
+});
+
+const script: Script = {
+  plan: () => [
+    {
+      name: "submit_plan",
+      arguments: {
+        summary: "Change the module.",
+        steps: [{ title: "Change it", description: "Change it.", files: ["src/index.js"] }],
+      },
+    },
+  ],
+  implement: (request, n) =>
+    n > 0
+      ? [{ name: "finish", arguments: { summary: "Done." } }]
+      : /BREAK/.test(userText(request))
+        ? [write("src/index.js", "export const v = 2;\n")]
+        : [write("src/greet.js", "export const greet = (n) => `Hi ${n}`;\n")],
+  fix: (_request, n) =>
+    n > 0
+      ? [{ name: "finish", arguments: { summary: "Fixed v." } }]
+      : [write("src/index.js", "export const v = 1;\nexport const w = 2;\n")],
+  review: () => [
+    { name: "submit_review", arguments: { verdict: "approve", summary: "Fine.", comments: [] } },
+  ],
+};
+
+let repo: GitFixture;
+let model: FakeModel;
+let server: TestServer;
+let key: string;
+let workspaceId: string;
+
+beforeAll(async () => {
+  repo = await createGitRepo(files);
+  model = await startFakeModel(agentModel(script));
+  server = await startTestServer({
+    workers: true,
+    env: {
+      ...fakeModelEnv(model, "sk-baseline-test-key-0123456789abcdef"),
+      EVENT_POLL_MS: "50",
+      COMMAND_TIMEOUT_S: "120",
+      MAX_FIX_ATTEMPTS: "2",
+    },
+  });
+  ({ key } = await server.signup());
+  const ws = await server.api("POST", "/workspaces", {
+    key,
+    body: { name: "local", repos: [{ name: "acme/base", clone_url: repo.dir }] },
+  });
+  expect(ws.status).toBe(201);
+  workspaceId = ws.body.id;
+}, 60_000);
+
+afterAll(async () => {
+  await server?.stop();
+  await model?.close();
+  await repo?.remove();
+});
+
+/** Creates a task, approves its plan, and answers it at the diff gate (or its end). */
+async function runToDiffGate(description: string) {
+  const res = await server.api("POST", "/tasks", {
+    key,
+    body: { workspace_id: workspaceId, repo_id: "acme/base", description },
+  });
+  expect(res.status).toBe(201);
+  const id = res.body.id as string;
+  const at = (statuses: string[]) =>
+    waitFor(
+      `task ${id} in ${statuses.join("/")}`,
+      async () => {
+        const t = (await server.api("GET", `/tasks/${id}`, { key })).body;
+        return statuses.includes(t.status) ? t : undefined;
+      },
+      120_000,
+    );
+  await at(["awaiting_approval"]);
+  expect((await server.api("POST", `/tasks/${id}/approve`, { key })).status).toBe(200);
+  return at(["awaiting_diff_approval", "failed", "completed"]);
+}
+
+async function logs(id: string): Promise<string[]> {
+  const events = await server.service.db.models.TaskEvent.collection
+    .find({ task_id: id, type: "log" })
+    .sort({ seq: 1 })
+    .toArray();
+  return events.map((e) => String(e.payload?.message ?? ""));
+}
+
+describe("verification baseline", () => {
+  it("does not fail a task for a test that already failed, and spends no fix round on it", async () => {
+    const fixesBefore = model.requests.filter((r) => roleOf(r) === "fix").length;
+    const task = await runToDiffGate("Add a greeting helper.");
+    expect(task.status).toBe("awaiting_diff_approval");
+    expect(task.checks).toMatchObject({
+      fix_attempts: 0,
+      results: [{ name: "test", ok: false, before: "failed", pre_existing: true }],
+    });
+    expect(model.requests.filter((r) => roleOf(r) === "fix").length).toBe(fixesBefore);
+    const lines = await logs(task.id);
+    expect(lines.some((l) => l.includes("on the unchanged code"))).toBe(true);
+    expect(lines.some((l) => l.startsWith("Verification passed apart from pre-existing"))).toBe(
+      true,
+    );
+    // The working copy was restored exactly: the diff is the change alone.
+    expect(task.diff).toContain("src/greet.js");
+    expect(task.diff).not.toContain("test/old.test.js");
+  }, 180_000);
+
+  it("still sends a newly broken test to a fix round, and reuses the kept baseline", async () => {
+    const task = await runToDiffGate("BREAK: set v to two.");
+    expect(task.status).toBe("awaiting_diff_approval");
+    // The suite failed with the old failure and a new one: one fix round, then only the old.
+    expect(task.checks).toMatchObject({
+      fix_attempts: 1,
+      results: [{ name: "test", ok: false, before: "failed", pre_existing: true }],
+    });
+    const lines = await logs(task.id);
+    expect(lines.some((l) => l.startsWith("Fix attempt 1 of 2: test failed."))).toBe(true);
+    // The same commit and command: the first task's baseline is read, not run again.
+    expect(lines.some((l) => l.includes("on the unchanged code ("))).toBe(false);
+    const fix = model.requests.filter((r) => roleOf(r) === "fix")[0]!;
+    expect(userText(fix)).toContain("already there before the change");
+  }, 180_000);
+});

@@ -81,11 +81,14 @@ lane() {
   echo "-- type check (service, tests, scripts)"; npx tsc --noEmit
   echo "-- type check (dashboard)"; npx tsc --noEmit -p web/tsconfig.json
   echo "-- lint"; npm run --silent lint
+  # Every version runs even when one fails, so a run reports all of them.
+  local failed=0
   for major in $versions; do
     bin="${node_bin[$major]}"
     printf '\n== vitest, the runtime-sensitive files, on Node %s (%s)\n' "$("$bin" --version)" "$(date -u +%H:%M:%S)"
-    vitest_on "$bin" --maxWorkers=1 "${runtime_sensitive[@]}" "$@"
+    vitest_on "$bin" --maxWorkers=1 "${runtime_sensitive[@]}" "$@" || failed=1
   done
+  return "$failed"
 }
 step "checks, then the runtime-sensitive files on Node ${versions:-(none)}, beside the whole suite"
 lane "$@" >"$logs/lane" 2>&1 &

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# `npm test`: type check, lint and build once, then the whole vitest suite on the machine's
-# Node and the runtime-sensitive files (listed below, with the reason) on every version in
-# TEST_NODE_VERSIONS (default "22 24"; empty: the machine's only). Those versions come from
-# the npm registry's `node` package, installed once into FOREMAN_NODE_CACHE (default
+# `npm test`: build once, then the whole vitest suite on the machine's Node, and beside it a
+# second lane: the type checks and linters, then the runtime-sensitive files (marked in the
+# files themselves, with the reason: see below) on every version in TEST_NODE_VERSIONS
+# (default "22 24"; empty: the machine's only). Those versions come from the npm registry's
+# `node` package, installed once into FOREMAN_NODE_CACHE (default
 # ~/.cache/foreman-node/<major>). Extra arguments go to the vitest runs of the whole suite
 # and of the runtime-sensitive files (not to the one-at-a-time database files, as before).
 set -euo pipefail
@@ -13,41 +14,27 @@ cache="${FOREMAN_NODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/foreman-node}"
 
 step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 
-# Tests that kill and restart database servers run after the rest, one file at a time: beside
-# another heavy file on 2 cores they timed out (both pass alone, every time).
-solo=(test/integration/database-outage.test.ts test/integration/embedded-db.test.ts)
-
-# Runtime-sensitive: what behaves differently from one Node major to the next. They run on
-# every version; the rest of the suite (the domain, routes, integrations, the model loop:
-# plain JavaScript over fetch, the database driver and git) runs on the machine's Node only.
-#  - the service's own processes started with that Node: start, roles, the admin CLI, the
-#    .env loader, the worker and fix crash tests (dist/ run by the runtime under test);
-#  - the database launcher and its keeper (child processes, signals, flock, sockets);
-#  - the sandbox, which runs repository code with that Node on PATH, and the hostile repo;
-#  - coverage measured with V8 (c8, vitest's v8 provider) and the TypeScript-in-dist loader;
-#  - a smoke set of the HTTP and WebSocket server: Node's http limits and timeouts, slow
-#    WebSocket readers, graceful shutdown of open connections.
-runtime_sensitive=(
-  test/integration/start.test.ts
-  test/integration/roles.test.ts
-  test/integration/admin-cli.test.ts
-  test/integration/env-file.test.ts
-  test/integration/worker-crash.test.ts
-  test/integration/fix-crash.test.ts
-  test/unit/sandbox.test.ts
-  test/unit/sandbox-network.test.ts
-  test/integration/agent-sandbox.test.ts
-  test/integration/hostile-repo.test.ts
-  test/unit/health-coverage-runners.test.ts
-  test/unit/prompt-files.test.ts
-  test/integration/http-limits.test.ts
-  test/integration/ws-slow-readers.test.ts
-  test/integration/shutdown.test.ts
-)
-runtime_solo=(test/integration/embedded-db.test.ts)
-for f in "${runtime_sensitive[@]}" "${runtime_solo[@]}"; do
-  [ -e "$f" ] || { echo "test-matrix: $f is in the runtime-sensitive list but does not exist." >&2; exit 1; }
-done
+# The lists come from a marker line in each test file, with its reason beside it, so a new
+# file joins them by saying so (and nothing here changes):
+#   // test-matrix: runtime-sensitive: <why it behaves differently from one Node major to the next>
+#   // test-matrix: solo: <why it must run alone>
+# Runtime-sensitive files run on every version; the rest of the suite (the domain, routes,
+# integrations, the model loop, the crash recovery of jobs and leases, the hostile repository
+# behind bubblewrap: plain JavaScript over fetch, the database driver, git and the kernel's
+# namespaces) runs on the machine's Node only. What qualifies: the service's own processes
+# started with that Node (start, roles, the admin CLI, the .env loader), the database launcher
+# and its keeper, the sandbox running repository code with that Node on PATH, coverage
+# measured with V8, prompt files loaded from dist/, and Node's HTTP and WebSocket server edges.
+# Solo files (they kill and restart database servers; beside another heavy file on 2 cores
+# they timed out, and pass alone every time) run after the rest, one at a time.
+marked() { grep -rlE "^// test-matrix: $1:" test --include='*.test.ts' | sort; }
+mapfile -t solo < <(marked solo)
+runtime_sensitive=()
+runtime_solo=()
+while IFS= read -r f; do
+  if printf '%s\n' "${solo[@]}" | grep -qxF "$f"; then runtime_solo+=("$f"); else runtime_sensitive+=("$f"); fi
+done < <(marked runtime-sensitive)
+[ "${#runtime_sensitive[@]}" -gt 0 ] || { echo "test-matrix: no file is marked runtime-sensitive." >&2; exit 1; }
 
 # Install every Node first, so a missing one fails the run before the long part.
 declare -A node_bin=()
@@ -66,59 +53,66 @@ for major in $versions; do
   node_bin[$major]="$bin"
 done
 
-# The checks and the build in two lanes, one per core: each tool is mostly single-threaded.
-# Lane 1 type-checks the service and its tests, then emits dist/ without checking again
-# (`--noCheck`: the same files were just checked with the same options; isolatedModules makes
-# the emit per file) and builds the dashboard. Lane 2 type-checks the dashboard and runs the
-# linters. Each lane's output is shown when it ends; a failing lane fails the run.
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-lane1() {
+
+# The build first (the tests that start dist/main.js need it): emitted without type checking
+# (`--noCheck`: isolatedModules makes the emit per file), so the tests start after ~20 s.
+step "build"
+npx tsc -p tsconfig.build.json --noCheck
+node scripts/copy-prompts.mjs
+npx vite build --config web/vite.config.ts --logLevel warn
+
+# $1: the node binary; the rest: vitest arguments. Its own node first on PATH, so whatever
+# the tests spawn runs on it too.
+vitest_on() {
+  local bin=$1
+  shift
+  PATH="$(dirname "$bin"):$PATH" "$bin" node_modules/vitest/vitest.mjs run "$@"
+}
+
+# The tests wait on processes, git, the sandbox and the database more than they compute: the
+# whole suite's two workers leave about half of the two cores idle. A second lane fills it,
+# one thing at a time: the checks (type check of the service, its tests and the dashboard,
+# then the linters), then the runtime-sensitive files on each other Node, one file at a time.
+# Its output is shown when it ends; a failure in either lane fails the run.
+lane() {
   set -e
   echo "-- type check (service, tests, scripts)"; npx tsc --noEmit
-  echo "-- build"; npx tsc -p tsconfig.build.json --noCheck
-  node scripts/copy-prompts.mjs
-  npx vite build --config web/vite.config.ts --logLevel warn
-}
-lane2() {
-  set -e
   echo "-- type check (dashboard)"; npx tsc --noEmit -p web/tsconfig.json
   echo "-- lint"; npm run --silent lint
+  # Every version runs even when one fails, so a run reports all of them.
+  local failed=0
+  for major in $versions; do
+    bin="${node_bin[$major]}"
+    printf '\n== vitest, the runtime-sensitive files, on Node %s (%s)\n' "$("$bin" --version)" "$(date -u +%H:%M:%S)"
+    vitest_on "$bin" --maxWorkers=1 "${runtime_sensitive[@]}" "$@" || failed=1
+  done
+  return "$failed"
 }
-step "type check, lint and build"
-lane1 >"$logs/1" 2>&1 &
-pid1=$!
-lane2 >"$logs/2" 2>&1 &
-pid2=$!
+step "checks, then the runtime-sensitive files on Node ${versions:-(none)}, beside the whole suite"
+lane "$@" >"$logs/lane" 2>&1 &
+lane_pid=$!
+
 ok=0
-wait "$pid1" || ok=1
-cat "$logs/1"
-wait "$pid2" || ok=1
-cat "$logs/2"
-[ "$ok" = 0 ] || { echo "test-matrix: the checks or the build failed (above)." >&2; exit 1; }
-
-# $1: the node binary; $2: "all" or "sensitive"; the rest: vitest arguments.
-suite() {
-  local bin=$1 scope=$2
-  shift 2
-  local vitest=(node_modules/vitest/vitest.mjs run)
-  # Its own node first on PATH, so whatever the tests spawn runs on it too.
-  local path_with="$(dirname "$bin"):$PATH"
-  if [ "$scope" = all ]; then
-    local excludes=()
-    for f in "${solo[@]}"; do excludes+=(--exclude "$f"); done
-    PATH="$path_with" "$bin" "${vitest[@]}" "${excludes[@]}" "$@"
-    PATH="$path_with" "$bin" "${vitest[@]}" --no-file-parallelism "${solo[@]}"
-  else
-    PATH="$path_with" "$bin" "${vitest[@]}" "${runtime_sensitive[@]}" "$@"
-    PATH="$path_with" "$bin" "${vitest[@]}" --no-file-parallelism "${runtime_solo[@]}"
-  fi
-}
-
 step "vitest, the whole suite, on Node $(node --version) (the machine's)"
-suite "$(command -v node)" all "$@"
-for major in $versions; do
-  bin="${node_bin[$major]}"
-  step "vitest, the runtime-sensitive files, on Node $("$bin" --version)"
-  suite "$bin" sensitive "$@"
-done
+excludes=()
+for f in "${solo[@]}"; do excludes+=(--exclude "$f"); done
+vitest_on "$(command -v node)" "${excludes[@]}" "$@" || ok=1
+
+step "waiting for the checks and the runtime-sensitive files"
+wait "$lane_pid" || ok=1
+cat "$logs/lane"
+[ "$ok" = 0 ] || { echo "test-matrix: the checks or the tests failed (above)." >&2; exit 1; }
+
+if [ "${#solo[@]}" -gt 0 ]; then
+  step "vitest, the files that run alone, on Node $(node --version)"
+  vitest_on "$(command -v node)" --no-file-parallelism "${solo[@]}"
+fi
+if [ "${#runtime_solo[@]}" -gt 0 ]; then
+  for major in $versions; do
+    bin="${node_bin[$major]}"
+    step "vitest, the runtime-sensitive files that run alone, on Node $("$bin" --version)"
+    vitest_on "$bin" --no-file-parallelism "${runtime_solo[@]}"
+  done
+fi

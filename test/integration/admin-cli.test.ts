@@ -1,3 +1,4 @@
+// test-matrix: runtime-sensitive: the admin CLI run by this Node as a child process.
 import { spawn } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";

@@ -1,3 +1,5 @@
+// test-matrix: runtime-sensitive: the model loop's tools and checks in the sandbox with this
+// Node on PATH, a hanging check killed (child processes and signals).
 import { mkdtemp, readdir, rm, symlink, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";

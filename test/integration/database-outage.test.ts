@@ -1,3 +1,5 @@
+// test-matrix: solo: it stops and restarts the database; beside another heavy file on 2 cores
+// it timed out (it passes alone, every time).
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";

@@ -1,3 +1,7 @@
+// test-matrix: runtime-sensitive: the database launcher and its keeper (child processes,
+// signals, flock, sockets).
+// test-matrix: solo: it kills and restarts database servers; beside another heavy file on 2
+// cores it timed out (it passes alone, every time).
 import { mkdtemp, readFile, readdir, readlink, rm, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";

@@ -1,3 +1,5 @@
+// test-matrix: runtime-sensitive: the .env loader and the log format of the built service on
+// this Node (Node's own .env parsing differs from one major to the next).
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";

@@ -1,3 +1,5 @@
+// test-matrix: runtime-sensitive: Node's http server limits and timeouts (headers, body) and
+// refused WebSocket upgrades.
 import http from "node:http";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

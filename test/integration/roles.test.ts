@@ -1,3 +1,5 @@
+// test-matrix: runtime-sensitive: the web and worker roles as processes of this Node, sharing
+// one server.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm } from "node:fs/promises";

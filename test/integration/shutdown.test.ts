@@ -1,3 +1,4 @@
+// test-matrix: runtime-sensitive: graceful shutdown of open HTTP and WebSocket connections.
 import mongoose from "mongoose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";

@@ -1,3 +1,5 @@
+// test-matrix: runtime-sensitive: the built service (dist/) started, restarted and stopped by
+// this Node: its module loading, signals and exit codes.
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm } from "node:fs/promises";

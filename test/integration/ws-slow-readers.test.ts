@@ -1,3 +1,5 @@
+// test-matrix: runtime-sensitive: socket back-pressure of slow WebSocket readers (Node's
+// streams and buffers).
 import WebSocket from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../helpers/server.js";

@@ -1,3 +1,5 @@
+// test-matrix: runtime-sensitive: prompt files loaded beside the modules, from src/ by the
+// TypeScript loader and from dist/ by this Node.
 import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";

@@ -1,3 +1,5 @@
+// test-matrix: runtime-sensitive: the sandbox runs repository code with this Node on PATH
+// (its output through the FIFO, process.exit, leftovers killed).
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";

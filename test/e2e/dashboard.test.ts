@@ -488,11 +488,14 @@ describe("the dashboard", () => {
 
   it("retries a task that failed at verification from its page", async () => {
     const key = await keyOf();
-    // A repository whose check always fails: the task uses its fix rounds and fails.
+    // A repository whose check fails once the greeting helper is there (and passes on the
+    // unchanged code, so the failure is the change's, not pre-existing): the task uses its fix
+    // rounds and fails.
     const failing = await createGitRepo({
       "package.json": JSON.stringify({ name: "failing", version: "1.0.0", type: "module" }),
       "src/index.js": "export const version = 1;\n",
-      ".github/foreman.yml": 'verify:\n  - name: always red\n    run: node -e "process.exit(1)"\n',
+      ".github/foreman.yml":
+        "verify:\n  - name: red with the helper\n    run: test ! -e src/greet.js\n",
     });
     try {
       const ws = await server.api("POST", "/workspaces", {

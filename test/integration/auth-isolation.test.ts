@@ -48,6 +48,16 @@ beforeAll(async () => {
     body: { name: "second" },
   });
   ownerSecondKeyId = second.body.id;
+  const mcp = await server.api("PATCH", "/settings/mcp-servers", {
+    key: owner.key,
+    body: {
+      servers: {
+        "owner-docs": { command: "node", args: ["docs.mjs"], env_secrets: ["OWNER_TOKEN"] },
+      },
+      secrets: { OWNER_TOKEN: "owner-secret-value-0123456789" },
+    },
+  });
+  expect(mcp.status).toBe(200);
   const ws = await server.api("POST", "/workspaces", {
     key: owner.key,
     body: {
@@ -164,6 +174,28 @@ beforeAll(async () => {
       },
     },
     getTask: { method: "GET", path: `/tasks/${taskId}`, foreign: notFound },
+    getTaskTrajectory: { method: "GET", path: `/tasks/${taskId}/trajectory`, foreign: notFound },
+    // The account's own MCP settings: nothing of the owner's servers or secrets.
+    getMcpSettings: {
+      method: "GET",
+      path: "/settings/mcp-servers",
+      foreign: (res) => {
+        expect(res.status).toBe(200);
+        expect(res.body.servers).toEqual({});
+        expect(res.body.secrets).not.toContain("OWNER_TOKEN");
+      },
+    },
+    updateMcpSettings: {
+      method: "PATCH",
+      path: "/settings/mcp-servers",
+      body: { secrets: { OTHER_TOKEN: "other-secret-value-0123456789" } },
+      foreign: (res) => {
+        expect(res.status).toBe(200);
+        expect(res.body.servers).toEqual({});
+        expect(res.body.secrets).toEqual(["OTHER_TOKEN"]);
+        expect(JSON.stringify(res.body)).not.toContain("owner");
+      },
+    },
     approvePlan: { method: "POST", path: `/tasks/${taskId}/approve`, foreign: notFound },
     rejectPlan: { method: "POST", path: `/tasks/${taskId}/reject`, foreign: notFound },
     approveDiff: { method: "POST", path: `/tasks/${taskId}/approve-diff`, foreign: notFound },

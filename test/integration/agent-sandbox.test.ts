@@ -68,11 +68,13 @@ beforeAll(async () => {
   await writeFile(path.join(outside, "secret.txt"), "outside secret\n");
   repo = await createGitRepo({
     "README.md": "# sandbox\n",
+    // Both checks fail only once the task's NOTES.md is there: on the unchanged code they
+    // pass, so the verification baseline counts their failures as the change's.
     ".github/foreman.yml": `verify:
   - name: env
-    run: node -e "console.log('ENV ' + Object.keys(process.env).sort().join(',')); process.exit(1)"
+    run: node -e "console.log('ENV ' + Object.keys(process.env).sort().join(',')); process.exit(+require('fs').existsSync('NOTES.md'))"
   - name: hang
-    run: node -e "setInterval(() => {}, 1000)"
+    run: node -e "if (require('fs').existsSync('NOTES.md')) setInterval(() => {}, 1000)"
 `,
   });
   // A symlink committed to the repository, pointing outside it.

@@ -122,7 +122,7 @@ beforeAll(async () => {
     "src/helper.js": "export function helper() {\n  return 'helper';\n}\n",
     "src/lib/tool.js": "export const library = 'tool';\n",
     "CONVENTIONS.md": "Keep helpers small.\n",
-    ".github/foreman.yml": `verify:\n  - name: fixed\n    run: test -f fixed\n`,
+    ".github/foreman.yml": `verify:\n  - name: fixed\n    run: test -f fixed || test ! -e leak.txt\n`,
   });
   // Committed links: no command needed for these to be met.
   await symlink(secretFile, path.join(repo.dir, "AGENTS.md"));

@@ -6,6 +6,7 @@ import {
   runChecks,
   summarizeChecks,
 } from "../../verify/index.js";
+import { runGit } from "../../util/git.js";
 import { describeResult, heartbeatLine } from "../../util/sandbox.js";
 import {
   baselineResults,
@@ -58,6 +59,20 @@ function knownFailures(
  * short by a crash (the worker died in FIXING) is not counted, and the resumed stage runs
  * it again (STAGE_MAX_ATTEMPTS still bounds how often a stage is resumed).
  */
+/** A task made to fix a failing check (the CI-failure door and automations). */
+function startedFromFailure(task: { origin?: unknown }): boolean {
+  const origin = task.origin as { kind?: unknown; trigger?: unknown } | null | undefined;
+  return origin?.kind === "ci_failure" || origin?.trigger === "ci_failure";
+}
+
+/** True while the working copy has no change of the task's (git status is empty). */
+async function unchanged(workdir: string): Promise<boolean> {
+  const status = await runGit(["status", "--porcelain", "--untracked-files=all"], {
+    cwd: workdir,
+  }).catch(() => "?");
+  return status.trim() === "";
+}
+
 export const verifyStage: Stage = {
   name: "verify",
   phase: "VERIFYING",
@@ -110,7 +125,13 @@ export const verifyStage: Stage = {
       // A check failing now is run on the unchanged code (once per commit and command).
       const failedNow = outcome.results.filter((o) => !o.result.ok).map((o) => o.check);
       const unknown = failedNow.filter((c) => !baseline.has(c.command));
-      if (installed && unknown.length > 0 && ctx.task.base_sha) {
+      // Failures are set aside as pre-existing only for a task that is not about them: not
+      // for one started from a failing check (a CI failure: making it pass is the task), nor
+      // while the working copy is still unchanged (no change of the task's was checked yet,
+      // so the fix round is where its work happens).
+      const setAside =
+        failedNow.length > 0 && !startedFromFailure(ctx.task) && !(await unchanged(ctx.workdir));
+      if (setAside && installed && unknown.length > 0 && ctx.task.base_sha) {
         const base = await baselineResults(unknown, {
           models: ctx.models,
           scope: {
@@ -137,6 +158,7 @@ export const verifyStage: Stage = {
         outcome.results
           .filter(
             (o) =>
+              setAside &&
               !o.result.ok &&
               preExisting(
                 failureLines(o.result.output, [ctx.workdir]),

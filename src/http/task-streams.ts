@@ -118,9 +118,6 @@ export function createTaskStreams(deps: {
 
     const task = await loadTask(principal, taskId);
     if (!task) return finish(1008, "task not found");
-    // A retried or revised task has an earlier run's `error` (or a round's end) in its log:
-    // during the replay, only a terminal event that is the log's last closes the stream.
-    const replayEnd = await deps.events.lastSeq(taskId);
     const send = (event: TaskEvent) => {
       if (closed) return;
       const message = messageOf(event);
@@ -136,7 +133,15 @@ export function createTaskStreams(deps: {
       }
       lastSeq = event.seq;
       socket.send(message);
-      if (isTerminalEvent(event) && event.seq >= replayEnd) finish(1000, "task ended");
+      // A retried task has an earlier run's `error` in its log: a terminal event closes the
+      // stream only when nothing follows it (a plain read: the log's cached top is not touched).
+      if (isTerminalEvent(event))
+        void deps.events
+          .readNext(taskId, event.seq, 1)
+          .then((later) => {
+            if (later.length === 0) finish(1000, "task ended");
+          })
+          .catch(() => finish(1000, "task ended"));
     };
     try {
       const stop = await subscribeOrdered(deps.hub, deps.events, task, since ?? 0, send);

@@ -163,14 +163,28 @@ EOF
  * place of `bwrapArgv` (bwrap, its options, the command). `run` is the run's private folder
  * (not mounted in the sandbox).
  */
-export async function publicNetwork(run: string): Promise<{
+export function publicNetwork(run: string): Promise<UserModeNetwork> {
+  return userModeNetwork(run, networkRules(), "--disable-host-loopback");
+}
+
+/** What a run on a user-mode network adds to bwrap, and how its argv is wrapped. */
+export interface UserModeNetwork {
   bwrapOptions: string[];
   wrap(bwrapArgv: string[]): string[];
-}> {
+}
+
+/**
+ * A slirp4netns network with `rules` (`ip -batch` input) for one run; `loopbackFlag` is
+ * slirp4netns's `--disable-host-loopback` or empty (the setup proxy is on the host's loopback).
+ */
+async function userModeNetwork(
+  run: string,
+  rules: string,
+  loopbackFlag: string,
+): Promise<UserModeNetwork> {
   const { unshare, setpriv, slirp4netns, ip } = await networkTools();
   const resolv = path.join(run, "resolv.conf");
   await writeFile(resolv, `nameserver ${SLIRP_DNS}\n`);
-  const rules = networkRules();
   return {
     bwrapOptions: ["--share-net", "--ro-bind", resolv, "/etc/resolv.conf"],
     wrap: (bwrapArgv) => [
@@ -184,7 +198,7 @@ export async function publicNetwork(run: string): Promise<{
       slirp4netns,
       unshare,
       setpriv,
-      "--disable-host-loopback",
+      loopbackFlag,
       ...bwrapArgv,
     ],
   };
@@ -212,31 +226,8 @@ export function proxyRules(port: number): string {
  * and the rules let through only the setup proxy's port there (proxyRules). The command
  * reaches the package registries through the proxy (HTTP_PROXY/HTTPS_PROXY) or nothing.
  */
-export async function proxyNetwork(
-  run: string,
-  port: number,
-): Promise<{ bwrapOptions: string[]; wrap(bwrapArgv: string[]): string[] }> {
-  const { unshare, setpriv, slirp4netns, ip } = await networkTools();
-  const resolv = path.join(run, "resolv.conf");
-  await writeFile(resolv, `nameserver ${SLIRP_DNS}\n`);
-  const rules = proxyRules(port);
-  return {
-    bwrapOptions: ["--share-net", "--ro-bind", resolv, "/etc/resolv.conf"],
-    wrap: (bwrapArgv) => [
-      "/bin/sh",
-      "-c",
-      LAUNCHER,
-      "sh",
-      run,
-      rules,
-      ip,
-      slirp4netns,
-      unshare,
-      setpriv,
-      "",
-      ...bwrapArgv,
-    ],
-  };
+export function proxyNetwork(run: string, port: number): Promise<UserModeNetwork> {
+  return userModeNetwork(run, proxyRules(port), "");
 }
 
 /** Why a run failed when its network could not be brought up; undefined otherwise. */

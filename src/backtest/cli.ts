@@ -114,6 +114,8 @@ async function main(): Promise<number> {
       service: { url, key: key! },
       model: config.llm.model ?? "unknown",
       progress: (line) => console.error(line),
+      githubApiUrl: process.env.BACKTEST_GITHUB_API_URL || undefined,
+      githubToken: process.env.GITHUB_TOKEN || undefined,
     });
     process.stdout.write(
       `Resolved ${report.resolved}/${report.cases.filter((c) => c.status !== "not_run").length} (${(report.rate * 100).toFixed(1)}%, 95% CI ${(report.wilson_low * 100).toFixed(1)}–${(report.wilson_high * 100).toFixed(1)}%), $${report.usd.toFixed(4)}; ${path.join(out, "report.md")}\n`,

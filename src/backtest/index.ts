@@ -4,6 +4,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { apiClient } from "./api.js";
 import { git } from "./git.js";
+import { githubRepository, issueTexts } from "./issues.js";
 import { mineCases } from "./mine.js";
 import { buildReport, reportMarkdown } from "./report.js";
 import { runCase } from "./run-case.js";
@@ -37,6 +38,12 @@ export interface BacktestOptions {
   model: string;
   progress?(line: string): void;
   pollMs?: number;
+  /**
+   * For a GitHub repository, where the text of an issue a commit closes is read (default
+   * https://api.github.com; BACKTEST_GITHUB_API_URL), and a token for it (GITHUB_TOKEN).
+   */
+  githubApiUrl?: string | undefined;
+  githubToken?: string | undefined;
 }
 
 export interface BacktestOutcome {
@@ -95,7 +102,20 @@ export async function runBacktest(options: BacktestOptions): Promise<BacktestOut
     progress(`Read ${cases.length} cases from ${options.casesFile}.`);
   } else {
     const mineStart = performance.now();
-    const mined = await mineCases(mirror, name, { since: options.since, until: options.until });
+    const github = githubRepository(options.repo);
+    const mined = await mineCases(mirror, name, {
+      since: options.since,
+      until: options.until,
+      ...(github
+        ? {
+            issueText: issueTexts({
+              ...github,
+              ...(options.githubApiUrl ? { apiUrl: options.githubApiUrl } : {}),
+              ...(options.githubToken ? { token: options.githubToken } : {}),
+            }),
+          }
+        : {}),
+    });
     timing.mine_ms = Math.round(performance.now() - mineStart);
     progress(`Mined ${mined.length} candidate commits of ${name} in ${timing.mine_ms} ms.`);
     cases = [];

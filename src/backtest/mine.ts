@@ -9,6 +9,8 @@ export interface MineOptions {
   until?: string;
   /** The revision to walk back from (default HEAD). */
   rev?: string;
+  /** The text of the issue a message closes, when one can be read (backtest/issues.ts). */
+  issueText?: (message: string) => Promise<{ issue: number; text: string } | null>;
 }
 
 /**
@@ -63,7 +65,15 @@ export async function mineCases(
     });
     if (options.max !== undefined && cases.length >= options.max) break;
   }
-  for (const c of cases) c.leaky_message = await leaks(repo, c);
+  for (const c of cases) {
+    const linked = options.issueText ? await options.issueText(c.message) : null;
+    if (linked) {
+      c.commit_message = c.message;
+      c.message = linked.text;
+      c.issue = linked.issue;
+    }
+    c.leaky_message = await leaks(repo, c);
+  }
   return cases;
 }
 

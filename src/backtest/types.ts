@@ -11,8 +11,13 @@ export interface MinedCase {
   commit: string;
   parent: string;
   date: string;
-  /** The task text: the commit message. */
+  /** The task text: the text of the issue the commit closes when it can be read, else the
+   * commit message. */
   message: string;
+  /** The issue the commit closes whose text is the task (`Fixes #12` on GitHub). */
+  issue?: number;
+  /** The commit message, when an issue's text replaced it as the task text. */
+  commit_message?: string;
   /** The message gives the fix away (it quotes changed code). */
   leaky_message: boolean;
   /** Test files the commit changed or added (or deleted). */

@@ -1,5 +1,4 @@
 /// <reference lib="dom" />
-import { spawnSync } from "node:child_process";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentModel, type Script } from "../helpers/agent-model.js";
@@ -89,10 +88,6 @@ const script: Script = {
 // expect.poll gives up after 1 s by default, so every wait on the service names its bound,
 // and the tests that make them allow several (360 s: 4 · PIPELINE_MS).
 const PIPELINE_MS = 90_000;
-
-/** Whether the service emits the command heartbeat yet (the `setup` branch adds it). */
-const HEARTBEAT_IN_SERVICE =
-  spawnSync("git", ["grep", "-q", "-F", "still running `", "--", "src"]).status === 0;
 
 /** The spec planner's answer (submit_tasks): three tasks, the third after the first two. */
 const PLANNED = [
@@ -767,46 +762,42 @@ describe("the dashboard", () => {
   });
 
   /*
-   * The heartbeat itself is the service's (the `setup` branch adds a `log` event "still
-   * running `<cmd>` (N s)" every 10 s during a long command): until it is merged this test
-   * is skipped; then it runs a 12-second check in a real repository and expects the line.
+   * The heartbeat is the service's: a `log` event "still running `<cmd>` (N s)" every
+   * SANDBOX_HEARTBEAT_S (10 s) during a long command. A 12-second check in a real repository
+   * shows it in the page's log.
    */
-  it.skipIf(!HEARTBEAT_IN_SERVICE)(
-    "shows the service's heartbeat in the log while a slow check runs",
-    async () => {
-      const key = await keyOf();
-      const slow = await createGitRepo({
-        "package.json": JSON.stringify({ name: "slow", version: "1.0.0", type: "module" }),
-        ".github/foreman.yml":
-          'verify:\n  - name: slow check\n    run: node -e "setTimeout(() => {}, 12000)"\n',
+  it("shows the service's heartbeat in the log while a slow check runs", async () => {
+    const key = await keyOf();
+    const slow = await createGitRepo({
+      "package.json": JSON.stringify({ name: "slow", version: "1.0.0", type: "module" }),
+      ".github/foreman.yml":
+        'verify:\n  - name: slow check\n    run: node -e "setTimeout(() => {}, 12000)"\n',
+    });
+    try {
+      const ws = await server.api("POST", "/workspaces", {
+        key,
+        body: { name: "slow", repos: [{ name: "acme/slow", clone_url: slow.dir }] },
       });
-      try {
-        const ws = await server.api("POST", "/workspaces", {
-          key,
-          body: { name: "slow", repos: [{ name: "acme/slow", clone_url: slow.dir }] },
-        });
-        const repos = await server.api("GET", `/workspaces/${ws.body.id}/repos`, { key });
-        const created = await server.api("POST", "/tasks", {
-          key,
-          body: {
-            workspace_id: ws.body.id,
-            repo_id: repos.body[0].id,
-            description: "Add a greeting helper slowly",
-            auto_approve: true,
-          },
-        });
-        await visit(`/tasks/${created.body.id}`, "slow task");
-        await page
-          .getByTestId("log")
-          .getByText(/still running .*\(\d+ s\)/)
-          .first()
-          .waitFor({ timeout: PIPELINE_MS });
-      } finally {
-        await slow.remove();
-      }
-    },
-    360_000,
-  );
+      const repos = await server.api("GET", `/workspaces/${ws.body.id}/repos`, { key });
+      const created = await server.api("POST", "/tasks", {
+        key,
+        body: {
+          workspace_id: ws.body.id,
+          repo_id: repos.body[0].id,
+          description: "Add a greeting helper slowly",
+          auto_approve: true,
+        },
+      });
+      await visit(`/tasks/${created.body.id}`, "slow task");
+      await page
+        .getByTestId("log")
+        .getByText(/still running .*\(\d+ s\)/)
+        .first()
+        .waitFor({ timeout: PIPELINE_MS });
+    } finally {
+      await slow.remove();
+    }
+  }, 360_000);
 
   it("works on a 390 px phone screen", async () => {
     const phone = await browser.newContext({

@@ -103,16 +103,13 @@ export function chatThreadTasks(
   threadTs: string,
   limit = 20,
 ): Promise<TaskRecord[]> {
-  return tasksOf(models)
-    .find({
-      account_id: accountId,
-      "report_to.integration_id": integrationId,
-      "report_to.ref.channel": channel,
-      "report_to.ref.thread_ts": threadTs,
-    })
-    .sort({ created_at: -1 })
-    .limit(limit)
-    .toArray();
+  return conversationTasks(
+    models,
+    accountId,
+    integrationId,
+    { channel, thread_ts: threadTs },
+    limit,
+  );
 }
 
 /** The tasks an integration started from one tracker issue and their follow-ups, newest first. */
@@ -123,13 +120,21 @@ export function trackerIssueTasks(
   issueId: string,
   limit = 20,
 ): Promise<TaskRecord[]> {
-  return tasksOf(models)
-    .find({
-      account_id: accountId,
-      "report_to.integration_id": integrationId,
-      "report_to.ref.issue_id": issueId,
-    })
-    .sort({ created_at: -1 })
-    .limit(limit)
-    .toArray();
+  return conversationTasks(models, accountId, integrationId, { issue_id: issueId }, limit);
+}
+
+/** The newest tasks of an integration whose `report_to.ref` has every field of `ref`. */
+function conversationTasks(
+  models: Models,
+  accountId: string,
+  integrationId: string,
+  ref: Record<string, string>,
+  limit: number,
+): Promise<TaskRecord[]> {
+  const query: Record<string, string> = {
+    account_id: accountId,
+    "report_to.integration_id": integrationId,
+  };
+  for (const [field, value] of Object.entries(ref)) query[`report_to.ref.${field}`] = value;
+  return tasksOf(models).find(query).sort({ created_at: -1 }).limit(limit).toArray();
 }

@@ -25,6 +25,9 @@
  *            QUEUED to DONE (clone, index, plan, implement, verify, review, push a branch),
  *            then a follow-up of it through the API to DONE (its branch, pushed again).
  *            BENCH_FOLLOW_UP_RUNS (3) pairs; medians. Target: follow-up ≤ 0.5 × first run.
+ *            Printed with it: each phase's median wall time (from the tasks' `phase` events;
+ *            REVIEWING includes publishing), first run → follow-up; BENCH_FOLLOW_UP_TRACE
+ *            also lists every event of each task with the time since the one before.
  */
 import { createHmac, generateKeyPairSync, randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";
@@ -333,10 +336,45 @@ export const followUpBench: Benchmark = {
           await new Promise((r) => setTimeout(r, 20));
         }
       };
+      /** A task's wall time per phase, from its `phase` events (QUEUED: creation to pickup). */
+      const phaseTimes = async (id: string, createdAt: number) => {
+        const events = await models.TaskEvent.collection
+          .find({ task_id: id, type: "phase" })
+          .sort({ seq: 1 })
+          .toArray();
+        const times: Record<string, number> = {};
+        let from = createdAt;
+        let phase = "QUEUED";
+        for (const e of events) {
+          const at = (e.ts as Date).getTime();
+          times[phase] = (times[phase] ?? 0) + (at - from);
+          from = at;
+          phase = String((e.payload as { phase?: string }).phase);
+        }
+        if (process.env.BENCH_FOLLOW_UP_TRACE) {
+          const all = await models.TaskEvent.collection
+            .find({ task_id: id })
+            .sort({ seq: 1 })
+            .toArray();
+          let last = createdAt;
+          for (const e of all) {
+            const at = (e.ts as Date).getTime();
+            const p = e.payload as { phase?: string; message?: string };
+            console.log(
+              `    +${String(at - last).padStart(5)} ms  ${e.type} ${(p.phase ?? p.message ?? "").slice(0, 110)}`,
+            );
+            last = at;
+          }
+        }
+        return times;
+      };
+      const firstPhases: Array<Record<string, number>> = [];
+      const followPhases: Array<Record<string, number>> = [];
       const firsts: number[] = [];
       const follows: number[] = [];
       for (let i = 0; i < runs; i++) {
         let t0 = performance.now();
+        let created = Date.now();
         const first = await api("POST", "/tasks", key, {
           workspace_id: workspaceId,
           repo_id: "acme/greeter",
@@ -345,7 +383,9 @@ export const followUpBench: Benchmark = {
         });
         const parent = await done(String(first.body.id));
         firsts.push(performance.now() - t0);
+        firstPhases.push(await phaseTimes(String(parent.id), created));
         t0 = performance.now();
+        created = Date.now();
         const follow = await api("POST", `/tasks/${String(parent.id)}/follow-up`, key, {
           description: "Also greet in French.",
           auto_approve: true,
@@ -356,11 +396,24 @@ export const followUpBench: Benchmark = {
           );
         await done(String(follow.body.id));
         follows.push(performance.now() - t0);
+        followPhases.push(await phaseTimes(String(follow.body.id), created));
         console.log(
           `  run ${i + 1}: first ${firsts[i]!.toFixed(0)} ms, follow-up ${follows[i]!.toFixed(0)} ms`,
         );
       }
       const ratio = median(follows) / median(firsts);
+      // Where the time goes: each phase's median, first run against follow-up.
+      const phases = [...new Set([...firstPhases, ...followPhases].flatMap((t) => Object.keys(t)))];
+      const byPhase = (runs: Array<Record<string, number>>, phase: string) =>
+        median(runs.map((t) => t[phase] ?? 0));
+      console.log(
+        `  phases (median ms, first → follow-up): ${phases
+          .map(
+            (p) =>
+              `${p} ${byPhase(firstPhases, p).toFixed(0)} → ${byPhase(followPhases, p).toFixed(0)}`,
+          )
+          .join(", ")}`,
+      );
       console.log(
         `  rerun: median first ${median(firsts).toFixed(0)} ms, follow-up ${median(follows).toFixed(0)} ms, ratio ${ratio.toFixed(2)}`,
       );

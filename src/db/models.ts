@@ -171,6 +171,12 @@ const taskSchema = new Schema(
     memories_used: { type: [Schema.Types.Mixed], default: undefined },
     /** What VERIFYING ran: where the checks came from and which passed or failed. */
     checks: { type: Schema.Types.Mixed, default: null },
+    /**
+     * The last passing verification (not shown): the tree its checks ran on and each
+     * command's result; PUBLISH keeps them as the baseline of the commit it pushes when that
+     * commit has this tree (verify/baseline.ts).
+     */
+    verified: { type: Schema.Types.Mixed, default: null },
     /** Fix rounds used so far (kept across a resumed VERIFYING). */
     fix_attempts: { type: Number, default: 0 },
     /** Conventions the agent noted with `remember`, written to memory in CLEANUP. */
@@ -522,6 +528,13 @@ export interface CheckRecord {
   }>;
 }
 
+/** The last passing verification of a task (`verified`): the tree checked and each result. */
+export interface VerifiedRecord {
+  /** The git tree id of the working copy the checks ran on (untracked files included). */
+  tree: string;
+  results: Array<{ command: string; ok: boolean; failures: string[] }>;
+}
+
 /** One repository memory as tasks show it (`memories_used`). */
 export interface MemoryView {
   id: string;
@@ -560,9 +573,10 @@ export interface FollowUpRecord {
 
 export type TaskRecord = Omit<
   TaskDoc,
-  "repo" | "checks" | "memories_used" | "revisions" | "instruction" | "follow_up"
+  "repo" | "checks" | "memories_used" | "revisions" | "instruction" | "follow_up" | "verified"
 > & {
   checks?: CheckRecord | null;
+  verified?: VerifiedRecord | null;
   revisions?: RevisionRecord[] | null;
   instruction?: InstructionRecord | null;
   follow_up?: FollowUpRecord | null;

@@ -56,6 +56,16 @@ export async function workingCopyDiff(
   };
 }
 
+/**
+ * The git tree of the working copy as a commit of it would hold it: every change staged
+ * (as workingCopyDiff and PUBLISH stage them), then the index written as a tree object.
+ */
+export async function stagedTree(workdir: string, signal?: AbortSignal): Promise<string> {
+  const run = (args: string[]) => runGit(args, { cwd: workdir, ...(signal ? { signal } : {}) });
+  await run(["add", "--all"]);
+  return (await run(["write-tree"])).trim();
+}
+
 /** The diff for a prompt: cut to `maxChars` with a note, so a huge change cannot fill it. */
 export function diffForPrompt(diff: string, maxChars = 60_000): string {
   if (diff.length <= maxChars) return diff;

@@ -5,7 +5,8 @@
  * copy itself is never touched). A failure that was there before, with no failure line the
  * base did not have, is pre-existing: it uses no fix round and does not fail the task. The
  * base's results are kept per account, repository, commit and command, so a round, a retry or
- * another task on the same commit does not run them again.
+ * another task on the same commit does not run them again; a task that pushes a commit keeps
+ * its last verification as that commit's results, so a follow-up from it runs none either.
  */
 import { createHash, randomBytes } from "node:crypto";
 import path from "node:path";
@@ -99,6 +100,41 @@ export function preExisting(after: string[], before: BaselineResult | undefined)
   return after.every((line) => known.has(line));
 }
 
+/** One check's result on a commit, by command, as kept. */
+export interface KeptResult extends BaselineResult {
+  command: string;
+}
+
+/**
+ * Keeps results of checks on a commit as that commit's baseline: the runs above, and a
+ * finished task's last verification of the commit it pushed (stages/publish.ts), so a
+ * follow-up starting there does not run them again.
+ */
+export async function keepBaselines(
+  models: Models,
+  scope: BaselineScope,
+  results: readonly KeptResult[],
+): Promise<void> {
+  const now = new Date();
+  for (const result of results) {
+    await baselines(models).updateOne(
+      { _id: baselineId(scope, result.command) },
+      {
+        $set: {
+          account_id: scope.accountId,
+          repo_id: scope.repoId,
+          commit: scope.commit,
+          command: result.command,
+          ok: result.ok,
+          failures: result.failures.slice(0, MAX_FAILURE_LINES),
+          created_at: now,
+        },
+      },
+      { upsert: true },
+    );
+  }
+}
+
 export interface BaselineOptions {
   models: Models;
   scope: BaselineScope;
@@ -151,29 +187,16 @@ export async function baselineResults(
       await options.log("The unchanged code's install step failed: no baseline to compare with.");
       return results;
     }
-    const now = new Date();
+    const ran: KeptResult[] = [];
     for (const { check, result } of outcome.results as CheckOutcome[]) {
       const base: BaselineResult = {
         ok: result.ok,
         failures: result.ok ? [] : failureLines(result.output, [dir]),
       };
       results.set(check.command, base);
-      await baselines(options.models).updateOne(
-        { _id: baselineId(options.scope, check.command) },
-        {
-          $set: {
-            account_id: options.scope.accountId,
-            repo_id: options.scope.repoId,
-            commit: options.scope.commit,
-            command: check.command,
-            ok: base.ok,
-            failures: base.failures,
-            created_at: now,
-          },
-        },
-        { upsert: true },
-      );
+      ran.push({ command: check.command, ...base });
     }
+    await keepBaselines(options.models, options.scope, ran);
     return results;
   } finally {
     // The checkout goes, and so does its entry in the working copy's .git.

@@ -1,3 +1,5 @@
+import { writeFile } from "node:fs/promises";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentModel, roleOf, userText, type Script } from "../helpers/agent-model.js";
 import { startFakeModel, type FakeModel, fakeModelEnv } from "../helpers/fake-model.js";
@@ -11,7 +13,9 @@ import { waitFor } from "../helpers/greeter-stack.js";
  * is not failed and uses no fix round (the check is reported pre-existing, with its result
  * on the unchanged code); a change that breaks another test of the same suite still gets a fix
  * round. The unchanged code's results are kept per commit and command: the second task on the
- * same commit does not run them again.
+ * same commit does not run them again. A finished task's last verification is kept for the
+ * commit it pushed: its follow-up runs nothing on the unchanged code, unless someone pushed to
+ * the branch meanwhile (another commit, run as any other).
  */
 
 const files = {
@@ -52,7 +56,9 @@ const script: Script = {
       ? [{ name: "finish", arguments: { summary: "Done." } }]
       : /BREAK/.test(userText(request))
         ? [write("src/index.js", "export const v = 2;\n")]
-        : [write("src/greet.js", "export const greet = (n) => `Hi ${n}`;\n")],
+        : /FOLLOW/.test(userText(request))
+          ? [write("src/farewell.js", "export const bye = (n) => `Bye ${n}`;\n")]
+          : [write("src/greet.js", "export const greet = (n) => `Hi ${n}`;\n")],
   fix: (_request, n) =>
     n > 0
       ? [{ name: "finish", arguments: { summary: "Fixed v." } }]
@@ -117,6 +123,43 @@ async function runToDiffGate(description: string) {
   return at(["awaiting_diff_approval", "failed", "completed"]);
 }
 
+/** Waits for a task to reach one of `statuses`. */
+function until(id: string, statuses: string[]) {
+  return waitFor(
+    `task ${id} in ${statuses.join("/")}`,
+    async () => {
+      const t = (await server.api("GET", `/tasks/${id}`, { key })).body;
+      return statuses.includes(t.status) ? t : undefined;
+    },
+    120_000,
+  );
+}
+
+/** A task run to DONE: its plan and diff approved, its branch pushed. */
+async function runToDone(description: string) {
+  const task = await runToDiffGate(description);
+  expect(task.status).toBe("awaiting_diff_approval");
+  expect((await server.api("POST", `/tasks/${task.id}/approve-diff`, { key })).status).toBe(200);
+  const done = await until(task.id, ["completed", "failed", "cancelled"]);
+  expect(done.status).toBe("completed");
+  return done;
+}
+
+/** A follow-up of `parentId` with auto_approve, run to its end. */
+async function followUp(parentId: string) {
+  const res = await server.api("POST", `/tasks/${parentId}/follow-up`, {
+    key,
+    body: { description: "FOLLOW: add a farewell helper.", auto_approve: true },
+  });
+  expect(res.status).toBe(201);
+  return until(res.body.id, ["completed", "failed", "cancelled"]);
+}
+
+/** The kept baselines of a commit. */
+function keptFor(commit: string) {
+  return server.service.db.models.Task.db.collection("verify_baselines").find({ commit }).toArray();
+}
+
 async function logs(id: string): Promise<string[]> {
   const events = await server.service.db.models.TaskEvent.collection
     .find({ task_id: id, type: "log" })
@@ -160,4 +203,68 @@ describe("verification baseline", () => {
     const fix = model.requests.filter((r) => roleOf(r) === "fix")[0]!;
     expect(userText(fix)).toContain("already there before the change");
   }, 180_000);
+});
+
+describe("verification baseline of a follow-up", () => {
+  it("is the parent's last verification when the follow-up starts from the commit it pushed", async () => {
+    const parent = await runToDone("Add a greeting helper for a follow-up.");
+    const head = (await repo.git("rev-parse", parent.branch)).trim();
+    // The parent kept its checks, with the old failure's lines, for the commit it pushed.
+    const kept = await keptFor(head);
+    expect(kept).toHaveLength(1);
+    expect(kept[0]).toMatchObject({ ok: false });
+    expect((kept[0]!.failures as string[]).some((l) => l.includes("an old broken test"))).toBe(
+      true,
+    );
+
+    const task = await followUp(parent.id);
+    expect(task).toMatchObject({ status: "completed", base_sha: head, branch: parent.branch });
+    // The old failure is still pre-existing, and nothing ran on the unchanged code.
+    expect(task.checks).toMatchObject({
+      fix_attempts: 0,
+      results: [{ name: "test", ok: false, before: "failed", pre_existing: true }],
+    });
+    const lines = await logs(task.id);
+    expect(lines.some((l) => l.includes("on the unchanged code ("))).toBe(false);
+    expect(await repo.git("show", `${parent.branch}:src/farewell.js`)).toContain("Bye");
+  }, 240_000);
+
+  it("is run again on the branch's new head when someone pushed to it meanwhile", async () => {
+    const parent = await runToDone("Add a greeting helper for a pushed branch.");
+    const parentHead = (await repo.git("rev-parse", parent.branch)).trim();
+    // Someone pushes a commit to the branch: another old failure comes with it.
+    await repo.git("checkout", "-q", parent.branch);
+    await writeFile(
+      path.join(repo.dir, "test/pushed.test.js"),
+      `import { test } from "node:test";
+import assert from "node:assert/strict";
+test("a test pushed broken", () => assert.equal(2 + 2, 5));
+`,
+    );
+    await repo.git("add", "-A");
+    await repo.git("commit", "-q", "-m", "pushed meanwhile");
+    await repo.git("checkout", "-q", "main");
+    const pushed = (await repo.git("rev-parse", parent.branch)).trim();
+    expect(await keptFor(pushed)).toHaveLength(0);
+
+    const task = await followUp(parent.id);
+    // It works on the pushed commit: its checks see the pushed test, failing there already.
+    expect(task).toMatchObject({ status: "completed", base_sha: pushed });
+    expect(task.checks).toMatchObject({
+      fix_attempts: 0,
+      results: [{ name: "test", ok: false, before: "failed", pre_existing: true }],
+    });
+    const lines = await logs(task.id);
+    expect(lines.some((l) => l.includes(`on the unchanged code (${pushed.slice(0, 12)})`))).toBe(
+      true,
+    );
+    // The parent's results stay its commit's; the pushed commit got its own run.
+    expect(await keptFor(parentHead)).toHaveLength(1);
+    const ran = await keptFor(pushed);
+    expect((ran[0]!.failures as string[]).some((l) => l.includes("a test pushed broken"))).toBe(
+      true,
+    );
+    const subjects = (await repo.git("log", "--format=%s", parent.branch)).trim().split("\n");
+    expect(subjects[1]).toBe("pushed meanwhile");
+  }, 240_000);
 });

@@ -7,6 +7,7 @@ import { StageError } from "../errors.js";
 import type { Stage, StageContext } from "../stage.js";
 import { ensureWorkingCopy } from "./working-copy.js";
 import { planMarkdown } from "../../domain/plan-text.js";
+import { keepBaselines } from "../../verify/baseline.js";
 
 /** The branch a task's change is pushed to: readable, and unique per task. */
 export function branchName(task: Pick<TaskRecord, "_id" | "description" | "plan_summary">): string {
@@ -104,6 +105,34 @@ async function openPullRequest(
 }
 
 /**
+ * The pushed commit's checks were run already: the last verification ran them on its tree.
+ * They are kept as that commit's baseline (verify/baseline.ts), so a follow-up starting from
+ * it does not run them on the unchanged code again. Only when the commit's tree is the one
+ * verified; a failure here costs that follow-up a run, nothing else.
+ */
+async function keepVerification(ctx: StageContext): Promise<void> {
+  const verified = ctx.task.verified;
+  if (!verified?.results.length) return;
+  try {
+    const git = (args: string[]) => runGit(args, { cwd: ctx.workdir, signal: ctx.signal });
+    const tree = (await git(["rev-parse", "HEAD^{tree}"])).trim();
+    if (tree !== verified.tree) return;
+    const commit = await headCommit(ctx.workdir);
+    await keepBaselines(
+      ctx.models,
+      { accountId: ctx.task.account_id, repoId: ctx.task.repo_id, commit },
+      verified.results,
+    );
+  } catch (error) {
+    ctx.signal.throwIfAborted();
+    ctx.logger.warn(
+      { err: error },
+      "could not keep the verification as the pushed commit's baseline",
+    );
+  }
+}
+
+/**
  * After the diff is approved (still REVIEWING): the change is committed on a branch of its
  * own and pushed; on GitHub a pull request is opened. On a plain git remote the pushed
  * branch is the result.
@@ -135,6 +164,7 @@ export const publishStage: Stage = {
     }
     await ctx.update({ branch });
     await ctx.log(`Pushed branch ${branch} to ${ctx.task.repo.full_name}.`);
+    await keepVerification(ctx);
     if (followUp) {
       // The parent's pull request (if any) shows the new commits: no new one is opened.
       await ctx.update({

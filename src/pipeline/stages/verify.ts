@@ -1,4 +1,4 @@
-import type { CheckRecord } from "../../db/models.js";
+import type { CheckRecord, VerifiedRecord } from "../../db/models.js";
 import {
   configNames,
   detectChecks,
@@ -15,9 +15,9 @@ import {
   type BaselineResult,
 } from "../../verify/baseline.js";
 import { agentContext, runAgent, taskCache } from "../agent.js";
-import { diffForPrompt, excludeBuildOutput, workingCopyDiff } from "../diff.js";
+import { diffForPrompt, excludeBuildOutput, stagedTree, workingCopyDiff } from "../diff.js";
 import { fixUserPrompt } from "../prompts.js";
-import type { Stage } from "../stage.js";
+import type { Stage, StageContext } from "../stage.js";
 import { ensureWorkingCopy, saveWork } from "./working-copy.js";
 
 /** Lines of a failing check's output copied into the task log (the model gets more). */
@@ -65,6 +65,28 @@ function startedFromFailure(task: { origin?: unknown }): boolean {
   return origin?.kind === "ci_failure" || origin?.trigger === "ci_failure";
 }
 
+/**
+ * A passing verification as PUBLISH keeps it for the commit it pushes (verify/baseline.ts,
+ * keepBaselines): the tree the checks ran on, and each command's result with its failure
+ * lines (a pre-existing failure's). Null when the tree cannot be read: nothing is kept then.
+ */
+async function verifiedRecord(
+  ctx: StageContext,
+  results: readonly { check: { command: string }; result: { ok: boolean; output: string } }[],
+): Promise<VerifiedRecord | null> {
+  const tree = await stagedTree(ctx.workdir, ctx.signal).catch(() => null);
+  if (!tree) return null;
+  const byCommand = new Map<string, VerifiedRecord["results"][number]>();
+  for (const { check, result } of results)
+    if (!byCommand.has(check.command))
+      byCommand.set(check.command, {
+        command: check.command,
+        ok: result.ok,
+        failures: result.ok ? [] : failureLines(result.output, [ctx.workdir]),
+      });
+  return { tree, results: [...byCommand.values()] };
+}
+
 /** True while the working copy has no change of the task's (git status is empty). */
 async function unchanged(workdir: string): Promise<boolean> {
   const status = await runGit(["status", "--porcelain", "--untracked-files=all"], {
@@ -84,7 +106,10 @@ export const verifyStage: Stage = {
     });
     for (const note of plan.notes) await ctx.log(note);
     if (plan.checks.length === 0) {
-      await ctx.update({ checks: { source: plan.source, results: [], fix_attempts: 0 } });
+      await ctx.update({
+        checks: { source: plan.source, results: [], fix_attempts: 0 },
+        verified: null,
+      });
       await ctx.log("No checks to run: verification passes.");
       return { next: "review" };
     }
@@ -185,12 +210,12 @@ export const verifyStage: Stage = {
         }),
       };
       if (outcome.ok) {
-        await ctx.update({ checks: record });
+        await ctx.update({ checks: record, verified: await verifiedRecord(ctx, outcome.results) });
         await ctx.log(`Verification passed: ${summarizeChecks(outcome)}.`);
         return { next: "review" };
       }
       if (installed && old.size === outcome.failed.length) {
-        await ctx.update({ checks: record });
+        await ctx.update({ checks: record, verified: await verifiedRecord(ctx, outcome.results) });
         await ctx.log(
           `Verification passed apart from pre-existing failures: ${[...old].map((c) => c.name).join(", ")} failed the same way on the unchanged code. ${summarizeChecks(outcome)}.`,
         );

@@ -27,7 +27,8 @@ import type {
 } from "./types.js";
 
 /*
- * Python: pytest as the check, coverage.py around pytest or unittest for coverage, and
+ * Python: pytest as the check, a venv with pip for the setup step's install (requirements
+ * files and the project itself, editable), coverage.py around pytest or unittest for coverage, and
  * requirements*.txt and pyproject.toml (`[project] dependencies`, Poetry's dependency
  * tables) as manifests.
  */

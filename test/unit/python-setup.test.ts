@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { measureCoverage } from "../../src/health/coverage.js";
 import { readRepoFiles } from "../../src/health/files.js";
 import { excludeBuildOutput } from "../../src/pipeline/diff.js";
+import { detectChecks } from "../../src/verify/checks.js";
 import { configureSandbox, runSandboxed } from "../../src/util/sandbox.js";
 import { configureSandboxCaches } from "../../src/util/sandbox-cache.js";
 import { detectSetup, runSetup, type SetupOutcome } from "../../src/verify/setup.js";
@@ -156,6 +157,17 @@ describe("the setup step for Python", () => {
       "No .venv: making one and installing requirements.txt, requirements-dev.txt and the project itself (editable) with pip first.",
     );
     expect(plan.notes[1]).toMatch(/^poetry\.lock is not applied \(pip cannot read it\)/);
+  });
+
+  it("names no Python check a makefile stands in for when Python only installs", async () => {
+    const dir = await workingCopy("umbrella", {
+      "requirements.txt": "foreman-dep==1.0\n",
+      Makefile: "test:\n\techo ok\n",
+    });
+    const plan = await detectChecks(dir);
+    expect(plan.checks).toEqual([{ name: "make test", command: "make test" }]);
+    expect(plan.notes).toEqual([]);
+    expect((await detectSetup(dir)).steps).toHaveLength(1);
   });
 
   it("installs through the allowlist, runs checks offline in the venv, reuses the cache, and names a refused host", async () => {

@@ -12,6 +12,8 @@
 #   chromium             the dashboard's end-to-end tests (test/e2e), with --test only
 #   python3-coverage,
 #   python3-pytest       Python coverage in health scans (src/health/coverage.ts)
+#   python3-pip          the setup step's Python installs: pip of the worker's Python, run in
+#                        a venv made without a pip of its own (src/ecosystems/python.ts)
 set -euo pipefail
 
 want=()
@@ -26,6 +28,7 @@ if [ "${1:-}" = "--test" ]; then
 fi
 /usr/bin/python3 -c 'import coverage' >/dev/null 2>&1 || want+=(python3-coverage)
 /usr/bin/python3 -c 'import pytest' >/dev/null 2>&1 || want+=(python3-pytest)
+/usr/bin/python3 -m pip --version >/dev/null 2>&1 || want+=(python3-pip)
 
 [ ${#want[@]} -eq 0 ] && exit 0
 echo "setup: installing ${want[*]}" >&2

@@ -187,6 +187,9 @@ export const envSchema = z.object({
       }
       return entries.map((e) => e.toLowerCase());
     }),
+  // The Python package index of the setup step's pip (its PIP_INDEX_URL; ecosystems/python.ts):
+  // a private index or mirror, whose host must be on SANDBOX_SETUP_ALLOW. Unset: pip's (PyPI).
+  PIP_INDEX_URL: url,
   // What all package cache entries together may take (util/sandbox-cache.ts).
   SANDBOX_CACHE_MAX_MB: positiveInt(10_240, 16_777_216),
   // How often a long sandboxed command logs "still running …" on its task.
@@ -348,6 +351,8 @@ export interface Config {
     cacheMaxMb: number;
     /** SANDBOX_SETUP_ALLOW: the hosts the setup step may reach (empty: SANDBOX_NETWORK's). */
     setupAllow: string[];
+    /** PIP_INDEX_URL: the setup step's Python package index; null: pip's default (PyPI). */
+    pipIndexUrl: string | null;
     /** SANDBOX_HEARTBEAT_S in ms: "still running …" lines of long commands. */
     heartbeatMs: number;
   };
@@ -570,6 +575,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       cacheMaxAgeDays: env.SANDBOX_CACHE_MAX_AGE_DAYS,
       cacheMaxMb: env.SANDBOX_CACHE_MAX_MB,
       setupAllow: env.SANDBOX_SETUP_ALLOW,
+      pipIndexUrl: env.PIP_INDEX_URL ?? null,
       heartbeatMs: env.SANDBOX_HEARTBEAT_S * 1000,
     },
     dataDirMinFreeMb: env.DATA_DIR_MIN_FREE_MB,

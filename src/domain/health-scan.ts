@@ -23,7 +23,7 @@ import {
 import { recordDefaultBranch } from "./linking.js";
 import { healthLease } from "../durable/lease.js";
 import { resolveRepo } from "./workspaces.js";
-import { runSetup } from "../verify/setup.js";
+import { runSetup, setupEnv } from "../verify/setup.js";
 
 /*
  * A health scan from start to end (docs/api.md, "How scans run"), the state machine of a
@@ -194,7 +194,10 @@ export async function runHealthScan(
           allow: config.sandbox.setupAllow,
           timeoutMs: config.health.coverageTimeoutMs,
           signal: run.signal,
-          env: { GOPROXY: config.health.registry.goproxyUrl },
+          env: setupEnv({
+            goproxyUrl: config.health.registry.goproxyUrl,
+            pipIndexUrl: config.sandbox.pipIndexUrl,
+          }),
           subject: "scan",
           log: (message) => logger.info({ setup: true }, message),
         });

@@ -1,14 +1,15 @@
 import path from "node:path";
 import semver from "semver";
 import { parse as parseToml, TomlDate, TomlError } from "smol-toml";
-import { describeResult } from "../util/sandbox.js";
-import { listDir } from "../util/workcopy-fs.js";
+import { describeResult, sandboxSettings, VENV_DIR } from "../util/sandbox.js";
+import { entryInfo, listDir } from "../util/workcopy-fs.js";
 import {
   containsText,
   isDirectory,
   isFile,
   isTestFile,
   readJson,
+  readText,
   relativeTo,
   REPORT_DIR,
   timedOutAttempt,
@@ -18,6 +19,7 @@ import type {
   CoverageAttempt,
   CoverageContext,
   CoverageFigures,
+  DetectedChecks,
   Ecosystem,
   ManifestFiles,
   Manifests,
@@ -25,7 +27,8 @@ import type {
 } from "./types.js";
 
 /*
- * Python: pytest as the check, coverage.py around pytest or unittest for coverage, and
+ * Python: pytest as the check, a venv with pip for the setup step's install (requirements
+ * files and the project itself, editable), coverage.py around pytest or unittest for coverage, and
  * requirements*.txt and pyproject.toml (`[project] dependencies`, Poetry's dependency
  * tables) as manifests.
  */
@@ -85,9 +88,119 @@ async function detectPytest(workdir: string): Promise<string | null> {
   return null;
 }
 
-async function detectPython(workdir: string): Promise<{ source: string; checks: Check[] } | null> {
+async function detectPython(workdir: string): Promise<DetectedChecks | null> {
   const pytest = await detectPytest(workdir);
-  return pytest ? { source: pytest, checks: [PYTEST_CHECK] } : null;
+  const install = await detectInstall(workdir);
+  if (!pytest && !install) return null;
+  return {
+    source: pytest ?? install!.inputs[0]!,
+    checks: pytest ? [PYTEST_CHECK] : [],
+    ...(install
+      ? {
+          install: [{ name: "install", command: install.command }],
+          installNotes: install.notes,
+          installInputs: install.inputs,
+          // Restored from the package cache in place of an install: only where every working
+          // copy is /workspace, because a venv's scripts and an editable install name their
+          // own absolute path (with SANDBOX=none each working copy has its own).
+          installOutputs: sandboxSettings().engine === "bwrap" ? [VENV] : [],
+        }
+      : {}),
+  };
+}
+
+// --- installs (the setup step, verify/setup.ts) -------------------------------------------
+
+/**
+ * The virtual environment the setup step makes in the working copy. The sandbox puts its
+ * bin/ first on PATH of every later command (util/sandbox.ts, VENV_DIR), so `python3` and
+ * `pytest` there are the venv's. Kept out of the diff (pipeline/diff.ts) and the index.
+ */
+const VENV = VENV_DIR;
+
+/** requirements files installed: the main one and those for development, tests and CI. */
+const REQUIREMENTS =
+  /^(requirements([-_.](dev|devel|develop|development|test|tests|testing|ci))?\.txt|(dev|test|tests)[-_]requirements\.txt)$/;
+
+/** Extras of the project installed with it: what its tests usually need. */
+const TEST_EXTRAS = ["test", "tests", "testing", "dev"];
+
+/** Lockfiles pip cannot read: they key the cache, and a note says they were not applied. */
+const OTHER_LOCKFILES = ["uv.lock", "poetry.lock", "pdm.lock", "Pipfile.lock"];
+
+/** A word for a POSIX shell, quoted when it needs to be. */
+function shellWord(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, "'\\''")}'`;
+}
+
+/**
+ * What the setup step runs for a Python repository: a venv (seeing the worker's own
+ * packages, so its pytest and coverage.py stay usable), then one `pip install` of the
+ * requirements files and of the project itself, editable (with its test extras), so tests
+ * import it as an installed package. Null when there is nothing to install or a venv is
+ * already there.
+ */
+async function detectInstall(
+  workdir: string,
+): Promise<{ command: string; notes: string[]; inputs: string[] } | null> {
+  if ((await entryInfo(workdir, VENV)) !== undefined) return null;
+  const entries = await listDir(workdir, ".");
+  const names =
+    typeof entries === "string" ? [] : entries.filter((e) => e.isFile()).map((e) => e.name);
+  const requirements = names
+    .filter((n) => REQUIREMENTS.test(n))
+    .sort((a, b) =>
+      a === "requirements.txt" ? -1 : b === "requirements.txt" ? 1 : a.localeCompare(b),
+    );
+  const args: string[] = requirements.flatMap((r) => ["-r", r]);
+  const notes: string[] = [];
+  const inputs = [...requirements];
+  let project = false;
+  let doc: TomlTable | undefined;
+  if (names.includes(PYPROJECT)) {
+    inputs.push(PYPROJECT);
+    const text = await readText(workdir, PYPROJECT);
+    try {
+      doc = typeof text === "string" ? parseToml(text) : undefined;
+    } catch {
+      notes.push(`${PYPROJECT} is not valid TOML: the project itself is not installed.`);
+    }
+  }
+  const uv = doc ? tableAt(doc, "tool", "uv") : undefined;
+  const packaged =
+    doc !== undefined &&
+    (tableAt(doc, "project") !== undefined ||
+      tableAt(doc, "tool", "poetry") !== undefined ||
+      tableAt(doc, "build-system") !== undefined);
+  if (doc && uv?.package === false) {
+    // uv's virtual project: its dependencies, not the project, are installed.
+    const deps = tableAt(doc, "project")?.dependencies;
+    if (Array.isArray(deps)) args.push(...deps.filter((d) => typeof d === "string"));
+  } else if (packaged || names.includes("setup.py") || names.includes("setup.cfg")) {
+    project = true;
+    for (const name of ["setup.py", "setup.cfg"]) if (names.includes(name)) inputs.push(name);
+    const extras = Object.keys(tableAt(doc ?? {}, "project", "optional-dependencies") ?? {});
+    const wanted = extras.filter((e) => TEST_EXTRAS.includes(e.toLowerCase()));
+    args.push("-e", wanted.length > 0 ? `.[${wanted.join(",")}]` : ".");
+  }
+  if (args.length === 0) return null;
+  const locks = OTHER_LOCKFILES.filter((l) => names.includes(l));
+  inputs.push(...locks);
+  const what = [
+    ...(requirements.length > 0 ? [requirements.join(", ")] : []),
+    ...(project ? ["the project itself (editable)"] : []),
+    ...(!project && args.length > requirements.length * 2 ? [`${PYPROJECT}'s dependencies`] : []),
+  ];
+  notes.unshift(`No ${VENV}: making one and installing ${what.join(" and ")} with pip first.`);
+  if (locks.length > 0)
+    notes.push(
+      `${locks.join(", ")} ${locks.length === 1 ? "is" : "are"} not applied (pip cannot read ${locks.length === 1 ? "it" : "them"}): versions come from ${PYPROJECT}'s ranges. A \`setup:\` list in .github/foreman.yml can run the lock's own tool.`,
+    );
+  const command = [
+    `python3 -m venv --system-site-packages --without-pip ${VENV}`,
+    `${VENV}/bin/python -m pip install ${args.map(shellWord).join(" ")}`,
+  ].join(" && ");
+  return { command, notes, inputs };
 }
 
 // --- coverage -----------------------------------------------------------------------------
@@ -122,7 +235,10 @@ export function parseCoveragePyJson(json: unknown, root: string): CoverageFigure
   return total > 0 ? { covered, total, files, excluded_test_files: excluded } : null;
 }
 
-/** Python interpreters tried for coverage.py: the worker's `python3`, then the system's. */
+/**
+ * Python interpreters tried for coverage.py: `python3` (the setup step's venv when it made
+ * one, util/sandbox.ts VENV_DIR; else the worker's), then the system's.
+ */
 export const PYTHON_CANDIDATES = ["python3", "/usr/bin/python3"];
 
 /** Root files that name a repository's test tools: tox, nox, setuptools, requirements. */
@@ -232,7 +348,15 @@ async function pythonCoverage(ctx: CoverageContext): Promise<CoverageAttempt> {
   if (!result.ok)
     notes.push(`The tests failed (${describeResult(result)}); coverage is from that run.`);
   if (src) notes.push(`A src layout: ${src}/ was put on PYTHONPATH in place of an install.`);
-  notes.push("Python dependencies are not installed by the scan; tests needing them fail.");
+  const venv = await isDirectory(root, VENV);
+  if (ctx.setupFailure)
+    notes.push(`The dependencies are not installed (tests needing them fail): ${ctx.setupFailure}`);
+  else if (venv && python === PYTHON_CANDIDATES[0])
+    notes.push(`The tests ran in the setup step's ${VENV}, with the dependencies it installed.`);
+  else if (venv)
+    notes.push(
+      `The setup step's ${VENV} has no coverage.py${pytest ? " or pytest" : ""}: ${python} ran the tests without its dependencies; tests needing them fail.`,
+    );
   return {
     ok: true,
     figures,

@@ -10,7 +10,14 @@ const MAX_STORED_DIFF_CHARS = 500_000;
  * Untracked build and install output the checks create; excluded locally (never committed)
  * so it cannot end up in a diff. Tracked files are not affected by excludes.
  */
-const LOCAL_EXCLUDES = ["node_modules/", "__pycache__/", ".pytest_cache/"];
+const LOCAL_EXCLUDES = [
+  "node_modules/",
+  "__pycache__/",
+  ".pytest_cache/",
+  // The setup step's Python venv, and the metadata an editable install leaves in the tree.
+  "/.venv/",
+  "*.egg-info/",
+];
 
 export async function excludeBuildOutput(workdir: string): Promise<void> {
   const file = path.join(workdir, ".git", "info", "exclude");

@@ -74,6 +74,12 @@ export { DiskBudgetError, type SandboxCache };
 export const WORKSPACE = "/workspace";
 /** Where it sees its package cache (npm, Go, pip, cargo; util/sandbox-cache.ts). */
 export const CACHE_MOUNT = "/cache";
+/**
+ * A working copy's Python virtual environment (the setup step's, ecosystems/python.ts): when
+ * it holds one, every command there runs with its bin/ first on PATH and VIRTUAL_ENV set, so
+ * `python3`, `pip` and `pytest` are the venv's.
+ */
+export const VENV_DIR = ".venv";
 /** The service's own node_modules (c8 for health-scan coverage), read-only. */
 export const SERVICE_MODULES_MOUNT = "/foreman/node_modules";
 
@@ -868,7 +874,11 @@ function buildEnv(
     npm_config_cache: path.join(cache, "npm"),
     GOCACHE: path.join(cache, "go-build"),
     GOPATH: path.join(cache, "go"),
-    XDG_CACHE_HOME: path.join(cache, "xdg"), // pip, yarn and most others follow XDG
+    XDG_CACHE_HOME: path.join(cache, "xdg"), // yarn and most others follow XDG
+    PIP_CACHE_DIR: path.join(cache, "pip"),
+    PIP_DISABLE_PIP_VERSION_CHECK: "1",
+    PIP_NO_INPUT: "1",
+    PIP_PROGRESS_BAR: "off",
   };
   // Where a toolchain's shims look for it (pyenv's shims need PYENV_ROOT once HOME moved).
   for (const name of ["PYENV_ROOT", "GOROOT", "RUSTUP_HOME"]) {
@@ -884,6 +894,14 @@ function buildEnv(
     if (!isBlockedEnvName(name)) env[name] = value;
   }
   return env;
+}
+
+/** True when the working copy holds a virtual environment (a real folder with pyvenv.cfg). */
+async function hasVenv(cwd: string): Promise<boolean> {
+  const dir = await lstat(path.join(cwd, VENV_DIR)).catch(() => undefined);
+  if (!dir?.isDirectory()) return false;
+  const cfg = await lstat(path.join(cwd, VENV_DIR, "pyvenv.cfg")).catch(() => undefined);
+  return cfg?.isFile() === true;
 }
 
 /**
@@ -1137,6 +1155,11 @@ export async function runSandboxed(
       ...options.env,
     });
     if (boxed) env.TMPDIR = "/tmp";
+    if (await hasVenv(cwd)) {
+      const venv = path.join(boxed && options.mount !== "host" ? WORKSPACE : cwd, VENV_DIR);
+      env.VIRTUAL_ENV = venv;
+      env.PATH = `${venv}/bin:${env.PATH ?? ""}`;
+    }
     const fifo = (output = await openOutputFifo(path.join(run, ".output")));
     // What the run can write to: the working copy, the run folder (its /tmp and HOME) and a
     // writable cache.

@@ -141,7 +141,8 @@ async function detectEcosystems(workdir: string, notes: string[]): Promise<Detec
   for (const ecosystem of ECOSYSTEMS) {
     if (!ecosystem.verify) continue;
     const detected = await ecosystem.verify.detect(workdir, notes);
-    if (!detected) continue;
+    // Install steps alone (the setup step's) are no checks, and nothing an umbrella covers.
+    if (!detected || detected.checks.length === 0) continue;
     if (umbrella) covered.push(detected);
     else found.push(detected);
     if (ecosystem.verify.umbrella) umbrella ??= detected;

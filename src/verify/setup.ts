@@ -100,6 +100,20 @@ export async function detectSetup(
   };
 }
 
+/**
+ * The variables every setup step gets from the service's configuration: GOPROXY (from
+ * GOPROXY_URL) and, when set, pip's index (PIP_INDEX_URL).
+ */
+export function setupEnv(config: {
+  goproxyUrl: string;
+  pipIndexUrl: string | null;
+}): Record<string, string> {
+  return {
+    GOPROXY: config.goproxyUrl,
+    ...(config.pipIndexUrl ? { PIP_INDEX_URL: config.pipIndexUrl } : {}),
+  };
+}
+
 /** Where an entry keeps the install's outputs (util/sandbox-cache.ts entries). */
 const OUTPUTS = "outputs";
 
@@ -156,7 +170,7 @@ export interface SetupOptions {
   /** For each step. */
   timeoutMs: number;
   signal?: AbortSignal;
-  /** Extra variables for the steps (GOPROXY). */
+  /** Extra variables for the steps (setupEnv: GOPROXY, PIP_INDEX_URL). */
   env?: Record<string, string>;
   configNames?: string[];
   /** Whose disk budget a step can exceed, for DiskBudgetError's sentence. */

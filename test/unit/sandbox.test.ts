@@ -422,8 +422,12 @@ describe("sandbox configuration", () => {
         "rubygems.org",
         "index.rubygems.org",
       ],
+      pipIndexUrl: null,
       heartbeatMs: 10_000,
     });
+    expect(
+      loadConfig({ PIP_INDEX_URL: "https://pypi.corp.example/simple/" }).sandbox,
+    ).toMatchObject({ pipIndexUrl: "https://pypi.corp.example/simple/" });
     expect(loadConfig({}).dataDirMinFreeMb).toBe(1024);
     expect(
       loadConfig({ SANDBOX_MEMORY_MB: "512", SANDBOX_MAX_PROCS: "64", SANDBOX_MAX_FILE_MB: "8" })

@@ -4,7 +4,7 @@ import type { CacheOwner, SandboxCache } from "../../util/sandbox-cache.js";
 import { findCacheEntry } from "../../util/sandbox-cache.js";
 import { readText } from "../../util/workcopy-fs.js";
 import { configNames } from "../../verify/index.js";
-import { runSetup } from "../../verify/setup.js";
+import { runSetup, setupEnv } from "../../verify/setup.js";
 import { StageError } from "../errors.js";
 import type { StageContext } from "../stage.js";
 
@@ -35,7 +35,10 @@ export async function setUpWorkingCopy(ctx: StageContext): Promise<void> {
     allow: ctx.config.sandbox.setupAllow,
     timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
     signal: ctx.signal,
-    env: { GOPROXY: ctx.config.health.registry.goproxyUrl },
+    env: setupEnv({
+      goproxyUrl: ctx.config.health.registry.goproxyUrl,
+      pipIndexUrl: ctx.config.sandbox.pipIndexUrl,
+    }),
     configNames: configNames(ctx.config.github?.slug),
     log: (message) => ctx.log(message),
   });

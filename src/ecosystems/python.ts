@@ -155,7 +155,9 @@ async function detectInstall(
   const args: string[] = requirements.flatMap((r) => ["-r", r]);
   const notes: string[] = [];
   const inputs = [...requirements];
-  let project = false;
+  const declared: string[] = [];
+  let pep621 = false;
+  let project: string | undefined;
   let doc: TomlTable | undefined;
   if (names.includes(PYPROJECT)) {
     inputs.push(PYPROJECT);
@@ -177,29 +179,53 @@ async function detectInstall(
     const deps = tableAt(doc, "project")?.dependencies;
     if (Array.isArray(deps)) args.push(...deps.filter((d) => typeof d === "string"));
   } else if (packaged || names.includes("setup.py") || names.includes("setup.cfg")) {
-    project = true;
     for (const name of ["setup.py", "setup.cfg"]) if (names.includes(name)) inputs.push(name);
-    const extras = Object.keys(tableAt(doc ?? {}, "project", "optional-dependencies") ?? {});
-    const wanted = extras.filter((e) => TEST_EXTRAS.includes(e.toLowerCase()));
-    args.push("-e", wanted.length > 0 ? `.[${wanted.join(",")}]` : ".");
+    const optional = tableAt(doc ?? {}, "project", "optional-dependencies") ?? {};
+    const wanted = Object.keys(optional).filter((e) => TEST_EXTRAS.includes(e.toLowerCase()));
+    project = wanted.length > 0 ? `.[${wanted.join(",")}]` : ".";
+    // What a PEP 621 project declares, for when the project itself cannot be built.
+    pep621 = tableAt(doc ?? {}, "project") !== undefined;
+    for (const list of [
+      tableAt(doc ?? {}, "project")?.dependencies,
+      ...wanted.map((e) => optional[e]),
+    ])
+      if (Array.isArray(list))
+        declared.push(...list.filter((d): d is string => typeof d === "string"));
   }
-  if (args.length === 0) return null;
+  if (args.length === 0 && project === undefined) return null;
   const locks = OTHER_LOCKFILES.filter((l) => names.includes(l));
   inputs.push(...locks);
   const what = [
     ...(requirements.length > 0 ? [requirements.join(", ")] : []),
-    ...(project ? ["the project itself (editable)"] : []),
-    ...(!project && args.length > requirements.length * 2 ? [`${PYPROJECT}'s dependencies`] : []),
+    ...(project !== undefined ? ["the project itself (editable)"] : []),
+    ...(project === undefined && args.length > requirements.length * 2
+      ? [`${PYPROJECT}'s dependencies`]
+      : []),
   ];
   notes.unshift(`No ${VENV}: making one and installing ${what.join(" and ")} with pip first.`);
   if (locks.length > 0)
     notes.push(
       `${locks.join(", ")} ${locks.length === 1 ? "is" : "are"} not applied (pip cannot read ${locks.length === 1 ? "it" : "them"}): versions come from ${PYPROJECT}'s ranges. A \`setup:\` list in .github/foreman.yml can run the lock's own tool.`,
     );
-  const command = [
-    `python3 -m venv --system-site-packages --without-pip ${VENV}`,
-    `${VENV}/bin/python -m pip install ${args.map(shellWord).join(" ")}`,
-  ].join(" && ");
+  const pip = (words: string[]) =>
+    `${VENV}/bin/python -m pip install ${words.map(shellWord).join(" ")}`;
+  const steps = [`python3 -m venv --system-site-packages --without-pip ${VENV}`];
+  if (args.length > 0) steps.push(pip(args));
+  if (project !== undefined && !pep621) steps.push(pip(["-e", project]));
+  else if (project !== undefined) {
+    // A PEP 621 project pip cannot build (several top-level packages in a flat layout, a
+    // build backend that needs more than it declares) still gets what it declares: its
+    // tests import it from the working copy, as they did before there was a setup step. A
+    // dependency that cannot be fetched fails that second install, and the step with it.
+    // (Elsewhere, setup.py or Poetry, what the project needs is known only to its build:
+    // its failure fails the step.)
+    const fallback = [
+      `echo ${shellWord(`foreman: the project itself could not be installed (pip's error above); installing what ${PYPROJECT} declares instead, and the tests import the project from the working copy.`)} >&2`,
+      ...(declared.length > 0 ? [pip(declared)] : []),
+    ].join(" && ");
+    steps.push(`{ ${pip(["-e", project])} || { ${fallback}; }; }`);
+  }
+  const command = steps.join(" && ");
   return { command, notes, inputs };
 }
 

@@ -149,10 +149,30 @@ async function restoreOutputs(workdir: string, entry: string, outputs: string[])
 /** Largest install input hashed (package-lock.json of big monorepos runs to tens of MiB). */
 const MAX_INPUT_BYTES = 128 * 1024 * 1024;
 
-/** The cache key of a plan: sha256 over its steps and its input files' bytes, 32 hex digits. */
+let toolchain: Promise<string> | undefined;
+
+/**
+ * The runtimes an install's outputs are made for: Node (node_modules' native addons are built
+ * for its ABI) and the `python3` on PATH (a venv links to its interpreter). Read once.
+ */
+function toolchainStamp(): Promise<string> {
+  toolchain ??= execFileAsync("python3", ["-c", "import sys; print(sys.version)"], {
+    timeout: 10_000,
+  }).then(
+    ({ stdout }) => `node ${process.versions.modules}; python ${stdout.trim()}`,
+    () => `node ${process.versions.modules}; python none`,
+  );
+  return toolchain;
+}
+
+/**
+ * The cache key of a plan: sha256 over its steps, its input files' bytes and, when it keeps
+ * outputs, the runtimes they were made for (toolchainStamp): 32 hex digits.
+ */
 export async function setupKey(workdir: string, plan: SetupPlan): Promise<string> {
   const hash = createHash("sha256");
   hash.update(JSON.stringify(plan.steps.map((s) => s.command)));
+  if (plan.outputs.length > 0) hash.update(`\0${await toolchainStamp()}\0`);
   for (const input of [...plan.inputs].sort()) {
     const bytes = await readBytes(workdir, input, { maxBytes: MAX_INPUT_BYTES });
     hash.update(`\0${input}\0`);

@@ -143,7 +143,7 @@ describe("the setup step for Python", () => {
       {
         name: "install",
         command:
-          "python3 -m venv --system-site-packages --without-pip .venv && .venv/bin/python -m pip install -r requirements.txt -r requirements-dev.txt -e '.[test]'",
+          "python3 -m venv --system-site-packages --without-pip .venv && .venv/bin/python -m pip install -r requirements.txt -r requirements-dev.txt && { .venv/bin/python -m pip install -e '.[test]' || { echo 'foreman: the project itself could not be installed (pip'\\''s error above); installing what pyproject.toml declares instead, and the tests import the project from the working copy.' >&2 && .venv/bin/python -m pip install pytest; }; }",
       },
     ]);
     expect(plan.inputs).toEqual([
@@ -243,6 +243,46 @@ describe("the setup step for Python", () => {
     expect(pypi.requests).toHaveLength(2);
     expect(await readFile(path.join(third, "requirements.txt"), "utf8")).toContain(">=1.0");
   }, 240_000);
+});
+
+describe("a project pip cannot build", () => {
+  it("still gets what its pyproject.toml declares, and a setup.py project's failure fails the step", async () => {
+    const broken = {
+      ...FILES,
+      "requirements.txt": undefined,
+      "_build/backend.py": `def build_editable(*args, **kwargs):\n    raise RuntimeError("Multiple top-level packages discovered in a flat-layout")\n`,
+      "pyproject.toml": FILES["pyproject.toml"]!.replace(
+        'version = "0.1"',
+        'version = "0.1"\ndependencies = ["foreman-dep==1.0"]',
+      ),
+    };
+    const dir = await workingCopy(
+      "flat",
+      Object.fromEntries(Object.entries(broken).filter(([, t]) => t !== undefined)) as Record<
+        string,
+        string
+      >,
+    );
+    const { outcome, logs } = await setup(dir, ["127.0.0.1"]);
+    expect(outcome.error).toBeUndefined();
+    expect(outcome.ok).toBe(true);
+    expect(logs.join("\n")).toMatch(/the project itself could not be installed/);
+    const check = await runSandboxed(
+      `python3 -c 'import foreman_dep, sys; print("value", foreman_dep.VALUE, sys.prefix)'`,
+      { cwd: dir, timeoutMs: 60_000, ...(outcome.cache ? { cache: outcome.cache } : {}) },
+    );
+    expect(check.output).toContain("value 42 /workspace/.venv");
+
+    // No PEP 621 table: what the project needs is known only to its build, so its failure
+    // fails the step (and says so).
+    const legacy = await workingCopy("legacy", {
+      "setup.py": "raise SystemExit('this setup.py cannot build here')\n",
+    });
+    expect((await detectSetup(legacy)).steps[0]!.command).not.toContain("||");
+    const failed = await setup(legacy, ["127.0.0.1"]);
+    expect(failed.outcome.ok).toBe(false);
+    expect(failed.outcome.error).toMatch(/^The setup step failed/);
+  }, 180_000);
 });
 
 describe("a health scan after the Python setup step", () => {

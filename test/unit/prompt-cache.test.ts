@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { usageOf } from "../../src/llm/cache.js";
+import { providerUsageOf, usageOf } from "../../src/llm/cache.js";
 import { costOf, priceFor } from "../../src/llm/prices.js";
 import { createModelClient, requireModel } from "../../src/llm/provider.js";
 import { runToolLoop } from "../../src/llm/tool-loop.js";
@@ -90,22 +90,24 @@ describe("Anthropic prompt caching", () => {
 });
 
 describe("usageOf", () => {
-  it("adds Anthropic's cache reads and writes to its input tokens", () => {
+  // The AI SDK 6 adds Anthropic's cache reads and writes to its input tokens itself (the
+  // first test above checks it over HTTP); these take its usage as it reports it.
+  it("keeps Anthropic's cache reads and writes apart within the whole prompt", () => {
     expect(
-      usageOf(
-        "anthropic",
-        { inputTokens: 10, outputTokens: 5, cachedInputTokens: 900 },
-        { anthropic: { cacheCreationInputTokens: 90 } },
-      ),
+      usageOf({
+        inputTokens: 1000,
+        outputTokens: 5,
+        inputTokenDetails: { noCacheTokens: 10, cacheReadTokens: 900, cacheWriteTokens: 90 },
+      }),
     ).toEqual({ inputTokens: 1000, outputTokens: 5, cachedInputTokens: 900, cacheWriteTokens: 90 });
   });
 
   it("takes OpenAI's cached tokens as part of the prompt", () => {
-    const usage = usageOf(
-      "openai",
-      { inputTokens: 2000, outputTokens: 100, cachedInputTokens: 1536 },
-      undefined,
-    );
+    const usage = usageOf({
+      inputTokens: 2000,
+      outputTokens: 100,
+      inputTokenDetails: { noCacheTokens: 464, cacheReadTokens: 1536, cacheWriteTokens: undefined },
+    });
     expect(usage).toEqual({
       inputTokens: 2000,
       outputTokens: 100,
@@ -117,5 +119,18 @@ describe("usageOf", () => {
       (464 * 1.25 + 1536 * 0.125 + 100 * 10) / 1e6,
       12,
     );
+  });
+
+  it("reads a provider's own counts as the SDK does", () => {
+    const usage = providerUsageOf({
+      inputTokens: { total: 1000, noCache: 10, cacheRead: 900, cacheWrite: 90 },
+      outputTokens: { total: 5 },
+    });
+    expect(usageOf(usage)).toEqual({
+      inputTokens: 1000,
+      outputTokens: 5,
+      cachedInputTokens: 900,
+      cacheWriteTokens: 90,
+    });
   });
 });

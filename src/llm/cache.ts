@@ -1,4 +1,4 @@
-import type { ModelMessage, SystemModelMessage } from "ai";
+import type { LanguageModelUsage, ModelMessage, SystemModelMessage } from "ai";
 import type { ModelProvider, Usage } from "./types.js";
 
 /*
@@ -56,54 +56,48 @@ export function withCacheBreakpoints(
   };
 }
 
-/** What the AI SDK reports about one call's tokens (v5 fields, and v6's details if present). */
-export interface SdkUsage {
-  inputTokens?: number | undefined;
-  outputTokens?: number | undefined;
-  cachedInputTokens?: number | undefined;
-  inputTokenDetails?: {
-    noCacheTokens?: number | undefined;
-    cacheReadTokens?: number | undefined;
-    cacheWriteTokens?: number | undefined;
-  };
-}
+/** What the AI SDK reports about one call's tokens (the fields of its LanguageModelUsage we read). */
+export type SdkUsage = Pick<
+  LanguageModelUsage,
+  "inputTokens" | "outputTokens" | "inputTokenDetails"
+>;
 
 /**
  * One call's usage with cached, cache-write and uncached input apart; `inputTokens` is
- * always the whole prompt. Anthropic reports `input_tokens` without the cache reads and
- * writes (the AI SDK 5 passes it on as inputTokens, the write count only in the provider
- * metadata); OpenAI reports the whole prompt with the cached part inside it.
+ * always the whole prompt. The AI SDK 6 reports it so for every provider: Anthropic's
+ * `input_tokens` (which leaves out the cache reads and writes) plus both, and OpenAI's
+ * `prompt_tokens` (which holds the cached part) as they are.
  */
-export function usageOf(
-  provider: ModelProvider,
-  usage: SdkUsage,
-  providerMetadata: Record<string, Record<string, unknown> | undefined> | undefined,
-): Usage {
-  const output = usage.outputTokens ?? 0;
+export function usageOf(usage: SdkUsage): Usage {
   const details = usage.inputTokenDetails;
-  if (details !== undefined && usage.inputTokens !== undefined) {
-    return {
-      inputTokens: usage.inputTokens,
-      outputTokens: output,
-      cachedInputTokens: details.cacheReadTokens ?? 0,
-      cacheWriteTokens: details.cacheWriteTokens ?? 0,
-    };
-  }
-  const cached = usage.cachedInputTokens ?? 0;
-  if (provider === "anthropic") {
-    const raw = providerMetadata?.anthropic?.cacheCreationInputTokens;
-    const written = typeof raw === "number" ? raw : 0;
-    return {
-      inputTokens: (usage.inputTokens ?? 0) + cached + written,
-      outputTokens: output,
-      cachedInputTokens: cached,
-      cacheWriteTokens: written,
-    };
-  }
   return {
     inputTokens: usage.inputTokens ?? 0,
-    outputTokens: output,
-    cachedInputTokens: cached,
-    cacheWriteTokens: 0,
+    outputTokens: usage.outputTokens ?? 0,
+    cachedInputTokens: details.cacheReadTokens ?? 0,
+    cacheWriteTokens: details.cacheWriteTokens ?? 0,
+  };
+}
+
+/** Token counts as a provider's model returns them to the SDK (LanguageModelV3Usage). */
+export interface ProviderUsage {
+  inputTokens: {
+    total: number | undefined;
+    noCache: number | undefined;
+    cacheRead: number | undefined;
+    cacheWrite: number | undefined;
+  };
+  outputTokens: { total: number | undefined };
+}
+
+/** The SDK's reading of a provider's counts, for a call whose result the SDK did not return. */
+export function providerUsageOf(usage: ProviderUsage): SdkUsage {
+  return {
+    inputTokens: usage.inputTokens.total,
+    outputTokens: usage.outputTokens.total,
+    inputTokenDetails: {
+      noCacheTokens: usage.inputTokens.noCache,
+      cacheReadTokens: usage.inputTokens.cacheRead,
+      cacheWriteTokens: usage.inputTokens.cacheWrite,
+    },
   };
 }

@@ -43,8 +43,11 @@ const DEFAULT_MODELS: Record<ModelProvider, string> = {
   "openai-compatible": "local-model",
 };
 
-/** An AI SDK language model object (never the gateway's bare string ids). */
-export type SdkLanguageModel = Exclude<LanguageModel, string>;
+/**
+ * An AI SDK language model object of the current specification (LanguageModelV3): never the
+ * gateway's bare string ids, and never a V2 model, which the SDK's middleware cannot wrap.
+ */
+export type SdkLanguageModel = Extract<LanguageModel, { specificationVersion: "v3" }>;
 
 /** A usable model: everything the tool loop needs to call it and price its tokens. */
 export interface ReadyModelClient {

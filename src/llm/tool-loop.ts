@@ -2,11 +2,15 @@ import { STATUS_CODES } from "node:http";
 import {
   APICallError,
   RetryError,
+  ToolChoiceViolationError,
   generateText,
   jsonSchema,
   streamText,
   tool,
+  wrapLanguageModel,
   zodSchema,
+  type AssistantContent,
+  type LanguageModelMiddleware,
   type ModelMessage,
   type ToolResultPart,
   type ToolSet,
@@ -15,7 +19,7 @@ import type { ZodError } from "zod";
 import { recordModelUsage } from "../metrics/index.js";
 import { redactText } from "../util/redact.js";
 import { StageError } from "../util/stage-error.js";
-import { usageOf, withCacheBreakpoints, type SdkUsage } from "./cache.js";
+import { providerUsageOf, usageOf, withCacheBreakpoints, type ProviderUsage } from "./cache.js";
 import {
   contextWindowOf,
   estimateTokens,
@@ -356,7 +360,6 @@ interface CallRequest {
 
 async function modelCall(client: ReadyModelClient, request: CallRequest): Promise<StepOutcome> {
   const common = {
-    model: client.model,
     // Without `system`, the system prompt is the first message (cache.ts puts it there to
     // mark it as a cache breakpoint); the history itself never holds a system message.
     ...(request.system === undefined
@@ -370,17 +373,37 @@ async function modelCall(client: ReadyModelClient, request: CallRequest): Promis
     maxOutputTokens: client.settings.maxOutputTokens,
   };
   if (!client.stream) {
-    const result = await generateText(common);
-    return {
-      text: result.text,
-      toolCalls: result.toolCalls.map(toModelToolCall),
-      assistant: assistantMessages(result.response.messages),
-      usage: usageOf(client.provider, result.usage as SdkUsage, result.providerMetadata),
-    };
+    // The provider's own answer, kept for when generateText refuses it (below).
+    let answer: ProviderAnswer | undefined;
+    const model = wrapLanguageModel({
+      model: client.model,
+      middleware: {
+        specificationVersion: "v3",
+        wrapGenerate: async ({ doGenerate }) => (answer = await doGenerate()),
+      },
+    });
+    try {
+      const result = await generateText({ ...common, model });
+      return {
+        text: result.text,
+        toolCalls: result.toolCalls.map(toModelToolCall),
+        assistant: assistantMessages(result.response.messages),
+        usage: usageOf(result.usage),
+      };
+    } catch (error) {
+      // AI SDK 6 throws when an answer to toolChoice "required" calls no tool. The loop
+      // wants that answer: its text goes back to the model with a reminder, and its tokens
+      // were paid for. The error carries the content; the usage comes from the answer.
+      if (ToolChoiceViolationError.isInstance(error) && answer !== undefined) {
+        return answerWithoutToolCall(error, answer);
+      }
+      throw error;
+    }
   }
 
   const result = streamText({
     ...common,
+    model: client.model,
     // Errors arrive as stream parts and are rethrown below; the default handler would
     // print them to the console.
     onError: () => {},
@@ -389,18 +412,45 @@ async function modelCall(client: ReadyModelClient, request: CallRequest): Promis
     if (part.type === "error") throw part.error;
     if (part.type === "abort") throw request.signal.reason ?? new Error("aborted");
   }
-  const [text, toolCalls, response, usage, providerMetadata] = await Promise.all([
+  const [text, toolCalls, response, usage] = await Promise.all([
     result.text,
     result.toolCalls,
     result.response,
     result.usage,
-    result.providerMetadata,
   ]);
   return {
     text,
     toolCalls: toolCalls.map(toModelToolCall),
     assistant: assistantMessages(response.messages),
-    usage: usageOf(client.provider, usage as SdkUsage, providerMetadata),
+    usage: usageOf(usage),
+  };
+}
+
+/** What a provider's model returns from one non-streaming call, before the SDK reads it. */
+type ProviderAnswer = Awaited<
+  ReturnType<Parameters<NonNullable<LanguageModelMiddleware["wrapGenerate"]>>[0]["doGenerate"]>
+>;
+
+/*
+ * The step of an answer that called no tool, as generateText would have returned it: the
+ * assistant message holds the text and reasoning parts with their provider metadata (e.g.
+ * Anthropic's thinking signatures), like the SDK's own response messages.
+ */
+function answerWithoutToolCall(
+  violation: ToolChoiceViolationError,
+  answer: ProviderAnswer,
+): StepOutcome {
+  const content: Exclude<AssistantContent, string> = [];
+  for (const part of violation.content) {
+    if ((part.type === "text" && part.text.length > 0) || part.type === "reasoning") {
+      content.push({ type: part.type, text: part.text, providerOptions: part.providerMetadata });
+    }
+  }
+  return {
+    text: violation.content.map((part) => (part.type === "text" ? part.text : "")).join(""),
+    toolCalls: [],
+    assistant: content.length > 0 ? [{ role: "assistant", content }] : [],
+    usage: usageOf(providerUsageOf(answer.usage satisfies ProviderUsage)),
   };
 }
 

@@ -20,6 +20,12 @@ export interface AnthropicToolUse {
   input: unknown;
 }
 
+/** An answer without a tool call: text, after a thinking block when given. */
+export interface AnthropicTextAnswer {
+  text: string;
+  thinking?: { thinking: string; signature: string };
+}
+
 export interface AnthropicRequestRecord {
   body: Record<string, unknown>;
   /** Blocks with cache_control, in prompt order. */
@@ -59,7 +65,7 @@ function blocksOf(body: Record<string, unknown>): Array<Record<string, unknown>>
 }
 
 export async function startAnthropicFake(
-  answer: (turn: number, body: Record<string, unknown>) => AnthropicToolUse,
+  answer: (turn: number, body: Record<string, unknown>) => AnthropicToolUse | AnthropicTextAnswer,
 ): Promise<AnthropicFake> {
   const cache = new Set<string>();
   const requests: AnthropicRequestRecord[] = [];
@@ -124,10 +130,21 @@ export async function startAnthropicFake(
           type: "message",
           role: "assistant",
           model: body.model,
-          content: [
-            { type: "tool_use", id: `toolu_${requests.length}`, name: use.name, input: use.input },
-          ],
-          stop_reason: "tool_use",
+          content:
+            "text" in use
+              ? [
+                  ...(use.thinking ? [{ type: "thinking", ...use.thinking }] : []),
+                  { type: "text", text: use.text },
+                ]
+              : [
+                  {
+                    type: "tool_use",
+                    id: `toolu_${requests.length}`,
+                    name: use.name,
+                    input: use.input,
+                  },
+                ],
+          stop_reason: "text" in use ? "end_turn" : "tool_use",
           stop_sequence: null,
           usage,
         }),

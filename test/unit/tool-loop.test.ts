@@ -244,6 +244,35 @@ describe.each([
     expect(lastUserMessage(server.requests[1]!)).toContain("call submit_plan");
   });
 
+  it("sends an answer without a tool call back with the reminder, and counts its tokens", async () => {
+    const server = await start(
+      scripted([
+        { text: "I think the plan is…", usage: { prompt_tokens: 1000, completion_tokens: 40 } },
+        callTool("submit_plan", validPlan, {
+          usage: { prompt_tokens: 1100, completion_tokens: 60 },
+        }),
+      ]),
+    );
+    const client = clientFor(server, { stream, prices: { inputPerMTok: 3, outputPerMTok: 15 } });
+    const seen: PricedUsage[] = [];
+    const texts: string[] = [];
+    const result = await loop(client, {
+      onUsage: async (usage) => {
+        seen.push(usage);
+      },
+      onText: (text) => texts.push(text),
+    });
+    expect(result.steps).toBe(2);
+    expect(texts).toEqual(["I think the plan is…"]);
+    expect(seen[0]).toEqual(costOf({ inputTokens: 1000, outputTokens: 40 }, client.price));
+    expect(result.usage).toMatchObject({ inputTokens: 2100, outputTokens: 100 });
+    // The answer stays in the conversation, followed by the reminder.
+    const [, assistant, reminder] = server.requests[1]!.messages.slice(-3);
+    expect(assistant).toMatchObject({ role: "assistant", content: "I think the plan is…" });
+    expect(reminder?.role).toBe("user");
+    expect(reminder?.content).toContain("call submit_plan");
+  });
+
   it("stops after maxSteps model calls", async () => {
     const server = await start(() => callTool("read_file", { path: "README.md" }));
     const error = await loop(clientFor(server, { stream }), { maxSteps: 3 }).catch(

@@ -47,7 +47,7 @@ compose_cmd=()
 made_env=""
 cleanup() {
   if [ -z "${KEEP:-}" ]; then
-    if command -v podman >/dev/null; then podman rm -f "$NAME" >/dev/null 2>&1 || true; fi
+    if command -v podman >/dev/null; then podman rm -f -v "$NAME" >/dev/null 2>&1 || true; fi
     if [ ${#compose_cmd[@]} -gt 0 ]; then "${compose_cmd[@]}" down -v >/dev/null 2>&1 || true; fi
   fi
   if [ -n "$made_env" ]; then rm -f .env; fi
@@ -226,7 +226,7 @@ else
   exit 1
 fi
 if podman healthcheck run "$NAME" >/dev/null 2>&1; then echo "HEALTHCHECK (podman healthcheck run): healthy"; else echo "HEALTHCHECK (podman healthcheck run): unhealthy"; fi
-[ -n "${KEEP:-}" ] || podman rm -f "$NAME" >/dev/null
+[ -n "${KEEP:-}" ] || podman rm -f -v "$NAME" >/dev/null
 fi
 
 if want compose; then

@@ -48,7 +48,11 @@ made_env=""
 cleanup() {
   if [ -z "${KEEP:-}" ]; then
     if command -v podman >/dev/null; then podman rm -f -v "$NAME" >/dev/null 2>&1 || true; fi
-    if [ ${#compose_cmd[@]} -gt 0 ]; then "${compose_cmd[@]}" down -v >/dev/null 2>&1 || true; fi
+    if [ ${#compose_cmd[@]} -gt 0 ]; then
+      "${compose_cmd[@]}" down -v >/dev/null 2>&1 || true
+      # podman-compose 1.0's down leaves the project's network.
+      podman network rm "${PROJECT}_default" >/dev/null 2>&1 || true
+    fi
   fi
   if [ -n "$made_env" ]; then rm -f .env; fi
   rm -rf "$work"

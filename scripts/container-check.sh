@@ -1,10 +1,22 @@
 #!/usr/bin/env bash
-# Builds the container image (Dockerfile) with the tools Debian ships and runs it: the web
-# role on the embedded FerretDB until /readyz answers, GET /status, and a sandboxed command
-# through bubblewrap inside the container. Not part of `npm test` (it takes minutes).
+# Builds the container image (Dockerfile) with the tools Debian ships and runs it, runs
+# compose.yaml with podman-compose, and validates the Kubernetes example offline. Not part of
+# `npm test` (it takes minutes). Steps, by argument:
+#   image        build, then the web role on the embedded FerretDB until /readyz answers,
+#                GET /status, and a sandboxed command through bubblewrap inside the container
+#   compose      build, then compose.yaml + deploy/compose.ferretdb.yaml (FerretDB from the
+#                image in place of docker.io's mongo) with Debian's podman-compose: MongoDB
+#                wire server, web and worker on a compose network with the data volume;
+#                /readyz, a key, the admin CLI, a plain-git task taken by the worker (Agenda),
+#                bubblewrap inside the worker with compose.yaml's security options
+#   kubernetes   deploy/kubernetes/*.yaml against the Kubernetes schemas, offline
+#                (scripts/validate-kubernetes.mjs; no container runtime needed)
 #
-#   bash scripts/container-check.sh            # everything
-#   KEEP=1 bash scripts/container-check.sh     # leave the container running
+#   bash scripts/container-check.sh                    # image kubernetes
+#   bash scripts/container-check.sh all                # image compose kubernetes
+#   bash scripts/container-check.sh compose            # one step (COMPOSE=1 adds it to the default)
+#   KEEP=1 bash scripts/container-check.sh ...         # leave the containers running
+#   SKIP_BUILD=1 bash scripts/container-check.sh ...   # run the image as it is, if it exists
 #
 # Nothing is pulled from a container registry: the Dockerfile's bases are made here and
 # tagged with the names the Dockerfile uses,
@@ -26,13 +38,47 @@ GO_TAG="docker.io/library/golang:1.24-bookworm"
 IMAGE="${FOREMAN_IMAGE:-localhost/foreman:local}"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 NAME="foreman-check-$$"
+PROJECT="foreman-check-$$"
 work=$(mktemp -d)
 step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
+# Every command of the compose step is printed before it runs.
+show() { printf '+ %s\n' "$*" >&2; "$@"; }
+compose_cmd=()
+made_env=""
 cleanup() {
-  if [ -z "${KEEP:-}" ]; then podman rm -f "$NAME" >/dev/null 2>&1 || true; fi
+  if [ -z "${KEEP:-}" ]; then
+    if command -v podman >/dev/null; then podman rm -f -v "$NAME" >/dev/null 2>&1 || true; fi
+    if [ ${#compose_cmd[@]} -gt 0 ]; then
+      "${compose_cmd[@]}" down -v >/dev/null 2>&1 || true
+      # podman-compose 1.0's down leaves the project's network.
+      podman network rm "${PROJECT}_default" >/dev/null 2>&1 || true
+    fi
+  fi
+  if [ -n "$made_env" ]; then rm -f .env; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
+
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(image kubernetes ${COMPOSE:+compose})
+[ "${steps[*]}" != all ] || steps=(image compose kubernetes)
+want() { [[ " ${steps[*]} " == *" $1 "* ]]; }
+for s in "${steps[@]}"; do
+  case "$s" in image | compose | kubernetes) ;; *) echo "unknown step: $s (image, compose, kubernetes, all)"; exit 2 ;; esac
+done
+echo "steps: ${steps[*]}"
+
+# Kubernetes first: it needs no container runtime and takes seconds.
+if want kubernetes; then
+  step "Kubernetes manifests (deploy/kubernetes/*.yaml), offline"
+  # kubeconform (Go module proxy) builds here, but its schemas come only from GitHub over
+  # the network, and `kubectl --dry-run` needs an API server. kubernetes-models (npm) is
+  # generated from the Kubernetes OpenAPI document: its JSON Schema validators and, through
+  # tsc, its types (unknown fields) check each document.
+  show npm install --prefix "$work/k8s" --no-save --no-audit --no-fund --loglevel=error kubernetes-models@5.1.0 >/dev/null
+  show node scripts/validate-kubernetes.mjs "$work/k8s" deploy/kubernetes/*.yaml
+fi
+if ! want image && ! want compose; then step "done"; exit 0; fi
 
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # How containers are run: podman's defaults, unless they fail here (then the reason is
@@ -45,6 +91,7 @@ missing=()
 command -v podman >/dev/null || missing+=(podman)
 command -v buildah >/dev/null || missing+=(buildah)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
+if want compose; then command -v podman-compose >/dev/null || missing+=(podman-compose); fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]}"
   sudo_ apt-get update -qq
@@ -107,10 +154,15 @@ else
   nofile=$(ulimit -Hn); nproc=$(ulimit -Hu)
   [ "$nofile" = unlimited ] || [ "$nofile" -gt 8192 ] && nofile=8192
   [ "$nproc" = unlimited ] || [ "$nproc" -gt 32768 ] && nproc=32768
-  RUN_OPTS=(--runtime runc --network host --ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc")
   BUD_OPTS=(--isolation chroot)
+  # The limits alone first: the compose step needs podman's own networks (service names).
+  RUN_OPTS=(--runtime runc --ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc")
   echo "retrying with: ${RUN_OPTS[*]}"
-  podman run --rm "${RUN_OPTS[@]}" "$NODE_TAG" sh -c 'node --version && npm --version'
+  if ! podman run --rm "${RUN_OPTS[@]}" "$NODE_TAG" sh -c 'node --version && npm --version'; then
+    RUN_OPTS+=(--network host)
+    echo "retrying with: ${RUN_OPTS[*]}"
+    podman run --rm "${RUN_OPTS[@]}" "$NODE_TAG" sh -c 'node --version && npm --version'
+  fi
 fi
 
 if [ -n "${REBASE:-}" ] || ! podman image exists "$GO_TAG"; then
@@ -124,15 +176,20 @@ if [ -n "${REBASE:-}" ] || ! podman image exists "$GO_TAG"; then
   buildah rm "$ctr" >/dev/null
 fi
 
-step "build $IMAGE (Dockerfile, buildah bud --format docker: keeps HEALTHCHECK)"
-started=$(date +%s)
-buildah bud --format docker --layers --pull=never "${BUD_OPTS[@]}" \
-  --build-arg "NODE_IMAGE=$NODE_TAG" --build-arg "GO_IMAGE=$GO_TAG" \
-  -t "$IMAGE" -f Dockerfile .
-echo "built in $(($(date +%s) - started)) s"
+if [ -n "${SKIP_BUILD:-}" ] && podman image exists "$IMAGE"; then
+  step "SKIP_BUILD: using the existing $IMAGE (built $(podman image inspect --format '{{.Created}}' "$IMAGE"))"
+else
+  step "build $IMAGE (Dockerfile, buildah bud --format docker: keeps HEALTHCHECK)"
+  started=$(date +%s)
+  buildah bud --format docker --layers --pull=never "${BUD_OPTS[@]}" \
+    --build-arg "NODE_IMAGE=$NODE_TAG" --build-arg "GO_IMAGE=$GO_TAG" \
+    -t "$IMAGE" -f Dockerfile .
+  echo "built in $(($(date +%s) - started)) s"
+fi
 podman image inspect --format 'size {{.Size}} bytes; healthcheck {{.HealthCheck.Test}}; user {{.User}}' "$IMAGE" ||
   podman image inspect --format 'size {{.Size}} bytes; user {{.User}}' "$IMAGE"
 
+if want image; then
 step "run the web role on the embedded FerretDB (security options: docs/operations.md)"
 port="${PORT_ON_HOST:-3939}"
 if [[ " ${RUN_OPTS[*]} " == *" --network host "* ]]; then
@@ -173,4 +230,10 @@ else
   exit 1
 fi
 if podman healthcheck run "$NAME" >/dev/null 2>&1; then echo "HEALTHCHECK (podman healthcheck run): healthy"; else echo "HEALTHCHECK (podman healthcheck run): unhealthy"; fi
+[ -n "${KEEP:-}" ] || podman rm -f -v "$NAME" >/dev/null
+fi
+
+if want compose; then
+  source scripts/container-check-compose.sh
+fi
 step "done"

@@ -4,6 +4,7 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
+import { DiagnosticSeverity, Parser as AsyncApiParser } from "@asyncapi/parser";
 import { Ajv } from "ajv";
 import addFormats from "ajv-formats";
 import openapiTS, { astToString } from "openapi-typescript";
@@ -289,4 +290,35 @@ describe("the AsyncAPI document", () => {
       await repo.remove();
     }
   });
+
+  // The official parser (@asyncapi/parser: the AsyncAPI 3 JSON Schema plus the Spectral
+  // rules that AsyncAPI Studio and the CLI's `validate` run) reads the served document with
+  // no error and no warning, and sees the six events; a broken reference is an error to it.
+  it("parses with the official AsyncAPI parser without errors or warnings", async () => {
+    const text = await (await fetch(`${server.url}/asyncapi.json`)).text();
+    const parser = new AsyncApiParser();
+    const severe = (diagnostics: { severity: number }[]) =>
+      diagnostics.filter(
+        (d) => d.severity === DiagnosticSeverity.Error || d.severity === DiagnosticSeverity.Warning,
+      );
+    const { document, diagnostics } = await parser.parse(text);
+    expect(severe(diagnostics), JSON.stringify(severe(diagnostics), null, 1)).toEqual([]);
+    expect(document?.version()).toBe("3.0.0");
+    expect(
+      document!
+        .allMessages()
+        .all()
+        .map((m) => m.name())
+        .sort(),
+    ).toEqual(["diff", "done", "error", "log", "phase", "plan"]);
+    expect(document!.operations().all()[0]!.action()).toBe("receive");
+
+    const broken = JSON.parse(text);
+    delete broken.components.schemas.PlanStep;
+    const second = await parser.parse(JSON.stringify(broken));
+    expect(second.document).toBeUndefined();
+    expect(
+      second.diagnostics.filter((d) => d.severity === DiagnosticSeverity.Error).length,
+    ).toBeGreaterThan(0);
+  }, 60_000);
 });

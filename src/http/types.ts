@@ -91,6 +91,8 @@ export interface AppState {
   rawBody?: string;
   body?: unknown;
   requestId: string;
+  /** When the handler deadline answers 503 (epoch ms; http/middleware/deadline.ts). */
+  deadline?: number;
 }
 
 export type AppContext = Context & { state: AppState };

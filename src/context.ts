@@ -236,7 +236,9 @@ export async function buildContext(options: ContextOptions): Promise<ServiceCont
 
   // The place a task reports to: its GitHub thread (when the App is configured) and the chat
   // thread or tracker issue it was asked from (integrations/shared/notices.ts).
-  const notifyGithub = githubClient.configured ? createThreadNotifier(models, scheduler) : undefined;
+  const notifyGithub = githubClient.configured
+    ? createThreadNotifier(models, scheduler)
+    : undefined;
   const notifyIntegration = createIntegrationNotifier(models, scheduler);
   async function notifyThread(taskId: string, kind: ThreadNotice): Promise<void> {
     // A merge is news only for tracker issues (their done state); GitHub shows it itself.

@@ -21,7 +21,7 @@ import {
 import { findWorkspace, WORKSPACES_MARKER, type WorkspaceRecord } from "./domain/workspaces.js";
 import { MarkerCache } from "./durable/marker-cache.js";
 import { createProbot } from "./github-api/app.js";
-import { createGithubClient, type GithubClient } from "./github-api/client.js";
+import { createGithubClient, noGithubClient, type GithubClient } from "./github-api/client.js";
 import type { GithubHandlerDeps } from "./github/deps.js";
 import { registerHandlers } from "./github/handlers.js";
 import { githubJobs } from "./github/jobs.js";
@@ -105,6 +105,8 @@ export interface ServiceContext {
   readonly modelClient: ModelClient;
   /** Undefined when the GitHub App is not configured (APP_ID, PRIVATE_KEY). */
   readonly github: GithubParts | undefined;
+  /** The App's installation clients; `noGithubClient` (refusing) when it is not configured. */
+  readonly githubClient: GithubClient;
   /** The task operations every door and the pipeline share (frozen). */
   readonly tasks: TaskDeps;
   /** What `tasks.kick` rings: the worker role's intake listens (pipeline/intake.ts). */
@@ -206,7 +208,7 @@ export async function buildContext(options: ContextOptions): Promise<ServiceCont
     ? createProbot(config.github, logger, { testing: options.testing ?? false })
     : undefined;
   const githubClient =
-    probot && config.github ? createGithubClient(probot, config.github) : undefined;
+    probot && config.github ? createGithubClient(probot, config.github) : noGithubClient;
   const events = new TaskEventLog(models);
   const modelClient = createModelClient(modelSettings(config));
   // What is configured and what is missing, with the variable to set (GET /status too).
@@ -234,7 +236,9 @@ export async function buildContext(options: ContextOptions): Promise<ServiceCont
 
   // The place a task reports to: its GitHub thread (when the App is configured) and the chat
   // thread or tracker issue it was asked from (integrations/shared/notices.ts).
-  const notifyGithub = githubClient ? createThreadNotifier(models, scheduler) : undefined;
+  const notifyGithub = githubClient.configured
+    ? createThreadNotifier(models, scheduler)
+    : undefined;
   const notifyIntegration = createIntegrationNotifier(models, scheduler);
   async function notifyThread(taskId: string, kind: ThreadNotice): Promise<void> {
     // A merge is news only for tracker issues (their done state); GitHub shows it itself.
@@ -259,7 +263,7 @@ export async function buildContext(options: ContextOptions): Promise<ServiceCont
     notifyThread,
     // Phase changes of GitHub tasks show on a check run (docs/api.md, "Progress on GitHub").
     reportProgress:
-      githubClient && config.github?.progress
+      githubClient.configured && config.github?.progress
         ? createProgressReporter(models, scheduler, logger)
         : noProgress,
   } satisfies TaskDeps);
@@ -276,7 +280,7 @@ export async function buildContext(options: ContextOptions): Promise<ServiceCont
     github: githubClient,
     async cloneUrl(task) {
       if (task.repo.kind !== "github") return task.repo.clone_url;
-      if (!githubClient || task.repo.installation_id == null)
+      if (!githubClient.configured || task.repo.installation_id == null)
         throw new StageError(
           "This repository belongs to a GitHub App installation, but the GitHub App is not configured on this worker (APP_ID, PRIVATE_KEY).",
         );
@@ -285,7 +289,7 @@ export async function buildContext(options: ContextOptions): Promise<ServiceCont
   });
 
   const github: GithubParts | undefined =
-    probot && githubClient && config.github
+    probot && config.github
       ? Object.freeze({
           probot,
           client: githubClient,
@@ -326,6 +330,7 @@ export async function buildContext(options: ContextOptions): Promise<ServiceCont
     events,
     modelClient,
     github,
+    githubClient,
     tasks,
     kicks,
     pipeline,
@@ -350,11 +355,11 @@ export async function buildContext(options: ContextOptions): Promise<ServiceCont
 
 /** Every job kind of the service, defined on the context's scheduler (workers run them). */
 function defineJobs(context: ServiceContext): void {
-  const { config, models, scheduler, logger, tasks, github } = context;
+  const { config, models, scheduler, logger, tasks, github, githubClient } = context;
   const define = <D>(kind: JobKind<D>) => scheduler.define(kind);
   define(context.housekeeping);
   define(context.pipeline.stageJob);
-  const healthDeps = { config, models, logger, github: github?.client, scheduler };
+  const healthDeps = { config, models, logger, github: githubClient, scheduler };
   define(createHealthScanJob(healthDeps));
   define(createHealthSweepJob(healthDeps));
   define(cronJobKind({ tasks, cron: context.cron, logger }));

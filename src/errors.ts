@@ -100,10 +100,21 @@ export const errors = {
       undefined,
       { "Retry-After": String(retryAfterS) },
     ),
+  /** The database is up but could not serve the call now (busy, locked, out of connections). */
+  databaseBusy: (retryAfterS = DATABASE_BUSY_RETRY_AFTER_S) =>
+    new AppError(
+      503,
+      "upstream_unavailable",
+      `The database is too busy to answer right now; retry in ${retryAfterS} second${retryAfterS === 1 ? "" : "s"}.`,
+      undefined,
+      { "Retry-After": String(retryAfterS) },
+    ),
 };
 
 /** What a client is told to wait while the database is away (it restarts within seconds). */
 export const DATABASE_RETRY_AFTER_S = 5;
+/** What a client is told to wait when the database was too busy for its request. */
+export const DATABASE_BUSY_RETRY_AFTER_S = 1;
 
 /** Driver errors that mean "no database right now", not a bug: network, selection, shutdown. */
 const DATABASE_OUTAGE_NAMES = new Set([
@@ -152,6 +163,48 @@ export function isDatabaseOutage(error: unknown): boolean {
     e = cause;
   }
   return false;
+}
+
+/*
+ * A database that is there but could not serve one call now: the same call a moment later
+ * works. Not a bug of the request, so never a 500 (SPEC §1): 503 with Retry-After.
+ * - the driver's pool had no free connection within waitQueueTimeoutMS (db/connection.ts:
+ *   every connection busy with slow calls under load), or a call's own timeoutMS ran out;
+ * - MongoDB's transient server answers: WriteConflict (112), LockTimeout (24), LockBusy (46),
+ *   MaxTimeMSExpired (50), ExceededTimeLimit (262), and anything labelled
+ *   TransientTransactionError;
+ * - FerretDB v1 on SQLite (the embedded database) answers a write that found the database
+ *   locked past its busy_timeout as InternalError (code 1) with SQLite's text,
+ *   "database is locked (5) (SQLITE_BUSY)" (or SQLITE_LOCKED, "database table is locked").
+ */
+const DATABASE_BUSY_NAMES = new Set(["MongoWaitQueueTimeoutError", "MongoOperationTimeoutError"]);
+const DATABASE_BUSY_CODES = new Set([24, 46, 50, 112, 262]);
+const SQLITE_BUSY = /database (table )?is locked|SQLITE_(BUSY|LOCKED)/;
+
+/** True when `error` (or its cause) says the database was too busy for this call. */
+export function isDatabaseBusy(error: unknown): boolean {
+  for (let e = error, depth = 0; e && typeof e === "object" && depth < 5; depth += 1) {
+    const { name, code, cause, message } = e as {
+      name?: unknown;
+      code?: unknown;
+      cause?: unknown;
+      message?: unknown;
+    };
+    if (typeof name === "string" && DATABASE_BUSY_NAMES.has(name)) return true;
+    if (name === "MongoServerError" || name === "MongoBulkWriteError") {
+      if (typeof code === "number" && DATABASE_BUSY_CODES.has(code)) return true;
+      if (code === 1 && typeof message === "string" && SQLITE_BUSY.test(message)) return true;
+      const labels = (e as { errorLabels?: unknown }).errorLabels;
+      if (Array.isArray(labels) && labels.includes("TransientTransactionError")) return true;
+    }
+    e = cause;
+  }
+  return false;
+}
+
+/** The database is away or too busy: the call can succeed a moment later, unchanged. */
+export function isTransientDatabaseError(error: unknown): boolean {
+  return isDatabaseOutage(error) || isDatabaseBusy(error);
 }
 
 export function isAppError(error: unknown): error is AppError {

@@ -206,7 +206,7 @@ async function startWeb(context: ServiceContext, workers: boolean): Promise<WebR
     events: context.events,
     hub,
     logger,
-    githubClient: github?.client,
+    githubClient: context.githubClient,
     modelClient: context.modelClient,
     healthScans: context.healthScans,
   });
@@ -245,7 +245,7 @@ async function startWeb(context: ServiceContext, workers: boolean): Promise<WebR
         : noPages,
       accountViews,
       tasks: context.tasks,
-      githubClient: github?.client,
+      githubClient: context.githubClient,
       modelClient: context.modelClient,
       cron: context.cron,
       healthScans: context.healthScans,

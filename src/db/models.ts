@@ -395,6 +395,8 @@ const idempotencyRecordSchema = new Schema(
     /** sha256 of method, path, query and the canonical JSON body. */
     fingerprint: { type: String, required: true },
     state: { type: String, enum: ["pending", "done"], required: true },
+    /** Random per insert: the request that inserted it completes or drops only its own. */
+    token: { type: String },
     status: { type: Number, default: null },
     /** The answer's body and headers, AES-GCM sealed with a key derived from the client's key. */
     sealed: { type: String, default: null },

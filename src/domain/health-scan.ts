@@ -48,7 +48,8 @@ export interface HealthScanDeps {
   config: Config;
   models: Models;
   logger: Logger;
-  github?: GithubClient | undefined;
+  /** The App's clients; `configured: false` without an App (GitHub repositories then fail). */
+  github: GithubClient;
 }
 
 /** The readable `error` of a failed scan. */
@@ -102,7 +103,7 @@ async function cloneSource(deps: HealthScanDeps, report: HealthReportRecord) {
     return { url: repo.clone_url, branch, ci, gitConfig };
   }
   const github = deps.github;
-  if (!github || installationId == null)
+  if (!github.configured || installationId == null)
     throw new ScanError(
       "This repository belongs to a GitHub App installation, but the GitHub App is not configured on this worker (APP_ID, PRIVATE_KEY).",
     );

@@ -577,7 +577,7 @@ async function listInstallationRepos(
 export interface LinkDeps {
   models: Models;
   github: GithubAppConfig | undefined;
-  client: GithubClient | undefined;
+  client: GithubClient;
   logger: Logger;
 }
 
@@ -599,7 +599,8 @@ export async function completeLink(
   now = new Date(),
 ): Promise<LinkResult> {
   const config = linkingConfig(deps.github);
-  if (!deps.client) throw errors.upstream("The GitHub App is not configured on this server.", 503);
+  if (!deps.client.configured)
+    throw errors.upstream("The GitHub App is not configured on this server.", 503);
   const { accountId } = await consumeLinkState(deps.models, input.state, now);
   const token = await exchangeCode(config, input.code);
   registerSecret(token);

@@ -23,7 +23,8 @@ export interface PrReviewDeps {
   config: Config;
   models: Models;
   logger?: Logger | undefined;
-  githubClient?: GithubClient | undefined;
+  /** The App's clients; `configured: false` without an App (reviews then answer 503). */
+  githubClient: GithubClient;
   /** The configured model, or the "missing" client that explains what to set. */
   modelClient: ModelClient;
 }
@@ -94,12 +95,12 @@ export async function openPullRequest(
   accountId: string,
   prUrl: string,
 ): Promise<OpenedPullRequest> {
-  const webUrl = deps.githubClient?.webUrl ?? deps.config.github?.webUrl ?? "https://github.com";
+  const { webUrl } = deps.githubClient;
   const ref = parsePullRequestUrl(prUrl, webUrl);
   // Ownership is decided before anything is configured or fetched, so a foreign or unknown
   // repository answers the same 404 on every server.
   const { repo, installationId } = await findRepository(deps.models, accountId, ref);
-  if (!deps.githubClient) throw errors.upstream(GITHUB_APP_MISSING, 503);
+  if (!deps.githubClient.configured) throw errors.upstream(GITHUB_APP_MISSING, 503);
   const model = deps.modelClient;
   if (!model.configured) {
     throw errors.upstream(model.reason, 503);

@@ -27,6 +27,12 @@ export interface IdempotencyRecord {
   _id: string;
   fingerprint: string;
   state: "pending" | "done";
+  /**
+   * Random per insert (absent on records written before it existed): the request that
+   * inserted the record completes or drops that one only, never a record that replaced it
+   * after its lease ended.
+   */
+  token?: string;
   status: number | null;
   /** The answer, sealed by the HTTP door (only it can read it: http/idempotency.ts). */
   sealed: string | null;
@@ -41,6 +47,7 @@ const recordsOf = (models: Models) => collectionOf<IdempotencyRecord>(models.Ide
 export async function insertPendingRecord(
   models: Models,
   id: string,
+  token: string,
   fingerprint: string,
   ttlMs: number,
   now = new Date(),
@@ -50,6 +57,7 @@ export async function insertPendingRecord(
       _id: id,
       fingerprint,
       state: "pending",
+      token,
       status: null,
       sealed: null,
       created_at: now,
@@ -63,22 +71,24 @@ export async function insertPendingRecord(
   }
 }
 
-/** Stores the first request's answer. */
+/** Stores the answer of the request that inserted the record (`token`); false when it is gone. */
 export async function completeRecord(
   models: Models,
   id: string,
+  token: string,
   status: number,
   sealed: string,
-): Promise<void> {
-  await recordsOf(models).updateOne(
-    { _id: id },
+): Promise<boolean> {
+  const result = await recordsOf(models).updateOne(
+    { _id: id, token, state: "pending" },
     { $set: { state: "done", status, sealed, updated_at: new Date() } },
   );
+  return result.matchedCount > 0;
 }
 
-/** Drops a record still pending (its request failed and stored nothing). */
-export async function dropPendingRecord(models: Models, id: string): Promise<void> {
-  await recordsOf(models).deleteOne({ _id: id, state: "pending" });
+/** Drops the pending record of the request that inserted it (it failed and stored nothing). */
+export async function dropPendingRecord(models: Models, id: string, token: string): Promise<void> {
+  await recordsOf(models).deleteOne({ _id: id, token, state: "pending" });
 }
 
 /** Drops the record created at `createdAt` (expired, or its request stopped answering). */

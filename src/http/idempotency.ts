@@ -8,7 +8,7 @@ import {
   insertPendingRecord,
 } from "../durable/request-records.js";
 import type { Models } from "../db/models.js";
-import { AppError, errors } from "../errors.js";
+import { AppError, errors, isDatabaseBusy, isTransientDatabaseError } from "../errors.js";
 import { sha256 } from "../util/ids.js";
 
 /**
@@ -16,12 +16,83 @@ import { sha256 } from "../util/ids.js";
  * key inserts a pending record (a unique `_id` insert: the lock, atomic on FerretDB and
  * MongoDB alike, as durable/once.ts), runs, and stores its answer; a repeat with the same body
  * within 24 h gets that answer again without running; another body is 422.
+ *
+ * Concurrent repeats wait for the first request's answer. A repeat in the same process waits
+ * on the first one in memory (`flights`): no failed insert and no polling per repeat, which
+ * under load (FerretDB serialises writes on SQLite) slowed the first request itself past the
+ * repeats' wait. A repeat whose first request runs in another process polls the record.
  */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60_000;
-/** A repeat that finds the first request still running waits this long, then answers 409. */
+/** How long a repeat waits for the first request when the caller gives no deadline. */
 const WAIT_FOR_FIRST_MS = 10_000;
 /** A pending record older than this was left by a process that died mid-request. */
 const PENDING_LEASE_MS = 2 * 60_000;
+/** Storing or dropping the first request's record is retried this long through a busy database. */
+const SETTLE_RETRY_MS = 5_000;
+const POLL_MIN_MS = 20;
+const POLL_MAX_MS = 500;
+
+/**
+ * The first requests running in this process, by record id, per database: settled when the
+ * request stored its answer or dropped its record (or found the record taken).
+ */
+const flights = new WeakMap<Models, Map<string, Promise<void>>>();
+
+function flightsOf(models: Models): Map<string, Promise<void>> {
+  let map = flights.get(models);
+  if (!map) {
+    map = new Map();
+    flights.set(models, map);
+  }
+  return map;
+}
+
+/** True when `flight` settled before `until` (epoch ms). */
+async function settledBy(flight: Promise<void>, until: number): Promise<boolean> {
+  const left = until - Date.now();
+  if (left <= 0) return false;
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), left);
+  });
+  try {
+    return await Promise.race([flight.then(() => true as const), expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Runs a database call again while it fails with an error `retry` accepts (the database busy
+ * or away for a moment), until `until`; then the last error is thrown (the error middleware
+ * answers it with 503 and Retry-After).
+ */
+async function outlast<T>(
+  call: () => Promise<T>,
+  until: number,
+  retry: (error: unknown) => boolean,
+): Promise<T> {
+  let pause = 50;
+  for (;;) {
+    try {
+      return await call();
+    } catch (error) {
+      if (!retry(error) || Date.now() + pause >= until) throw error;
+      await delay(pause);
+      pause = Math.min(pause * 2, 500);
+    }
+  }
+}
+
+function stillRunning(): AppError {
+  return new AppError(
+    409,
+    "conflict",
+    "A request with this Idempotency-Key is still in progress; retry shortly.",
+    undefined,
+    { "Retry-After": "1" },
+  );
+}
 
 const KEY_PATTERN = /^[\x20-\x7e]{1,255}$/;
 
@@ -104,36 +175,58 @@ function unseal(scope: string, key: string, sealed: string): StoredAnswer {
  * Claims `key` in `scope` for a request with `fingerprint`: either this request runs (and
  * must call `finish` or `abandon`), or the stored answer of the first one is returned.
  * Throws 422 `idempotency_key_reused` for another request under the same key, and 409
- * `conflict` when the first request is still running after a wait.
+ * `conflict` when the first request is still running at `waitUntil` (epoch ms; the HTTP door
+ * passes just before its own handler deadline, by which the first request has answered too).
  */
 export async function claimIdempotencyKey(
   models: Models,
   scope: string,
   key: string,
   fingerprint: string,
+  waitUntil = Date.now() + WAIT_FOR_FIRST_MS,
 ): Promise<Claim> {
   const id = sha256(`${scope}\n${key}`);
-  const waitUntil = Date.now() + WAIT_FOR_FIRST_MS;
-  let pause = 20;
+  const running = flightsOf(models);
+  let pause = POLL_MIN_MS;
   for (;;) {
-    const now = new Date();
-    if (await insertPendingRecord(models, id, fingerprint, IDEMPOTENCY_TTL_MS, now)) {
-      return {
-        kind: "run",
-        async finish(answer) {
-          await completeRecord(models, id, answer.status, seal(scope, key, answer));
-        },
-        async abandon() {
-          // A failed first request stored nothing: the client may retry with the same key.
-          await dropPendingRecord(models, id);
-        },
+    const flight = running.get(id);
+    if (flight) {
+      // The first request runs in this process: wait for it, then read what it stored.
+      if (!(await settledBy(flight, waitUntil))) throw stillRunning();
+    } else {
+      const token = randomBytes(12).toString("base64url");
+      let settle!: () => void;
+      const mine = new Promise<void>((resolve) => (settle = resolve));
+      running.set(id, mine);
+      const release = () => {
+        if (running.get(id) === mine) running.delete(id);
+        settle();
       };
+      let inserted: boolean;
+      try {
+        // A busy database (SQLite locked, no free connection) is waited out, not a failure.
+        inserted = await outlast(
+          () => insertPendingRecord(models, id, token, fingerprint, IDEMPOTENCY_TTL_MS),
+          waitUntil,
+          isDatabaseBusy,
+        );
+      } catch (error) {
+        release();
+        throw error;
+      }
+      if (inserted) return runClaim(models, id, token, scope, key, release);
+      release();
     }
-    const row = await findRecord(models, id);
-    if (!row) continue; // deleted meanwhile (abandoned or expired): try to take it again
+    const row = await outlast(() => findRecord(models, id), waitUntil, isDatabaseBusy);
+    const now = Date.now();
+    if (!row) {
+      // Deleted meanwhile (abandoned or expired): try to take it again.
+      if (now >= waitUntil) throw stillRunning();
+      continue;
+    }
     const stale =
-      row.expires_at.getTime() <= now.getTime() ||
-      (row.state === "pending" && now.getTime() - row.created_at.getTime() > PENDING_LEASE_MS);
+      row.expires_at.getTime() <= now ||
+      (row.state === "pending" && now - row.created_at.getTime() > PENDING_LEASE_MS);
     if (stale) {
       await dropRecordCreatedAt(models, id, row.created_at);
       continue;
@@ -148,16 +241,52 @@ export async function claimIdempotencyKey(
     if (row.state === "done" && row.sealed) {
       return { kind: "replay", answer: unseal(scope, key, row.sealed) };
     }
-    if (Date.now() >= waitUntil) {
-      throw new AppError(
-        409,
-        "conflict",
-        "A request with this Idempotency-Key is still in progress; retry shortly.",
-        undefined,
-        { "Retry-After": "1" },
-      );
+    if (now >= waitUntil) throw stillRunning();
+    // Running in another process (or this one's first request has just settled): poll.
+    if (!running.has(id)) {
+      await delay(Math.min(pause, Math.max(1, waitUntil - now)));
+      pause = Math.min(pause * 2, POLL_MAX_MS);
     }
-    await delay(pause);
-    pause = Math.min(pause * 2, 250);
   }
+}
+
+/** The claim of the request that inserted the record: it stores its answer or drops it. */
+function runClaim(
+  models: Models,
+  id: string,
+  token: string,
+  scope: string,
+  key: string,
+  release: () => void,
+): Claim {
+  // Once stored or dropped, a repeat would find a record left pending for the whole lease
+  // (2 minutes of 409s, then the request ran again): a busy database is outlasted here.
+  const settleBy = () => Date.now() + SETTLE_RETRY_MS;
+  return {
+    kind: "run",
+    async finish(answer) {
+      const sealed = seal(scope, key, answer);
+      try {
+        await outlast(
+          () => completeRecord(models, id, token, answer.status, sealed),
+          settleBy(),
+          isTransientDatabaseError,
+        );
+      } finally {
+        release();
+      }
+    },
+    async abandon() {
+      try {
+        // A failed first request stored nothing: the client may retry with the same key.
+        await outlast(
+          () => dropPendingRecord(models, id, token),
+          settleBy(),
+          isTransientDatabaseError,
+        );
+      } finally {
+        release();
+      }
+    },
+  };
 }

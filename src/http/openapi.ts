@@ -18,7 +18,7 @@ const ERROR_TEXT: Record<number, string> = {
   405: "Method not allowed on this path (`method_not_allowed`)",
   410: "Existed, but is no longer kept (`gone`)",
   502: "A model provider or GitHub failed (`upstream_unavailable`)",
-  503: "Not ready: the database does not answer (`not_ready`), or the GitHub App or the model a call needs is not configured (`upstream_unavailable`, the message names the variables to set), or the server's disk is nearly full and no task or scan is started (`insufficient_storage`, with Retry-After)",
+  503: "Not ready: the database does not answer (`not_ready`), or the GitHub App or the model a call needs is not configured (`upstream_unavailable`, the message names the variables to set), or the server's disk is nearly full and no task or scan is started (`insufficient_storage`, with Retry-After), or the database is away or too busy for a moment (`upstream_unavailable`, with Retry-After)",
 };
 
 function toSchema(

@@ -145,6 +145,11 @@ export type AnyRoute = RouteSpec<any, any, any, any, any>;
 
 type PageQuery = { limit: number; cursor?: string | undefined };
 
+/** Without a handler deadline (unit use), a repeat of an idempotent request waits this long. */
+const IDEMPOTENT_WAIT_MS = 10_000;
+/** A repeat stops waiting this long before its deadline, to answer its own 409. */
+const IDEMPOTENT_WAIT_MARGIN_MS = 1_000;
+
 /** Every POST that creates something (201, or 202 for queued work) takes Idempotency-Key. */
 export function isIdempotent(spec: AnyRoute): boolean {
   return (
@@ -196,6 +201,9 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: HttpDeps):
             query: { ...ctx.query },
             body: ctx.state.body,
           }),
+          // A repeat waits for the first request as long as this one may take, less a margin
+          // to answer its 409 itself (the first request is answered by then too).
+          (ctx.state.deadline ?? Date.now() + IDEMPOTENT_WAIT_MS) - IDEMPOTENT_WAIT_MARGIN_MS,
         );
         if (claim.kind === "replay") {
           ctx.status = claim.answer.status;
@@ -208,19 +216,20 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: HttpDeps):
       const page = spec.page ? pageRequest(query as PageQuery) : { limit: Number.MAX_SAFE_INTEGER };
       // AnyRoute: each route's own spec checked its handler's answer against its schema.
       let result: Awaited<ReturnType<AnyRoute["handler"]>>;
+      const headers: Record<string, string> = {};
       try {
         result = await spec.handler(ctx, { body, query, params, principal, deps, page });
+        if (spec.page) {
+          const served = takePage(result, page, spec.page.key);
+          setNextPageHeaders(ctx, served.next);
+          result = served.items;
+        }
+        if (spec.location) headers.Location = spec.location(result);
       } catch (error) {
+        // Nothing stored: the key is free again (and repeats waiting here go on at once).
         if (claim?.kind === "run") await claim.abandon().catch(() => undefined);
         throw error;
       }
-      if (spec.page) {
-        const served = takePage(result, page, spec.page.key);
-        setNextPageHeaders(ctx, served.next);
-        result = served.items;
-      }
-      const headers: Record<string, string> = {};
-      if (spec.location) headers.Location = spec.location(result);
       for (const [name, value] of Object.entries(headers)) ctx.set(name, value);
       if (spec.html && ctx.accepts("application/json", "text/html") === "text/html") {
         ctx.type = "text/html; charset=utf-8";

@@ -40,8 +40,8 @@ export interface HttpDeps {
   mountPages(router: Router): void;
   /** Handles a GitHub webhook delivery (`noGithubApp` when the App is not configured: 404). */
   readonly github: GithubReceiver;
-  /** Installation clients of the GitHub App; undefined when the App is not configured. */
-  readonly githubClient: GithubClient | undefined;
+  /** Installation clients of the GitHub App (`noGithubClient` when it is not configured). */
+  readonly githubClient: GithubClient;
   /** The configured model (possibly the "missing" client that explains what to set). */
   readonly modelClient: ModelClient;
   /** Arms and disarms the Agenda jobs of cron automations (jobs/cron.ts). */
@@ -91,6 +91,8 @@ export interface AppState {
   rawBody?: string;
   body?: unknown;
   requestId: string;
+  /** When the handler deadline answers 503 (epoch ms; http/middleware/deadline.ts). */
+  deadline?: number;
 }
 
 export type AppContext = Context & { state: AppState };

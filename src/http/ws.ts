@@ -5,6 +5,8 @@ import { WebSocketServer, type WebSocket } from "ws";
 import { authenticateKey, type Principal } from "../domain/keys.js";
 import type { Models } from "../db/models.js";
 import type { Logger } from "../util/logger.js";
+import { isTransientDatabaseError } from "../errors.js";
+import { toAppError } from "./middleware/errors.js";
 
 const WS_PATH = /^\/tasks\/([A-Za-z0-9_.:-]{1,100})\/ws\/?$/;
 const PROTOCOL_PREFIX = "api-key.";
@@ -97,8 +99,12 @@ export function createUpgradeHandler(deps: {
         deps.streams.attach(ws, principal, taskId, since),
       );
     } catch (error) {
-      deps.logger.error({ err: error }, "websocket upgrade failed");
-      reject(socket, 500, "internal", "Something went wrong on our side.");
+      // The database away or busy is a 503 with Retry-After here too, as on every route.
+      const mapped = toAppError(error);
+      if (isTransientDatabaseError(error))
+        deps.logger.warn({ err: error }, "websocket upgrade failed: database unavailable");
+      else deps.logger.error({ err: error }, "websocket upgrade failed");
+      reject(socket, mapped.status, mapped.code, mapped.message, mapped.headers);
     }
   };
   return {

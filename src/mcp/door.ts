@@ -11,7 +11,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import type { ZodError } from "zod";
 import { authenticateKey, isKeyWithdrawn, type Principal } from "../domain/keys.js";
-import { AppError, errors, isAppError, isDatabaseOutage } from "../errors.js";
+import { AppError, errors, isAppError, isDatabaseBusy, isDatabaseOutage } from "../errors.js";
 import { objectJsonSchema } from "./json-schema.js";
 import { registerTaskResources } from "./resources.js";
 import { MCP_TOOLS, type AnyMcpTool } from "./tools.js";
@@ -118,6 +118,7 @@ export function createMcpDoor(deps: McpDeps): McpDoor {
   function asAppError(error: unknown): AppError {
     if (isAppError(error)) return error;
     if (isDatabaseOutage(error)) return errors.databaseUnavailable();
+    if (isDatabaseBusy(error)) return errors.databaseBusy();
     deps.logger.error({ err: error }, "MCP tool failed");
     return new AppError(
       500,

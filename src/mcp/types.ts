@@ -17,7 +17,8 @@ export interface McpDeps {
   events: TaskEventLog;
   hub: TaskEventHub;
   logger: Logger;
-  githubClient: GithubClient | undefined;
+  /** The App's clients (`noGithubClient` when it is not configured). */
+  githubClient: GithubClient;
   readonly modelClient: ModelClient;
   readonly healthScans: HealthScans;
 }

@@ -65,7 +65,7 @@ export interface PipelineDeps {
   modelClient(): ReadyModelClient;
   cloneUrl(task: TaskRecord): Promise<string>;
   buildIndex(root: string): Promise<RepoIndex>;
-  github?: GithubClient | undefined;
+  github: GithubClient;
 }
 
 const stageJobSchema = z.strictObject({

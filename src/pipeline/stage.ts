@@ -44,8 +44,8 @@ export interface StageContext {
   cloneUrl(): Promise<string>;
   /** Moves the task to another phase of the same stage (VERIFYING ⇄ FIXING). */
   setPhase(phase: TaskPhase): Promise<void>;
-  /** The GitHub App's clients, when the App is configured. */
-  github: GithubClient | undefined;
+  /** The GitHub App's clients (`configured: false` without an App: every call refuses). */
+  github: GithubClient;
 }
 
 export interface Stage {

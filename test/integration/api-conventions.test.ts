@@ -1,7 +1,9 @@
 import http from "node:http";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { allRoutes } from "../../src/http/app.js";
 import { isIdempotent } from "../../src/http/route.js";
+import { startDbProxy } from "../helpers/db-proxy.js";
 import { startTestServer, testDatabaseUri, type TestServer } from "../helpers/server.js";
 
 /**
@@ -94,6 +96,41 @@ describe("Idempotency-Key", () => {
     });
     expect(slots).toBe(1);
   }, 60_000);
+
+  it("repeats wait out a first request slower than 10 s and all answer its task", async () => {
+    // The first request's task insert is held 12 s on its way to the database; the repeats
+    // wait for its answer (up to their own handler deadline, 30 s) instead of a 409 at 10 s.
+    const proxy = await startDbProxy(inject("mongoUri"));
+    const slow = await startTestServer({
+      env: { MONGODB_URI: proxy.uri(`idemslow_${randomBytes(4).toString("hex")}`) },
+    });
+    try {
+      const { key } = await slow.signup();
+      const ws = await slow.api("POST", "/workspaces", {
+        key,
+        body: { name: "w", repos: [{ name: "acme/app", clone_url: "/tmp/none" }] },
+      });
+      const description = `slow-first-${randomBytes(4).toString("hex")}`;
+      const held = proxy.rule({
+        match: ["insert", description],
+        action: { delayMs: 12_000 },
+        once: true,
+      });
+      const body = { workspace_id: ws.body.id, repo_id: "acme/app", description };
+      const headers = { "idempotency-key": "slow" };
+      const results = await Promise.all(
+        Array.from({ length: 5 }, () => slow.api("POST", "/tasks", { key, body, headers })),
+      );
+      await held;
+      expect(results.map((r) => r.status)).toEqual(Array(5).fill(201));
+      expect(new Set(results.map((r) => r.body.id)).size).toBe(1);
+      expect(results.filter((r) => r.headers.get("idempotent-replayed"))).toHaveLength(4);
+      expect((await slow.api("GET", "/tasks", { key })).body).toHaveLength(1);
+    } finally {
+      await slow.stop();
+      await proxy.close();
+    }
+  }, 90_000);
 
   it("keys belong to the account: another account's same key creates its own task", async () => {
     const a = await server.signup("a");

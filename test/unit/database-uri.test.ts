@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { withDatabaseName } from "../../src/db/connection.js";
 import { socketPathOf, socketUri } from "../../src/db/embedded.js";
-import { isDatabaseOutage } from "../../src/errors.js";
+import { MongoServerError } from "mongodb";
+import { isDatabaseBusy, isDatabaseOutage } from "../../src/errors.js";
 import { toAppError } from "../../src/http/middleware/errors.js";
 
 describe("Unix-socket connection strings", () => {
@@ -59,5 +60,31 @@ describe("database outages", () => {
       stack: "Error: write EPIPE\n    at ChildProcess.write (/srv/dist/util/sandbox.js:1:1)",
     });
     expect(toAppError(elsewhere)).toMatchObject({ status: 500, code: "internal" });
+  });
+
+  it("a database too busy for one call (locked, no free connection) is 503 with Retry-After", () => {
+    const busy = [
+      // FerretDB v1 on SQLite: a write that found the database locked past its busy_timeout.
+      new MongoServerError({
+        errmsg:
+          "[collection.go:129 sqlite.(*collection).InsertAll.func1] database is locked (5) (SQLITE_BUSY)",
+        code: 1,
+        codeName: "InternalError",
+      }),
+      new MongoServerError({ errmsg: "WriteConflict", code: 112, codeName: "WriteConflict" }),
+      // The driver's pool had no free connection within waitQueueTimeoutMS.
+      Object.assign(new Error("Timed out while checking out a connection from connection pool"), {
+        name: "MongoWaitQueueTimeoutError",
+      }),
+    ];
+    for (const error of busy) {
+      expect(isDatabaseBusy(error), error.message).toBe(true);
+      const mapped = toAppError(new Error("creating the task failed", { cause: error }));
+      expect(mapped).toMatchObject({ status: 503, code: "upstream_unavailable" });
+      expect(mapped.headers?.["Retry-After"]).toBe("1");
+    }
+    // Another internal error of the same server stays a 500: it is not known to pass.
+    const other = new MongoServerError({ errmsg: "boom", code: 1, codeName: "InternalError" });
+    expect(toAppError(other)).toMatchObject({ status: 500, code: "internal" });
   });
 });

@@ -15,6 +15,8 @@ export function handlerDeadline(
 ) {
   return async function deadline(ctx: AppContext, next: Next): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
+    // Handlers that wait on something (a repeat of an idempotent request) stop before this.
+    ctx.state.deadline = Date.now() + timeoutMs;
     const handled = next();
     const expired = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {

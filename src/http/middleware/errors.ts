@@ -1,6 +1,6 @@
 import type { Next } from "koa";
 import { ZodError } from "zod";
-import { AppError, errors, isAppError, isDatabaseOutage } from "../../errors.js";
+import { AppError, errors, isAppError, isDatabaseBusy, isDatabaseOutage } from "../../errors.js";
 import type { Logger } from "../../util/logger.js";
 import { redactDeep, redactText } from "../../util/redact.js";
 import type { AppContext } from "../types.js";
@@ -21,6 +21,8 @@ export function toAppError(error: unknown): AppError {
   if (error instanceof ZodError) return errors.validation(zodProblems(error, "body"));
   // The database restarting or unreachable: a 503 to retry, not a 500 (docs/operations.md).
   if (isDatabaseOutage(error)) return errors.databaseUnavailable();
+  // Up but too busy for this call (locked, no free connection): retry in a moment.
+  if (isDatabaseBusy(error)) return errors.databaseBusy();
   const e = (error ?? {}) as HttpLikeError;
   const status = e.status ?? e.statusCode;
   if (e.type === "entity.too.large" || status === 413)
@@ -55,6 +57,11 @@ export function errorHandler(logger: Logger) {
         logger.warn(
           { err: error, method: ctx.method, path: ctx.path, requestId: ctx.state.requestId },
           "request failed: database unavailable",
+        );
+      } else if (appError.code === "upstream_unavailable" && isDatabaseBusy(error)) {
+        logger.warn(
+          { err: error, method: ctx.method, path: ctx.path, requestId: ctx.state.requestId },
+          "request failed: database busy",
         );
       } else if (appError.status >= 500) {
         logger.error(

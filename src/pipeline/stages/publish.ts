@@ -78,7 +78,7 @@ async function openPullRequest(
   branch: string,
 ): Promise<{ url: string; number: number }> {
   const { repo } = ctx.task;
-  if (!ctx.github || repo.installation_id == null)
+  if (!ctx.github.configured || repo.installation_id == null)
     throw new StageError(
       "The branch was pushed, but the pull request cannot be opened: the GitHub App is not configured on this worker (APP_ID, PRIVATE_KEY).",
     );

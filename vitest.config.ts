@@ -1,5 +1,4 @@
 import { defineConfig } from "vitest/config";
-import LongestFirst from "./test/sequencer.js";
 
 export default defineConfig({
   test: {
@@ -15,9 +14,6 @@ export default defineConfig({
     // await events, and size their bounds for a loaded 2-core machine with the reason beside.
     retry: 0,
     pool: "forks",
-    // The longest files start first (test/durations.json), so the run does not end on one
-    // worker finishing a long file the other has no work beside.
-    sequence: { sequencer: LongestFirst },
     reporters: ["default"],
   },
 });

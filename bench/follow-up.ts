@@ -309,7 +309,11 @@ export const followUpBench: Benchmark = {
             }
           };
         });
-        await api("POST", `/tasks/${id}/cancel`, key);
+        const cancelled = await api("POST", `/tasks/${id}/cancel`, key);
+        if (cancelled.status !== 200)
+          throw new BenchError(
+            `delivery ${i}: cancel answered ${cancelled.status}: ${JSON.stringify(cancelled.body)}`,
+          );
         await noticed;
         waiter = null;
         await new Promise((r) => setTimeout(r, THROTTLE_MS));

@@ -27,7 +27,6 @@ import { gateMarker } from "../domain/tasks/gates.js";
 import { stageDoneMarker } from "../domain/tasks/model.js";
 import { stageLease } from "../durable/lease.js";
 import { AppError } from "../errors.js";
-import { removeWorkdir } from "../util/workdir-volume.js";
 import { stageKey } from "../domain/tasks/revisions.js";
 
 /*
@@ -172,21 +171,6 @@ export function createPipeline(deps: PipelineDeps) {
     } else await endTask(taskDeps, task._id, outcome.end);
   }
 
-  /**
-   * The ending removed the working copy when it was decided (domain/tasks/endings.ts), but a
-   * stage stopped by it may have gone on making one meanwhile (a clone mounting its volume
-   * when the task was cancelled): removed again once the stage has let go of it, so no
-   * mount outlives its task until the sweeper comes by.
-   */
-  async function removeAfterEnd(taskId: string): Promise<void> {
-    await removeWorkdir(workdirFor(config, taskId)).catch((error: unknown) =>
-      deps.logger.warn(
-        { err: error, task: taskId },
-        "could not remove an ended task's working copy",
-      ),
-    );
-  }
-
   function forgetTask(taskId: string): void {
     indexes.delete(taskId);
     events.forget(taskId);
@@ -279,7 +263,7 @@ export function createPipeline(deps: PipelineDeps) {
           const ctx = createContext(task, run.lease.attempt, run.signal, logger);
           logger.info({ attempt: run.lease.attempt }, "stage started");
           const outcome = await stage.run(ctx);
-          if (run.signal.aborted) return await removeAfterEnd(taskId);
+          if (run.signal.aborted) return;
           // Another worker recorded an outcome first (it took the lease over): this run fails the
           // task as the duplicate-key error of the unique insert did before claimMarker.
           if (!(await claimMarker(models, doneMarker, { outcome })))
@@ -292,7 +276,7 @@ export function createPipeline(deps: PipelineDeps) {
         } catch (error) {
           if (run.signal.aborted || (await hasEnded(models, taskId))) {
             logger.info("stage stopped: the task ended");
-            return await removeAfterEnd(taskId);
+            return;
           }
           logger.warn(
             { err: error, ms: Math.round(performance.now() - started) },

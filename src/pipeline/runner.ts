@@ -263,7 +263,8 @@ export function createPipeline(deps: PipelineDeps) {
           const ctx = createContext(task, run.lease.attempt, run.signal, logger);
           logger.info({ attempt: run.lease.attempt }, "stage started");
           const outcome = await stage.run(ctx);
-          if (run.signal.aborted) return;
+          // Stopped by the ending: its status is put back (see the catch below).
+          if (run.signal.aborted) return await repairEnding(taskDeps, taskId);
           // Another worker recorded an outcome first (it took the lease over): this run fails the
           // task as the duplicate-key error of the unique insert did before claimMarker.
           if (!(await claimMarker(models, doneMarker, { outcome })))
@@ -276,7 +277,10 @@ export function createPipeline(deps: PipelineDeps) {
         } catch (error) {
           if (run.signal.aborted || (await hasEnded(models, taskId))) {
             logger.info("stage stopped: the task ended");
-            return;
+            // The stage's last writes may have landed over the ending's (FerretDB applies an
+            // update as read, change, write back: a cost `$inc` racing the cancel wrote the old
+            // `running` status back). Its writes have settled now: the ending is put back.
+            return await repairEnding(taskDeps, taskId);
           }
           logger.warn(
             { err: error, ms: Math.round(performance.now() - started) },

@@ -1,4 +1,9 @@
+import { existsSync } from "node:fs";
+import { readFile, writeFile } from "node:fs/promises";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { repairEnding } from "../../src/domain/tasks/endings.js";
+import { prepareWorkdir } from "../../src/util/workdir-volume.js";
 import {
   startFakeModel,
   type FakeModel,
@@ -306,6 +311,18 @@ describe("task lifecycle", () => {
     const task = await worker.api("GET", `/tasks/${id}`, { key });
     expect(task.body).toMatchObject({ status: "cancelled", phase: "FAILED" });
     expect(task.body.error).toMatch(/^Cancelled by API key/);
+
+    // A stage stopped by the cancel hands the task back to repairEnding once its own work has
+    // settled: a working copy it made after the ending removed it (a volume whose mount was
+    // under way) goes then, mount and all, instead of waiting for the task sweep.
+    const workdir = worker.service.context.tasks.workdirOf(id);
+    const how = await prepareWorkdir(workdir, 64, () => undefined);
+    await writeFile(path.join(workdir, "left-behind"), "x");
+    await repairEnding(worker.service.context.tasks, id);
+    expect(existsSync(workdir)).toBe(false);
+    if (how === "volume") expect(await readFile("/proc/mounts", "utf8")).not.toContain(workdir);
+    const after = await worker.api("GET", `/tasks/${id}`, { key });
+    expect(after.body).toMatchObject({ status: "cancelled", phase: "FAILED" });
   }, 60_000);
 
   it("lists tasks newest first with filters and paging", async () => {

@@ -69,7 +69,8 @@ async function applyEnding(deps: TaskDeps, taskId: string, ending: Ending): Prom
 
 /**
  * Completes the ending of a task whose marker exists but whose document or events do not
- * show it yet (the ending process stopped, or a racing write overwrote it).
+ * show it yet (the ending process stopped, or a racing write overwrote it), and removes what
+ * a stage stopped by the ending left of the working copy.
  */
 export async function repairEnding(deps: TaskDeps, taskId: string): Promise<void> {
   const marker = await markersOf(deps.models).findOne({
@@ -77,6 +78,9 @@ export async function repairEnding(deps: TaskDeps, taskId: string): Promise<void
   });
   const ending = marker?.ending as Ending | undefined;
   if (!ending) return;
+  // The stage has stopped: whatever it left in the working copy after endTask removed it
+  // goes too (a volume mounted while the cancel ran would stay until the task sweep).
+  await removeWorkdir(deps.workdirOf(taskId)).catch(() => undefined);
   await applyEnding(deps, taskId, {
     status: ending.status,
     error: ending.error ?? null,

@@ -3,8 +3,9 @@
  * health scan's coverage run, or directly as a task's verification check) tries every way
  * out of the sandbox that issue 14 found and records each attempt's outcome. It writes
  * `attempts.json` (the outcomes) and `loot.txt` (everything it managed to read) into its
- * working copy, then waits for a `release` file there: the test, outside, reads both while
- * the working copy still exists (a scan deletes its copy afterwards) and then releases it.
+ * working copy, then waits until its `release` file there has content: the test, outside,
+ * reads both while the working copy still exists (a scan deletes its copy afterwards) and
+ * then releases it.
  */
 
 export interface HostileTargets {
@@ -169,11 +170,15 @@ test("hostile", { timeout: 120000 }, async () => {
   } catch (error) {
     record("script", true, "the attack itself broke: " + error.stack);
   }
+  // Made here, before the test can see attempts.json, and written to by the test: the
+  // working copy is the upper layer of an overlay mount, which does not show files the host
+  // creates in it while mounted, but does show new content of a file made through it.
+  fs.writeFileSync("release", "");
   fs.writeFileSync("loot.txt", loot.join("\n"));
   fs.writeFileSync("attempts.json", JSON.stringify(attempts, null, 2));
   console.log("ATTEMPTS " + JSON.stringify(attempts));
   const until = Date.now() + 90000;
-  while (!fs.existsSync("release") && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+  while (fs.readFileSync("release", "utf8") === "" && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
 });
 `;
 

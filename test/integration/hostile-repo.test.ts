@@ -99,7 +99,8 @@ async function collect(
   const loot = await readFile(path.join(dir, "loot.txt"), "utf8");
   const snapshot = path.join(hookMarkerDir, "..", `${path.basename(hookMarkerDir)}-snapshot`);
   await cp(dir, snapshot, { recursive: true });
-  await writeFile(path.join(dir, "release"), "");
+  // Content in the file the script made (helpers/hostile-repo.ts says why not a new file).
+  await writeFile(path.join(dir, "release"), "go");
   return { attempts, loot, snapshot };
 }
 

@@ -1,8 +1,53 @@
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
 import { defineConfig } from "vitest/config";
+
+/*
+ * Two projects over the same files. Most files share their worker's modules
+ * (`isolate: false`): every file imports the service (the model SDKs, mongoose, probot, koa),
+ * and importing it again for each of 127 files took about 440 s of the workers' time in CI,
+ * a third of the suite. Each file still starts its own server on its own database, so what
+ * they share is code, not state.
+ *
+ * Files whose imports reach `nock` (directly or through a helper) run isolated: nock patches
+ * Node's http module when it is loaded, and its interception outlived the file that used it
+ * (a WebSocket client and a TLS agent of later files hung behind it).
+ */
+const TEST_ROOT = path.resolve(import.meta.dirname, "test");
+
+function testFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) return testFiles(full);
+    return entry.name.endsWith(".ts") ? [full] : [];
+  });
+}
+
+/** Whether a test file or helper reaches `nock` through its own relative imports. */
+function reachesNock(file: string, seen = new Set<string>()): boolean {
+  if (seen.has(file)) return false;
+  seen.add(file);
+  let source: string;
+  try {
+    source = readFileSync(file, "utf8");
+  } catch {
+    return false;
+  }
+  for (const [, spec] of source.matchAll(/(?:from|import)\s*\(?\s*"([^"]+)"/g)) {
+    if (spec === "nock") return true;
+    if (!spec!.startsWith(".")) continue;
+    const target = path.resolve(path.dirname(file), spec!.replace(/\.js$/, ".ts"));
+    if (target.startsWith(TEST_ROOT + path.sep) && reachesNock(target, seen)) return true;
+  }
+  return false;
+}
+
+const isolated = testFiles(TEST_ROOT)
+  .filter((f) => f.endsWith(".test.ts") && reachesNock(f))
+  .map((f) => path.relative(import.meta.dirname, f));
 
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
     globalSetup: ["test/global-setup.ts"],
     // Bounds, not waits: a test that waits on real processes (git, the sandbox, the worker)
     // must fit a loaded 2-core machine; a fast test ends as soon as it is done.
@@ -15,5 +60,12 @@ export default defineConfig({
     retry: 0,
     pool: "forks",
     reporters: ["default"],
+    projects: [
+      {
+        extends: true,
+        test: { name: "shared", include: ["test/**/*.test.ts"], exclude: isolated, isolate: false },
+      },
+      { extends: true, test: { name: "isolated", include: isolated, isolate: true } },
+    ],
   },
 });

@@ -13,9 +13,17 @@ export function createProbot(
   logger: Logger,
   options: { testing?: boolean } = {},
 ): Probot {
+  // Tests turn off retries and the write throttle (GitHub's advice of seconds between
+  // comments: a file of GitHub conversations waited 3 s per comment). Merged into what Probot
+  // passes, which carries throttle options of its own: set before them, they were lost.
   const Octokit = ProbotOctokit.defaults((instance: OctokitOptions) => ({
-    ...(options.testing ? { retry: { enabled: false }, throttle: { enabled: false } } : {}),
     ...instance,
+    ...(options.testing
+      ? {
+          retry: { ...(instance.retry as object | undefined), enabled: false },
+          throttle: { ...(instance.throttle as object | undefined), enabled: false },
+        }
+      : {}),
     auth: authOnHost(instance.auth, config.baseUrl),
   }));
   return new Probot({

@@ -9,9 +9,11 @@ import { defineConfig } from "vitest/config";
  * a third of the suite. Each file still starts its own server on its own database, so what
  * they share is code, not state.
  *
- * Files whose imports reach `nock` (directly or through a helper) run isolated: nock patches
- * Node's http module when it is loaded, and its interception outlived the file that used it
- * (a WebSocket client and a TLS agent of later files hung behind it).
+ * Files whose imports reach `nock` (directly or through a helper) are a project of their own:
+ * nock patches Node's http module when it is loaded, and its interception outlived the file
+ * that used it (a WebSocket client and a TLS agent of later files hung behind it). They share
+ * modules among themselves, with test/nock-per-file.ts turning nock on before each file and
+ * restoring Node's http module after it.
  */
 const TEST_ROOT = path.resolve(import.meta.dirname, "test");
 
@@ -42,7 +44,7 @@ function reachesNock(file: string, seen = new Set<string>()): boolean {
   return false;
 }
 
-const isolated = testFiles(TEST_ROOT)
+const usingNock = testFiles(TEST_ROOT)
   .filter((f) => f.endsWith(".test.ts") && reachesNock(f))
   .map((f) => path.relative(import.meta.dirname, f));
 
@@ -63,9 +65,22 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: "shared", include: ["test/**/*.test.ts"], exclude: isolated, isolate: false },
+        test: {
+          name: "shared",
+          include: ["test/**/*.test.ts"],
+          exclude: usingNock,
+          isolate: false,
+        },
       },
-      { extends: true, test: { name: "isolated", include: isolated, isolate: true } },
+      {
+        extends: true,
+        test: {
+          name: "nock",
+          include: usingNock,
+          isolate: false,
+          setupFiles: ["test/nock-per-file.ts"],
+        },
+      },
     ],
   },
 });

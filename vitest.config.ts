@@ -6,8 +6,9 @@ import { defineConfig } from "vitest/config";
  * Two projects over the same files. Most files share their worker's modules
  * (`isolate: false`): every file imports the service (the model SDKs, mongoose, probot, koa),
  * and importing it again for each of 127 files took about 440 s of the workers' time in CI,
- * a third of the suite. Each file still starts its own server on its own database, so what
- * they share is code, not state.
+ * a third of the suite. Each file still starts its own server on its own database, and
+ * test/shared-per-file.ts puts the settings a service start writes into modules back to their
+ * defaults before each file, so what files share is code, not state.
  *
  * Files whose imports reach `nock` (directly or through a helper) are a project of their own:
  * nock patches Node's http module when it is loaded, and its interception outlived the file
@@ -69,6 +70,7 @@ export default defineConfig({
           name: "shared",
           include: ["test/**/*.test.ts"],
           exclude: usingNock,
+          setupFiles: ["test/shared-per-file.ts"],
           isolate: false,
         },
       },
@@ -78,7 +80,7 @@ export default defineConfig({
           name: "nock",
           include: usingNock,
           isolate: false,
-          setupFiles: ["test/nock-per-file.ts"],
+          setupFiles: ["test/shared-per-file.ts", "test/nock-per-file.ts"],
         },
       },
     ],

@@ -112,7 +112,9 @@ describe("the disk budget (TASK_DISK_LIMIT_MB)", () => {
     // One walk at the start and statfs looks after it: nothing grew enough for another.
     expect(result.diskWatch!.samples).toBeLessThanOrEqual(2);
     expect(result.diskWatch!.skipped).toBeGreaterThanOrEqual(2);
-    expect(result.diskWatch!.busyMs).toBeLessThan(result.durationMs * 0.05 + 200);
+    // And the watcher's time, a bound for a loaded 2-core machine (its walks wait for the
+    // CPU there: 482 ms of 3 s once in CI): a watcher walking without pause takes it all.
+    expect(result.diskWatch!.busyMs).toBeLessThan(result.durationMs * 0.25);
 
     const off = await runSandboxed("true", { cwd: workdir, timeoutMs: 20_000, diskLimitMb: 0 });
     expect(off.diskWatch).toBeUndefined();

@@ -1,4 +1,5 @@
 import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { chmod, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
@@ -175,20 +176,37 @@ describe("SANDBOX_NETWORK=public", () => {
   });
 
   it("leaves no slirp4netns behind, when the command ends and when it is killed", async () => {
+    // The first command runs until the test has seen its slirp4netns (a scan of /proc takes
+    // a while on a loaded machine: a one-second command once ended before any scan found it).
+    // It makes the file it waits on; the test writes into it (helpers/hostile-repo.ts says
+    // why not a file made from outside).
+    const seenFile = path.join(dir, "seen-slirp");
     const seen = new Set<number>();
+    let scanning = false;
     const watch = setInterval(() => {
-      void ourSlirps().then((pids) => pids.forEach((pid) => seen.add(pid)));
+      if (scanning) return;
+      scanning = true;
+      void ourSlirps()
+        .then(async (pids) => {
+          pids.forEach((pid) => seen.add(pid));
+          if (pids.length > 0 && existsSync(seenFile)) await writeFile(seenFile, "seen");
+        })
+        .finally(() => (scanning = false));
     }, 50);
     try {
-      const ended = await runSandboxed("sleep 1", { cwd: dir, timeoutMs: 20_000, env });
-      expect(ended.ok).toBe(true);
+      const ended = await runSandboxed(
+        ": > seen-slirp; until [ -s seen-slirp ]; do sleep 0.05; done",
+        { cwd: dir, timeoutMs: 20_000, env },
+      );
+      expect(ended.ok, ended.output).toBe(true);
       expect(seen.size).toBeGreaterThan(0); // it was there while the command ran
       expect(await noneLeftWithin(2_000)).toBe(true);
 
       seen.clear();
+      // Killed at its time limit: long enough for a scan on a loaded machine to find it.
       const killed = await runSandboxed("trap '' TERM; while :; do sleep 0.1; done", {
         cwd: dir,
-        timeoutMs: 1_500,
+        timeoutMs: 5_000,
       });
       expect(killed.timedOut).toBe(true);
       expect(seen.size).toBeGreaterThan(0);

@@ -3,7 +3,7 @@ import path from "node:path";
 import { defineConfig } from "vitest/config";
 
 /*
- * Two projects over the same files. Most files share their worker's modules
+ * The test files, in two projects. Most share their worker's modules
  * (`isolate: false`): every file imports the service (the model SDKs, mongoose, probot, koa),
  * and importing it again for each of 127 files took about 440 s of the workers' time in CI,
  * a third of the suite. Each file still starts its own server on its own database, and

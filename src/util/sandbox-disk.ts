@@ -15,8 +15,10 @@
  *   against the command that wrote it.
  * - "Whenever it may have mattered": every second the watcher asks the filesystems of those
  *   folders how much they use (statfs, microseconds). The run cannot have grown by more
- *   than they did (short of other processes freeing space meanwhile), so while their growth
- *   since the last walk is under half the room left, no walk is needed (but every 10 s);
+ *   than they did, so while their growth since the last walk is under half the room left, no
+ *   walk is needed (but every 10 s). Other processes freeing space on the same filesystems
+ *   would hide the run's growth: once their use went down between two looks, the watcher
+ *   walks as the cost bound below allows until the next walk, and after the command ends;
  *   past half the room it walks when the last walk's time allows (20 × that time since, so
  *   about 5% busy at most); past all the room it walks at once. A command that writes little
  *   costs two walks (`diskWatch` in the result, and `npm run bench -- sandbox`, report it).
@@ -114,6 +116,13 @@ export function watchDisk(options: {
   let stopped = false;
   /** The last walk: its total, the filesystems' use just before it, when and how long. */
   let last: { bytes: number; fsUsed: number; at: number; took: number } | undefined;
+  /**
+   * The filesystems' use at the latest look, and whether it went down at a look since the
+   * last walk: then something freed space meanwhile (another task, or this one), and growth
+   * since the walk no longer bounds what this run added.
+   */
+  let lastLook: number | undefined;
+  let shrank = false;
   let running: Promise<void> = Promise.resolve();
 
   async function walk(): Promise<void> {
@@ -125,6 +134,8 @@ export function watchDisk(options: {
     stats.busyMs += took;
     stats.peakBytes = Math.max(stats.peakBytes, bytes);
     last = { bytes, fsUsed, at: performance.now(), took };
+    lastLook = fsUsed;
+    shrank = false;
     remember(options.key, { bytes, fsUsed });
     if (bytes > options.limitBytes && exceededBytes === undefined) {
       exceededBytes = bytes;
@@ -134,15 +145,20 @@ export function watchDisk(options: {
 
   /**
    * How the filesystems' growth since the last walk compares with the run's room left: 2 it
-   * may be past the limit, 1 past half the room, 0 neither.
+   * may be past the limit, 1 past half the room, 0 neither. Once their use went down since
+   * the last walk (other tasks deleting files on the same filesystem, say), their growth
+   * says nothing about this run's: at least 1, so a walk comes as soon as its cost allows.
    */
   async function growth(): Promise<0 | 1 | 2> {
     if (!last) return 2;
     const started = performance.now();
-    const grown = (await filesystemsUsed(options.paths)) - last.fsUsed;
+    const used = await filesystemsUsed(options.paths);
     stats.busyMs += performance.now() - started;
+    if (used < (lastLook ?? last.fsUsed)) shrank = true;
+    lastLook = used;
+    const grown = used - last.fsUsed;
     const room = options.limitBytes - last.bytes;
-    return grown >= room ? 2 : grown >= room / 2 ? 1 : 0;
+    return grown >= room ? 2 : grown >= room / 2 || shrank ? 1 : 0;
   }
 
   async function tick(): Promise<void> {

@@ -1,4 +1,14 @@
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from "node:fs/promises";
+import {
+  mkdir,
+  mkdtemp,
+  open,
+  readdir,
+  readFile,
+  rm,
+  stat,
+  utimes,
+  writeFile,
+} from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -15,6 +25,7 @@ import {
   pruneSandboxCaches,
   sandboxCache,
 } from "../../src/util/sandbox-cache.js";
+import { watchDisk } from "../../src/util/sandbox-disk.js";
 
 /*
  * Issue 26 (2, 3, 8): the disk budget of a run (TASK_DISK_LIMIT_MB), the working copy at a
@@ -118,6 +129,33 @@ describe("the disk budget (TASK_DISK_LIMIT_MB)", () => {
 
     const off = await runSandboxed("true", { cwd: workdir, timeoutMs: 20_000, diskLimitMb: 0 });
     expect(off.diskWatch).toBeUndefined();
+  });
+
+  it("is not fooled by other processes freeing space on the same filesystem", async () => {
+    // The watcher's cheap look is the filesystem's use: another task deleting 64 MB while
+    // this run writes 12 MB makes the filesystem shrink. The run must still be measured.
+    const other = path.join(dataDir, `other-${taskName}`);
+    const write = async (file: string, mb: number) => {
+      const handle = await open(file, "w");
+      await handle.write(Buffer.alloc(mb * 1024 * 1024, 1));
+      await handle.sync();
+      await handle.close();
+    };
+    await write(other, 64);
+    const watch = watchDisk({
+      paths: [workdir],
+      key: `shrink-${taskName}`,
+      rootPid: undefined,
+      limitBytes: 8 * 1024 * 1024,
+      onExceeded: () => undefined,
+    });
+    // The first walk (a working copy not seen before) measures the tree as it was.
+    while (watch.stats.samples === 0) await new Promise((r) => setTimeout(r, 10));
+    await write(path.join(workdir, "grown"), 12);
+    await rm(other);
+    await watch.finish();
+    expect(watch.exceededBytes).toBeGreaterThan(12 * 1024 * 1024);
+    expect(watch.stats.samples).toBe(2);
   });
 
   it("caps single files and /dev/shm with the kernel too", async () => {

@@ -8,7 +8,7 @@
 import { execFile } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { declaredTypeDocs, jsDocSymbols, type MemberDocs } from "./doc-js.js";
+import type * as DocJs from "./doc-js.js";
 import type { RepoFiles, ScanFile } from "./files.js";
 import { clampScore, type MetricResult } from "./types.js";
 
@@ -141,13 +141,14 @@ function runReader(
  */
 function importedTypeDocs(
   repo: RepoFiles,
-): (from: string, specifier: string, name: string) => MemberDocs | null {
+  declaredTypeDocs: typeof DocJs.declaredTypeDocs,
+): (from: string, specifier: string, name: string) => DocJs.MemberDocs | null {
   const byPath = new Map(
     repo.files
       .filter((f) => f.language === "javascript" || f.language === "typescript")
       .map((f) => [f.path, f]),
   );
-  const parsed = new Map<string, Map<string, MemberDocs>>();
+  const parsed = new Map<string, Map<string, DocJs.MemberDocs>>();
   return (from, specifier, name) => {
     if (!specifier.startsWith(".")) return null;
     const base = path.posix.join(path.posix.dirname(from), specifier);
@@ -191,7 +192,10 @@ export async function findExports(repo: RepoFiles): Promise<ExportScan> {
   const js = api.filter((f) => f.language === "javascript" || f.language === "typescript");
   if (js.length > 0) {
     scan.readers.javascript = "TypeScript compiler API (JSDoc)";
-    const imported = importedTypeDocs(repo);
+    // Loaded here, not at import: the TypeScript compiler takes about a second to load, which
+    // every process of the service paid at start, scanning or not.
+    const { declaredTypeDocs, jsDocSymbols } = await import("./doc-js.js");
+    const imported = importedTypeDocs(repo, declaredTypeDocs);
     for (const file of js)
       for (const s of jsDocSymbols(file.path, file.text, (specifier, name) =>
         imported(file.path, specifier, name),

@@ -14,18 +14,29 @@ import type { Tokenizer } from "@jscpd/tokenizer";
 import type { ScanFile } from "./files.js";
 
 // The jscpd packages are CommonJS, and their ES builds import `colors/safe` without an
-// extension, which Node's ESM loader rejects: load them through require.
+// extension, which Node's ESM loader rejects: load them through require. At first use, not
+// at import: a fifth of a second that the processes which never scan do not pay.
 const require = createRequire(import.meta.url);
-const core = require("@jscpd/core") as typeof JscpdCore;
-const tokenizer = require("@jscpd/tokenizer") as typeof JscpdTokenizer;
-const finder = require("@jscpd/finder") as {
-  InFilesDetector: new (
-    tokenizer: Tokenizer,
-    store: IStore<IMapFrame>,
-    statistic: Statistic,
-    options: IOptions,
-  ) => { detect(files: Array<{ path: string; content: string }>): Promise<IClone[]> };
-};
+interface Jscpd {
+  core: typeof JscpdCore;
+  tokenizer: typeof JscpdTokenizer;
+  finder: {
+    InFilesDetector: new (
+      tokenizer: Tokenizer,
+      store: IStore<IMapFrame>,
+      statistic: Statistic,
+      options: IOptions,
+    ) => { detect(files: Array<{ path: string; content: string }>): Promise<IClone[]> };
+  };
+}
+let loaded: Jscpd | undefined;
+function jscpd(): Jscpd {
+  return (loaded ??= {
+    core: require("@jscpd/core") as Jscpd["core"],
+    tokenizer: require("@jscpd/tokenizer") as Jscpd["tokenizer"],
+    finder: require("@jscpd/finder") as Jscpd["finder"],
+  });
+}
 
 export interface Duplication {
   /** Lines of the files jscpd compared. */
@@ -46,6 +57,7 @@ const LIST_LIMIT = 20;
 
 /** jscpd's options: its defaults, with every format it knows and no reporters. */
 export function jscpdOptions(): IOptions {
+  const { core, tokenizer } = jscpd();
   const options: IOptions = {
     ...core.getDefaultOptions(),
     reporters: [],
@@ -59,6 +71,7 @@ export function jscpdOptions(): IOptions {
 
 /** Duplicated lines among the given files, by jscpd. */
 export async function findDuplication(files: ScanFile[]): Promise<Duplication> {
+  const { core, tokenizer, finder } = jscpd();
   const options = jscpdOptions();
   const minLines = options.minLines ?? 5;
   const maxLines = options.maxLines ?? 1000;

@@ -1,5 +1,4 @@
 import path from "node:path";
-import ts from "typescript";
 
 /*
  * The fast syntax check after the model writes or edits a file (write_file, edit_file): the
@@ -57,8 +56,13 @@ function lineOf(output: string): number | null {
   return python ? Number(python[1]) : null;
 }
 
-/** Syntax errors the TypeScript parser finds (a `.js` file as JSX when `jsx` is set). */
-function typescriptErrors(rel: string, text: string, jsx: boolean): SyntaxReport {
+/**
+ * Syntax errors the TypeScript parser finds (a `.js` file as JSX when `jsx` is set). The
+ * compiler is loaded at the first check, not at import: about a second that every process of
+ * the service paid at start.
+ */
+async function typescriptErrors(rel: string, text: string, jsx: boolean): Promise<SyntaxReport> {
+  const { default: ts } = await import("typescript");
   const fileName = jsx && !/\.[jt]sx$/.test(rel) ? `${rel}.jsx` : rel;
   const { diagnostics = [] } = ts.transpileModule(text, {
     fileName,
@@ -111,7 +115,7 @@ export function createSyntaxChecker(run: SandboxRun): SyntaxChecker {
         failures.push(result.output);
       }
       // JSX (or Flow) in a .js file: Node cannot read it, the TypeScript parser can.
-      if (/<[A-Za-z>]/.test(text) && typescriptErrors(rel, text, true).ok)
+      if (/<[A-Za-z>]/.test(text) && (await typescriptErrors(rel, text, true)).ok)
         return { checker: "typescript parser", ok: true, message: "", line: null };
       const moduleSyntax = /^\s*(import|export)\b/m.test(text);
       const output = (moduleSyntax || failures.length === 1 ? failures[0] : failures[1])!;

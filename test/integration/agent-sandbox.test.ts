@@ -139,7 +139,13 @@ describe("the agent's sandbox", () => {
     const logs = stream.events.filter((e) => e.event_type === "log").map((e) => String(e.message));
     const hangLines = logs.filter((l) => l.startsWith("hang: "));
     expect(hangLines).toHaveLength(2);
-    for (const line of hangLines) expect(line).toMatch(/timed out after 2\.\d s/);
+    // Stopped at the 2 s limit: the time shown includes stopping the process tree, which a
+    // loaded machine can stretch by a second or more, never by a hang's worth.
+    for (const line of hangLines) {
+      const seconds = Number(/timed out after (\d+\.\d) s/.exec(line)?.[1]);
+      expect(seconds).toBeGreaterThanOrEqual(2);
+      expect(seconds).toBeLessThan(10);
+    }
     const envLine = logs.find((l) => l.startsWith("env: "))!;
     const names = /^ENV (.*)$/m.exec(envLine)![1]!.split(",");
     expect(names).toEqual(expect.arrayContaining(["PATH", "HOME", "CI"]));

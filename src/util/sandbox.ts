@@ -1237,6 +1237,9 @@ export async function runSandboxed(
         : undefined;
       heartbeat?.unref();
       options.signal?.addEventListener("abort", onAbort, { once: true });
+      // Aborted while the sandbox was being set up (after the check at the start): the event
+      // has fired already and will not again.
+      if (options.signal?.aborted) onAbort();
       if (diskLimitMb > 0 && pid !== undefined)
         watch = watchDisk({
           paths: watched,

@@ -91,6 +91,22 @@ describe("runSandboxed", () => {
     expect(home).not.toBe(path.dirname(dir));
   });
 
+  it("stops when aborted while the sandbox is being set up", async () => {
+    // An abort landing between the start's check and the command's spawn (folders, overlays,
+    // bwrap's arguments) must not be lost: the command would run to its timeout.
+    for (const delay of [0, 15, 40]) {
+      const controller = new AbortController();
+      setTimeout(() => controller.abort(), delay);
+      const result = await runSandboxed("sleep 30", {
+        cwd: dir,
+        timeoutMs: 15_000,
+        signal: controller.signal,
+      });
+      expect(result, `aborted after ${delay} ms`).toMatchObject({ aborted: true, ok: false });
+      expect(result.durationMs).toBeLessThan(5_000);
+    }
+  });
+
   it("stops when aborted", async () => {
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 300);

@@ -120,11 +120,12 @@ describe("the disk budget (TASK_DISK_LIMIT_MB)", () => {
     });
     expect(result).toMatchObject({ ok: true, output: "done\n" });
     expect(result.disk).toBeUndefined();
-    // One walk at the start and statfs looks after it: nothing grew enough for another.
-    expect(result.diskWatch!.samples).toBeLessThanOrEqual(2);
-    expect(result.diskWatch!.skipped).toBeGreaterThanOrEqual(2);
-    // And the watcher's time, a bound for a loaded 2-core machine (its walks wait for the
-    // CPU there: 482 ms of 3 s once in CI): a watcher walking without pause takes it all.
+    // How many walks depends on the rest of the machine: on a quiet one, a walk at the start
+    // and statfs looks after it (nothing grew enough for another); other processes freeing
+    // space on the same filesystem make it walk more (the next test). Its time is bounded
+    // either way, for a loaded 2-core machine (its walks wait for the CPU there: 482 ms of
+    // 3 s once in CI): a watcher walking without pause takes it all.
+    expect(result.diskWatch!.samples + result.diskWatch!.skipped).toBeGreaterThanOrEqual(2);
     expect(result.diskWatch!.busyMs).toBeLessThan(result.durationMs * 0.25);
 
     const off = await runSandboxed("true", { cwd: workdir, timeoutMs: 20_000, diskLimitMb: 0 });

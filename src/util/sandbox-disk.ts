@@ -11,8 +11,8 @@
  * - `du -s -x -B1` (allocated blocks, hard links once, sparse files as what they use) over
  *   those folders, under `nice`: when the command starts (unless an earlier run's walk of
  *   the same working copy is known), then whenever it may have mattered, and once more when
- *   the command has ended if it may matter, so what the last second wrote is still counted
- *   against the command that wrote it.
+ *   the command has ended if it may matter (always, when a walk of the folders takes under
+ *   25 ms), so what the last second wrote is still counted against the command that wrote it.
  * - "Whenever it may have mattered": every second the watcher asks the filesystems of those
  *   folders how much they use (statfs, microseconds). The run cannot have grown by more
  *   than they did, so while their growth since the last walk is under half the room left, no
@@ -41,6 +41,8 @@ const MIB = 1024 * 1024;
 export const DISK_WATCH_MIN_INTERVAL_MS = 1_000;
 /** The longest time between two walks while a command runs. */
 export const DISK_WATCH_MAX_INTERVAL_MS = 10_000;
+/** A walk this fast (ms) is always taken once the command has ended. */
+const CHEAP_WALK_MS = 25;
 /** A walk waits this many times the last walk's own time (≤ 5% busy). */
 const INTERVAL_FACTOR = 20;
 /** The most processes and open files looked at per measurement (a fork bomb's worth). */
@@ -74,10 +76,10 @@ export interface DiskWatch {
  * from that figure plus the filesystems' growth since, instead of walking at its start. A
  * working copy that shrank meanwhile is only overestimated (one walk more, never one less).
  */
-const lastKnown = new Map<string, { bytes: number; fsUsed: number }>();
+const lastKnown = new Map<string, { bytes: number; fsUsed: number; walkMs: number }>();
 const LAST_KNOWN_MAX = 1000;
 
-function remember(key: string, value: { bytes: number; fsUsed: number }): void {
+function remember(key: string, value: { bytes: number; fsUsed: number; walkMs: number }): void {
   lastKnown.delete(key);
   lastKnown.set(key, value);
   if (lastKnown.size > LAST_KNOWN_MAX) lastKnown.delete(lastKnown.keys().next().value!);
@@ -122,6 +124,8 @@ export function watchDisk(options: {
    * since the walk no longer bounds what this run added.
    */
   let lastLook: number | undefined;
+  /** What a walk of these folders last took, here or in an earlier run of the same key. */
+  let walkMs = Infinity;
   let shrank = false;
   let running: Promise<void> = Promise.resolve();
 
@@ -136,7 +140,8 @@ export function watchDisk(options: {
     last = { bytes, fsUsed, at: performance.now(), took };
     lastLook = fsUsed;
     shrank = false;
-    remember(options.key, { bytes, fsUsed });
+    walkMs = took;
+    remember(options.key, { bytes, fsUsed, walkMs: took });
     if (bytes > options.limitBytes && exceededBytes === undefined) {
       exceededBytes = bytes;
       options.onExceeded(bytes);
@@ -185,7 +190,8 @@ export function watchDisk(options: {
   // A first walk only for a working copy not seen before; otherwise the first look decides.
   const known = lastKnown.get(options.key);
   if (known) {
-    last = { ...known, at: performance.now(), took: 0 };
+    last = { bytes: known.bytes, fsUsed: known.fsUsed, at: performance.now(), took: 0 };
+    walkMs = known.walkMs;
     running = tick();
   } else running = walk().then(schedule);
   return {
@@ -197,7 +203,11 @@ export function watchDisk(options: {
       stopped = true;
       clearTimeout(timer);
       await running;
-      if (exceededBytes === undefined && (await growth()) > 0) await walk();
+      // After the command, always when a walk is cheap here (the look's figure is a bound
+      // only while nothing else frees space on the filesystem), else when the look says the
+      // run may have grown enough to matter.
+      if (exceededBytes === undefined && (walkMs <= CHEAP_WALK_MS || (await growth()) > 0))
+        await walk();
       else stats.skipped++;
     },
     cancel() {

@@ -11,17 +11,22 @@
  * - `du -s -x -B1` (allocated blocks, hard links once, sparse files as what they use) over
  *   those folders, under `nice`: when the command starts (unless an earlier run's walk of
  *   the same working copy is known), then whenever it may have mattered, and once more when
- *   the command has ended if it may matter (always, when a walk of the folders takes under
- *   25 ms), so what the last second wrote is still counted against the command that wrote it.
- * - "Whenever it may have mattered": every second the watcher asks the filesystems of those
- *   folders how much they use (statfs, microseconds). The run cannot have grown by more
- *   than they did, so while their growth since the last walk is under half the room left, no
- *   walk is needed (but every 10 s). Other processes freeing space on the same filesystems
- *   would hide the run's growth: once their use went down between two looks, the watcher
- *   walks as the cost bound below allows until the next walk, and after the command ends;
- *   past half the room it walks when the last walk's time allows (20 × that time since, so
- *   about 5% busy at most); past all the room it walks at once. A command that writes little
- *   costs two walks (`diskWatch` in the result, and `npm run bench -- sandbox`, report it).
+ *   the command has ended if it may matter, so what the last second wrote is still counted
+ *   against the command that wrote it.
+ * - Folders that held at most 64 MB at the last walk are walked every second (as the cost
+ *   bound below allows) and after the command: milliseconds each.
+ * - "Whenever it may have mattered", for larger ones: every second the watcher asks the
+ *   filesystems of those folders how much they use (statfs, microseconds). The run cannot
+ *   have grown by more than they did, so while their growth since the last walk is under
+ *   half the room left, no walk is needed (but every 10 s); past half the room it walks when
+ *   the last walk's time allows (20 × that time since, so about 5% busy at most); past all
+ *   the room it walks at once. Other processes freeing space on the same filesystems hide
+ *   the run's growth: once the filesystems' use went down between two looks, the watcher
+ *   walks as the cost bound allows until the next walk, and after the command. A smaller
+ *   hidden share can delay a walk up to the 10 s one (working copies on volumes,
+ *   util/workdir-volume.ts, are bounded by the kernel regardless). A command that writes
+ *   little costs two walks (`diskWatch` in the result, and `npm run bench -- sandbox`,
+ *   report it).
  * - Files deleted but still open (write, unlink, keep writing) are invisible to `du`: the
  *   open files of the command's processes (/proc/<pid>/fd) that have no name left are added.
  * - The kernel still bounds single files: RLIMIT_FSIZE is the smaller of SANDBOX_MAX_FILE_MB
@@ -41,8 +46,12 @@ const MIB = 1024 * 1024;
 export const DISK_WATCH_MIN_INTERVAL_MS = 1_000;
 /** The longest time between two walks while a command runs. */
 export const DISK_WATCH_MAX_INTERVAL_MS = 10_000;
-/** A walk this fast (ms) is always taken once the command has ended. */
-const CHEAP_WALK_MS = 25;
+/**
+ * Folders that held at most this much at the last walk are walked at every look and after
+ * the command: a walk of them costs milliseconds, and the look's figure is only a bound while
+ * nothing else frees space on the filesystem.
+ */
+const SMALL_TREE_BYTES = 64 * MIB;
 /** A walk waits this many times the last walk's own time (≤ 5% busy). */
 const INTERVAL_FACTOR = 20;
 /** The most processes and open files looked at per measurement (a fork bomb's worth). */
@@ -76,10 +85,10 @@ export interface DiskWatch {
  * from that figure plus the filesystems' growth since, instead of walking at its start. A
  * working copy that shrank meanwhile is only overestimated (one walk more, never one less).
  */
-const lastKnown = new Map<string, { bytes: number; fsUsed: number; walkMs: number }>();
+const lastKnown = new Map<string, { bytes: number; fsUsed: number }>();
 const LAST_KNOWN_MAX = 1000;
 
-function remember(key: string, value: { bytes: number; fsUsed: number; walkMs: number }): void {
+function remember(key: string, value: { bytes: number; fsUsed: number }): void {
   lastKnown.delete(key);
   lastKnown.set(key, value);
   if (lastKnown.size > LAST_KNOWN_MAX) lastKnown.delete(lastKnown.keys().next().value!);
@@ -124,8 +133,6 @@ export function watchDisk(options: {
    * since the walk no longer bounds what this run added.
    */
   let lastLook: number | undefined;
-  /** What a walk of these folders last took, here or in an earlier run of the same key. */
-  let walkMs = Infinity;
   let shrank = false;
   let running: Promise<void> = Promise.resolve();
 
@@ -140,8 +147,7 @@ export function watchDisk(options: {
     last = { bytes, fsUsed, at: performance.now(), took };
     lastLook = fsUsed;
     shrank = false;
-    walkMs = took;
-    remember(options.key, { bytes, fsUsed, walkMs: took });
+    remember(options.key, { bytes, fsUsed });
     if (bytes > options.limitBytes && exceededBytes === undefined) {
       exceededBytes = bytes;
       options.onExceeded(bytes);
@@ -169,10 +175,11 @@ export function watchDisk(options: {
   async function tick(): Promise<void> {
     if (stopped || exceededBytes !== undefined || !last) return;
     const since = performance.now() - last.at;
-    // Possibly past the limit: walk now (once a second at most). Past half the room: walk
-    // when the last walk's cost allows. Otherwise only every DISK_WATCH_MAX_INTERVAL_MS.
-    const level = await growth();
+    // Small folders: a walk whenever its cost allows. Otherwise, possibly past the limit: walk
+    // now (once a second at most); past half the room: walk when the last walk's cost allows;
+    // else only every DISK_WATCH_MAX_INTERVAL_MS.
     const cheapEnough = since >= last.took * INTERVAL_FACTOR;
+    const level = last.bytes <= SMALL_TREE_BYTES && cheapEnough ? 2 : await growth();
     if (level === 2 || (level === 1 && cheapEnough) || since >= DISK_WATCH_MAX_INTERVAL_MS)
       await walk();
     else stats.skipped++;
@@ -190,8 +197,7 @@ export function watchDisk(options: {
   // A first walk only for a working copy not seen before; otherwise the first look decides.
   const known = lastKnown.get(options.key);
   if (known) {
-    last = { bytes: known.bytes, fsUsed: known.fsUsed, at: performance.now(), took: 0 };
-    walkMs = known.walkMs;
+    last = { ...known, at: performance.now(), took: 0 };
     running = tick();
   } else running = walk().then(schedule);
   return {
@@ -203,11 +209,8 @@ export function watchDisk(options: {
       stopped = true;
       clearTimeout(timer);
       await running;
-      // After the command, always when a walk is cheap here (the look's figure is a bound
-      // only while nothing else frees space on the filesystem), else when the look says the
-      // run may have grown enough to matter.
-      if (exceededBytes === undefined && (walkMs <= CHEAP_WALK_MS || (await growth()) > 0))
-        await walk();
+      const small = last !== undefined && last.bytes <= SMALL_TREE_BYTES;
+      if (exceededBytes === undefined && (small || (await growth()) > 0)) await walk();
       else stats.skipped++;
     },
     cancel() {

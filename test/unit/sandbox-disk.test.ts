@@ -134,7 +134,8 @@ describe("the disk budget (TASK_DISK_LIMIT_MB)", () => {
 
   it("is not fooled by other processes freeing space on the same filesystem", async () => {
     // The watcher's cheap look is the filesystem's use: another task deleting 64 MB while
-    // this run writes 12 MB makes the filesystem shrink. The run must still be measured.
+    // this run writes 12 MB (8 MB past its budget) makes the filesystem shrink. The run must
+    // still be measured.
     const other = path.join(dataDir, `other-${taskName}`);
     const write = async (file: string, mb: number) => {
       const handle = await open(file, "w");
@@ -143,11 +144,13 @@ describe("the disk budget (TASK_DISK_LIMIT_MB)", () => {
       await handle.close();
     };
     await write(other, 64);
+    // A working copy past the size that is walked every second: the looks decide here.
+    await write(path.join(workdir, "base"), 72);
     const watch = watchDisk({
       paths: [workdir],
       key: `shrink-${taskName}`,
       rootPid: undefined,
-      limitBytes: 8 * 1024 * 1024,
+      limitBytes: 80 * 1024 * 1024,
       onExceeded: () => undefined,
     });
     // The first walk (a working copy not seen before) measures the tree as it was.
@@ -159,7 +162,7 @@ describe("the disk budget (TASK_DISK_LIMIT_MB)", () => {
     const deadline = Date.now() + 5_000;
     while (watch.exceededBytes === undefined && Date.now() < deadline)
       await new Promise((r) => setTimeout(r, 50));
-    expect(watch.exceededBytes).toBeGreaterThan(12 * 1024 * 1024);
+    expect(watch.exceededBytes).toBeGreaterThan(84 * 1024 * 1024);
     await watch.finish();
   });
 

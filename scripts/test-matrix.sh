@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # `npm test`: build once, then the whole vitest suite on the machine's Node, and beside it a
-# second lane: the runtime-sensitive files (marked in the files themselves, with the reason:
-# see below) on every version in TEST_NODE_VERSIONS
+# second lane: the type checks and linters, then the runtime-sensitive files (marked in the
+# files themselves, with the reason: see below) on every version in TEST_NODE_VERSIONS
 # (default "22 24"; empty: the machine's only). Those versions come from the npm registry's
 # `node` package, installed once into FOREMAN_NODE_CACHE (default
 # ~/.cache/foreman-node/<major>). Extra arguments go to the vitest runs of the whole suite
 # and of the runtime-sensitive files (not to the one-at-a-time database files, as before).
-# Then the type checks and linters, beside the files that run alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -74,28 +73,24 @@ vitest_on() {
 
 # The tests wait on processes, git, the sandbox and the database more than they compute: the
 # whole suite runs three files at a time (FOREMAN_TEST_WORKERS; two left about a third of the
-# two cores idle: 557 s against 453 s), and beside it a second lane runs the runtime-sensitive
-# files on each other Node, one file at a time. The checks (type checks of the service, its
-# tests and the dashboard, then the linters: pure computation, about 100 s of CPU from a cold
-# cache) come after the whole suite, beside the files that run alone: beside three test files
-# they took the cores the tests were waiting for (a cold cache's checks stretched the suite by
-# minutes), while a file that runs alone leaves most of a core free.
+# two cores idle, 557 s against 453 s), and a second lane fills the rest, one thing at a time: the checks (type check of the service, its tests and the dashboard,
+# then the linters), then the runtime-sensitive files on each other Node, one file at a time.
+# Its output is shown when it ends; a failure in either lane fails the run.
 # The type checks and linters keep what they worked out between runs of this checkout (by
 # file content, so a fresh clone at the same path starts warm), in FOREMAN_CHECK_CACHE
-# (default ~/.cache/foreman-checks/<hash of the checkout's path>).
+# (default ~/.cache/foreman-checks/<hash of the checkout's path>): about a minute of the two
+# cores' time when little changed.
 checks_cache="${FOREMAN_CHECK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/foreman-checks/$(pwd | sha256sum | cut -c1-12)}"
 mkdir -p "$checks_cache"
-checks() {
+lane() {
   set -e
+  # At the tests' own priority: at a lower one (nice 10), three test files at a time starved
+  # them, and a cold cache's checks took ten minutes instead of two.
   echo "-- type check (service, tests, scripts) ($(date -u +%H:%M:%S))"
   npx tsc --noEmit --incremental --tsBuildInfoFile "$checks_cache/service.tsbuildinfo"
   echo "-- type check (dashboard) ($(date -u +%H:%M:%S))"
   npx tsc --noEmit -p web/tsconfig.json --incremental --tsBuildInfoFile "$checks_cache/web.tsbuildinfo"
-  echo "-- lint ($(date -u +%H:%M:%S))"
-  LINT_CACHE="$checks_cache" npm run --silent lint
-  echo "-- checks done ($(date -u +%H:%M:%S))"
-}
-lane() {
+  echo "-- lint ($(date -u +%H:%M:%S))"; LINT_CACHE="$checks_cache" npm run --silent lint
   # Every version runs even when one fails, so a run reports all of them.
   local failed=0
   for major in $versions; do
@@ -105,7 +100,7 @@ lane() {
   done
   return "$failed"
 }
-step "the runtime-sensitive files on Node ${versions:-(none)}, beside the whole suite"
+step "checks, then the runtime-sensitive files on Node ${versions:-(none)}, beside the whole suite"
 lane "$@" >"$logs/lane" 2>&1 &
 lane_pid=$!
 
@@ -115,28 +110,19 @@ excludes=()
 for f in "${solo[@]}"; do excludes+=(--exclude "$f"); done
 FOREMAN_TEST_WORKERS="${FOREMAN_TEST_WORKERS:-3}" vitest_on "$(command -v node)" "${excludes[@]}" "$@" || ok=1
 
-step "waiting for the runtime-sensitive files"
+step "waiting for the checks and the runtime-sensitive files"
 wait "$lane_pid" || ok=1
 cat "$logs/lane"
-
-# The checks run even when a test failed, so a run reports both.
-step "the checks (type checks, linters), beside the files that run alone"
-checks >"$logs/checks" 2>&1 &
-checks_pid=$!
-if [ "$ok" = 0 ]; then
-  if [ "${#solo[@]}" -gt 0 ]; then
-    step "vitest, the files that run alone, on Node $(node --version)"
-    vitest_on "$(command -v node)" --no-file-parallelism "${solo[@]}" || ok=1
-  fi
-  if [ "${#runtime_solo[@]}" -gt 0 ]; then
-    for major in $versions; do
-      bin="${node_bin[$major]}"
-      step "vitest, the runtime-sensitive files that run alone, on Node $("$bin" --version)"
-      vitest_on "$bin" --no-file-parallelism "${runtime_solo[@]}" || ok=1
-    done
-  fi
-fi
-step "waiting for the checks"
-wait "$checks_pid" || ok=1
-cat "$logs/checks"
 [ "$ok" = 0 ] || { echo "test-matrix: the checks or the tests failed (above)." >&2; exit 1; }
+
+if [ "${#solo[@]}" -gt 0 ]; then
+  step "vitest, the files that run alone, on Node $(node --version)"
+  vitest_on "$(command -v node)" --no-file-parallelism "${solo[@]}"
+fi
+if [ "${#runtime_solo[@]}" -gt 0 ]; then
+  for major in $versions; do
+    bin="${node_bin[$major]}"
+    step "vitest, the runtime-sensitive files that run alone, on Node $("$bin" --version)"
+    vitest_on "$bin" --no-file-parallelism "${runtime_solo[@]}"
+  done
+fi

@@ -105,16 +105,21 @@ describe("the disk budget (TASK_DISK_LIMIT_MB)", () => {
   });
 
   it("counts files the command deleted but still holds open, and in /tmp", async () => {
+    // Writes up to 120 MB over 12 s: stopped once a walk counts the held file, which on a
+    // loaded machine may be the walk every 10 s rather than one of the first seconds.
     const result = await runSandboxed(
-      "exec 3>/tmp/held; rm /tmp/held; i=0; while [ $i -lt 30 ]; do head -c 1000000 /dev/zero >&3; i=$((i+1)); sleep 0.1; done; echo finished",
-      { cwd: workdir, timeoutMs: 30_000, diskLimitMb: 12 },
+      "exec 3>/tmp/held; rm /tmp/held; i=0; while [ $i -lt 120 ]; do head -c 1000000 /dev/zero >&3; i=$((i+1)); sleep 0.1; done; echo finished",
+      { cwd: workdir, timeoutMs: 60_000, diskLimitMb: 12 },
     );
     expect(result.output).not.toContain("finished");
     expect(result.disk?.limitMb).toBe(12);
+    expect(result.disk!.usedBytes).toBeGreaterThan(12 * 1024 * 1024);
   });
 
   it("leaves a command within the budget alone, and cheaply", async () => {
-    const result = await runSandboxed("head -c 1000000 /dev/zero > small; sleep 2.5; echo done", {
+    // Long enough that the walks at its start and end (about 0.4 s each on a loaded machine)
+    // weigh less than the bound below.
+    const result = await runSandboxed("head -c 1000000 /dev/zero > small; sleep 6; echo done", {
       cwd: workdir,
       timeoutMs: 20_000,
     });
@@ -124,7 +129,8 @@ describe("the disk budget (TASK_DISK_LIMIT_MB)", () => {
     // and statfs looks after it (nothing grew enough for another); other processes freeing
     // space on the same filesystem make it walk more (the next test). Its time is bounded
     // either way, for a loaded 2-core machine (its walks wait for the CPU there: 482 ms of
-    // 3 s once in CI): a watcher walking without pause takes it all.
+    // 3 s once in CI; 1.2 s of 3.4 s with three test files at a time): a watcher walking
+    // without pause takes it all.
     expect(result.diskWatch!.samples + result.diskWatch!.skipped).toBeGreaterThanOrEqual(2);
     expect(result.diskWatch!.busyMs).toBeLessThan(result.durationMs * 0.25);
 

@@ -57,9 +57,9 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 180_000,
     // Files at a time against the one embedded database: 2 (two cores) unless
-    // FOREMAN_TEST_WORKERS says otherwise (scripts/test-matrix.sh sets it per lane). Set here,
-    // not with --maxWorkers: the projects below take theirs from this config, and vitest
-    // prefers a project's own value to the command line's.
+    // FOREMAN_TEST_WORKERS says otherwise. Set here, not with --maxWorkers: the projects below
+    // take theirs from this config, and vitest prefers a project's own value to the command
+    // line's.
     maxWorkers: Number(process.env.FOREMAN_TEST_WORKERS) || 2,
     // No retries: a test that fails once fails the run. Tests that wait on real processes
     // await events, and size their bounds for a loaded 2-core machine with the reason beside.

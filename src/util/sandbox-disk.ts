@@ -135,6 +135,8 @@ export function watchDisk(options: {
   let lastLook: number | undefined;
   let shrank = false;
   let running: Promise<void> = Promise.resolve();
+  /** Whether the last walk found the folders small enough to walk at every look. */
+  const small = () => last !== undefined && last.bytes <= SMALL_TREE_BYTES;
 
   async function walk(): Promise<void> {
     const started = performance.now();
@@ -179,7 +181,7 @@ export function watchDisk(options: {
     // now (once a second at most); past half the room: walk when the last walk's cost allows;
     // else only every DISK_WATCH_MAX_INTERVAL_MS.
     const cheapEnough = since >= last.took * INTERVAL_FACTOR;
-    const level = last.bytes <= SMALL_TREE_BYTES && cheapEnough ? 2 : await growth();
+    const level = small() && cheapEnough ? 2 : await growth();
     if (level === 2 || (level === 1 && cheapEnough) || since >= DISK_WATCH_MAX_INTERVAL_MS)
       await walk();
     else stats.skipped++;
@@ -209,8 +211,7 @@ export function watchDisk(options: {
       stopped = true;
       clearTimeout(timer);
       await running;
-      const small = last !== undefined && last.bytes <= SMALL_TREE_BYTES;
-      if (exceededBytes === undefined && (small || (await growth()) > 0)) await walk();
+      if (exceededBytes === undefined && (small() || (await growth()) > 0)) await walk();
       else stats.skipped++;
     },
     cancel() {

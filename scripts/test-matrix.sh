@@ -63,12 +63,25 @@ npx tsc -p tsconfig.build.json --noCheck
 node scripts/copy-prompts.mjs
 npx vite build --config web/vite.config.ts --logLevel warn
 
-# $1: the node binary; the rest: vitest arguments. Its own node first on PATH, so whatever
-# the tests spawn runs on it too.
+# $1: the node binary; $2: the run's name in the closing summary of failures; the rest: vitest
+# arguments. Its own node first on PATH, so whatever the tests spawn runs on it too. Each run
+# also writes a JSON report, from which scripts/test-failures.mjs prints what failed at the
+# very end of the output (a failure of the first lane is otherwise thousands of lines above
+# it).
+reports=()
+report_of() { printf '%s/report-%s.json' "$logs" "$(printf '%s' "$1" | tr -c 'A-Za-z0-9' '-')"; }
 vitest_on() {
-  local bin=$1
-  shift
-  PATH="$(dirname "$bin"):$PATH" "$bin" node_modules/vitest/vitest.mjs run "$@"
+  local bin=$1 label=$2
+  shift 2
+  local report
+  report=$(report_of "$label")
+  reports+=("$label=$report")
+  PATH="$(dirname "$bin"):$PATH" "$bin" node_modules/vitest/vitest.mjs run \
+    --reporter=default --reporter=json --outputFile.json="$report" "$@"
+}
+failed_summary() {
+  printf '\n== what failed (%s)\n' "$(date -u +%H:%M:%S)"
+  node scripts/test-failures.mjs "${reports[@]}" || true
 }
 
 # The tests wait on processes, git, the sandbox and the database more than they compute: the
@@ -98,7 +111,7 @@ lane() {
   for major in $versions; do
     bin="${node_bin[$major]}"
     printf '\n== vitest, the runtime-sensitive files, on Node %s (%s)\n' "$("$bin" --version)" "$(date -u +%H:%M:%S)"
-    vitest_on "$bin" "${runtime_sensitive[@]}" "$@" || failed=1
+    vitest_on "$bin" "runtime-sensitive files on Node $major" "${runtime_sensitive[@]}" "$@" || failed=1
   done
   return "$failed"
 }
@@ -110,21 +123,33 @@ ok=0
 step "vitest, the whole suite, on Node $(node --version) (the machine's)"
 excludes=()
 for f in "${solo[@]}"; do excludes+=(--exclude "$f"); done
-vitest_on "$(command -v node)" "${excludes[@]}" "$@" || ok=1
+vitest_on "$(command -v node)" "the whole suite" "${excludes[@]}" "$@" || ok=1
 
 step "waiting for the checks and the runtime-sensitive files"
 wait "$lane_pid" || ok=1
 cat "$logs/lane"
-[ "$ok" = 0 ] || { echo "test-matrix: the checks or the tests failed (above)." >&2; exit 1; }
+if [ "$ok" != 0 ]; then
+  # The lane ran in a subshell: its reports are named here again. A missing one means the
+  # lane stopped at the checks, before that run.
+  for major in $versions; do
+    label="runtime-sensitive files on Node $major"
+    [ ! -f "$(report_of "$label")" ] || reports+=("$label=$(report_of "$label")")
+  done
+  failed_summary
+  echo "test-matrix: the checks or the tests failed (what failed is listed just above; the checks' errors are in the lane's output)." >&2
+  exit 1
+fi
 
 if [ "${#solo[@]}" -gt 0 ]; then
   step "vitest, the files that run alone, on Node $(node --version)"
-  vitest_on "$(command -v node)" --no-file-parallelism "${solo[@]}"
+  vitest_on "$(command -v node)" "the files that run alone" --no-file-parallelism "${solo[@]}" ||
+    { failed_summary; exit 1; }
 fi
 if [ "${#runtime_solo[@]}" -gt 0 ]; then
   for major in $versions; do
     bin="${node_bin[$major]}"
     step "vitest, the runtime-sensitive files that run alone, on Node $("$bin" --version)"
-    vitest_on "$bin" --no-file-parallelism "${runtime_solo[@]}"
+    vitest_on "$bin" "runtime-sensitive files that run alone on Node $major" --no-file-parallelism "${runtime_solo[@]}" ||
+      { failed_summary; exit 1; }
   done
 fi

@@ -73,4 +73,8 @@ for (const arg of process.argv.slice(2)) {
     console.log(lines.join("\n"));
   }
 }
+if (failures === 0)
+  console.log(
+    "No test failed in these runs; what failed is a check or a run's set-up (see the output above).",
+  );
 process.exitCode = failures > 0 ? 1 : 0;

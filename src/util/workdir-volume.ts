@@ -162,29 +162,37 @@ async function isMountPoint(dir: string): Promise<boolean> {
   return info.split("\n").some((line) => line.split(" ")[4] === escaped);
 }
 
+/** Mounts stacked on one folder that an unmount takes off, at most (then it gives up). */
+const MAX_STACKED_MOUNTS = 8;
+
+/** Unmounts everything mounted at `dir`, a mount stacked on another included. */
 async function unmount(dir: string): Promise<void> {
-  if (!(await isMountPoint(dir))) return;
-  const umount = (await findExecutable("umount", ["/usr/bin", "/bin"])) ?? "umount";
-  try {
-    await execFileAsync(umount, [dir], { timeout: 60_000 });
-  } catch {
-    // Busy (a process of a stopped run still holds a file): detach it now, the kernel
-    // frees it when the last user goes. The loop device is released with it (autoclear).
-    await execFileAsync(umount, ["--lazy", dir], { timeout: 60_000 });
+  for (let n = 0; n < MAX_STACKED_MOUNTS && (await isMountPoint(dir)); n++) {
+    const umount = (await findExecutable("umount", ["/usr/bin", "/bin"])) ?? "umount";
+    try {
+      await execFileAsync(umount, [dir], { timeout: 60_000 });
+    } catch {
+      // Busy (a process of a stopped run still holds a file): detach it now, the kernel
+      // frees it when the last user goes. The loop device is released with it (autoclear).
+      await execFileAsync(umount, ["--lazy", dir], { timeout: 60_000 });
+    }
   }
 }
 
 /**
  * Removes a working copy, its volume included: unmounts the bind and the volume, then
  * removes what is left. Safe on a folder that is not a volume, or that does not exist.
+ *
+ * The mounts are looked for whether or not the volume's folder is there: a removal racing the
+ * making of the volume (a task cancelled during CLONING) can remove that folder between
+ * makeVolume's mounts, which then binds the working copy onto an image already deleted. The
+ * racing removal may fail or leave that behind; the next one (the stopped stage's
+ * repairEnding, the task sweep) removes it.
  */
 export async function removeWorkdir(workdir: string): Promise<void> {
-  const volume = volumeOf(workdir);
-  if (existsSync(volume)) {
-    await unmount(workdir);
-    await unmount(mountPointOf(workdir));
-    await rm(volume, { recursive: true, force: true });
-  }
+  await unmount(workdir);
+  await unmount(mountPointOf(workdir));
+  await rm(volumeOf(workdir), { recursive: true, force: true });
   await rm(workdir, { recursive: true, force: true });
 }
 

@@ -1,9 +1,12 @@
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
 import {
   configureWorkdirVolumes,
   prepareWorkdir,
+  removeWorkdir,
   volumeSupport,
 } from "../../src/util/workdir-volume.js";
 import { agentModel, type Script } from "../helpers/agent-model.js";
@@ -148,6 +151,32 @@ describe.skipIf(!support.available)(
       expect(logs.some((l) => l.startsWith("Fix attempt"))).toBe(false);
       expect(mountsUnder(path.join(server.service.config.dataDir, "work"))).toEqual([]);
     }, 90_000);
+
+    // A cancel ends a task by removing its working copy while its CLONING may be making the
+    // volume (formatting, mounting it, binding its folder): the follow-up benchmark's cancelled
+    // follow-ups left volumes mounted on folders whose `.vol` was gone. Whatever the order,
+    // the removal the stopped stage makes next (repairEnding, or the task sweep) leaves no
+    // mount and no folder.
+    it("leaves no mount when a removal races the making of the volume", async () => {
+      const root = await mkdtemp(path.join(os.tmpdir(), "foreman-volume-race-"));
+      try {
+        for (const delayMs of [0, 1, 2, 4, 6, 8, 10, 14, 18, 25, 35, 50]) {
+          const workdir = path.join(root, `task_${delayMs}`);
+          const making = prepareWorkdir(workdir, LIMIT_MB).catch(() => "failed");
+          await new Promise((resolve) => setTimeout(resolve, delayMs));
+          await removeWorkdir(workdir).catch(() => undefined);
+          await making;
+          await removeWorkdir(workdir);
+          expect(mountsUnder(workdir), `removal after ${delayMs} ms`).toEqual([]);
+          expect(existsSync(workdir), `removal after ${delayMs} ms`).toBe(false);
+          expect(existsSync(`${workdir}.vol`), `removal after ${delayMs} ms`).toBe(false);
+        }
+      } finally {
+        for (const target of mountsUnder(root).reverse())
+          await removeWorkdir(target).catch(() => undefined);
+        await rm(root, { recursive: true, force: true });
+      }
+    }, 60_000);
 
     it("removes the volume a killed worker left for a task that has ended", async () => {
       const { task } = await runTask("Add notes", "acme/volumes-left");

@@ -818,9 +818,10 @@ describe("the dashboard", () => {
     await p.getByRole("heading", { name: "Tasks" }).waitFor();
     expect(await p.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
     await expectAccessible(p, "tasks (phone)");
-    // Escape closes the menu and gives the focus back to its button.
+    // Escape closes the menu and gives the focus back to its button, even pressed at once
+    // after opening it (the menu listens from the render that opens it; listening from a
+    // plain effect, after the next frame, lost such an Escape on a loaded machine).
     await p.getByRole("button", { name: "Menu" }).click();
-    await p.getByRole("link", { name: "Keys" }).waitFor();
     await p.keyboard.press("Escape");
     await expect(
       p.getByRole("button", { name: "Menu" }).getAttribute("aria-expanded"),

@@ -1,5 +1,5 @@
 import { render } from "preact";
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { Link, Redirect, Route, Router, Switch, useLocation } from "wouter-preact";
 import { forgetKey, setUnauthorizedHandler, storedKey } from "./api.js";
 import { useAwaiting } from "./awaiting.js";
@@ -56,8 +56,11 @@ function Nav({ onSignOut, awaiting }: { onSignOut: () => void; awaiting: number 
   const [location] = useLocation();
   const [open, setOpen] = useState(false);
   const toggle = useRef<HTMLButtonElement>(null);
-  // Escape closes the menu and gives the focus back to its button.
-  useEffect(() => {
+  // Escape closes the menu and gives the focus back to its button. Listened for from the
+  // render that opens the menu (a layout effect): Preact runs a plain effect after the next
+  // frame, so an Escape pressed as soon as the menu showed could find no listener yet (the
+  // phone-screen end-to-end test did, on a loaded machine).
+  useLayoutEffect(() => {
     if (!open) return;
     const onKey = (e: KeyboardEvent) => {
       if (e.key !== "Escape") return;

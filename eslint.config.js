@@ -1,6 +1,60 @@
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
+/** fs's functions that read: the folders handling working copies read through workcopy-fs. */
+const FS_READS = [
+  "default",
+  "promises",
+  "readFile",
+  "readFileSync",
+  "createReadStream",
+  "openAsBlob",
+  "readdir",
+  "readdirSync",
+  "opendir",
+  "opendirSync",
+  "open",
+  "openSync",
+  "read",
+  "readSync",
+  "stat",
+  "statSync",
+  "lstat",
+  "lstatSync",
+  "exists",
+  "existsSync",
+  "access",
+  "accessSync",
+  "readlink",
+  "readlinkSync",
+  "realpath",
+  "realpathSync",
+  "glob",
+  "globSync",
+  "watch",
+];
+/** fs's functions that change files: see the block for src/ecosystems and src/health. */
+const FS_WRITES = [
+  "rm",
+  "rmSync",
+  "rmdir",
+  "unlink",
+  "unlinkSync",
+  "writeFile",
+  "writeFileSync",
+  "appendFile",
+  "mkdir",
+  "rename",
+  "copyFile",
+  "cp",
+  "symlink",
+  "chmod",
+  "truncate",
+];
+const FS_MODULES = ["node:fs", "fs", "node:fs/promises", "fs/promises"];
+const READ_MESSAGE =
+  "Read working copies through src/util/workcopy-fs.ts (it never follows a link out of the working copy).";
+
 export default tseslint.config(
   { ignores: ["dist/", "node_modules/", ".data/", "coverage/", "fixtures/"] },
   js.configs.recommended,
@@ -63,56 +117,39 @@ export default tseslint.config(
     rules: {
       "no-restricted-imports": [
         "error",
-        ...["node:fs", "fs", "node:fs/promises", "fs/promises"].map((name) => ({
-          name,
-          importNames: [
-            "default",
-            "promises",
-            "readFile",
-            "readFileSync",
-            "createReadStream",
-            "openAsBlob",
-            "readdir",
-            "readdirSync",
-            "opendir",
-            "opendirSync",
-            "open",
-            "openSync",
-            "read",
-            "readSync",
-            "stat",
-            "statSync",
-            "lstat",
-            "lstatSync",
-            "exists",
-            "existsSync",
-            "access",
-            "accessSync",
-            "readlink",
-            "readlinkSync",
-            "realpath",
-            "realpathSync",
-            "glob",
-            "globSync",
-            "watch",
-          ],
-          message:
-            "Read working copies through src/util/workcopy-fs.ts (it never follows a link out of the working copy).",
-        })),
+        ...FS_MODULES.map((name) => ({ name, importNames: FS_READS, message: READ_MESSAGE })),
       ],
       "no-restricted-syntax": [
         "error",
         {
           selector: "ImportExpression[source.value=/^(node:)?fs(\\/promises)?$/]",
-          message:
-            "Read working copies through src/util/workcopy-fs.ts (it never follows a link out of the working copy).",
+          message: READ_MESSAGE,
         },
         {
           selector:
             "CallExpression[callee.name='require'][arguments.0.value=/^(node:)?fs(\\/promises)?$/]",
-          message:
-            "Read working copies through src/util/workcopy-fs.ts (it never follows a link out of the working copy).",
+          message: READ_MESSAGE,
         },
+      ],
+    },
+  },
+  {
+    // The health scan's ecosystems change nothing on the host's side of a working copy but
+    // through a checked folder (src/util/paths.ts inCheckedDir, as kit.ts removeReport does):
+    // where a report goes comes from the repository (a `--report-dir`, a committed link), and
+    // a plain rm of `path.join(root, dir, file)` removed a file of that name outside it.
+    // Repeats the reading functions: this rule's options replace the block above's here.
+    files: ["src/ecosystems/**/*.ts", "src/health/**/*.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        ...FS_MODULES.map((name) => ({ name, importNames: FS_READS, message: READ_MESSAGE })),
+        ...FS_MODULES.map((name) => ({
+          name,
+          importNames: FS_WRITES,
+          message:
+            "Change files of a working copy inside a checked folder (src/util/paths.ts inCheckedDir), never by a path the repository can point elsewhere.",
+        })),
       ],
     },
   },

@@ -1,4 +1,3 @@
-import { rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import path from "node:path";
 import semver from "semver";
@@ -12,6 +11,7 @@ import {
   readJson,
   readText,
   relativeTo,
+  removeReport,
   REPORT_DIR,
   timedOutAttempt,
   TOO_LARGE,
@@ -388,7 +388,7 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
     method = "c8 around npm test";
     summaryFile = path.join(root, REPORT_DIR, "coverage-summary.json");
   }
-  await rm(summaryFile, { force: true });
+  await removeReport(root, summaryFile);
   let result = await ctx.run(command, pathEnv);
   if (!result) return { ok: false, reason: ctx.outOfTime(), command, notes };
   if (result.timedOut) return timedOutAttempt(result, command, notes);
@@ -399,7 +399,7 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
     // the coverage arguments went to a later step: the step runs alone, after the script
     // has run its earlier steps (builds stay built). A failure is still a failure.
     const first = result;
-    await rm(alone.summaryFile, { force: true });
+    await removeReport(root, alone.summaryFile);
     const again = await ctx.run(alone.command, pathEnv);
     if (!again) return { ok: false, reason: ctx.outOfTime(), command, notes };
     if (again.timedOut) return timedOutAttempt(again, alone.command, notes);

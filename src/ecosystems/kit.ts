@@ -1,4 +1,8 @@
+// rm only inside a folder opened and checked to be in the working copy (removeReport).
+// eslint-disable-next-line no-restricted-imports
+import { rm } from "node:fs/promises";
 import path from "node:path";
+import { inCheckedDir } from "../util/paths.js";
 import { describeResult, type SandboxResult } from "../util/sandbox.js";
 import {
   entryInfo,
@@ -77,6 +81,21 @@ const MAX_REPORT_BYTES = 128 * 1024 * 1024;
 export async function readReport(root: string, file: string): Promise<string | undefined> {
   const rel = relativeInside(root, file);
   return rel === undefined ? undefined : readCopyText(root, rel, { maxBytes: MAX_REPORT_BYTES });
+}
+
+/**
+ * Removes an earlier report at `file`, a path under `root`, before a run writes it again;
+ * only inside the working copy. Where the report goes comes from the repository (a coverage
+ * script's `--report-dir`, a committed `.foreman-coverage` link): a path with `..` or through
+ * a link to a folder outside is left alone (readReport refuses to read it as well).
+ */
+export async function removeReport(root: string, file: string): Promise<void> {
+  const rel = relativeInside(root, file);
+  if (rel === undefined) return;
+  const full = path.join(root, rel);
+  await inCheckedDir(root, path.dirname(full), (dir) =>
+    rm(path.join(dir, path.basename(full)), { force: true }),
+  ).catch(() => undefined);
 }
 
 /** A JSON report at `file`, a path under `root`; undefined when unreadable or not JSON. */

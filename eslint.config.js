@@ -135,7 +135,7 @@ export default tseslint.config(
   },
   {
     // The health scan's ecosystems change nothing on the host's side of a working copy but
-    // through a checked folder (src/util/paths.ts inCheckedDir, as kit.ts removeReport does):
+    // through src/util/workcopy-fs.ts (removeFile, as kit.ts removeReport does):
     // where a report goes comes from the repository (a `--report-dir`, a committed link), and
     // a plain rm of `path.join(root, dir, file)` removed a file of that name outside it.
     // Repeats the reading functions: this rule's options replace the block above's here.
@@ -148,7 +148,7 @@ export default tseslint.config(
           name,
           importNames: FS_WRITES,
           message:
-            "Change files of a working copy inside a checked folder (src/util/paths.ts inCheckedDir), never by a path the repository can point elsewhere.",
+            "Change files of a working copy through src/util/workcopy-fs.ts (removeFile), never by a path the repository can point elsewhere.",
         })),
       ],
     },

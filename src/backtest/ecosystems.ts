@@ -1,6 +1,6 @@
-import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { isTestPath, languageOf } from "../ecosystems/source-files.js";
+import { readText as readInside } from "../util/workcopy-fs.js";
 
 /*
  * How the harness selects and runs the tests a commit changed, per ecosystem (one entry
@@ -27,8 +27,10 @@ export interface BacktestEcosystem {
 
 const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
-async function readText(file: string): Promise<string | null> {
-  return readFile(file, "utf8").catch(() => null);
+/** Manifests and test files are read without following a link (the repository's own tree). */
+const MAX_READ_BYTES = 16 * 1024 * 1024;
+async function readText(root: string, rel: string): Promise<string | null> {
+  return (await readInside(root, rel, { maxBytes: MAX_READ_BYTES })) ?? null;
 }
 
 /** The JavaScript/TypeScript test runner a package.json names (node:test when none). */
@@ -51,15 +53,12 @@ function jsRunner(pkg: Record<string, unknown>): (file: string) => string {
 const javascript: BacktestEcosystem = {
   name: "javascript",
   async detect(root) {
-    return (await readText(path.join(root, "package.json"))) !== null;
+    return (await readText(root, "package.json")) !== null;
   },
   async commands(root, testFiles) {
     let pkg: Record<string, unknown> = {};
     try {
-      pkg = JSON.parse((await readText(path.join(root, "package.json"))) ?? "{}") as Record<
-        string,
-        unknown
-      >;
+      pkg = JSON.parse((await readText(root, "package.json")) ?? "{}") as Record<string, unknown>;
     } catch {
       // an unreadable manifest: node:test
     }
@@ -76,7 +75,7 @@ const python: BacktestEcosystem = {
   name: "python",
   async detect(root) {
     for (const f of ["pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.ini"])
-      if ((await readText(path.join(root, f))) !== null) return true;
+      if ((await readText(root, f)) !== null) return true;
     return false;
   },
   async commands(_root, testFiles) {
@@ -104,14 +103,14 @@ const python: BacktestEcosystem = {
 const go: BacktestEcosystem = {
   name: "go",
   async detect(root) {
-    return (await readText(path.join(root, "go.mod"))) !== null;
+    return (await readText(root, "go.mod")) !== null;
   },
   async commands(root, testFiles) {
     const names = new Set<string>();
     const packages = new Set<string>();
     for (const file of testFiles) {
       packages.add(`./${path.posix.dirname(file)}`);
-      const text = (await readText(path.join(root, file))) ?? "";
+      const text = (await readText(root, file)) ?? "";
       for (const m of text.matchAll(/^func (Test\w+)\(/gm)) names.add(m[1]!);
     }
     if (names.size === 0) return [];

@@ -2,6 +2,7 @@ import { execFile } from "node:child_process";
 import { mkdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
+import { removeFile } from "../util/workcopy-fs.js";
 
 const run = promisify(execFile);
 
@@ -48,7 +49,9 @@ export async function removeWorktree(repo: string, dir: string): Promise<void> {
 
 /**
  * Lays the commit's versions of `files` over the working tree `dir` (a file the commit
- * deleted is removed): the commit's tests over another tree.
+ * deleted is removed): the commit's tests over another tree. The tree's own history can put a
+ * link where another commit had a folder: a removal never goes through a link (git's
+ * checkout never writes through one either).
  */
 export async function overlayFiles(dir: string, commit: string, files: string[]): Promise<void> {
   for (const file of files) {
@@ -57,6 +60,6 @@ export async function overlayFiles(dir: string, commit: string, files: string[])
       () => false,
     );
     if (present) await git(dir, ["checkout", commit, "--", file]);
-    else await rm(path.join(dir, file), { force: true });
+    else await removeFile(dir, file);
   }
 }

@@ -1,8 +1,4 @@
-// rm only inside a folder opened and checked to be in the working copy (removeReport).
-// eslint-disable-next-line no-restricted-imports
-import { rm } from "node:fs/promises";
 import path from "node:path";
-import { inCheckedDir } from "../util/paths.js";
 import { describeResult, type SandboxResult } from "../util/sandbox.js";
 import {
   entryInfo,
@@ -10,6 +6,7 @@ import {
   readBytes,
   readText as readCopyText,
   relativeInside,
+  removeFile,
 } from "../util/workcopy-fs.js";
 import { isTestPath, languageOf } from "./source-files.js";
 import type { CoverageAttempt } from "./types.js";
@@ -87,15 +84,11 @@ export async function readReport(root: string, file: string): Promise<string | u
  * Removes an earlier report at `file`, a path under `root`, before a run writes it again;
  * only inside the working copy. Where the report goes comes from the repository (a coverage
  * script's `--report-dir`, a committed `.foreman-coverage` link): a path with `..` or through
- * a link to a folder outside is left alone (readReport refuses to read it as well).
+ * a link is left alone (readReport refuses to read it as well).
  */
 export async function removeReport(root: string, file: string): Promise<void> {
   const rel = relativeInside(root, file);
-  if (rel === undefined) return;
-  const full = path.join(root, rel);
-  await inCheckedDir(root, path.dirname(full), (dir) =>
-    rm(path.join(dir, path.basename(full)), { force: true }),
-  ).catch(() => undefined);
+  if (rel !== undefined) await removeFile(root, rel);
 }
 
 /** A JSON report at `file`, a path under `root`; undefined when unreadable or not JSON. */

@@ -256,6 +256,7 @@ const fstatAsync = promisify(fs.fstat);
 const lstatAsync = promisify(fs.lstat);
 const readAsync = promisify(fs.read);
 const readdirAsync = promisify(fs.readdir);
+const unlinkAsync = promisify(fs.unlink);
 
 async function closeAsyncQuietly(fd: number): Promise<void> {
   await closeAsync(fd).catch(() => undefined);
@@ -396,6 +397,26 @@ export async function listDir(root: string, rel: string): Promise<Dirent[] | Ref
     return refusalOf(error);
   } finally {
     await closeAsyncQuietly(fd);
+  }
+}
+
+/**
+ * Removes the file `rel` under `root` (a link there is removed itself, never followed),
+ * reached without following a link on the way: a path through a link, or with `..`, is left
+ * alone. For the service's own scratch files at places the repository names (a coverage
+ * report's folder, a case's test file). Answers true when something was removed, else why
+ * not ("missing" when nothing was there).
+ */
+export async function removeFile(root: string, rel: string): Promise<true | Refusal> {
+  const parent = await openParent(root, rel);
+  if (typeof parent === "string") return parent;
+  try {
+    await unlinkAsync(parent.child);
+    return true;
+  } catch (error) {
+    return refusalOf(error);
+  } finally {
+    await closeAsyncQuietly(parent.dir);
   }
 }
 

@@ -1,15 +1,21 @@
 /*
- * The coverage scan removes an earlier report before its run writes a new one. Where that
- * report lies comes from the repository: the folder `.foreman-coverage` (a committed link
- * can point it anywhere) or a coverage script's `--report-dir` (`..` can climb out). The
- * removal stays inside the working copy: a file of the same name outside it (another scan's
- * or task's report, anything the service can write) is left alone.
+ * Files the service removes at places a repository names stay inside its working copy:
+ *
+ * - The coverage scan removes an earlier report before its run writes a new one. Where that
+ *   report lies comes from the repository: the folder `.foreman-coverage` (a committed link
+ *   can point it anywhere) or a coverage script's `--report-dir` (`..` can climb out).
+ * - The backtest lays a commit's test files over another commit's tree and removes those the
+ *   commit deleted; that tree can hold a link where the commit had a folder.
+ *
+ * A file of the same name outside (another scan's or task's report, anything the service can
+ * write) is left alone.
  */
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, expect, it } from "vitest";
+import { overlayFiles } from "../../src/backtest/git.js";
 import { removeReport } from "../../src/ecosystems/kit.js";
 import { measureCoverage } from "../../src/health/coverage.js";
 import { readRepoFiles } from "../../src/health/files.js";
@@ -94,4 +100,14 @@ it("removes a report inside the working copy, and none through a link or `..`", 
 
   await removeReport(root, inside);
   expect(existsSync(inside)).toBe(false);
+});
+
+it("backtest: a test file the commit deleted is removed from the tree, never through a link", async () => {
+  const outside = await victim();
+  const fixture = await repository({ "a.txt": "a\n" });
+  await writeFile(path.join(fixture.dir, "extra.test.js"), "// not in the commit\n");
+  await symlink(path.dirname(outside), path.join(fixture.dir, "lnk"));
+  await overlayFiles(fixture.dir, "HEAD", ["extra.test.js", "lnk/coverage-summary.json"]);
+  expect(existsSync(path.join(fixture.dir, "extra.test.js"))).toBe(false);
+  expect(existsSync(outside)).toBe(true);
 });

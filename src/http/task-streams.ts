@@ -98,6 +98,16 @@ export function createTaskStreams(deps: {
     socket.on("pong", () => alive.set(socket, true));
     // Clients only listen; anything they send is ignored.
     socket.on("message", () => undefined);
+    // A frame that breaks the protocol (not masked, not UTF-8, over maxPayload, a bad close
+    // code, …): ws closes the connection with the matching code (1002, 1007, 1009) and then
+    // emits `error`. Heard here: an `error` event nobody listens to is thrown, and one
+    // client's bad frame stopped the whole process, workers included.
+    socket.on("error", (error: Error & { code?: string }) =>
+      deps.logger.info(
+        { code: error.code, task_id: taskId },
+        "websocket client broke the protocol",
+      ),
+    );
 
     let lastSeq = since ?? 0;
     let closed = false;

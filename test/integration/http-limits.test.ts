@@ -3,12 +3,14 @@
 import http from "node:http";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 /*
  * The HTTP server's own edges: a request whose body never fully arrives is answered 408 and
- * closed after HTTP_REQUEST_TIMEOUT_S (not Node's 300 s), and every refused WebSocket
- * upgrade, ws's own handshake checks included, answers with the JSON error body.
+ * closed after HTTP_REQUEST_TIMEOUT_S (not Node's 300 s), every refused WebSocket upgrade,
+ * ws's own handshake checks included, answers with the JSON error body, and a client that
+ * breaks the WebSocket protocol is closed with ws's code while the server goes on.
  */
 
 let server: TestServer;
@@ -136,6 +138,37 @@ describe("refused WebSocket upgrades", () => {
     const missing = await upgrade("/tasks/task_x/ws", { ...HANDSHAKE, "X-API-Key": key });
     expect(missing.status).toBe(404);
     expect(missing.body.error.code).toBe("not_found");
+  });
+});
+
+describe("WebSocket clients that break the protocol", () => {
+  // Each of these once stopped the whole process: ws emits `error` on the socket after
+  // closing it, and nothing listened. An in-process server's crash is an unhandled error
+  // here, which fails the run.
+  it("are closed with ws's code, and the server goes on", async () => {
+    const task = await firstWatchableTask();
+    const url = `${server.url.replace(/^http/, "ws")}/tasks/${task}/ws`;
+    const cases: Array<[string, (client: WebSocket) => void, number]> = [
+      // Text that is not UTF-8.
+      ["invalid UTF-8", (c) => c.send(Buffer.from([0xff, 0xfe, 0xfd]), { binary: false }), 1007],
+      // Over the server's maxPayload (64 KiB).
+      ["a message too large", (c) => c.send(Buffer.alloc(100 * 1024, 0x61)), 1009],
+    ];
+    for (const [what, misbehave, code] of cases) {
+      const client = new WebSocket(url, { headers: { "X-API-Key": key } });
+      client.on("error", () => undefined);
+      await new Promise<void>((resolve, reject) => {
+        client.once("open", () => resolve());
+        client.once("unexpected-response", (_req, res) =>
+          reject(new Error(`upgrade refused: ${res.statusCode}`)),
+        );
+      });
+      const closed = new Promise<number>((resolve) => client.once("close", (c) => resolve(c)));
+      misbehave(client);
+      expect(await closed, what).toBe(code);
+      const health = await fetch(`${server.url}/healthz`);
+      expect(health.status, what).toBe(200);
+    }
   });
 });
 

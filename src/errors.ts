@@ -11,6 +11,7 @@ export type ErrorCode =
   | "forbidden"
   | "not_found"
   | "method_not_allowed"
+  | "request_timeout"
   | "invalid_state"
   | "conflict"
   | "idempotency_key_reused"

@@ -28,10 +28,10 @@ afterAll(async () => {
 });
 
 /** Sends `raw` on a new connection; resolves everything received until the server closes. */
-function rawExchange(raw: string): Promise<{ text: string; ms: number }> {
+function rawExchange(raw: string, to = port): Promise<{ text: string; ms: number }> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const socket = net.connect(port, "127.0.0.1", () => socket.write(raw));
+    const socket = net.connect(to, "127.0.0.1", () => socket.write(raw));
     let text = "";
     socket.setEncoding("utf8");
     socket.on("data", (chunk: string) => (text += chunk));
@@ -49,6 +49,27 @@ describe("request timeouts", () => {
     // Node's default would hold it for 300 s; the configured limit is 1 s (checked every 250 ms).
     expect(ms).toBeLessThan(10_000);
   }, 20_000);
+
+  // With the handler's deadline first (both default to 30 s), a body that never all arrives
+  // was answered 503 upstream_unavailable: a 5xx for the client's own fault.
+  it("answers 408 request_timeout, not 503, when the handler's deadline comes first", async () => {
+    const slowBody = await startTestServer({
+      env: { HTTP_REQUEST_TIMEOUT_S: "60", HTTP_HANDLER_TIMEOUT_S: "1" },
+    });
+    try {
+      const other = (await slowBody.signup()).key;
+      const { text, ms } = await rawExchange(
+        `POST /keys/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: ${other}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":`,
+        Number(new URL(slowBody.url).port),
+      );
+      expect(text).toMatch(/^HTTP\/1\.1 408 /);
+      expect(text).toMatch(/\r\nconnection: close\r\n/i);
+      expect(text).toContain('"code":"request_timeout"');
+      expect(ms).toBeLessThan(30_000);
+    } finally {
+      await slowBody.stop();
+    }
+  }, 60_000);
 
   it("answers 408 when the headers never finish", async () => {
     const { text } = await rawExchange(`GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: a`);

@@ -1,8 +1,8 @@
 import http from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { createApp } from "./app.js";
 import type { HttpDeps } from "./types.js";
-import { createUpgradeHandler, noTaskStreams, type TaskStreams } from "./ws.js";
+import { createUpgradeHandler, noTaskStreams, rejectRaw, type TaskStreams } from "./ws.js";
 
 export interface RunningServer {
   server: http.Server;
@@ -29,6 +29,28 @@ export async function startHttpServer(
     },
     app.callback(),
   );
+  // Requests Node's parser refuses before any handler sees them (a control byte in a header,
+  // headers over the limit, a Content-Length that is not a number, a request that did not
+  // arrive whole in time) get the JSON error body too, not Node's bare status line. As Node's
+  // own handler, only on a connection that has not started an answer.
+  server.on("clientError", (error: NodeJS.ErrnoException, socket: Socket) => {
+    if (error.code === "ECONNRESET" || socket.bytesWritten > 0) return void socket.destroy();
+    if (error.code === "ERR_HTTP_REQUEST_TIMEOUT")
+      return rejectRaw(
+        socket,
+        408,
+        "request_timeout",
+        "The request did not arrive whole within HTTP_REQUEST_TIMEOUT_S.",
+      );
+    if (error.code === "HPE_HEADER_OVERFLOW")
+      return rejectRaw(socket, 431, "validation_failed", "The request's headers are too large.");
+    rejectRaw(
+      socket,
+      400,
+      "validation_failed",
+      "The request is not valid HTTP: its request line, a header or its Content-Length.",
+    );
+  });
   // Idle keep-alive connections stay open longer than a load balancer's usual 60 s.
   server.keepAliveTimeout = 65_000;
   const upgrades = createUpgradeHandler({

@@ -20,7 +20,11 @@ export interface TaskStreams {
   attach(socket: WebSocket, principal: Principal, taskId: string, since: number | undefined): void;
 }
 
-function reject(
+/**
+ * Answers on a raw socket (an upgrade refused, a request Node's parser refused) with the
+ * JSON error body every other answer has, and closes it.
+ */
+export function rejectRaw(
   socket: Duplex,
   status: number,
   code: string,
@@ -70,31 +74,36 @@ export function createUpgradeHandler(deps: {
   // headers) are answered with the same JSON error body as ours instead of ws's plain text.
   wss.on("wsClientError", (error: Error, socket: Duplex) => {
     if (/method/i.test(error.message))
-      return reject(socket, 405, "method_not_allowed", error.message, { Allow: "GET" });
+      return rejectRaw(socket, 405, "method_not_allowed", error.message, { Allow: "GET" });
     const version = /Sec-WebSocket-Version/.test(error.message)
       ? { "Sec-WebSocket-Version": "13, 8" }
       : undefined;
-    reject(socket, 400, "validation_failed", `${error.message}.`, version);
+    rejectRaw(socket, 400, "validation_failed", `${error.message}.`, version);
   });
   const handler = async (req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> => {
     socket.on("error", () => socket.destroy());
     try {
       const url = new URL(req.url ?? "/", "http://localhost");
       const match = WS_PATH.exec(url.pathname);
-      if (!match?.[1]) return reject(socket, 404, "not_found", "No such route.");
+      if (!match?.[1]) return rejectRaw(socket, 404, "not_found", "No such route.");
       const taskId = match[1];
       const { key } = presentedKey(req);
       const principal = key ? await authenticateKey(deps.models, key) : null;
-      if (!principal) return reject(socket, 401, "unauthorized", "A valid API key is required.");
+      if (!principal) return rejectRaw(socket, 401, "unauthorized", "A valid API key is required.");
       const sinceRaw = url.searchParams.get("since");
       let since: number | undefined;
       if (sinceRaw !== null) {
         if (!/^\d{1,15}$/.test(sinceRaw))
-          return reject(socket, 400, "validation_failed", "since must be a non-negative integer.");
+          return rejectRaw(
+            socket,
+            400,
+            "validation_failed",
+            "since must be a non-negative integer.",
+          );
         since = Number(sinceRaw);
       }
       if (!(await deps.streams.canWatch(principal, taskId)))
-        return reject(socket, 404, "not_found", "No such task.");
+        return rejectRaw(socket, 404, "not_found", "No such task.");
       wss.handleUpgrade(req, socket, head, (ws) =>
         deps.streams.attach(ws, principal, taskId, since),
       );
@@ -104,7 +113,7 @@ export function createUpgradeHandler(deps: {
       if (isTransientDatabaseError(error))
         deps.logger.warn({ err: error }, "websocket upgrade failed: database unavailable");
       else deps.logger.error({ err: error }, "websocket upgrade failed");
-      reject(socket, mapped.status, mapped.code, mapped.message, mapped.headers);
+      rejectRaw(socket, mapped.status, mapped.code, mapped.message, mapped.headers);
     }
   };
   return {

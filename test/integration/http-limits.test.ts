@@ -46,6 +46,7 @@ describe("request timeouts", () => {
       `POST /keys/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: ${key}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":`,
     );
     expect(text).toMatch(/^HTTP\/1\.1 408 /);
+    expect(text).toContain('"code":"request_timeout"');
     // Node's default would hold it for 300 s; the configured limit is 1 s (checked every 250 ms).
     expect(ms).toBeLessThan(10_000);
   }, 20_000);
@@ -70,6 +71,23 @@ describe("request timeouts", () => {
       await slowBody.stop();
     }
   }, 60_000);
+
+  // Node's parser refuses these before any handler: its own answer is a bare status line.
+  it("answers what Node's parser refuses with the JSON error body", async () => {
+    const head = `GET /tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: ${key}\r\n`;
+    const cases: Array<[string, string, number]> = [
+      ["a control byte in a header", `${head}X-Odd: a\x7fb\r\n\r\n`, 400],
+      ["a Content-Length that is not a number", `${head}Content-Length: abc\r\n\r\n`, 400],
+      ["headers over the limit", `${head}X-Big: ${"a".repeat(20_000)}\r\n\r\n`, 431],
+      ["a space in the path", `GET /ta sks HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`, 400],
+    ];
+    for (const [what, raw, status] of cases) {
+      const { text } = await rawExchange(raw);
+      expect(text, what).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+      expect(text, what).toMatch(/\r\ncontent-type: application\/json\r\n/i);
+      expect(text, what).toContain('"code":"validation_failed"');
+    }
+  });
 
   it("answers 408 when the headers never finish", async () => {
     const { text } = await rawExchange(`GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: a`);

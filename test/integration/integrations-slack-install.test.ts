@@ -284,14 +284,21 @@ describe("Slack install: refusals leave the integration as it was", () => {
   });
 
   it("answers 503 naming what to set when the Slack app is not configured", async () => {
-    const error = await startSlackInstall(
-      server.service.db.models,
-      { clientId: undefined, clientSecret: undefined, publicUrl: undefined, apiUrl: undefined },
-      alice.id,
-      "int_whatever",
-    ).catch((e: unknown) => e);
+    const unset = {
+      clientId: undefined,
+      clientSecret: undefined,
+      publicUrl: undefined,
+      apiUrl: undefined,
+    };
+    const start = (id: string) =>
+      startSlackInstall(server.service.db.models, unset, alice.id, id).catch((e: unknown) => e);
+    const error = await start(await integration(alice.key));
     expect(isAppError(error) && error.status).toBe(503);
     expect((error as Error).message).toContain("SLACK_CLIENT_ID, SLACK_CLIENT_SECRET, PUBLIC_URL");
+    // An integration that is not the account's is a 404 first, configured or not (the order
+    // of checks: the resource, then what the server can do).
+    const unknown = await start("int_whatever");
+    expect(isAppError(unknown) && unknown.status).toBe(404);
   });
 });
 

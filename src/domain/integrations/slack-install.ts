@@ -113,9 +113,11 @@ export async function startSlackInstall(
   integrationId: string,
   now = new Date(),
 ): Promise<SlackInstallStart> {
-  const ready = readyConfig(config);
+  // The resource first (404), then whether this server can install at all (503): the order
+  // of checks of every route (docs/api.md).
   const integration = await getIntegrationRecord(models, accountId, integrationId);
   if (integration.type !== "slack") throw errors.notFound("Slack integration");
+  const ready = readyConfig(config);
   const state = randomBytes(32).toString("base64url");
   const expiresAt = new Date(now.getTime() + SLACK_INSTALL_STATE_TTL_MS);
   const stored = await claimMarker(models, slackInstallStateMarker(state), {

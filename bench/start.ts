@@ -99,9 +99,27 @@ async function stop(child: ChildProcess): Promise<void> {
     }
   }, 30_000);
   await exited;
+  // npm leaves before the service it started has stopped (its shutdown takes seconds): the
+  // whole group must be gone before the next round starts or the data folder is removed. A
+  // service left running here outlived a whole `npm run bench` once (its folder removed
+  // under it), so the group is killed when it is not gone by the deadline.
+  const deadline = Date.now() + 30_000;
+  while (groupAlive(child.pid!) && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 100));
   clearTimeout(timer);
+  if (groupAlive(child.pid!)) process.kill(-child.pid!, "SIGKILL");
   // The embedded database's keeper leaves with its parent; give it a moment to free the lock.
   await new Promise((r) => setTimeout(r, 500));
+}
+
+/** Whether any process of the group led by `pid` is still there. */
+function groupAlive(pid: number): boolean {
+  try {
+    process.kill(-pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 async function imageSize(): Promise<{ image: string; bytes: number } | undefined> {

@@ -18,6 +18,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { BenchError, type Benchmark, type BenchReport, type Check } from "./lib/harness.js";
+import { groupExists } from "../src/util/sandbox.js";
 
 const TARGET_MS = 10_000;
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -104,22 +105,12 @@ async function stop(child: ChildProcess): Promise<void> {
   // service left running here outlived a whole `npm run bench` once (its folder removed
   // under it), so the group is killed when it is not gone by the deadline.
   const deadline = Date.now() + 30_000;
-  while (groupAlive(child.pid!) && Date.now() < deadline)
+  while (groupExists(child.pid!) && Date.now() < deadline)
     await new Promise((r) => setTimeout(r, 100));
   clearTimeout(timer);
-  if (groupAlive(child.pid!)) process.kill(-child.pid!, "SIGKILL");
+  if (groupExists(child.pid!)) process.kill(-child.pid!, "SIGKILL");
   // The embedded database's keeper leaves with its parent; give it a moment to free the lock.
   await new Promise((r) => setTimeout(r, 500));
-}
-
-/** Whether any process of the group led by `pid` is still there. */
-function groupAlive(pid: number): boolean {
-  try {
-    process.kill(-pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function imageSize(): Promise<{ image: string; bytes: number } | undefined> {

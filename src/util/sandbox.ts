@@ -943,7 +943,8 @@ function killGroup(pid: number, signal: NodeJS.Signals): void {
   }
 }
 
-function groupExists(pid: number): boolean {
+/** Whether any process of the group led by `pid` is still there. */
+export function groupExists(pid: number): boolean {
   try {
     process.kill(-pid, 0);
     return true;

@@ -167,8 +167,9 @@ const MAX_STACKED_MOUNTS = 8;
 
 /** Unmounts everything mounted at `dir`, a mount stacked on another included. */
 async function unmount(dir: string): Promise<void> {
+  let umount: string | undefined;
   for (let n = 0; n < MAX_STACKED_MOUNTS && (await isMountPoint(dir)); n++) {
-    const umount = (await findExecutable("umount", ["/usr/bin", "/bin"])) ?? "umount";
+    umount ??= (await findExecutable("umount", ["/usr/bin", "/bin"])) ?? "umount";
     try {
       await execFileAsync(umount, [dir], { timeout: 60_000 });
     } catch {

@@ -2,13 +2,15 @@ import { appendFile, mkdir } from "node:fs/promises";
 import path from "node:path";
 import { runGit } from "../util/git.js";
 import { redactText } from "../util/redact.js";
+import { readText } from "../util/workcopy-fs.js";
 
 /** Largest diff stored on a task and sent as the `diff` event. */
 const MAX_STORED_DIFF_CHARS = 500_000;
 
 /**
- * Untracked build and install output the checks create; excluded locally (never committed)
- * so it cannot end up in a diff. Tracked files are not affected by excludes.
+ * Untracked build and install output the setup step and the checks create; excluded locally
+ * (never committed) so it cannot end up in a diff. Tracked files are not affected by excludes,
+ * so this runs before anything is staged: when the working copy is set up.
  */
 const LOCAL_EXCLUDES = [
   "node_modules/",
@@ -19,10 +21,15 @@ const LOCAL_EXCLUDES = [
   "*.egg-info/",
 ];
 
+const EXCLUDES_MARK = "# added by foreman";
+
+/** Adds LOCAL_EXCLUDES to the working copy's `.git/info/exclude`, once. */
 export async function excludeBuildOutput(workdir: string): Promise<void> {
   const file = path.join(workdir, ".git", "info", "exclude");
+  const text = (await readText(workdir, ".git/info/exclude", { maxBytes: 1024 * 1024 })) ?? "";
+  if (text.split("\n").includes(EXCLUDES_MARK)) return;
   await mkdir(path.dirname(file), { recursive: true });
-  await appendFile(file, `\n# added by foreman\n${LOCAL_EXCLUDES.join("\n")}\n`);
+  await appendFile(file, `\n${EXCLUDES_MARK}\n${LOCAL_EXCLUDES.join("\n")}\n`);
 }
 
 export interface WorkingCopyDiff {

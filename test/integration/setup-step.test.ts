@@ -192,6 +192,16 @@ describe("the setup step", () => {
     );
     // The check needs the dependency and ran offline with it.
     expect(first.logs.some((l) => /^test: `npm run test` succeeded/.test(l))).toBe(true);
+    // What setup installed is never part of the change: the pushed branch has only the notes.
+    expect(first.logs).toContain("Diff: 1 file changed, +1 −0.");
+    const pushed = await repo.git("ls-tree", "-r", "--name-only", String(first.task.branch));
+    expect(pushed.trim().split("\n").sort()).toEqual([
+      "NOTES.md",
+      "index.js",
+      "package-lock.json",
+      "package.json",
+      "test.js",
+    ]);
     // A heartbeat while the check ran: an ordinary log event.
     expect(first.logs.some((l) => /^still running `npm run test` \(\d+ s\)$/.test(l))).toBe(true);
 

@@ -5,6 +5,7 @@ import { findCacheEntry } from "../../util/sandbox-cache.js";
 import { readText } from "../../util/workcopy-fs.js";
 import { configNames } from "../../verify/index.js";
 import { runSetup, setupEnv } from "../../verify/setup.js";
+import { excludeBuildOutput } from "../diff.js";
 import { StageError } from "../errors.js";
 import type { StageContext } from "../stage.js";
 
@@ -29,6 +30,8 @@ function owner(ctx: StageContext): CacheOwner {
  * Throws StageError naming the step, the refused host or missing package, and the fix.
  */
 export async function setUpWorkingCopy(ctx: StageContext): Promise<void> {
+  // Before anything is installed or staged: what setup puts in the tree is never committed.
+  await excludeBuildOutput(ctx.workdir);
   const outcome = await runSetup({
     workdir: ctx.workdir,
     owner: owner(ctx),

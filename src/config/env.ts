@@ -132,6 +132,10 @@ export const envSchema = z.object({
   MAX_FIX_ATTEMPTS: positiveInt(3, 50),
   // Revisions (feedback at a gate) one task may take (docs/api.md, "Revisions").
   MAX_REVISIONS: positiveInt(5, 100),
+  // A finished task's working copy kept for a follow-up of it (docs/operations.md, "Kept
+  // working copies"): minutes (0: never kept), and how many one DATA_DIR keeps at most.
+  FOLLOW_UP_KEEP_MIN: z.coerce.number().int().min(0).max(10_080).default(60),
+  FOLLOW_UP_KEEP_MAX: z.coerce.number().int().min(0).max(1000).default(4),
   TASK_CONCURRENCY: positiveInt(4, 256),
   COMMAND_TIMEOUT_S: positiveInt(600, 86_400),
   JOB_LOCK_LIFETIME_S: positiveInt(120, 86_400),
@@ -301,6 +305,10 @@ export interface Config {
     maxFixAttempts: number;
     /** Revisions (feedback at a gate) one task may take. */
     maxRevisions: number;
+    /** How long a finished task's working copy is kept for a follow-up (0: not kept). */
+    followUpKeepMs: number;
+    /** Kept working copies one DATA_DIR holds at most (the oldest goes first). */
+    followUpKeepMax: number;
     taskConcurrency: number;
     commandTimeoutS: number;
     /** How often each worker looks for queued tasks made by other processes. */
@@ -540,6 +548,8 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       maxParallelWorkers: env.MAX_PARALLEL_WORKERS,
       maxFixAttempts: env.MAX_FIX_ATTEMPTS,
       maxRevisions: env.MAX_REVISIONS,
+      followUpKeepMs: env.FOLLOW_UP_KEEP_MIN * 60_000,
+      followUpKeepMax: env.FOLLOW_UP_KEEP_MAX,
       taskConcurrency: env.TASK_CONCURRENCY,
       commandTimeoutS: env.COMMAND_TIMEOUT_S,
       taskPollMs: env.TASK_POLL_MS,

@@ -24,7 +24,17 @@
  */
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdir, open, readdir, readFile, rm, rmdir, statfs } from "node:fs/promises";
+import {
+  mkdir,
+  open,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  rmdir,
+  statfs,
+  writeFile,
+} from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
 import { findExecutable } from "./executables.js";
@@ -191,18 +201,120 @@ async function unmount(dir: string): Promise<void> {
  * repairEnding, the task sweep) removes it.
  */
 export async function removeWorkdir(workdir: string): Promise<void> {
+  await rm(keptMarkerOf(workdir), { force: true });
   await unmount(workdir);
   await unmount(mountPointOf(workdir));
   await rm(volumeOf(workdir), { recursive: true, force: true });
   await rm(workdir, { recursive: true, force: true });
+  await rm(claimOf(workdir), { force: true });
 }
 
 /** The names of the working copies under `root` (a volume's folder counts as its working copy). */
 export async function workdirNames(root: string): Promise<string[]> {
   const names = await readdir(root).catch(() => [] as string[]);
-  return [...new Set(names.map((name) => name.replace(/\.vol$/, "")))].filter(
+  return [...new Set(names.map((name) => name.replace(/\.(vol|kept|claim)$/, "")))].filter(
     (name) => !name.endsWith(".patch"),
   );
+}
+
+/*
+ * Kept working copies (pipeline/kept-workdirs.ts): a finished task's working copy left in place
+ * for a follow-up of it. `W.kept` beside it says until when; whoever takes the copy (a
+ * follow-up adopting it, the sweep removing it) first renames that marker to `T.claim` of its
+ * own working copy `T`, which only one of them can do: the rename is the lock, across the
+ * processes sharing DATA_DIR, with no database round trip.
+ */
+const keptMarkerOf = (workdir: string) => `${workdir}.kept`;
+const claimOf = (workdir: string) => `${workdir}.claim`;
+
+export interface KeptWorkdir {
+  /** The working copy's folder. */
+  workdir: string;
+  /** When it stops being kept (ms since the epoch). */
+  until: number;
+}
+
+/** Marks `workdir` as kept until `until` (ms since the epoch). */
+export async function markKept(workdir: string, until: number): Promise<void> {
+  const marker = keptMarkerOf(workdir);
+  await writeFile(`${marker}.tmp`, JSON.stringify({ until: new Date(until).toISOString() }));
+  await rename(`${marker}.tmp`, marker);
+}
+
+/** The kept working copies under `root`; a marker that cannot be read counts as expired. */
+export async function keptWorkdirs(root: string): Promise<KeptWorkdir[]> {
+  const names = await readdir(root).catch(() => [] as string[]);
+  const kept: KeptWorkdir[] = [];
+  for (const name of names) {
+    if (!name.endsWith(".kept")) continue;
+    const workdir = path.join(root, name.slice(0, -".kept".length));
+    const text = await readFile(path.join(root, name), "utf8").catch(() => "");
+    let until = 0;
+    try {
+      until = Date.parse(String((JSON.parse(text) as { until?: unknown }).until)) || 0;
+    } catch {
+      until = 0;
+    }
+    kept.push({ workdir, until });
+  }
+  return kept;
+}
+
+/** True when `workdir` is kept (its marker is there), whether or not it has expired. */
+export function isKept(workdir: string): boolean {
+  return existsSync(keptMarkerOf(workdir));
+}
+
+/**
+ * Takes the kept working copy `from` for `claimant` (its marker renamed to claimant's
+ * claim). False when it is not kept or someone else took it first.
+ */
+async function claimKept(from: string, claimant: string): Promise<boolean> {
+  try {
+    await rename(keptMarkerOf(from), claimOf(claimant));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Removes a kept working copy unless another process takes it first. */
+export async function removeKept(workdir: string): Promise<void> {
+  if (await claimKept(workdir, workdir)) await removeWorkdir(workdir);
+}
+
+/**
+ * Moves the kept working copy `from` to `to` (which is removed first), volume and all: the
+ * bind mount is taken off `from` and made again at `to` over the volume, renamed with it (its
+ * loop mount inside goes along). False, with nothing taken, when `from` is not kept or was
+ * taken first; when the move itself fails both are removed and it throws.
+ */
+export async function adoptWorkdir(from: string, to: string): Promise<boolean> {
+  await removeWorkdir(to);
+  if (!(await claimKept(from, to))) return false;
+  try {
+    if (existsSync(path.join(mountPointOf(from), "wc"))) {
+      const found = await volumeSupport();
+      if (!found.tools)
+        throw new Error("the kept working copy is on a volume, and volumes are off");
+      await unmount(from);
+      await rm(from, { recursive: true, force: true });
+      await rename(volumeOf(from), volumeOf(to));
+      await mkdir(to, { recursive: true });
+      await execFileAsync(found.tools.mount, ["--bind", path.join(mountPointOf(to), "wc"), to], {
+        timeout: 60_000,
+        env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" },
+      });
+    } else {
+      await rename(from, to);
+    }
+    await rm(claimOf(to), { force: true });
+    return true;
+  } catch (error) {
+    await removeWorkdir(from).catch(() => undefined);
+    await removeWorkdir(to).catch(() => undefined);
+    throw error;
+  }
 }
 
 /**

@@ -1,4 +1,5 @@
-import { readdir } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { readdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentModel, type Script } from "../helpers/agent-model.js";
@@ -64,6 +65,8 @@ let server: TestServer;
 let key: string;
 let workspaceId: string;
 const probeResults: string[] = [];
+/** Each implementation writes different notes, so each follow-up has a change to push. */
+let notes = 0;
 
 const script: Script = {
   plan: () => [
@@ -79,7 +82,7 @@ const script: Script = {
     if (turn === 0)
       return [
         { name: "run_command", arguments: { command: PROBE } },
-        { name: "write_file", arguments: { path: "NOTES.md", content: "# Notes\n" } },
+        { name: "write_file", arguments: { path: "NOTES.md", content: `# Notes ${++notes}\n` } },
       ];
     probeResults.push(
       toolResults(request)
@@ -158,16 +161,22 @@ function entryKey(logs: string[]): string {
 
 async function runTask(
   repoId: string,
+  parentId?: string,
 ): Promise<{ task: ApiResponse["body"]; logs: string[]; events: StreamEvent[] }> {
-  const created = await server.api("POST", "/tasks", {
-    key,
-    body: {
-      workspace_id: workspaceId,
-      repo_id: repoId,
-      description: "Add notes",
-      auto_approve: true,
-    },
-  });
+  const created = parentId
+    ? await server.api("POST", `/tasks/${parentId}/follow-up`, {
+        key,
+        body: { description: "Add more notes", auto_approve: true },
+      })
+    : await server.api("POST", "/tasks", {
+        key,
+        body: {
+          workspace_id: workspaceId,
+          repo_id: repoId,
+          description: "Add notes",
+          auto_approve: true,
+        },
+      });
   expect(created.status).toBe(201);
   const stream = await openTaskStream(server.url, created.body.id, key);
   expect(await stream.closed).toBe(1000);
@@ -230,6 +239,55 @@ describe("the setup step", () => {
         for (const name of await readdir(path.join(root, account, repoDir)))
           if (/^k-[0-9a-f]{32}$/.test(name)) entries.push(name);
     expect(entries).toHaveLength(1);
+  }, 240_000);
+
+  it("lets a follow-up take over the working copy, node_modules kept until the lockfile changes", async () => {
+    const parent = await runTask("acme/uses-is-number");
+    expect(parent.task).toMatchObject({ status: "completed", phase: "DONE" });
+    const work = path.join(server.service.config.dataDir, "work");
+    const parentId = String(parent.task.id);
+    expect(parent.logs.some((l) => l.startsWith("Working copy kept until "))).toBe(true);
+    expect(existsSync(path.join(work, `${parentId}.kept`))).toBe(true);
+
+    const follow = await runTask("acme/uses-is-number", parentId);
+    expect(follow.task.error ?? null, follow.logs.join("\n")).toBeNull();
+    expect(follow.task).toMatchObject({ status: "completed", parent_task_id: parentId });
+    expect(
+      follow.logs.some((l) => l.startsWith(`Took over the working copy task ${parentId}`)),
+    ).toBe(true);
+    expect(follow.logs.some((l) => l.startsWith("Cloning "))).toBe(false);
+    // The same lockfile: the installed node_modules stayed, nothing installed or copied.
+    expect(follow.logs, follow.logs.join("\n")).toContain(
+      "Setup: node_modules kept from the working copy taken over, set up from the same lockfiles " +
+        `(entry ${entryKey(parent.logs)}); nothing installed.`,
+    );
+    expect(follow.logs.some((l) => /^Setup: (running install|no registry)/.test(l))).toBe(false);
+    // The check needs the dependency: it is there.
+    expect(follow.logs.some((l) => /^test: `npm run test` succeeded/.test(l))).toBe(true);
+    expect(existsSync(path.join(work, parentId))).toBe(false);
+    expect(existsSync(path.join(work, `${String(follow.task.id)}.kept`))).toBe(true);
+
+    // Someone changes the lockfile on the branch: the next follow-up installs again.
+    const branch = String(follow.task.branch);
+    await repo.git("checkout", "-q", branch);
+    const bumped = { ...LOCK, version: "1.0.1" };
+    bumped.packages = { ...LOCK.packages, "": { ...LOCK.packages[""], version: "1.0.1" } };
+    await writeFile(
+      path.join(repo.dir, "package-lock.json"),
+      `${JSON.stringify(bumped, null, 2)}\n`,
+    );
+    await repo.git("commit", "-q", "-am", "bump the version");
+    await repo.git("checkout", "-q", "main");
+    const again = await runTask("acme/uses-is-number", String(follow.task.id));
+    expect(again.task.error ?? null, again.logs.join("\n")).toBeNull();
+    expect(
+      again.logs.some((l) =>
+        l.startsWith(`Took over the working copy task ${String(follow.task.id)}`),
+      ),
+    ).toBe(true);
+    expect(again.logs.some((l) => l.startsWith("Setup: node_modules kept"))).toBe(false);
+    expect(again.logs.some((l) => l.startsWith("Setup: running install"))).toBe(true);
+    expect(again.logs.some((l) => /^test: `npm run test` succeeded/.test(l))).toBe(true);
   }, 240_000);
 
   it("gives health scans the same setup: coverage is measured with the dependency installed", async () => {

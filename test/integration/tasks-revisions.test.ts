@@ -474,6 +474,14 @@ describe("follow-ups", () => {
     expect(await repo.git("branch", "--list")).not.toContain("followed");
     const [planner] = requestsSince(before, "plan");
     expect(userText(planner!)).toContain(`the working copy is the branch \`${parent.branch}\``);
+    // It took over the working copy its parent kept on this worker: no clone, no new volume.
+    const logs = stream.events.filter((e) => e.event_type === "log").map((e) => String(e.message));
+    expect(
+      logs.some((l) => l.startsWith(`Took over the working copy task ${parent.id} kept`)),
+      logs.join("\n"),
+    ).toBe(true);
+    expect(logs.some((l) => l.startsWith("Cloning "))).toBe(false);
+    expect(task.base_sha).toBe((await repo.git("rev-parse", `${parent.branch}~1`)).trim());
 
     // Only a task that ended DONE with a branch can be followed up.
     const queued = await createTask("Make clamp respect both bounds (not done)");

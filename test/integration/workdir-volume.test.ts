@@ -5,6 +5,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import {
   configureWorkdirVolumes,
+  markKept,
   prepareWorkdir,
   removeWorkdir,
   volumeSupport,
@@ -19,8 +20,9 @@ import { openTaskStream } from "../helpers/ws.js";
  * Issue 26 (2), the kernel's side: with TASK_DISK_VOLUMES=auto on a host that allows it
  * (root, loop devices: this project's CI machines), a task's working copy is a loop-mounted
  * volume of TASK_DISK_LIMIT_MB. A command that writes past it is refused by the kernel at
- * once and the task fails naming the limit; a task that ends leaves no mount behind; and the
- * volume a killed worker left for a task that ended is removed by the task sweep.
+ * once and the task fails naming the limit; a task that ends leaves no mount behind (none is
+ * kept for a follow-up here); and the volume a killed worker left for a task that ended is
+ * removed by the task sweep.
  */
 
 const LLM_KEY = "sk-volume-model-key-0011223344556677";
@@ -113,6 +115,9 @@ describe.skipIf(!support.available)(
           TASK_DISK_LIMIT_MB: String(LIMIT_MB),
           TASK_DISK_VOLUMES: "auto",
           TASK_SWEEP_INTERVAL_S: "1",
+          // A finished task's copy goes at once (none is kept for a follow-up): the kept ones
+          // and their volumes are test/integration/kept-workdirs.test.ts's.
+          FOLLOW_UP_KEEP_MIN: "0",
         },
       });
     }, 60_000);
@@ -189,6 +194,27 @@ describe.skipIf(!support.available)(
       while (existsSync(`${workdir}.vol`) && Date.now() < deadline)
         await new Promise((resolve) => setTimeout(resolve, 200));
       expect(existsSync(`${workdir}.vol`)).toBe(false);
+      expect(mountsUnder(workdir)).toEqual([]);
+    }, 60_000);
+
+    it("leaves a copy kept for a follow-up to its time, then the task sweep removes it", async () => {
+      const { task } = await runTask("Add notes", "acme/volumes-kept");
+      expect(task.status).toBe("completed");
+      // A finished task's copy, kept for a minute (as CLEANUP does with FOLLOW_UP_KEEP_MIN).
+      const workdir = path.join(server.service.config.dataDir, "work", String(task.id));
+      expect(await prepareWorkdir(workdir, LIMIT_MB)).toBe("volume");
+      await markKept(workdir, Date.now() + 60_000);
+      // Three sweeps (TASK_SWEEP_INTERVAL_S=1) leave it.
+      await new Promise((resolve) => setTimeout(resolve, 3500));
+      expect(existsSync(`${workdir}.vol`)).toBe(true);
+      expect(mountsUnder(workdir).length).toBeGreaterThan(0);
+      // Its time is up: the next sweep removes it, mounts and marker included.
+      await markKept(workdir, Date.now() - 1);
+      const deadline = Date.now() + 20_000;
+      while (existsSync(`${workdir}.vol`) && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(existsSync(`${workdir}.vol`)).toBe(false);
+      expect(existsSync(`${workdir}.kept`)).toBe(false);
       expect(mountsUnder(workdir)).toEqual([]);
     }, 60_000);
   },

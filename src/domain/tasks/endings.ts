@@ -1,4 +1,4 @@
-import { removeWorkdir } from "../../util/workdir-volume.js";
+import { isKept, removeWorkdir } from "../../util/workdir-volume.js";
 import { type Models, type TaskPhase, type TaskStatus } from "../../db/models.js";
 import { isTerminalEvent } from "../task-events.js";
 import { claimMarker, markerKind } from "../../durable/markers.js";
@@ -16,6 +16,16 @@ export interface Ending {
 }
 
 /**
+ * An ended task's working copy goes, unless it ended DONE and CLEANUP kept it for a follow-up
+ * (pipeline/kept-workdirs.ts; the task sweep removes it when its time is up).
+ */
+async function removeEndedWorkdir(deps: TaskDeps, taskId: string, status: string): Promise<void> {
+  const workdir = deps.workdirOf(taskId);
+  if (status === "completed" && isKept(workdir)) return;
+  await removeWorkdir(workdir).catch(() => undefined);
+}
+
+/**
  * Ends a task once: the first caller wins a unique marker that records the outcome, then
  * writes it and emits the FAILED/DONE phase and the `error`/`done` event. Returns false when
  * the task had already ended (the caller lost the race).
@@ -28,7 +38,7 @@ export async function endTask(deps: TaskDeps, taskId: string, ending: Ending): P
   recordTaskEnded(ending.status);
   // Removed before the ending is shown: a retry asked for as soon as the `error` event is
   // seen (domain/tasks/revisions.ts) must not find this removal still to come in its working copy.
-  await removeWorkdir(deps.workdirOf(taskId)).catch(() => undefined);
+  await removeEndedWorkdir(deps, taskId, ending.status);
   await applyEnding(deps, taskId, ending);
   deps.reportProgress(taskId, "end");
   await deps.notifyThread(taskId, "end").catch(() => undefined);
@@ -80,7 +90,7 @@ export async function repairEnding(deps: TaskDeps, taskId: string): Promise<void
   if (!ending) return;
   // The stage has stopped: whatever it left in the working copy after endTask removed it
   // goes too (a volume mounted while the cancel ran would stay until the task sweep).
-  await removeWorkdir(deps.workdirOf(taskId)).catch(() => undefined);
+  await removeEndedWorkdir(deps, taskId, ending.status);
   await applyEnding(deps, taskId, {
     status: ending.status,
     error: ending.error ?? null,

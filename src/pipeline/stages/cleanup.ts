@@ -1,12 +1,14 @@
 import { removeWorkdir } from "../../util/workdir-volume.js";
 import type { MemoryKind } from "../../db/models.js";
 import { memoryScopeOf, remember } from "../../domain/memory.js";
+import { keepWorkdir } from "../kept-workdirs.js";
 import type { Stage } from "../stage.js";
 
 /**
  * CLEANUP: what the task taught about the repository goes to its memory (verification
- * commands that worked, conventions the agent noted), the working copy is removed, and
- * the task ends DONE with its pull request (or none).
+ * commands that worked, conventions the agent noted), the working copy is removed (or, with a
+ * branch to follow up, kept for a while: kept-workdirs.ts), and the task ends DONE with its
+ * pull request (or none).
  */
 export const cleanupStage: Stage = {
   name: "cleanup",
@@ -27,8 +29,17 @@ export const cleanupStage: Stage = {
       await ctx.log(
         `Repository memory: ${added} new item${added === 1 ? "" : "s"} (${items.length - added} already known).`,
       );
-    await removeWorkdir(ctx.workdir);
-    await ctx.log("Working copy removed.");
+    // A branch can be followed up: its working copy stays for that (kept-workdirs.ts).
+    const { followUpKeepMs: ms, followUpKeepMax: max } = ctx.config.pipeline;
+    const until = task.branch ? await keepWorkdir(ctx.workdir, { ms, max }) : null;
+    if (until) {
+      await ctx.log(
+        `Working copy kept until ${until.toISOString()} for a follow-up of this task (FOLLOW_UP_KEEP_MIN); removed then, unless a follow-up takes it over.`,
+      );
+    } else {
+      await removeWorkdir(ctx.workdir);
+      await ctx.log("Working copy removed.");
+    }
     if (!task.pr_url && !task.branch)
       await ctx.log("Done without a pull request: the implementation changed nothing.");
     return { end: { status: "completed", pr_url: task.pr_url ?? null } };

@@ -1,10 +1,12 @@
-import { prepareWorkdir } from "../../util/workdir-volume.js";
+import path from "node:path";
+import { adoptWorkdir, prepareWorkdir, removeWorkdir } from "../../util/workdir-volume.js";
 import { recordDefaultBranch } from "../../domain/linking.js";
 import { headCommit, runGit, shallowClone } from "../../util/git.js";
 import { remoteGitArgs, RemoteUrlError } from "../../util/remote-url.js";
 import { StageError } from "../errors.js";
 import type { Stage, StageContext } from "../stage.js";
-import { setUpWorkingCopy } from "./setup.js";
+import { exists as existsInside } from "../../util/workcopy-fs.js";
+import { setUpAdoptedWorkingCopy, setUpWorkingCopy } from "./setup.js";
 
 /**
  * The clone-URL policy (src/util/remote-url.ts) checked again right before git reaches a
@@ -87,8 +89,54 @@ async function checkoutPinned(
 }
 
 /**
+ * A follow-up takes over the working copy its parent left on this worker (kept-workdirs.ts)
+ * instead of cloning: moved to the follow-up's own folder, brought to the branch's current
+ * head (commits people pushed meanwhile included), cleaned of everything that is not the
+ * branch's but the setup's outputs, whose setup runs again only when its inputs changed. False
+ * when there is none here, or it cannot be brought up to date (then the task clones).
+ */
+async function adoptParentCopy(ctx: StageContext): Promise<boolean> {
+  const parentId = ctx.task.parent_task_id;
+  const branch = ctx.task.base_branch;
+  if (!parentId || !branch || ctx.task.pinned_sha) return false;
+  const started = performance.now();
+  try {
+    if (!(await adoptWorkdir(path.join(path.dirname(ctx.workdir), parentId), ctx.workdir)))
+      return false;
+  } catch (error) {
+    ctx.logger.warn({ err: error }, "could not take over the parent's kept working copy");
+    return false;
+  }
+  const url = await ctx.cloneUrl();
+  const config = await remoteArgs(ctx, url);
+  const timeoutMs = ctx.config.pipeline.commandTimeoutS * 1000;
+  const git = (args: string[]) =>
+    runGit(args, { config, cwd: ctx.workdir, timeoutMs, signal: ctx.signal });
+  try {
+    if (!(await existsInside(ctx.workdir, ".git"))) throw new Error("it has no .git");
+    await git(["fetch", "--quiet", "--depth", "1", "--no-tags", url, `refs/heads/${branch}`]);
+    await git(["reset", "--hard", "--quiet", "FETCH_HEAD"]);
+  } catch (error) {
+    if (ctx.signal.aborted) throw error;
+    await removeWorkdir(ctx.workdir);
+    await ctx.log(
+      `The working copy task ${parentId} left could not be brought to the head of ${branch} (${error instanceof Error ? error.message.split("\n")[0] : String(error)}); cloning instead.`,
+    );
+    return false;
+  }
+  const sha = await headCommit(ctx.workdir);
+  await ctx.update({ base_sha: sha });
+  await ctx.log(
+    `Took over the working copy task ${parentId} kept on this worker: ${branch} fetched at ${sha.slice(0, 12)} in ${Math.round(performance.now() - started)} ms, no clone.`,
+  );
+  await setUpAdoptedWorkingCopy(ctx);
+  return true;
+}
+
+/**
  * CLONING: a shallow clone of the default branch into the task's working copy, then its
- * setup step (stages/setup.ts: dependencies through the registries' allowlist).
+ * setup step (stages/setup.ts: dependencies through the registries' allowlist). A follow-up
+ * takes over its parent's kept working copy instead where there is one (adoptParentCopy).
  */
 export const cloneStage: Stage = {
   name: "clone",
@@ -96,6 +144,7 @@ export const cloneStage: Stage = {
   async run(ctx) {
     const { repo } = ctx.task;
     const branch = ctx.task.base_branch ?? repo.default_branch;
+    if (await adoptParentCopy(ctx)) return { next: "index" };
     await prepareTaskWorkdir(ctx);
     await ctx.log(
       `Cloning ${repo.full_name} (${branch ? `branch ${branch}` : "its default branch"}, shallow).`,

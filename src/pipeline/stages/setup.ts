@@ -1,10 +1,12 @@
-import { writeFile } from "node:fs/promises";
+import { mkdir, rename, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import type { CacheOwner, SandboxCache } from "../../util/sandbox-cache.js";
 import { findCacheEntry } from "../../util/sandbox-cache.js";
-import { readText } from "../../util/workcopy-fs.js";
+import { entryInfo, readText } from "../../util/workcopy-fs.js";
 import { configNames } from "../../verify/index.js";
-import { runSetup, setupEnv } from "../../verify/setup.js";
+import { runGit } from "../../util/git.js";
+import { detectSetup, runSetup, setupEnv, setupKey } from "../../verify/setup.js";
 import { excludeBuildOutput } from "../diff.js";
 import { StageError } from "../errors.js";
 import type { StageContext } from "../stage.js";
@@ -48,12 +50,85 @@ export async function setUpWorkingCopy(ctx: StageContext): Promise<void> {
   if (!outcome.ok) throw new StageError(outcome.error ?? "The setup step failed.");
   await writeFile(
     path.join(ctx.workdir, MARKER),
-    JSON.stringify({ key: outcome.key, from_cache: outcome.fromCache }),
+    JSON.stringify({
+      key: outcome.key,
+      from_cache: outcome.fromCache,
+      outputs: outcome.key ? outcome.plan.outputs : [],
+    }),
   );
   if (outcome.key)
     await ctx.log(
       `Setup done in ${(outcome.durationMs / 1000).toFixed(1)} s${outcome.fromCache ? " (from the package cache)" : ""}.`,
     );
+}
+
+interface SetupMarker {
+  key: string;
+  /** The folders that setup filled (SetupPlan.outputs). */
+  outputs: string[];
+}
+
+/** What the working copy's setup used and made (MARKER), or null. */
+async function readSetupMarker(ctx: StageContext): Promise<SetupMarker | null> {
+  const text = await readText(ctx.workdir, MARKER, { maxBytes: 4096 });
+  if (!text) return null;
+  try {
+    const { key, outputs } = JSON.parse(text) as { key?: unknown; outputs?: unknown };
+    if (typeof key !== "string" || !/^[0-9a-f]{32}$/.test(key)) return null;
+    const names = Array.isArray(outputs)
+      ? outputs.filter((o): o is string => typeof o === "string")
+      : [];
+    // Folder names at the tree's top (node_modules, .venv), nothing that leads elsewhere.
+    return { key, outputs: names.filter((o) => /^\.?[A-Za-z0-9_][\w.-]*$/.test(o)) };
+  } catch {
+    return null;
+  }
+}
+
+/** Where setup's outputs wait while the tree is cleaned: in `.git`, on the same file system. */
+const ASIDE = ".git/foreman-outputs";
+
+/**
+ * The setup of a working copy a follow-up took over from its parent (stages/clone.ts), now at
+ * the branch's head: everything that is not the branch's goes (`git clean -x`: the parent's
+ * build output, the model's untracked files), and the setup's outputs (`node_modules`,
+ * `.venv`) stay only when the setup a fresh copy of this tree would run is the one that made
+ * them (the same steps and lockfiles: the same cache key); then nothing is installed.
+ * Otherwise the setup runs as for a fresh copy.
+ */
+export async function setUpAdoptedWorkingCopy(ctx: StageContext): Promise<void> {
+  const marker = await readSetupMarker(ctx);
+  const aside = path.join(ctx.workdir, ASIDE);
+  await rm(aside, { recursive: true, force: true });
+  const moved: string[] = [];
+  for (const output of marker?.outputs ?? []) {
+    if ((await entryInfo(ctx.workdir, output))?.type !== "directory") continue;
+    await mkdir(aside, { recursive: true });
+    await rename(path.join(ctx.workdir, output), path.join(aside, output));
+    moved.push(output);
+  }
+  await runGit(["clean", "-ffdxq"], { cwd: ctx.workdir, signal: ctx.signal });
+  // The tree as a fresh clone of the branch has it: what would its setup be?
+  const plan = await detectSetup(ctx.workdir, {
+    configNames: configNames(ctx.config.github?.slug),
+  });
+  const same =
+    marker !== null &&
+    moved.length > 0 &&
+    plan.steps.length > 0 &&
+    isDeepStrictEqual([...plan.outputs].sort(), [...moved].sort()) &&
+    (await setupKey(ctx.workdir, plan)) === marker.key;
+  if (same) {
+    for (const output of moved)
+      await rename(path.join(aside, output), path.join(ctx.workdir, output));
+    await rm(aside, { recursive: true, force: true });
+    await ctx.log(
+      `Setup: ${moved.join(", ")} kept from the working copy taken over, set up from the same lockfiles (entry ${marker.key.slice(0, 12)}); nothing installed.`,
+    );
+    return;
+  }
+  await rm(aside, { recursive: true, force: true });
+  await setUpWorkingCopy(ctx);
 }
 
 /**
@@ -62,14 +137,6 @@ export async function setUpWorkingCopy(ctx: StageContext): Promise<void> {
  * run then gets an empty cache of its own).
  */
 export async function setupCache(ctx: StageContext): Promise<SandboxCache | undefined> {
-  const text = await readText(ctx.workdir, MARKER, { maxBytes: 4096 });
-  if (!text) return undefined;
-  let key: unknown;
-  try {
-    key = (JSON.parse(text) as { key?: unknown }).key;
-  } catch {
-    return undefined;
-  }
-  if (typeof key !== "string" || !/^[0-9a-f]{32}$/.test(key)) return undefined;
-  return findCacheEntry(owner(ctx), key);
+  const marker = await readSetupMarker(ctx);
+  return marker ? findCacheEntry(owner(ctx), marker.key) : undefined;
 }

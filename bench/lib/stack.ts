@@ -5,6 +5,7 @@ import path from "node:path";
 import { loadConfig } from "../../src/config/env.js";
 import { withDatabaseName } from "../../src/db/connection.js";
 import { startEmbeddedDatabase } from "../../src/db/embedded.js";
+import { removeWorkdir, workdirNames } from "../../src/util/workdir-volume.js";
 import { startService, type Service } from "../../src/service.js";
 import type { Cleanup } from "./harness.js";
 
@@ -33,6 +34,12 @@ export async function startBenchStack(
 ): Promise<BenchStack> {
   const tmp = await mkdtemp(path.join(os.tmpdir(), "foreman-bench-"));
   cleanup.defer("remove temp dir", () => rm(tmp, { recursive: true, force: true }));
+  // Before that, once the service has stopped: the working copies it left, kept ones for a
+  // follow-up included, whose volumes are still mounted (a removal unmounts them).
+  cleanup.defer("remove working copies", async () => {
+    const root = path.join(tmp, "data", "work");
+    for (const name of await workdirNames(root)) await removeWorkdir(path.join(root, name));
+  });
   const db = await startEmbeddedDatabase({ dataDir: path.join(tmp, "db") });
   cleanup.defer("stop database", () => db.stop());
   const uri = withDatabaseName(db.uri, database);

@@ -285,9 +285,10 @@ export async function removeKept(workdir: string): Promise<void> {
 
 /**
  * Moves the kept working copy `from` to `to` (which is removed first), volume and all: the
- * bind mount is taken off `from` and made again at `to` over the volume, renamed with it (its
- * loop mount inside goes along). False, with nothing taken, when `from` is not kept or was
- * taken first; when the move itself fails both are removed and it throws.
+ * volume's folder is renamed (its loop mount inside goes along) and the bind mount moved from
+ * `from` to `to` (or, where mounts cannot move, taken off and made again). False, with nothing
+ * taken, when `from` is not kept or was taken first; when the move itself fails both are
+ * removed and it throws.
  */
 export async function adoptWorkdir(from: string, to: string): Promise<boolean> {
   await removeWorkdir(to);
@@ -297,14 +298,24 @@ export async function adoptWorkdir(from: string, to: string): Promise<boolean> {
       const found = await volumeSupport();
       if (!found.tools)
         throw new Error("the kept working copy is on a volume, and volumes are off");
-      await unmount(from);
-      await rm(from, { recursive: true, force: true });
+      const tools = found.tools;
+      const mount = (args: string[]) =>
+        execFileAsync(tools.mount, args, {
+          timeout: 60_000,
+          env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" },
+        });
+      // The volume's folder first: its loop mount goes along, the bind at `from` still holds.
       await rename(volumeOf(from), volumeOf(to));
       await mkdir(to, { recursive: true });
-      await execFileAsync(found.tools.mount, ["--bind", path.join(mountPointOf(to), "wc"), to], {
-        timeout: 60_000,
-        env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" },
-      });
+      try {
+        // One call where the mount tree allows it (not under a shared mount)…
+        await mount(["--move", from, to]);
+      } catch {
+        // …else the bind is taken off `from` and made again at `to`.
+        await unmount(from);
+        await mount(["--bind", path.join(mountPointOf(to), "wc"), to]);
+      }
+      await rm(from, { recursive: true, force: true });
     } else {
       await rename(from, to);
     }

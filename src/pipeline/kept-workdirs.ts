@@ -10,6 +10,7 @@
  * this worker's disk or not, so no database record could say more, and the marker's rename is
  * the lock between a follow-up taking it and the sweep removing it.
  */
+import { statfs } from "node:fs/promises";
 import path from "node:path";
 import { keptWorkdirs, markKept, removeKept } from "../util/workdir-volume.js";
 
@@ -18,6 +19,26 @@ export interface KeepPolicy {
   ms: number;
   /** How many per DATA_DIR (FOLLOW_UP_KEEP_MAX); 0: nothing is kept. */
   max: number;
+  /**
+   * DATA_DIR_MIN_FREE_MB in bytes: below this much free space nothing is kept (a kept copy is
+   * a saving, never worth the room new tasks need); 0 or absent: no such limit.
+   */
+  minFreeBytes?: number;
+}
+
+/** Free bytes on the file system of `dir` (for an unprivileged user), or Infinity unknown. */
+async function freeBytes(dir: string): Promise<number> {
+  try {
+    const info = await statfs(dir);
+    return info.bavail * info.bsize;
+  } catch {
+    return Number.POSITIVE_INFINITY;
+  }
+}
+
+/** True when the disk of `dir` has less than `minFreeBytes` free. */
+async function lowOnDisk(dir: string, minFreeBytes = 0): Promise<boolean> {
+  return minFreeBytes > 0 && (await freeBytes(dir)) < minFreeBytes;
 }
 
 /**
@@ -30,6 +51,7 @@ export async function keepWorkdir(
   now = Date.now(),
 ): Promise<Date | null> {
   if (policy.ms <= 0 || policy.max <= 0) return null;
+  if (await lowOnDisk(path.dirname(workdir), policy.minFreeBytes)) return null;
   const others = (await keptWorkdirs(path.dirname(workdir)))
     .filter((kept) => kept.workdir !== workdir)
     .sort((a, b) => a.until - b.until);
@@ -40,11 +62,21 @@ export async function keepWorkdir(
   return new Date(until);
 }
 
-/** Removes the kept working copies under `root` whose time is up; answers how many. */
-export async function removeExpiredWorkdirs(root: string, now = Date.now()): Promise<number> {
+/**
+ * Removes the kept working copies under `root` whose time is up, and all of them while the
+ * disk has less than `minFreeBytes` free; answers how many.
+ */
+export async function removeExpiredWorkdirs(
+  root: string,
+  now = Date.now(),
+  minFreeBytes = 0,
+): Promise<number> {
+  const copies = await keptWorkdirs(root);
+  if (copies.length === 0) return 0;
+  const all = await lowOnDisk(root, minFreeBytes);
   let removed = 0;
-  for (const kept of await keptWorkdirs(root)) {
-    if (kept.until > now) continue;
+  for (const kept of copies) {
+    if (!all && kept.until > now) continue;
     await removeKept(kept.workdir);
     removed++;
   }

@@ -143,7 +143,7 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
 
   async function removeEndedWorkdirs(): Promise<void> {
     const root = path.join(config.dataDir, "work");
-    await removeExpiredWorkdirs(root);
+    await removeExpiredWorkdirs(root, Date.now(), config.dataDirMinFreeMb * 1024 * 1024);
     const ids = (await workdirNames(root)).filter((name) => name.startsWith("task_"));
     if (ids.length === 0) return;
     const ended = await tasksOf(models)

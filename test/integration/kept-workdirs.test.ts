@@ -132,4 +132,17 @@ describe.each(modes)("kept working copies on $name", ({ limitMb, volume }) => {
     expect(existsSync(unkept)).toBe(false);
     expect(isKept(copies[3]!)).toBe(true);
   });
+
+  it("keeps nothing, and lets go of every kept copy, while the disk is below DATA_DIR_MIN_FREE_MB", async () => {
+    const kept = await finished("task_kept");
+    await keepWorkdir(kept, { ms: 60_000, max: 4 });
+    const low = { ms: 60_000, max: 4, minFreeBytes: Number.MAX_SAFE_INTEGER };
+    const late = await finished("task_late");
+    expect(await keepWorkdir(late, low)).toBeNull();
+    expect(isKept(late)).toBe(false);
+    // Not expired, but the disk is short of room: it goes.
+    expect(await removeExpiredWorkdirs(root, Date.now(), 1)).toBe(0);
+    expect(await removeExpiredWorkdirs(root, Date.now(), Number.MAX_SAFE_INTEGER)).toBe(1);
+    expect(existsSync(kept)).toBe(false);
+  });
 });

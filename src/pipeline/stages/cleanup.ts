@@ -31,7 +31,8 @@ export const cleanupStage: Stage = {
       );
     // A branch can be followed up: its working copy stays for that (kept-workdirs.ts).
     const { followUpKeepMs: ms, followUpKeepMax: max } = ctx.config.pipeline;
-    const until = task.branch ? await keepWorkdir(ctx.workdir, { ms, max }) : null;
+    const minFreeBytes = ctx.config.dataDirMinFreeMb * 1024 * 1024;
+    const until = task.branch ? await keepWorkdir(ctx.workdir, { ms, max, minFreeBytes }) : null;
     if (until) {
       await ctx.log(
         `Working copy kept until ${until.toISOString()} for a follow-up of this task (FOLLOW_UP_KEEP_MIN); removed then, unless a follow-up takes it over.`,

@@ -65,6 +65,9 @@ let server: TestServer;
 let key: string;
 let workspaceId: string;
 const probeResults: string[] = [];
+/** When set, the implementation's command writes into node_modules instead of probing. */
+let touchDeps = false;
+const TOUCH_DEPS = "touch node_modules/is-number/index.js";
 /** Each implementation writes different notes, so each follow-up has a change to push. */
 let notes = 0;
 
@@ -81,7 +84,7 @@ const script: Script = {
   implement: (request, turn) => {
     if (turn === 0)
       return [
-        { name: "run_command", arguments: { command: PROBE } },
+        { name: "run_command", arguments: { command: touchDeps ? TOUCH_DEPS : PROBE } },
         { name: "write_file", arguments: { path: "NOTES.md", content: `# Notes ${++notes}\n` } },
       ];
     probeResults.push(
@@ -241,7 +244,7 @@ describe("the setup step", () => {
     expect(entries).toHaveLength(1);
   }, 240_000);
 
-  it("lets a follow-up take over the working copy, node_modules kept until the lockfile changes", async () => {
+  it("lets a follow-up take over the working copy, node_modules kept until the lockfile changes or a command writes there", async () => {
     const parent = await runTask("acme/uses-is-number");
     expect(parent.task).toMatchObject({ status: "completed", phase: "DONE" });
     const work = path.join(server.service.config.dataDir, "work");
@@ -288,7 +291,31 @@ describe("the setup step", () => {
     expect(again.logs.some((l) => l.startsWith("Setup: node_modules kept"))).toBe(false);
     expect(again.logs.some((l) => l.startsWith("Setup: running install"))).toBe(true);
     expect(again.logs.some((l) => /^test: `npm run test` succeeded/.test(l))).toBe(true);
-  }, 240_000);
+
+    // A command writes into node_modules: the next follow-up does not keep it, it restores the
+    // folder a fresh copy would get.
+    touchDeps = true;
+    let touched: Awaited<ReturnType<typeof runTask>>;
+    try {
+      touched = await runTask("acme/uses-is-number", String(again.task.id));
+    } finally {
+      touchDeps = false;
+    }
+    expect(touched.task.error ?? null, touched.logs.join("\n")).toBeNull();
+    expect(touched.logs.some((l) => l.includes("`touch node_modules/is-number/index.js`"))).toBe(
+      true,
+    );
+    const after = await runTask("acme/uses-is-number", String(touched.task.id));
+    expect(after.task.error ?? null, after.logs.join("\n")).toBeNull();
+    expect(after.logs).toContain(
+      "Setup: node_modules of the working copy taken over changed after its setup (a command wrote there), so it is set up again.",
+    );
+    expect(
+      after.logs.some((l) =>
+        l.startsWith("Setup: no registry was contacted: node_modules restored"),
+      ),
+    ).toBe(true);
+  }, 300_000);
 
   it("gives health scans the same setup: coverage is measured with the dependency installed", async () => {
     const listed = await server.api("GET", `/workspaces/${workspaceId}/repos`, { key });

@@ -1,6 +1,7 @@
+import { execFile } from "node:child_process";
 import { mkdir, rename, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { isDeepStrictEqual } from "node:util";
+import { isDeepStrictEqual, promisify } from "node:util";
 import type { CacheOwner, SandboxCache } from "../../util/sandbox-cache.js";
 import { findCacheEntry } from "../../util/sandbox-cache.js";
 import { entryInfo, readText } from "../../util/workcopy-fs.js";
@@ -19,6 +20,8 @@ import type { StageContext } from "../stage.js";
  * (read-only inside the sandbox, and gone with the working copy), where the later stages
  * find it (setupCache).
  */
+
+const execFileAsync = promisify(execFile);
 
 /** In the working copy's .git: which cache entry its setup used. */
 const MARKER = ".git/foreman-setup.json";
@@ -101,8 +104,15 @@ export async function setUpAdoptedWorkingCopy(ctx: StageContext): Promise<void> 
   const aside = path.join(ctx.workdir, ASIDE);
   await rm(aside, { recursive: true, force: true });
   const moved: string[] = [];
+  const touched: string[] = [];
   for (const output of marker?.outputs ?? []) {
     if ((await entryInfo(ctx.workdir, output))?.type !== "directory") continue;
+    // Written to since setup (a check's cache, a command of the model): not what a fresh
+    // copy would get from the package cache, so it is not kept.
+    if (await changedSince(path.join(ctx.workdir, output), path.join(ctx.workdir, MARKER))) {
+      touched.push(output);
+      continue;
+    }
     await mkdir(aside, { recursive: true });
     await rename(path.join(ctx.workdir, output), path.join(aside, output));
     moved.push(output);
@@ -114,6 +124,7 @@ export async function setUpAdoptedWorkingCopy(ctx: StageContext): Promise<void> 
   });
   const same =
     marker !== null &&
+    touched.length === 0 &&
     moved.length > 0 &&
     plan.steps.length > 0 &&
     isDeepStrictEqual([...plan.outputs].sort(), [...moved].sort()) &&
@@ -128,7 +139,29 @@ export async function setUpAdoptedWorkingCopy(ctx: StageContext): Promise<void> 
     return;
   }
   await rm(aside, { recursive: true, force: true });
+  if (touched.length > 0)
+    await ctx.log(
+      `Setup: ${touched.join(", ")} of the working copy taken over changed after its setup (a command wrote there), so it is set up again.`,
+    );
   await setUpWorkingCopy(ctx);
+}
+
+/**
+ * True when anything under `dir` changed after `reference` was written: its status change
+ * time (ctime, which no command can set back, unlike mtime) is later. find(1) walks without
+ * following links and stops at the first; an error counts as changed.
+ */
+async function changedSince(dir: string, reference: string): Promise<boolean> {
+  try {
+    const { stdout } = await execFileAsync(
+      "find",
+      ["-P", dir, "-cnewer", reference, "-print", "-quit"],
+      { timeout: 60_000, maxBuffer: 1024 * 1024 },
+    );
+    return stdout.trim() !== "";
+  } catch {
+    return true;
+  }
 }
 
 /**

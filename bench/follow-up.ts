@@ -80,19 +80,12 @@ const PR = 7;
 /** Octokit's plugin-throttling keeps content-creating requests this far apart (ms), plus slack. */
 const THROTTLE_MS = 3100;
 
-function envCount(name: string, fallback: number): number {
+/** A whole number from the environment, `fallback` when unset, refused outside 1..max. */
+function envCount(name: string, fallback: number, max = 1000): number {
   const raw = process.env[name];
   const value = raw ? Number(raw) : fallback;
-  if (!Number.isInteger(value) || value < 1 || value > 1000)
-    throw new BenchError(`${name} must be an integer from 1 to 1000`);
-  return value;
-}
-
-function envSize(name: string, fallback: number): number {
-  const raw = process.env[name];
-  const value = raw ? Number(raw) : fallback;
-  if (!Number.isInteger(value) || value < 1 || value > 200_000)
-    throw new BenchError(`${name} must be an integer from 1 to 200000`);
+  if (!Number.isInteger(value) || value < 1 || value > max)
+    throw new BenchError(`${name} must be an integer from 1 to ${max}`);
   return value;
 }
 
@@ -445,8 +438,8 @@ export const followUpBench: Benchmark = {
       );
 
       // --- rerun ----------------------------------------------------------------------
-      const appFiles = envSize("BENCH_FOLLOW_UP_FILES", 2000);
-      const depFiles = envSize("BENCH_FOLLOW_UP_DEP_FILES", 20_000);
+      const appFiles = envCount("BENCH_FOLLOW_UP_FILES", 2000, 200_000);
+      const depFiles = envCount("BENCH_FOLLOW_UP_DEP_FILES", 20_000, 200_000);
       const app = await createAppRepo(appFiles, depFiles);
       cleanup.defer("remove app repo", () => app.remove());
       const ws = await api("POST", "/workspaces", key, {

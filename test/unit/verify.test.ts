@@ -529,7 +529,9 @@ describe("runChecks", () => {
   it("times out a hanging check and goes on", async () => {
     const hang: Check = { name: "hang", command: `node -e "setInterval(()=>{},1000)"` };
     const started = Date.now();
-    const outcome = await runChecks(plan([hang, PASS]), { cwd: dir, timeoutMs: 500 });
+    // Long enough for `node -e` on a loaded machine (the CI run's 500 ms timed PASS out too),
+    // short enough that the hanging check's time is up well before the bound below.
+    const outcome = await runChecks(plan([hang, PASS]), { cwd: dir, timeoutMs: 3000 });
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(outcome.results[0]?.result.timedOut).toBe(true);
     expect(outcome.failed).toEqual([hang]);

@@ -6,7 +6,7 @@ import { remoteGitArgs, RemoteUrlError } from "../../util/remote-url.js";
 import { StageError } from "../errors.js";
 import type { Stage, StageContext } from "../stage.js";
 import { exists as existsInside } from "../../util/workcopy-fs.js";
-import { setUpAdoptedWorkingCopy, setUpWorkingCopy } from "./setup.js";
+import { keptOutputs, setUpAdoptedWorkingCopy, setUpWorkingCopy } from "./setup.js";
 
 /**
  * The clone-URL policy (src/util/remote-url.ts) checked again right before git reaches a
@@ -107,6 +107,8 @@ async function adoptParentCopy(ctx: StageContext): Promise<boolean> {
     ctx.logger.warn({ err: error }, "could not take over the parent's kept working copy");
     return false;
   }
+  // Whether its installed dependencies can stay: looked at while the branch is fetched.
+  const outputs = keptOutputs(ctx);
   const url = await ctx.cloneUrl();
   const config = await remoteArgs(ctx, url);
   const timeoutMs = ctx.config.pipeline.commandTimeoutS * 1000;
@@ -118,6 +120,7 @@ async function adoptParentCopy(ctx: StageContext): Promise<boolean> {
     await git(["reset", "--hard", "--quiet", "FETCH_HEAD"]);
   } catch (error) {
     if (ctx.signal.aborted) throw error;
+    await outputs;
     await removeWorkdir(ctx.workdir);
     await ctx.log(
       `The working copy task ${parentId} left could not be brought to the head of ${branch} (${error instanceof Error ? error.message.split("\n")[0] : String(error)}); cloning instead.`,
@@ -129,7 +132,7 @@ async function adoptParentCopy(ctx: StageContext): Promise<boolean> {
   await ctx.log(
     `Took over the working copy task ${parentId} kept on this worker: ${branch} fetched at ${sha.slice(0, 12)} in ${Math.round(performance.now() - started)} ms, no clone.`,
   );
-  await setUpAdoptedWorkingCopy(ctx);
+  await setUpAdoptedWorkingCopy(ctx, outputs);
   return true;
 }
 

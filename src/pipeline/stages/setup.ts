@@ -99,20 +99,15 @@ const ASIDE = ".git/foreman-outputs";
  * them (the same steps and lockfiles: the same cache key); then nothing is installed.
  * Otherwise the setup runs as for a fresh copy.
  */
-export async function setUpAdoptedWorkingCopy(ctx: StageContext): Promise<void> {
-  const marker = await readSetupMarker(ctx);
+export async function setUpAdoptedWorkingCopy(
+  ctx: StageContext,
+  found: Promise<KeptOutputs> = keptOutputs(ctx),
+): Promise<void> {
+  const { marker, untouched, touched } = await found;
   const aside = path.join(ctx.workdir, ASIDE);
   await rm(aside, { recursive: true, force: true });
   const moved: string[] = [];
-  const touched: string[] = [];
-  for (const output of marker?.outputs ?? []) {
-    if ((await entryInfo(ctx.workdir, output))?.type !== "directory") continue;
-    // Written to since setup (a check's cache, a command of the model): not what a fresh
-    // copy would get from the package cache, so it is not kept.
-    if (await changedSince(path.join(ctx.workdir, output), path.join(ctx.workdir, MARKER))) {
-      touched.push(output);
-      continue;
-    }
+  for (const output of untouched) {
     await mkdir(aside, { recursive: true });
     await rename(path.join(ctx.workdir, output), path.join(aside, output));
     moved.push(output);
@@ -144,6 +139,35 @@ export async function setUpAdoptedWorkingCopy(ctx: StageContext): Promise<void> 
       `Setup: ${touched.join(", ")} of the working copy taken over changed after its setup (a command wrote there), so it is set up again.`,
     );
   await setUpWorkingCopy(ctx);
+}
+
+export interface KeptOutputs {
+  marker: SetupMarker | null;
+  /** The setup's output folders there, unchanged since it ran. */
+  untouched: string[];
+  /** Those written to since (a check's cache, a command of the model). */
+  touched: string[];
+}
+
+/**
+ * The setup's outputs in a working copy taken over, and which of them something wrote to after
+ * that setup: those are not what a fresh copy would get from the package cache, so they are
+ * not kept. A walk of every file (node_modules runs to tens of thousands): the caller may
+ * start it while it fetches (it never rejects).
+ */
+export async function keptOutputs(ctx: StageContext): Promise<KeptOutputs> {
+  const marker = await readSetupMarker(ctx).catch(() => null);
+  const found: KeptOutputs = { marker, untouched: [], touched: [] };
+  for (const output of marker?.outputs ?? []) {
+    const info = await entryInfo(ctx.workdir, output).catch(() => undefined);
+    if (info?.type !== "directory") continue;
+    const changed = await changedSince(
+      path.join(ctx.workdir, output),
+      path.join(ctx.workdir, MARKER),
+    );
+    (changed ? found.touched : found.untouched).push(output);
+  }
+  return found;
 }
 
 /**

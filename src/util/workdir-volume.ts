@@ -202,6 +202,7 @@ async function unmount(dir: string): Promise<void> {
  */
 export async function removeWorkdir(workdir: string): Promise<void> {
   await rm(keptMarkerOf(workdir), { force: true });
+  await rm(`${keptMarkerOf(workdir)}.tmp`, { force: true });
   await unmount(workdir);
   await unmount(mountPointOf(workdir));
   await rm(volumeOf(workdir), { recursive: true, force: true });
@@ -212,7 +213,7 @@ export async function removeWorkdir(workdir: string): Promise<void> {
 /** The names of the working copies under `root` (a volume's folder counts as its working copy). */
 export async function workdirNames(root: string): Promise<string[]> {
   const names = await readdir(root).catch(() => [] as string[]);
-  return [...new Set(names.map((name) => name.replace(/\.(vol|kept|claim)$/, "")))].filter(
+  return [...new Set(names.map((name) => name.replace(/\.(vol|kept|kept\.tmp|claim)$/, "")))].filter(
     (name) => !name.endsWith(".patch"),
   );
 }

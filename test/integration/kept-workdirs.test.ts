@@ -131,6 +131,12 @@ describe.each(modes)("kept working copies on $name", ({ limitMb, volume }) => {
     expect(await removeExpiredWorkdirs(root, now)).toBe(1);
     expect(existsSync(unkept)).toBe(false);
     expect(isKept(copies[3]!)).toBe(true);
+    // What a crash between writing a marker and putting it in place leaves is one working
+    // copy's, removed with it.
+    await writeFile(`${copies[3]!}.kept.tmp`, "{}");
+    expect(await workdirNames(root)).toEqual([path.basename(copies[3]!)]);
+    await removeWorkdir(copies[3]!);
+    expect(await readdir(root)).toEqual([]);
   });
 
   it("keeps nothing, and lets go of every kept copy, while the disk is below DATA_DIR_MIN_FREE_MB", async () => {

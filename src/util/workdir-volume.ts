@@ -213,9 +213,9 @@ export async function removeWorkdir(workdir: string): Promise<void> {
 /** The names of the working copies under `root` (a volume's folder counts as its working copy). */
 export async function workdirNames(root: string): Promise<string[]> {
   const names = await readdir(root).catch(() => [] as string[]);
-  return [...new Set(names.map((name) => name.replace(/\.(vol|kept|kept\.tmp|claim)$/, "")))].filter(
-    (name) => !name.endsWith(".patch"),
-  );
+  return [
+    ...new Set(names.map((name) => name.replace(/\.(vol|kept|kept\.tmp|claim)$/, ""))),
+  ].filter((name) => !name.endsWith(".patch"));
 }
 
 /*

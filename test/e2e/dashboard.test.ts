@@ -678,9 +678,25 @@ describe("the dashboard", () => {
 
   it("shows agents, skills and automations, with API errors as messages", async () => {
     await visit("/agents", "agents");
+    const all = (await server.api("GET", "/agents/", { key: await keyOf() })).body as Array<{
+      category: string;
+    }>;
+    const security = all.filter((a) => a.category === "security").length;
+    expect(security).toBeGreaterThan(0);
+    expect(security).toBeLessThan(all.length);
+    await page
+      .locator(".cards > li")
+      .nth(all.length - 1)
+      .waitFor();
     await page.getByLabel("Category").selectOption("security");
-    // The category's list is fetched again: waited for, not counted at once.
-    await page.locator(".cards > li").first().waitFor();
+    // The category's list is fetched again: waited for, not counted at once. Then only that
+    // category's agents are listed, all of them.
+    const cards = page.locator(".cards > li");
+    await expect
+      .poll(async () => (await cards.locator(".badge").allTextContents()).join(","), {
+        timeout: 10_000,
+      })
+      .toBe(Array(security).fill("security").join(","));
     await screenshot(page, "agents");
 
     await visit("/skills", "skills");

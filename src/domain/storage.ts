@@ -54,7 +54,8 @@ export function createStorageCheck(
   };
 }
 
-async function freeBytes(dir: string): Promise<number> {
+/** Free bytes on the file system of `dir`, for an unprivileged user (statfs's bavail). */
+export async function freeBytes(dir: string): Promise<number> {
   const info = await statfs(dir);
   return info.bavail * info.bsize;
 }

@@ -10,8 +10,8 @@
  * this worker's disk or not, so no database record could say more, and the marker's rename is
  * the lock between a follow-up taking it and the sweep removing it.
  */
-import { statfs } from "node:fs/promises";
 import path from "node:path";
+import { freeBytes } from "../domain/storage.js";
 import { keptWorkdirs, markKept, removeKept } from "../util/workdir-volume.js";
 
 export interface KeepPolicy {
@@ -26,19 +26,10 @@ export interface KeepPolicy {
   minFreeBytes?: number;
 }
 
-/** Free bytes on the file system of `dir` (for an unprivileged user), or Infinity unknown. */
-async function freeBytes(dir: string): Promise<number> {
-  try {
-    const info = await statfs(dir);
-    return info.bavail * info.bsize;
-  } catch {
-    return Number.POSITIVE_INFINITY;
-  }
-}
-
-/** True when the disk of `dir` has less than `minFreeBytes` free. */
+/** True when the disk of `dir` has less than `minFreeBytes` free (unknown: not low). */
 async function lowOnDisk(dir: string, minFreeBytes = 0): Promise<boolean> {
-  return minFreeBytes > 0 && (await freeBytes(dir)) < minFreeBytes;
+  if (minFreeBytes <= 0) return false;
+  return (await freeBytes(dir).catch(() => Number.POSITIVE_INFINITY)) < minFreeBytes;
 }
 
 /**

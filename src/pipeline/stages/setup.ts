@@ -101,7 +101,8 @@ const ASIDE = ".git/foreman-outputs";
  */
 export async function setUpAdoptedWorkingCopy(
   ctx: StageContext,
-  found: Promise<KeptOutputs> = keptOutputs(ctx),
+  /** keptOutputs(ctx), started while the branch was fetched. */
+  found: Promise<KeptOutputs>,
 ): Promise<void> {
   const { marker, untouched, touched } = await found;
   const aside = path.join(ctx.workdir, ASIDE);

@@ -79,3 +79,12 @@ export async function mcpSettingsForTask(
   const doc = await settingsOf(models).findOne({ _id: accountId });
   return { servers: doc?.servers ?? {}, secrets: doc?.secrets ?? {} };
 }
+
+/**
+ * The account's MCP secret values alone (the pipeline's redaction scope of a task of the
+ * account, util/redact.ts): empty for an account without settings.
+ */
+export async function mcpSecretValues(models: Models, accountId: string): Promise<string[]> {
+  const doc = await settingsOf(models).findOne({ _id: accountId }, { projection: { secrets: 1 } });
+  return Object.values(doc?.secrets ?? {});
+}

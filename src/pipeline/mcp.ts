@@ -1,12 +1,14 @@
 import { parse as parseYaml } from "yaml";
-import { mcpSettingsForTask } from "../domain/mcp-settings.js";
+import { collectionOf, type Models, type TaskRecord } from "../db/models.js";
+import { mcpSecretValues, mcpSettingsForTask } from "../domain/mcp-settings.js";
 import {
+  limitRepositorySecrets,
   NO_MCP_TOOLS,
   openMcpTools,
   parseMcpServers,
   type McpToolbox,
 } from "../tools/mcp-tools.js";
-import { registerSecret } from "../util/redact.js";
+import { currentSecretScope, SecretScope } from "../util/redact.js";
 import { readText } from "../util/workcopy-fs.js";
 import { configNames } from "../verify/checks.js";
 import type { StageContext } from "./stage.js";
@@ -14,8 +16,9 @@ import type { StageContext } from "./stage.js";
 /*
  * The MCP servers a stage's agent gets (tools/mcp-tools.ts): the account's (domain/mcp-settings.ts)
  * and the repository's `.github/foreman.yml` `mcp_servers:` (the repository's win on a shared
- * name). Started for one model loop and closed after it; every start, failure and call is a
- * line of the task's log.
+ * name, and may use only the secrets the account attached to its own server of that name).
+ * Started for one model loop and closed after it; every start, failure and call is a line of
+ * the task's log.
  */
 
 const START_TIMEOUT_MS = 20_000;
@@ -30,11 +33,25 @@ async function repositoryServers(ctx: StageContext) {
     try {
       doc = parseYaml(text);
     } catch {
-      return { servers: {}, problems: [] };
+      return { servers: {}, problems: [], source: name };
     }
-    return parseMcpServers(doc, name);
+    return { ...parseMcpServers(doc, name), source: name };
   }
-  return { servers: {}, problems: [] };
+  return { servers: {}, problems: [], source: "" };
+}
+
+/**
+ * The redaction scope of a task's stage (util/redact.ts): the task's account's MCP secrets.
+ * The runner enters it where the stage runs, so they are redacted from everything the stage
+ * produces and from nothing any other account's task produces.
+ */
+export async function taskSecretScope(models: Models, taskId: string): Promise<SecretScope> {
+  const task = await collectionOf<TaskRecord>(models.Task).findOne(
+    { _id: taskId },
+    { projection: { account_id: 1 } },
+  );
+  if (!task) return new SecretScope("");
+  return new SecretScope(task.account_id, await mcpSecretValues(models, task.account_id));
 }
 
 /**
@@ -50,11 +67,14 @@ export async function openStageMcpTools(
     repositoryServers(ctx),
     mcpSettingsForTask(ctx.models, ctx.task.account_id),
   ]);
-  for (const problem of repo.problems) log(problem);
-  const servers = { ...account.servers, ...repo.servers };
+  const limited = limitRepositorySecrets(repo.servers, account.servers, repo.source);
+  for (const problem of [...repo.problems, ...limited.problems]) log(problem);
+  const servers = { ...account.servers, ...limited.servers };
   if (Object.keys(servers).length === 0) return NO_MCP_TOOLS;
-  // Scrubbed wherever they might appear (logs, events, prompts): util/redact.ts.
-  for (const value of Object.values(account.secrets)) registerSecret(value);
+  // Scrubbed from this task's text only (logs, events, prompts): the runner's scope read them
+  // when the stage started; a value set since is added to it.
+  const scope = currentSecretScope();
+  for (const value of Object.values(account.secrets)) scope?.add(value);
   return openMcpTools({
     servers,
     secrets: account.secrets,

@@ -28,6 +28,8 @@ import { stageDoneMarker } from "../domain/tasks/model.js";
 import { stageLease } from "../durable/lease.js";
 import { AppError } from "../errors.js";
 import { stageKey } from "../domain/tasks/revisions.js";
+import { redactError, withSecretScope } from "../util/redact.js";
+import { taskSecretScope } from "./mcp.js";
 
 /*
  * The task pipeline: each stage of a task runs as one Agenda job (`pipeline.stage`), and a
@@ -445,8 +447,17 @@ export function createPipeline(deps: PipelineDeps) {
     schema: stageJobSchema,
     concurrency: config.pipeline.taskConcurrency,
     async run(data, job) {
-      await runStage(data, async () => {
-        await job.touch();
+      // Everything the stage produces is redacted with its account's secrets, and only its
+      // (util/redact.ts); an error escaping to the job's record too.
+      const scope = await taskSecretScope(models, data.task_id);
+      await withSecretScope(scope, async () => {
+        try {
+          await runStage(data, async () => {
+            await job.touch();
+          });
+        } catch (error) {
+          throw error instanceof Error ? redactError(error) : error;
+        }
       });
     },
   };

@@ -78,21 +78,114 @@ export function parseMcpServers(
   return { servers, problems };
 }
 
+/** The secret names a server entry uses (`env_secrets`, or `header_secrets`' values). */
+function secretsOf(entry: McpServerEntry): string[] {
+  return "command" in entry ? (entry.env_secrets ?? []) : Object.values(entry.header_secrets ?? {});
+}
+
+/**
+ * A repository's servers as far as they may use the account's secrets: an entry may name only
+ * secrets the account attached to its own server of the same name, and an HTTP entry may
+ * carry them only to that server's URL. An entry asking for more is left out (the account's
+ * own server of that name, if any, stays), with a sentence for the task log.
+ */
+export function limitRepositorySecrets(
+  repository: McpServers,
+  account: McpServers,
+  source: string,
+): { servers: McpServers; problems: string[] } {
+  const servers: McpServers = {};
+  const problems: string[] = [];
+  for (const [name, entry] of Object.entries(repository)) {
+    const wanted = secretsOf(entry);
+    const own = account[name];
+    const attached = own ? secretsOf(own) : [];
+    const denied = wanted.filter((secret) => !attached.includes(secret));
+    const elsewhere =
+      wanted.length > 0 &&
+      own !== undefined &&
+      ("url" in entry
+        ? !("url" in own) || new URL(entry.url).href !== new URL(own.url).href
+        : !("command" in own));
+    if (denied.length > 0 || elsewhere) {
+      problems.push(
+        denied.length > 0
+          ? `${source}: MCP server ${name} asks for the account's secret${denied.length === 1 ? "" : "s"} ${denied.join(", ")}, which the account did not attach to its own server ${name}; this entry is left out.`
+          : `${source}: MCP server ${name} would carry the account's secrets to ${"url" in entry ? "another URL" : "another kind of server"} than the account's own server ${name}; this entry is left out.`,
+      );
+      continue;
+    }
+    servers[name] = entry;
+  }
+  return { servers, problems };
+}
+
+/**
+ * A URL path's segments decoded, or undefined when its encoding is ambiguous: a segment that
+ * decodes to `/`, `\\`, `%` (double encoding), a control character, or a `.`/`..` segment
+ * (also `..;`, which some servers read as `..`). A server may decode such a path into one
+ * outside the allowed prefix after the check.
+ */
+function decodedSegments(pathname: string): string[] | undefined {
+  const segments: string[] = [];
+  for (const raw of pathname.split("/").slice(1)) {
+    let segment: string;
+    try {
+      segment = decodeURIComponent(raw);
+    } catch {
+      return undefined;
+    }
+    const bare = segment.split(";")[0];
+    // Control characters are what is looked for here.
+    // eslint-disable-next-line no-control-regex
+    if (/[/\\%\x00-\x1f\x7f]/.test(segment) || bare === "." || bare === "..") return undefined;
+    segments.push(segment);
+  }
+  return segments;
+}
+
 /**
  * Whether an HTTP server's URL is allowed: one of MCP_ALLOWED_URLS with the same origin and
- * a path at or below its path (`https://h/mcp` allows `https://h/mcp` and `https://h/mcp/x`).
+ * a path at or below its path (`https://h/mcp` allows `https://h/mcp` and `https://h/mcp/x`),
+ * compared decoded and normalized; an ambiguously encoded path is refused.
  */
 export function isAllowedMcpUrl(url: string, allowed: readonly string[]): boolean {
   if (!URL.canParse(url)) return false;
   const target = new URL(url);
   if (target.username || target.password) return false;
+  const path = decodedSegments(target.pathname);
+  if (!path) return false;
+  const joined = `/${path.join("/")}`;
   return allowed.some((entry) => {
     if (!URL.canParse(entry)) return false;
     const rule = new URL(entry);
     if (rule.origin !== target.origin) return false;
-    const base = rule.pathname.replace(/\/+$/, "");
-    return target.pathname === base || target.pathname.startsWith(`${base}/`) || base === "";
+    const ruleSegments = decodedSegments(rule.pathname);
+    if (!ruleSegments) return false;
+    const base = `/${ruleSegments.join("/")}`.replace(/\/+$/, "");
+    return joined === base || joined.startsWith(`${base}/`) || base === "";
   });
+}
+
+/**
+ * The fetch of an HTTP MCP server's transport: every request's URL is checked as the first
+ * (MCP_ALLOWED_URLS), and a redirect is never followed (it could lead the secret headers to
+ * another path of the same origin): the request fails instead.
+ */
+export function allowedMcpFetch(allowed: readonly string[]) {
+  return async (url: string | URL, init?: RequestInit): Promise<Response> => {
+    const href = url instanceof URL ? url.href : url;
+    if (!isAllowedMcpUrl(href, allowed))
+      throw new Error(`${redactText(href)} is not in MCP_ALLOWED_URLS`);
+    const response = await fetch(url, { ...init, redirect: "manual" });
+    if (response.type === "opaqueredirect" || (response.status >= 300 && response.status < 400)) {
+      await response.body?.cancel().catch(() => undefined);
+      throw new Error(
+        `the server answered a redirect (HTTP ${response.status}); redirects are not followed`,
+      );
+    }
+    return response;
+  };
 }
 
 /** The model's name of a server's tool: `mcp__<server>__<tool>`, at most 64 characters. */
@@ -206,6 +299,7 @@ export async function openMcpTools(options: McpToolOptions): Promise<McpToolbox>
         );
         transport = new StreamableHTTPClientTransport(new URL(entry.url), {
           requestInit: { headers },
+          fetch: allowedMcpFetch(options.allowedUrls),
         });
       }
       if (missing.length > 0)

@@ -7,6 +7,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { redactText } from "./redact.js";
 import { sandboxedProcessArgv } from "./sandbox.js";
+import { removeTree } from "./sandbox-cache.js";
 
 /*
  * A long-lived process in the task's sandbox with its stdin and stdout as pipes: an MCP
@@ -33,6 +34,8 @@ export class SandboxedStdioTransport implements Transport {
   onmessage?: (message: JSONRPCMessage) => void;
   private child: ChildProcess | undefined;
   private run: string | undefined;
+  /** The working copy's overlay scratch folders (beside it), removed with the run. */
+  private scratch: string[] = [];
   private readonly buffer = new ReadBuffer();
   private stderrTail = "";
   private closed = false;
@@ -51,10 +54,11 @@ export class SandboxedStdioTransport implements Transport {
     this.run = await mkdtemp(path.join(os.tmpdir(), "foreman-mcp-"));
     // Names like API_KEY are the server's own credentials here: sandbox.ts drops secret-looking
     // names from `env`, so they are set on the process's environment after the scrub.
-    const { argv, env, cwd } = await sandboxedProcessArgv(this.command, {
+    const { argv, env, cwd, scratch } = await sandboxedProcessArgv(this.command, {
       cwd: this.options.cwd,
       run: this.run,
     });
+    this.scratch = scratch;
     const [file, ...args] = argv;
     if (!file) throw new Error("sandbox-process: empty command");
     const child = spawn(file, args, {
@@ -117,6 +121,7 @@ export class SandboxedStdioTransport implements Transport {
     this.closed = true;
     this.buffer.clear();
     if (this.run) await rm(this.run, { recursive: true, force: true }).catch(() => undefined);
+    for (const dir of this.scratch) await removeTree(dir).catch(() => undefined);
     this.onclose?.();
   }
 }

@@ -434,6 +434,8 @@ async function bwrapArgs(mounts: RunMounts, network: string[] = []): Promise<str
     String(uid),
     "--gid",
     String(gid),
+  /** The service's node_modules as mounted (a read-only overlay's mount point), if prepared. */
+  modules?: string | undefined;
     "--disable-userns",
     "--cap-drop",
     "ALL",
@@ -462,7 +464,8 @@ async function bwrapArgs(mounts: RunMounts, network: string[] = []): Promise<str
   // service's c8 around a repository's tests (src/health/coverage.ts, sandboxPath). Third-party
   // packages only; the rest of the checkout (configuration, .env, data) stays out of sight.
   const modules = path.join(SERVICE_ROOT, "node_modules");
-  if (await stat(modules).catch(() => undefined))
+  if (mounts.modules) args.push("--ro-bind", mounts.modules, SERVICE_MODULES_MOUNT);
+  else if (await stat(modules).catch(() => undefined))
     args.push("--ro-bind", modules, SERVICE_MODULES_MOUNT);
   for (const extra of settings.readOnlyPaths) args.push("--ro-bind", extra, extra);
   // Read-only over itself: hooks, config (fsmonitor, filters, aliases), info/attributes the
@@ -502,16 +505,22 @@ const MOUNT_SCRIPT = `d=$1; mount=$2; shift 2
 cd "$d" || exit 125
 while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
   n=$1; shift
-  o="lowerdir=$n.l,upperdir=$n.u,workdir=$n.w,userxattr"
+  o="lowerdir=$n.l,upperdir=$n.u,workdir=$n.w,userxattr"; b="$n.u"
+  # No upper folder: a read-only overlay (two lower layers, the second one empty).
+  [ -e "$n.u" ] || { o="lowerdir=$n.l:$n.e"; b="$n.l"; }
   if "$mount" -t overlay overlay -o "$o,uuid=off" "$n" 2>/dev/null || "$mount" -t overlay overlay -o "$o" "$n" 2>/dev/null; then
     echo overlay >"$n.mode"
-  elif "$mount" --bind "$n.u" "$n"; then
+  elif "$mount" --bind "$b" "$n"; then
     echo bind >"$n.mode"
   else
     echo "foreman-sandbox: could not mount the working copy" >&2; exit 125
   fi
 done
 shift
+ * The service's own node_modules (SERVICE_MODULES_MOUNT) is a read-only overlay of the same
+ * kind (the folder and an empty one as its two lower layers, mountinfo shows `mods.l:mods.e`),
+ * so the service's checkout path does not show either.
+ *
 exec "$@"
 `;
 
@@ -647,6 +656,33 @@ function proxyEnv(host: string, port: number): Record<string, string> {
 }
 
 /** The heartbeat line of a long command, e.g. "still running `npm ci` (40 s)". */
+/**
+ * The run folder's side of a read-only overlay `name` over the host folder `lower` (see
+ * MOUNT_SCRIPT: no `.u`, so `lowerdir=name.l:name.e`): nothing is written, nothing to remove
+ * but the run folder. Answers the mount point, which bwrap binds.
+ */
+async function prepareReadOnlyOverlay(run: string, name: string, lower: string): Promise<string> {
+  await mkdir(path.join(run, name));
+  await mkdir(path.join(run, `${name}.e`));
+  await symlink(lower, path.join(run, `${name}.l`));
+  return path.join(run, name);
+}
+
+/**
+ * The service's node_modules for a run's overlays (appended to `overlays`): its read-only
+ * overlay's mount point, or undefined (bound as it is) without overlay tools or the folder.
+ */
+async function modulesOverlay(
+  run: string,
+  tools: OverlayTools | undefined,
+  overlays: string[],
+): Promise<string | undefined> {
+  const modules = path.join(SERVICE_ROOT, "node_modules");
+  if (!tools || !(await stat(modules).catch(() => undefined))) return undefined;
+  overlays.push("mods");
+  return prepareReadOnlyOverlay(run, "mods", modules);
+}
+
 export function heartbeatLine(command: string, elapsedMs: number): string {
   const oneLine = redactText(command).replace(/\s+/g, " ").trim();
   const name = oneLine.length > 100 ? `${oneLine.slice(0, 99)}…` : oneLine;
@@ -784,7 +820,7 @@ export async function checkSandbox(options: { setupProxy?: boolean } = {}): Prom
       source = path.join(probe, "ws");
     }
     const net = publicNet ? await publicNetwork(probe) : undefined;
-    const args = sandboxArgv({
+    const args = await sandboxArgv({
       run: probe,
       bwrap: await bwrapArgs(
         {
@@ -827,7 +863,7 @@ export async function checkSandbox(options: { setupProxy?: boolean } = {}): Prom
  * The argv of a sandboxed run: bwrap with the limits and the command, inside the overlay
  * mounts' namespace when there are any, inside the public network's launcher when asked.
  */
-function sandboxArgv(parts: {
+async function sandboxArgv(parts: {
   run: string;
   bwrap: string[];
   command: string[];
@@ -835,8 +871,12 @@ function sandboxArgv(parts: {
   tools: OverlayTools | undefined;
   net: Awaited<ReturnType<typeof publicNetwork>> | undefined;
   diskLimitMb: number;
-}): string[] {
-  let argv = [...parts.bwrap, ...limitArgs(parts.diskLimitMb), ...parts.command];
+}): Promise<string[]> {
+  let argv = [
+    ...(await bwrapFromFile(parts.run, parts.bwrap)),
+    ...limitArgs(parts.diskLimitMb),
+    ...parts.command,
+  ];
   const tools = parts.tools;
   if (tools && parts.overlays.length > 0)
     argv = [
@@ -875,6 +915,48 @@ function buildEnv(
     GOCACHE: path.join(cache, "go-build"),
     GOPATH: path.join(cache, "go"),
     XDG_CACHE_HOME: path.join(cache, "xdg"), // yarn and most others follow XDG
+/*
+ * bwrap stays in the sandbox as its PID 1 (the reaper of the command's processes), and the
+ * command can read that process's /proc/1/cmdline and /proc/1/environ: bwrap's own arguments
+ * (every bind's host source) and the environment it was started with. So bwrap reads its
+ * options from a file of the run folder (`--args 3`, a descriptor it closes before the command
+ * starts), and a last shell drops PWD and OLDPWD (the launchers' host folders) before it execs
+ * bwrap; the rest of that environment is buildEnv's, the command's own.
+ */
+const BWRAP_SHIM = 'exec 3<"$1" || exit 125; shift; unset PWD OLDPWD; exec "$@"';
+
+/** `bwrap … --` as an argv whose options are read from a file in `run` (see BWRAP_SHIM). */
+async function bwrapFromFile(run: string, bwrap: string[]): Promise<string[]> {
+  const [binary, ...options] = bwrap;
+  const end = options.lastIndexOf("--");
+  const file = path.join(run, "bwrap.args");
+  await writeFile(
+    file,
+    options
+      .slice(0, end)
+      .map((o) => `${o}\0`)
+      .join(""),
+    { mode: 0o600 },
+  );
+  return ["/bin/sh", "-c", BWRAP_SHIM, "sh", file, binary!, "--args", "3", "--"];
+}
+
+/**
+ * PATH as a sandboxed command gets it: without the folders it cannot see or must not learn of
+ * (the service's checkout, whose node_modules/.bin npm put first, hidden paths such as
+ * DATA_DIR, and any other package's node_modules/.bin of the service's own run).
+ */
+function sandboxPathVariable(value: string): string {
+  const hidden = hiddenPaths();
+  return value
+    .split(":")
+    .filter((dir) => dir !== "" && path.isAbsolute(dir))
+    .filter((dir) => !hidden.some((h) => dir === h || isInside(dir, h)))
+    .filter((dir) => !/(^|\/)node_modules\/\.bin\/?$/.test(dir))
+    .filter((dir, i, all) => all.indexOf(dir) === i)
+    .join(":");
+}
+
     PIP_CACHE_DIR: path.join(cache, "pip"),
     PIP_DISABLE_PIP_VERSION_CHECK: "1",
     PIP_NO_INPUT: "1",
@@ -1114,7 +1196,8 @@ export async function runSandboxed(
         return path.join(run, name);
       };
       const workspace = await mountSource("ws", cwd);
-      // A run's own empty cache lives in the run folder: nothing there to keep out of sight.
+      // The run's own /tmp and empty cache live in the run folder, whose host path (in the
+      // OS temp folder) is kept out of mountinfo the same way.
       // A read-only cache is the lower layer of an overlay whose upper layer is the run's
       // own: the command may write (npm needs to), nothing it writes reaches the cache.
       let cacheSource = cacheDir;
@@ -1124,7 +1207,7 @@ export async function runSandboxed(
         cacheWrites = layered.writes;
         if (layered.overlay) overlays.push("cache");
         cacheSource = layered.source;
-      } else if (options.cache) cacheSource = await mountSource("cache", cacheDir);
+      } else cacheSource = await mountSource("cache", cacheDir);
       const net = options.proxy
         ? await proxyNetwork(run, options.proxy.port)
         : settings.network === "public"
@@ -1135,13 +1218,13 @@ export async function runSandboxed(
           workspace,
           hostWorkspace: cwd,
           workspaceAt: mode === "host" ? cwd : WORKSPACE,
-          tmp,
+          tmp: await mountSource("t", tmp),
           cache: { source: cacheSource, readOnly: false },
           diskLimitMb,
         },
         net?.bwrapOptions,
       );
-      argv = sandboxArgv({ run, bwrap, command: argv, overlays, tools, net, diskLimitMb });
+      argv = await sandboxArgv({ run, bwrap, command: argv, overlays, tools, net, diskLimitMb });
       cgroup = await createPidsCgroup(settings.maxProcs);
     } else {
       await mkdir(home);
@@ -1155,7 +1238,11 @@ export async function runSandboxed(
       ...(options.proxy ? proxyEnv(boxed ? SLIRP_HOST : "127.0.0.1", options.proxy.port) : {}),
       ...options.env,
     });
-    if (boxed) env.TMPDIR = "/tmp";
+          modules: await modulesOverlay(run, tools, overlays),
+    if (boxed) {
+      env.TMPDIR = "/tmp";
+      env.PATH = sandboxPathVariable(env.PATH ?? "");
+    }
     if (await hasVenv(cwd)) {
       const venv = path.join(boxed && options.mount !== "host" ? WORKSPACE : cwd, VENV_DIR);
       env.VIRTUAL_ENV = venv;
@@ -1479,7 +1566,7 @@ export function describeResult(result: SandboxResult): string {
 export async function sandboxedProcessArgv(
   command: string[],
   options: { cwd: string; run: string; env?: Record<string, string> | undefined },
-): Promise<{ argv: string[]; env: NodeJS.ProcessEnv; cwd: string }> {
+): Promise<{ argv: string[]; env: NodeJS.ProcessEnv; cwd: string; scratch: string[] }> {
   await assertDirectory(options.cwd);
   const cwd = await realpath(options.cwd);
   const cache = path.join(options.run, "cache");
@@ -1487,7 +1574,7 @@ export async function sandboxedProcessArgv(
   if (settings.engine !== "bwrap") {
     const home = path.join(options.run, "home");
     await mkdir(home, { recursive: true });
-    return { argv: command, env: buildEnv(home, cache, options.env), cwd };
+    return { argv: command, env: buildEnv(home, cache, options.env), cwd, scratch: [] };
   }
   const tmp = path.join(options.run, "tmp");
   await mkdir(path.join(tmp, "home"), { recursive: true });
@@ -1495,25 +1582,40 @@ export async function sandboxedProcessArgv(
   const net = settings.network === "public" ? await publicNetwork(options.run) : undefined;
   const bwrap = await bwrapArgs(
     {
-      workspace: cwd,
+      workspace: await mountSource("ws", cwd),
       hostWorkspace: cwd,
       workspaceAt: WORKSPACE,
-      tmp,
-      cache: { source: cache, readOnly: false },
+      tmp: await mountSource("t", tmp),
+      cache: { source: await mountSource("c", cache), readOnly: false },
+      modules: await modulesOverlay(options.run, tools, overlays),
       diskLimitMb,
     },
     net?.bwrapOptions,
   );
-  const argv = sandboxArgv({
+  const argv = await sandboxArgv({
     run: options.run,
     bwrap,
     command,
-    overlays: [],
-    tools: undefined,
+    overlays,
+    tools,
     net,
     diskLimitMb,
   });
   const env = buildEnv("/tmp/home", CACHE_MOUNT, options.env);
   env.TMPDIR = "/tmp";
-  return { argv, env, cwd };
+  env.PATH = sandboxPathVariable(env.PATH ?? "");
+  return { argv, env, cwd, scratch };
 }
+  // Overlays as for runSandboxed, so no host path shows in the process's mountinfo; the
+  // working copy's scratch folder (beside it) is the caller's to remove with `run`.
+  const tools = await overlayTools();
+  const overlays: string[] = [];
+  const scratch: string[] = [];
+  const mountSource = async (name: string, folder: string): Promise<string> => {
+    if (!tools || (name === "ws" && onVolume(folder))) return folder;
+    const made = await prepareOverlay(options.run, name, folder);
+    if (!made) return folder;
+    scratch.push(made);
+    overlays.push(name);
+    return path.join(options.run, name);
+  };

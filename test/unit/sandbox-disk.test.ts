@@ -9,6 +9,7 @@ import {
   utimes,
   writeFile,
 } from "node:fs/promises";
+import { spawn } from "node:child_process";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -19,10 +20,12 @@ import {
   describeResult,
   diskBudgetFailure,
   runSandboxed,
+  sandboxedProcessArgv,
 } from "../../src/util/sandbox.js";
 import {
   configureSandboxCaches,
   pruneSandboxCaches,
+  removeTree,
   sandboxCache,
 } from "../../src/util/sandbox-cache.js";
 import { watchDisk } from "../../src/util/sandbox-disk.js";
@@ -197,6 +200,77 @@ describe("the working copy at /workspace", () => {
     expect(rest).toContain("/workspace /workspace/x");
     for (const hostPath of [dataDir, taskName, path.basename(dataDir)])
       expect(result.output).not.toContain(hostPath);
+  });
+
+  /*
+   * Issue 40 (8): the red team found the host's DATA_DIR in /proc/1/environ's PWD and the
+   * service's checkout in PATH; bwrap's own arguments (every bind's source) were in
+   * /proc/1/cmdline, and the service's node_modules in mountinfo. None of it may show, for a
+   * command (with its package cache under DATA_DIR, writable and read-only) nor for a
+   * long-lived process (an MCP server).
+   */
+  const PROBE =
+    "cat /proc/1/environ /proc/self/environ; echo; env; cat /proc/self/mountinfo; cat /proc/1/cmdline /proc/self/cmdline; echo; ls -l /proc/1/cwd /proc/1/exe; pwd";
+  const serviceRoot = process.cwd();
+
+  /** Runs `body` with the service's node_modules/.bin first on PATH, as `npm start` has it. */
+  async function withNpmPath<T>(body: () => Promise<T>): Promise<T> {
+    const saved = process.env.PATH;
+    process.env.PATH = `${serviceRoot}/node_modules/.bin:${dataDir}/bin:${saved ?? ""}`;
+    try {
+      return await body();
+    } finally {
+      process.env.PATH = saved;
+    }
+  }
+
+  function expectNoHostPath(output: string): void {
+    expect(output).toContain("/workspace");
+    for (const hostPath of [dataDir, taskName, path.basename(dataDir), serviceRoot])
+      expect(output).not.toContain(hostPath);
+  }
+
+  it("shows no host path in /proc (environment, command lines, mounts) of a command", async () => {
+    for (const cache of [
+      await sandboxCache({ account: "acct_proc", repo: "r" }),
+      await sandboxCache({ account: "acct_proc", repo: "r" }, { readOnly: true }),
+    ]) {
+      const result = await withNpmPath(() =>
+        runSandboxed(PROBE, { cwd: workdir, timeoutMs: 20_000, cache }),
+      );
+      expect(result.ok, result.output).toBe(true);
+      expect(result.output).toMatch(/^PATH=.*\/usr\/bin/m);
+      expect(result.output).toContain(" /foreman/node_modules ");
+      expectNoHostPath(result.output);
+    }
+  });
+
+  it("shows no host path in /proc of a long-lived process (an MCP server)", async () => {
+    const run = await mkdtemp(path.join(os.tmpdir(), "foreman-proc-test-"));
+    const made: string[] = [];
+    try {
+      const { argv, env, cwd, scratch } = await withNpmPath(() =>
+        sandboxedProcessArgv(["/bin/sh", "-c", PROBE], { cwd: workdir, run }),
+      );
+      made.push(...scratch);
+      const output = await new Promise<string>((resolve, reject) => {
+        const child = spawn(argv[0]!, argv.slice(1), {
+          cwd,
+          env,
+          stdio: ["ignore", "pipe", "pipe"],
+        });
+        let text = "";
+        child.stdout.on("data", (chunk: Buffer) => (text += chunk.toString()));
+        child.stderr.on("data", (chunk: Buffer) => (text += chunk.toString()));
+        child.once("error", reject);
+        child.once("close", () => resolve(text));
+      });
+      expect(output).toContain(" /foreman/node_modules ");
+      expectNoHostPath(output);
+    } finally {
+      await rm(run, { recursive: true, force: true });
+      for (const dir of made) await removeTree(dir);
+    }
   });
 
   it("writes land in the working copy on the host", async () => {

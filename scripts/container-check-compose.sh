@@ -66,13 +66,18 @@ podman logs "$worker" 2>&1 | tail -12 | cut -c1-300
 [ -n "$started" ] || { echo "compose: the worker did not log 'sandbox ready' within 120 s"; exit 1; }
 echo "worker restarts: $(podman inspect --format '{{.RestartCount}}' "$worker")"
 
-step "compose: an account and a key (POST /keys/generate, OPEN_SIGNUP), the admin CLI"
+step "compose: open sign-up off (HOST 0.0.0.0), the first key from the admin CLI"
 json() { node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const v=JSON.parse(s);const r=new Function("v","return "+process.argv[1])(v);console.log(typeof r==="string"?r:JSON.stringify(r))})' "$1"; }
 api() { # method path [body]
   curl -sS -X "$1" -H "X-API-Key: ${key:-}" -H 'content-type: application/json' \
     ${3:+-d "$3"} "http://127.0.0.1:$cport$2"
 }
-created=$(api POST /keys/generate '{"name":"compose-check"}')
+# The web listens on 0.0.0.0 in its container and .env leaves OPEN_SIGNUP unset: closed.
+signup=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'content-type: application/json' \
+  -d '{"name":"stranger"}' "http://127.0.0.1:$cport/keys/generate")
+echo "POST /keys/generate without a key: $signup (403 expected)"
+[ "$signup" = 403 ] || { echo "compose: open sign-up is on by default"; exit 1; }
+created=$(podman exec "$web" node dist/cli/admin.js accounts create compose-check --json)
 key=$(echo "$created" | json v.key)
 echo "key: ${key:0:12}… (id $(echo "$created" | json v.id))"
 echo "status: $(api GET /status | cut -c1-600)"

@@ -7,7 +7,9 @@
 //   2. its TypeScript types, with each document written as an object literal and type-checked
 //      by tsc: an unknown field (a typo such as `securityContex`) is an excess-property error,
 //      which the JSON Schema of Kubernetes (open objects) lets through. kubeconform -strict
-//      checks the same.
+//      checks the same;
+//   3. the pod rules the API server enforces in code, which no schema carries
+//      (scripts/kubernetes-rules.mjs: `procMount: Unmasked` needs `hostUsers: false`).
 //
 //   node scripts/validate-kubernetes.mjs <dir with node_modules/kubernetes-models> file.yaml...
 // Exits 1 with each problem printed when a document is invalid.
@@ -17,6 +19,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseAllDocuments } from "yaml";
+import { podRuleProblems } from "./kubernetes-rules.mjs";
 
 const [modelsDir, ...files] = process.argv.slice(2);
 if (!modelsDir || files.length === 0) {
@@ -59,6 +62,10 @@ for (const file of files) {
       console.log(`${where} ${name}: schema ok`);
     } catch (err) {
       console.log(`${where} ${name}: ${err.message}`);
+      problems++;
+    }
+    for (const problem of podRuleProblems(obj)) {
+      console.log(`${where} ${name}: ${problem}`);
       problems++;
     }
     literals.push({ where: `${where} ${name}`, apiVersion, kind, obj });

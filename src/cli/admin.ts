@@ -9,7 +9,7 @@ import { runningServer } from "../db/embedded.js";
 import { connectDatabase, withDatabaseName, type Database } from "../db/connection.js";
 import type { Models, Tier } from "../db/models.js";
 import { getAccount, isTier, listAccounts, revokeAnyKey, setTier } from "../domain/accounts.js";
-import type { KeyListing } from "../domain/keys.js";
+import { createAccountWithKey, type KeyListing } from "../domain/keys.js";
 import { isAppError } from "../errors.js";
 import { createLogger, type Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";
@@ -31,6 +31,8 @@ export const USAGE = `Usage: ${PROGRAM} <command> [--json]
 
 Commands:
   accounts list                          all accounts: tier, created_at, tasks this month, active keys
+  accounts create [<key_name>]           a new account (free tier) and its first key, shown once:
+                                         the way in while open sign-up is off (OPEN_SIGNUP)
   accounts show <account_id>             one account and its keys
   accounts set-tier <account_id> <tier>  set the tier: free (10 tasks a month) or pro (unlimited)
   keys list <account_id>                 the keys of an account
@@ -55,6 +57,7 @@ export interface AdminIo {
 type Command =
   | { kind: "help" }
   | { kind: "accounts-list" }
+  | { kind: "accounts-create"; keyName: string }
   | { kind: "accounts-show"; accountId: string }
   | { kind: "accounts-set-tier"; accountId: string; tier: Tier }
   | { kind: "keys-list"; accountId: string }
@@ -109,6 +112,16 @@ function parseInvocation(argv: string[]): Invocation {
       case "list":
         expectArgs(rest, [], "accounts list");
         return { command: { kind: "accounts-list" }, json };
+      case "create": {
+        if (rest.length > 1)
+          throw new UsageError(
+            "too many arguments; usage: foreman-admin accounts create [<key_name>]",
+          );
+        const keyName = (rest[0] ?? "admin").trim();
+        if (keyName === "" || keyName.length > 100)
+          throw new UsageError("<key_name> must be 1 to 100 characters");
+        return { command: { kind: "accounts-create", keyName }, json };
+      }
       case "show": {
         const [accountId] = expectArgs(rest, ["<account_id>"], "accounts show <account_id>");
         return { command: { kind: "accounts-show", accountId: accountId! }, json };
@@ -122,7 +135,7 @@ function parseInvocation(argv: string[]): Invocation {
       default:
         throw new UsageError(
           action === undefined
-            ? "accounts needs a command: list, show or set-tier"
+            ? "accounts needs a command: list, create, show or set-tier"
             : `unknown command "accounts ${action}"`,
         );
     }
@@ -259,6 +272,18 @@ async function execute(
         ]),
       );
       rows.forEach((line) => io.out(line));
+      return;
+    }
+    case "accounts-create": {
+      const created = await createAccountWithKey(models, command.keyName);
+      if (json) {
+        emit(created);
+        return;
+      }
+      io.out(`Account:  ${created.account_id} (free tier)`);
+      io.out(`Key:      ${created.id} ("${printable(created.name)}")`);
+      io.out(`Value:    ${created.key}`);
+      io.out("The value is shown only now: send it as X-API-Key.");
       return;
     }
     case "accounts-show": {

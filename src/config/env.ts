@@ -2,18 +2,22 @@ import { getPrivateKey } from "@probot/get-private-key";
 import { createPrivateKey } from "node:crypto";
 import { readFileSync } from "node:fs";
 import path from "node:path";
+import ipaddr from "ipaddr.js";
 import { z } from "zod";
 import { registerSecret } from "../util/redact.js";
 import { DEFAULT_SETUP_ALLOW, parseAllowList } from "../util/setup-proxy.js";
 
-/** Boolean environment flags accept the usual spellings; anything else is an error. */
-const flag = (fallback: boolean) =>
+/**
+ * Boolean environment flags accept the usual spellings; anything else is an error. An
+ * `undefined` fallback leaves an unset flag undefined (its default depends on other settings).
+ */
+const flag = <T extends boolean | undefined>(fallback: T) =>
   z
     .string()
     .trim()
     .toLowerCase()
     .optional()
-    .transform((v, ctx) => {
+    .transform((v, ctx): boolean | T => {
       if (v === undefined || v === "") return fallback;
       if (["1", "true", "yes", "on"].includes(v)) return true;
       if (["0", "false", "no", "off"].includes(v)) return false;
@@ -47,7 +51,8 @@ export const envSchema = z.object({
   DATA_DIR: z.string().min(1).default("./.data"),
   DB_ENGINE: z.enum(["auto", "ferretdb", "mongodb-memory-server"]).default("auto"),
   RUN_WORKERS: flag(true),
-  OPEN_SIGNUP: flag(true),
+  /** Unset: on only while HOST is a loopback address (openSignup below). */
+  OPEN_SIGNUP: flag(undefined),
   SIGNUP_RATE_LIMIT: positiveInt(10),
   SIGNUP_RATE_WINDOW_S: positiveInt(3600),
   AUTOMATION_WEBHOOK_RATE_LIMIT: positiveInt(120),
@@ -247,7 +252,10 @@ export interface Config {
   dataDir: string;
   dbEngine: Env["DB_ENGINE"];
   runWorkers: boolean;
+  /** POST /keys/generate without a key makes an account (OPEN_SIGNUP, else by HOST). */
   openSignup: boolean;
+  /** Why openSignup is what it is, for the start log and GET /status. */
+  openSignupWhy: string;
   signupRateLimit: { max: number; windowMs: number };
   /** Deliveries to POST /automations/webhook per client address per window, per process. */
   automationWebhookRateLimit: { max: number; windowMs: number };
@@ -409,6 +417,36 @@ export class ConfigError extends Error {
   }
 }
 
+/**
+ * True when `host` (HOST) is a loopback address or `localhost`: only this machine can reach
+ * the service. `0.0.0.0`, `::`, other addresses and other names count as reachable.
+ */
+export function isLoopbackHost(host: string): boolean {
+  const bare = host.trim().replace(/^\[|\]$/g, "");
+  if (/^localhost\.?$/i.test(bare)) return true;
+  if (!ipaddr.isValid(bare)) return false;
+  const address = ipaddr.process(bare); // ::ffff:127.0.0.1 is 127.0.0.1
+  return address.range() === "loopback";
+}
+
+/**
+ * Whether anyone who reaches the service may make an account: OPEN_SIGNUP when set; unset,
+ * only while the service listens on loopback (a service reachable from the network would
+ * hand accounts, and the sandbox's compute, to anyone there).
+ */
+export function openSignup(env: {
+  OPEN_SIGNUP?: boolean | string | undefined;
+  HOST?: string | undefined;
+}): { open: boolean; why: string } {
+  const setting = env.OPEN_SIGNUP;
+  const explicit = typeof setting === "boolean" ? setting : flag(undefined).safeParse(setting).data;
+  if (explicit !== undefined) return { open: explicit, why: `OPEN_SIGNUP=${explicit}` };
+  const host = env.HOST?.trim() || "127.0.0.1";
+  return isLoopbackHost(host)
+    ? { open: true, why: `OPEN_SIGNUP unset and HOST ${host} is loopback` }
+    : { open: false, why: `OPEN_SIGNUP unset and HOST ${host} is reachable from the network` };
+}
+
 function inferProvider(env: Env): LlmProvider | undefined {
   if (env.LLM_PROVIDER) return env.LLM_PROVIDER;
   if (env.LLM_BASE_URL) return "openai-compatible";
@@ -456,7 +494,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     }
     if (!raw("WEBHOOK_SECRET")) problems.push("WEBHOOK_SECRET: required when APP_ID is set");
   }
-  if (raw("SANDBOX").toLowerCase() === "none" && (parsed.data?.OPEN_SIGNUP ?? true)) {
+  if (raw("SANDBOX").toLowerCase() === "none" && openSignup(parsed.data ?? source).open) {
     problems.push(
       "SANDBOX: none runs every repository's code with the service's rights, so it is refused while OPEN_SIGNUP is on: install bubblewrap (apt-get install bubblewrap) and unset SANDBOX, or set OPEN_SIGNUP=false",
     );
@@ -501,7 +539,8 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     dataDir: path.resolve(env.DATA_DIR),
     dbEngine: env.DB_ENGINE,
     runWorkers: env.RUN_WORKERS,
-    openSignup: env.OPEN_SIGNUP,
+    openSignup: openSignup(env).open,
+    openSignupWhy: openSignup(env).why,
     signupRateLimit: { max: env.SIGNUP_RATE_LIMIT, windowMs: env.SIGNUP_RATE_WINDOW_S * 1000 },
     automationWebhookRateLimit: {
       max: env.AUTOMATION_WEBHOOK_RATE_LIMIT,

@@ -19,6 +19,8 @@ export interface ServiceStatus {
   github_app: { configured: boolean; app_id?: string; slug?: string };
   public_url: { configured: boolean; value?: string };
   sandbox: { engine: "bwrap" | "none"; network: "none" | "public" };
+  /** Open sign-up (OPEN_SIGNUP; unset: on only when HOST is loopback) and why. */
+  signup: { open: boolean; why: string };
   missing: MissingSetting[];
 }
 
@@ -76,6 +78,7 @@ export function serviceStatus(config: Config, model: ModelState): ServiceStatus 
       ...(config.manifest.publicUrl ? { value: config.manifest.publicUrl } : {}),
     },
     sandbox: { engine: config.sandbox.engine, network: config.sandbox.network },
+    signup: { open: config.openSignup, why: config.openSignupWhy },
     missing,
   };
 }
@@ -90,6 +93,7 @@ export function statusLine(status: ServiceStatus): string {
     `GitHub App ${status.github_app.configured ? `configured (${status.github_app.app_id})` : "MISSING"}`,
     `public URL ${status.public_url.value ?? "MISSING"}`,
     `sandbox ${status.sandbox.engine}, network ${status.sandbox.network}`,
+    `open sign-up ${status.signup.open ? "on" : "off"} (${status.signup.why})`,
   ];
   return `configuration: ${parts.join("; ")}`;
 }

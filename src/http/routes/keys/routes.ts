@@ -29,7 +29,7 @@ export const keyRoutes = [
     tag: "keys",
     summary: "Create an API key",
     description:
-      "Without X-API-Key: creates a new account on the free tier and its first key (open sign-up, rate-limited per client address; operators can turn it off with OPEN_SIGNUP=false). With a valid key: adds a key to that key's account. The key value is shown only in this response.",
+      "Without X-API-Key: creates a new account on the free tier and its first key (open sign-up, rate-limited per client address: on by default only while the service listens on loopback (HOST); OPEN_SIGNUP=true/false decides when set; 403 when off). With a valid key: adds a key to that key's account. The key value is shown only in this response.",
     auth: "optional-key",
     body: generateKeyBody,
     status: 201,
@@ -41,7 +41,7 @@ export const keyRoutes = [
       if (principal) return createKey(deps.models, principal.accountId, body.name);
       if (!deps.config.openSignup) {
         throw errors.forbidden(
-          "Open sign-up is disabled on this server; ask an operator for a key, or call with an existing key.",
+          "Open sign-up is off on this server; ask an operator for a key (foreman-admin accounts create), or call with an existing key.",
         );
       }
       await consume(ctx, deps.limiters.signup, ctx.ip);

@@ -23,6 +23,16 @@ export const serviceStatusSchema = z
       engine: z.enum(["bwrap", "none"]).describe("SANDBOX"),
       network: z.enum(["none", "public"]).describe("SANDBOX_NETWORK"),
     }),
+    signup: z
+      .object({
+        open: z.boolean().describe("POST /keys/generate without a key makes an account"),
+        why: z
+          .string()
+          .describe(
+            "OPEN_SIGNUP=true/false when set; unset, whether HOST is loopback (open) or not (closed)",
+          ),
+      })
+      .describe("open sign-up (OPEN_SIGNUP)"),
     missing: z
       .array(
         z.object({
@@ -42,7 +52,7 @@ export const statusRoutes = [
     tag: "system",
     summary: "What is configured and what is missing",
     description:
-      "The same summary the service logs at start: the model, the GitHub App, the public URL and the sandbox, and each missing setting with the variable to set and what does not work without it. Never a secret's value. GET /readyz stays about the database.",
+      "The same summary the service logs at start: the model, the GitHub App, the public URL, the sandbox and open sign-up, and each missing setting with the variable to set and what does not work without it. Never a secret's value. GET /readyz stays about the database.",
     auth: "key",
     status: 200,
     response: { description: "The configuration summary", schema: serviceStatusSchema },

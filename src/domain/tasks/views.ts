@@ -6,6 +6,7 @@ import {
   type TaskStatus,
 } from "../../db/models.js";
 import { type MemoryView } from "../memory.js";
+import { taskEvidence, type TaskEvidence } from "./evidence.js";
 import type { ReviewResult } from "../../tools/review-tool.js";
 
 export interface TaskView {
@@ -38,6 +39,8 @@ export interface TaskView {
   };
   memories_used: MemoryView[];
   checks: CheckRecord | null;
+  /** What verification showed, for people and pull requests (domain/tasks/evidence.ts). */
+  evidence: TaskEvidence | null;
   revisions: RevisionView[];
   parent_task_id: string | null;
   /** The commit the task starts from: the requested one until CLONING resolves it. */
@@ -110,6 +113,7 @@ export function toTaskView(task: TaskRecord): TaskView {
     },
     memories_used: task.memories_used ?? [],
     checks: task.checks ?? null,
+    evidence: taskEvidence(task),
     revisions: (task.revisions ?? []).map(toRevisionView),
     parent_task_id: task.parent_task_id ?? null,
     base_sha: task.base_sha ?? task.pinned_sha ?? null,

@@ -1,12 +1,11 @@
-import type { PlanStep, TaskRecord } from "../../db/models.js";
+import type { TaskRecord } from "../../db/models.js";
 import { headCommit, runGit } from "../../util/git.js";
 import { remoteArgs } from "./clone.js";
-import type { ReviewResult } from "../../tools/review-tool.js";
 import { redactText } from "../../util/redact.js";
 import { StageError } from "../errors.js";
 import type { Stage, StageContext } from "../stage.js";
 import { ensureWorkingCopy } from "./working-copy.js";
-import { planMarkdown } from "../../domain/plan-text.js";
+import { changeRequestBody, changeTitle } from "../../domain/change-request-text.js";
 import { keepBaselines } from "../../verify/baseline.js";
 
 /** The branch a task's change is pushed to: readable, and unique per task. */
@@ -22,41 +21,6 @@ export function branchName(task: Pick<TaskRecord, "_id" | "description" | "plan_
     .slice(0, 8)
     .replace(/[^A-Za-z0-9]/g, "x");
   return `foreman/${words || "change"}-${id}`;
-}
-
-/** The first line of a commit or pull request: the plan's summary, else the task's words. */
-function changeTitle(task: Pick<TaskRecord, "description" | "plan_summary">): string {
-  const source = (task.plan_summary || task.description).trim().split("\n")[0] ?? "";
-  const sentence = source.split(/(?<=\.)\s/)[0] ?? source;
-  const title = sentence.replace(/\.$/, "");
-  return title.length <= 72 ? title : `${title.slice(0, 71).trimEnd()}…`;
-}
-
-/** The pull request's body: the plan, the review's summary and the checks that passed. */
-function pullRequestBody(task: TaskRecord): string {
-  const plan = planMarkdown(task.plan as PlanStep[] | null, "block");
-  const review = task.review as ReviewResult | null;
-  const passed = (task.checks?.results ?? []).filter((r) => r.ok);
-  const parts = [
-    task.plan_summary ?? "",
-    `## Task\n\n${task.description}`,
-    `## Plan\n\n${plan || "(no plan)"}`,
-    review
-      ? `## Review\n\n**Verdict:** ${review.verdict.replace("_", " ")}\n\n${review.summary}${
-          review.comments.length
-            ? `\n\n${review.comments.map((c) => `- \`${c.path}:${c.line}\` (${c.severity}): ${c.body}`).join("\n")}`
-            : ""
-        }`
-      : "",
-    `## Checks\n\n${
-      passed.length
-        ? passed.map((r) => `- ✅ ${r.name}: \`${r.command}\``).join("\n")
-        : "No checks were found in the repository."
-    }`,
-    task.thread && !task.thread.is_pull_request ? `Closes #${task.thread.number}.` : "",
-    `---\nOpened by foreman for task \`${task._id}\`.`,
-  ];
-  return redactText(parts.filter(Boolean).join("\n\n")).slice(0, 60_000);
 }
 
 async function commitChange(ctx: StageContext): Promise<string> {
@@ -99,7 +63,7 @@ async function openPullRequest(
     head: branch,
     base: ctx.task.base_branch ?? repo.default_branch,
     title: changeTitle(ctx.task),
-    body: pullRequestBody(ctx.task),
+    body: changeRequestBody(ctx.task, { now: new Date() }),
   });
   return { url: created.data.html_url, number: created.data.number };
 }

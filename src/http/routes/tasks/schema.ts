@@ -76,6 +76,60 @@ export const revision = z
   })
   .meta({ id: "Revision" });
 
+const testIds = z
+  .object({
+    ids: z.array(z.string()).describe("test ids (the runner's own), the first 50"),
+    count: z.number().int().describe("how many there are in all"),
+  })
+  .meta({ id: "TestIdList" });
+
+export const evidence = z
+  .object({
+    commands: z
+      .array(
+        z.object({
+          name: z.string(),
+          command: z.string(),
+          ok: z.boolean(),
+          duration_ms: z.number().int(),
+          pre_existing: z
+            .boolean()
+            .describe("failed the same way on the base commit: not the change's"),
+        }),
+      )
+      .describe("the commands the last verification ran"),
+    tests: z
+      .object({
+        total: z.number().int(),
+        passed: z.number().int(),
+        failed: z.number().int(),
+        skipped: z.number().int(),
+      })
+      .nullable()
+      .describe("summed over the checks read per test; null when none could be"),
+    fixed: testIds.describe("red on the base commit, green now"),
+    added: testIds.describe("tests the change adds or edits"),
+    reproduced: testIds.describe("of the tests added or edited: red on the base commit, green now"),
+    still_failing: testIds.describe("red on the base commit and now, the same way: not chased"),
+    new_failures: testIds.describe(
+      "green (or absent) on the base commit and red now, or red differently",
+    ),
+    fix_rounds: z.number().int(),
+    cost: z.object({
+      usd: z.number(),
+      input_tokens: z.number().int(),
+      output_tokens: z.number().int(),
+    }),
+    duration_ms: z
+      .number()
+      .int()
+      .nullable()
+      .describe(
+        "from the task's start to its end (or to now while it runs); null before it started",
+      ),
+  })
+  .meta({ id: "TaskEvidence" });
+
 export const task = z
   .object({
     id: z.string(),
@@ -152,6 +206,11 @@ export const task = z
       })
       .nullable()
       .describe("the last verification run (extension)"),
+    evidence: evidence
+      .nullable()
+      .describe(
+        "what the change did, as its pull request says it (SPEC §4c); null until verification ran",
+      ),
     memories_used: z
       .array(
         z.object({

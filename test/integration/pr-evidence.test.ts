@@ -1,0 +1,140 @@
+import nock from "nock";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { agentModel, type Script } from "../helpers/agent-model.js";
+import { CALC_FIX, CALC_PLAN, calcRepoFiles } from "../helpers/calc-repo.js";
+import { fakeModelEnv, startFakeModel, type FakeModel } from "../helpers/fake-model.js";
+import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
+import { mockInstallationToken, testPrivateKey } from "../helpers/github.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { openTaskStream } from "../helpers/ws.js";
+
+/*
+ * The evidence a change carries (SPEC §4c), end to end: a task on a GitHub repository whose
+ * node:test suite is red on the base commit (clamp ignores its bounds) is fixed by the
+ * scripted model; the real checks run in the sandbox, and the pull request GitHub receives
+ * (its API faked with nock at the HTTP boundary) says what ran, what the change fixed, fix
+ * rounds, cost and time, as `GET /tasks/{id}` `evidence` does.
+ */
+
+const INSTALLATION_TOKEN = "ghs_" + "Evid3nce".repeat(4) + "x";
+
+const script: Script = {
+  plan: () => [{ name: "submit_plan", arguments: CALC_PLAN }],
+  implement: (_request, n) =>
+    n === 0
+      ? [
+          {
+            name: "edit_file",
+            arguments: { path: "src/math.ts", old_text: "return value;", new_text: CALC_FIX },
+          },
+        ]
+      : [{ name: "finish", arguments: { summary: "clamp respects both bounds." } }],
+  review: () => [
+    {
+      name: "submit_review",
+      arguments: { verdict: "approve", summary: "Correct.", comments: [] },
+    },
+  ],
+};
+
+let repo: GitFixture;
+let model: FakeModel;
+let server: TestServer;
+let key: string;
+
+beforeAll(async () => {
+  repo = await createGitRepo(calcRepoFiles());
+  model = await startFakeModel(agentModel(script));
+  server = await startTestServer({
+    workers: true,
+    env: {
+      ...fakeModelEnv(model, "sk-evidence-model-key-0123456789abcdef"),
+      EVENT_POLL_MS: "50",
+      APP_ID: "321",
+      PRIVATE_KEY: testPrivateKey(),
+      WEBHOOK_SECRET: "whsec-evidence-0123456789",
+    },
+  });
+  const signup = await server.signup();
+  key = signup.key;
+  const keyDoc = await server.service.db.models.ApiKey.findOne({ key_id: signup.id }).lean();
+  await server.service.db.models.Workspace.create({
+    _id: "ws_gh_evidence",
+    kind: "github",
+    account_id: keyDoc!.account_id,
+    name: "acme",
+    repos: [
+      {
+        repo_id: "7001",
+        name: "calc",
+        full_name: "acme/calc",
+        clone_url: `file://${repo.dir}`,
+        default_branch: "main",
+        private: true,
+      },
+    ],
+    github: { installation_id: 777, account_login: "acme", account_type: "Organization" },
+  });
+  nock.disableNetConnect();
+  nock.enableNetConnect("127.0.0.1");
+}, 60_000);
+
+afterEach(() => {
+  nock.cleanAll();
+});
+
+afterAll(async () => {
+  nock.enableNetConnect();
+  await server?.stop();
+  await model?.close();
+  await repo?.remove();
+});
+
+describe("the evidence of a change", () => {
+  it("is in the pull request's body and in GET /tasks/{id}: what ran, what was fixed, rounds, cost and time", async () => {
+    const token = mockInstallationToken(777, INSTALLATION_TOKEN);
+    let prBody = "";
+    const api = nock("https://api.github.com")
+      .get("/repos/acme/calc/pulls")
+      .query(true)
+      .reply(200, [])
+      .post("/repos/acme/calc/pulls", (body: { body: string }) => {
+        prBody = body.body;
+        return true;
+      })
+      .reply(201, { number: 3, html_url: "https://github.com/acme/calc/pull/3" });
+
+    const created = await server.api("POST", "/tasks", {
+      key,
+      body: {
+        workspace_id: "ws_gh_evidence",
+        repo_id: "7001",
+        description: "Make clamp respect both bounds",
+        auto_approve: true,
+      },
+    });
+    expect(created.status).toBe(201);
+    const stream = await openTaskStream(server.url, created.body.id, key);
+    expect(await stream.closed).toBe(1000);
+    const task = (await server.api("GET", `/tasks/${created.body.id}`, { key })).body;
+    expect(task.error).toBeNull();
+    expect(task.status).toBe("completed");
+    expect(api.isDone()).toBe(true);
+    expect(token.isDone()).toBe(true);
+
+    const evidence = task.evidence;
+    expect(evidence).toMatchObject({
+      commands: [{ command: "npm run test", ok: true, pre_existing: false }],
+      fix_rounds: 0,
+      new_failures: { ids: [], count: 0 },
+    });
+    expect(evidence.cost.usd).toBeGreaterThan(0);
+    expect(evidence.cost.usd).toBe(task.cost.usd);
+    expect(evidence.duration_ms).toBeGreaterThan(0);
+
+    expect(prBody).toContain("## Verification");
+    expect(prBody).toMatch(/- ✅ [^:\n]+: `npm run test` \(\d+\.\d s\)\n/);
+    expect(prBody).toContain(`Fix rounds: 0 · model cost: $${evidence.cost.usd.toFixed(4)} (`);
+    expect(prBody).toMatch(/ · time: \d+\.\d s\./);
+  }, 120_000);
+});

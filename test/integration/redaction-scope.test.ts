@@ -16,7 +16,8 @@ import { openTaskStream } from "../helpers/ws.js";
 /*
  * Issue #40, finding 1, end to end: account A stores MCP secrets whose values are ordinary
  * words (`export function`, `PLANNING`) and runs a task that starts its MCP server. Account
- * B's task afterwards must read and produce those words untouched: its plan, diff, events,
+ * (and secrets of an integration of A, the same words) B's task afterwards must read and
+ * produce those words untouched: its plan, diff, events,
  * prompts, trajectory and the code pushed to its branch. A's own task still has its secrets
  * redacted, in the forms its server echoes them (base64, hex, percent-encoded, reversed).
  */
@@ -112,6 +113,17 @@ beforeAll(async () => {
     },
   });
   expect(patched.status).toBe(200);
+  // The same words as secrets of one of A's integrations (any text of 8+ characters).
+  const integration = await server.api("POST", "/integrations", {
+    key: accounts.a.key,
+    body: {
+      type: "linear",
+      name: "words",
+      settings: {},
+      secrets: { webhook_secret: "export function", api_key: "PLANNING: add" },
+    },
+  });
+  expect(integration.status, JSON.stringify(integration.body)).toBe(201);
 }, 120_000);
 
 afterAll(async () => {

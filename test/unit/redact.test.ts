@@ -91,7 +91,7 @@ describe("redaction scoped to one account's task", () => {
     const b = new SecretScope("account-b", ["b-own-secret-value"]);
     const text = "PLANNING: export function add(a, b) { b-own-secret-value }";
     const meet = barrier(2);
-    const seen: Record<string, string[]> = { a: [], b: [] };
+    const seen: { a: string[]; b: string[] } = { a: [], b: [] };
     await Promise.all([
       withSecretScope(a, async () => {
         seen.a.push(redactText(text));

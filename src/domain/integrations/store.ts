@@ -5,7 +5,7 @@ import { generationMarker } from "../../durable/markers.js";
 import { resolveRepo } from "../workspaces.js";
 import { errors } from "../../errors.js";
 import { newId } from "../../util/ids.js";
-import { registerSecret } from "../../util/redact.js";
+import { currentSecretScope } from "../../util/redact.js";
 import { INTEGRATION_KINDS } from "./kinds.js";
 import type { IntegrationType, RepoTarget } from "./types.js";
 
@@ -14,8 +14,8 @@ const integrationsOf = (models: Models) => collectionOf<IntegrationRecord>(model
 
 /*
  * An account's integrations: create, read, update, delete. Settings are answered; secrets
- * are write-only (a view lists which are set, never their values) and registered with the
- * redactor whenever they are read, so they never reach a log, an event or an error.
+ * are write-only (a view lists which are set, never their values) and added to the
+ * redaction scope of the account's own work whenever they are read there (see `remember`).
  */
 
 export interface IntegrationRecord {
@@ -128,8 +128,15 @@ export async function integrationChanged(models: Models, id: string): Promise<vo
   await bumpMarker(models, INTEGRATIONS_MARKER);
 }
 
+/**
+ * The account chose these values (any text of 8+ characters), so they are never redacted
+ * process-wide, where they would rewrite every other account's text: only in a scope of the
+ * same account (util/redact.ts). Elsewhere the field-name and format rules still apply.
+ */
 function remember(record: IntegrationRecord): IntegrationRecord {
-  for (const value of Object.values(record.secrets ?? {})) registerSecret(value);
+  const scope = currentSecretScope();
+  if (scope?.owner === record.account_id)
+    for (const value of Object.values(record.secrets ?? {})) scope.add(value);
   return record;
 }
 

@@ -10,6 +10,7 @@ import {
   wrapLanguageModel,
   zodSchema,
   type AssistantContent,
+  type JSONSchema7,
   type LanguageModelMiddleware,
   type ModelMessage,
   type ToolResultPart,
@@ -299,8 +300,11 @@ function toSdkTools(specs: ToolSpec[]): ToolSet {
   const set: ToolSet = {};
   for (const spec of specs) {
     // The JSON schema goes to the provider, but the SDK is not given a validator: invalid
-    // arguments must come back to us so the model hears exactly what was wrong.
-    const schema = zodSchema(spec.input);
+    // arguments must come back to us so the model hears exactly what was wrong. A tool's own
+    // JSON Schema (an MCP server's) goes as it is: converting it would inline its `$ref`s.
+    const schema = spec.inputJsonSchema
+      ? jsonSchema(spec.inputJsonSchema as JSONSchema7)
+      : zodSchema(spec.input);
     set[spec.name] = tool<unknown>({
       description: spec.description,
       inputSchema: jsonSchema(() => schema.jsonSchema),

@@ -11,6 +11,12 @@ export interface ToolSpec<T = unknown> {
   name: string;
   description: string;
   input: ZodType<T>;
+  /**
+   * The argument schema the model is sent, when the tool came with a JSON Schema of its own
+   * (an MCP server's, checked by tools/schema-limits.ts): sent as it is rather than
+   * converted from `input`, whose conversion inlines every `$ref` on the event loop.
+   */
+  inputJsonSchema?: Record<string, unknown>;
 }
 
 /** A tool the pipeline can execute on the model's behalf (read_file, search_code, …). */

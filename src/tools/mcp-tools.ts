@@ -1,10 +1,19 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { z, type ZodType } from "zod";
+import { setImmediate as nextTurn } from "node:timers/promises";
+import { z } from "zod";
 import type { ExecutableTool } from "../llm/types.js";
 import { redactText } from "../util/redact.js";
 import { SandboxedStdioTransport } from "../util/sandbox-process.js";
+import {
+  checkSchema,
+  createSchemaBudget,
+  toolInputJsonSchema,
+  TOOLBOX_SCHEMA_LIMITS,
+  UNCHECKED_OUTPUT_SCHEMAS,
+  type SchemaCost,
+} from "./schema-limits.js";
 
 /*
  * MCP servers as the agent's tools (docs/mcp.md, "Giving the agent MCP tools"). A repository's
@@ -247,16 +256,40 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
   return Promise.race([promise, expired]).finally(() => clearTimeout(timer));
 }
 
-/** The tool's argument schema for the model and for checking a call's arguments. */
-function inputOf(schema: unknown): ZodType<Record<string, unknown>> {
-  try {
-    return z.fromJSONSchema(schema as Parameters<typeof z.fromJSONSchema>[0]) as ZodType<
-      Record<string, unknown>
-    >;
-  } catch {
-    // A schema zod cannot read: the server checks the arguments itself.
-    return z.record(z.string(), z.unknown());
+/*
+ * A tool's arguments are checked by its server: converting a server's schema to zod and back
+ * inlines its `$ref`s on the event loop (issue #40). The model is sent the server's own
+ * schema, once tools/schema-limits.ts has checked it; here they need only be an object.
+ */
+const mcpArguments = z.record(z.string(), z.unknown());
+
+type ListedTool = { name: string; inputSchema: unknown };
+
+/**
+ * The listed tools whose input schema is within tools/schema-limits.ts, with what each
+ * costs; one log line for each one left out. One tool per turn of the event loop.
+ */
+async function withinLimits<T extends ListedTool>(
+  server: string,
+  tools: T[],
+  log: (line: string) => void,
+): Promise<Array<{ tool: T; cost: SchemaCost }>> {
+  const max = TOOLBOX_SCHEMA_LIMITS.maxToolsPerServer;
+  if (tools.length > max)
+    log(
+      `MCP server ${server}: ${tools.length - max} tools after the first ${max} left out (limit ${max} tools a server).`,
+    );
+  const kept: Array<{ tool: T; cost: SchemaCost }> = [];
+  for (const tool of tools.slice(0, max)) {
+    await nextTurn();
+    const check = checkSchema(tool.inputSchema);
+    if (check.ok) kept.push({ tool, cost: check.cost });
+    else
+      log(
+        `MCP server ${server}: tool ${mcpToolName(server, tool.name)} left out: its input schema ${check.reason}.`,
+      );
   }
+  return kept;
 }
 
 /** Starts the servers (in parallel), lists their tools, and offers them to the model. */
@@ -270,6 +303,7 @@ export async function openMcpTools(options: McpToolOptions): Promise<McpToolbox>
     return redactText(out);
   };
   const clients: Client[] = [];
+  const costs = new WeakMap<ExecutableTool, SchemaCost>();
   const started = await Promise.all(
     names.map(async (name): Promise<ExecutableTool[]> => {
       const entry = options.servers[name]!;
@@ -306,7 +340,10 @@ export async function openMcpTools(options: McpToolOptions): Promise<McpToolbox>
         options.log(
           `MCP server ${name}: no MCP secret named ${missing.join(", ")} on this account; starting it without.`,
         );
-      const client = new Client({ name: "foreman", version: "1.0.0" });
+      const client = new Client(
+        { name: "foreman", version: "1.0.0" },
+        { jsonSchemaValidator: UNCHECKED_OUTPUT_SCHEMAS },
+      );
       try {
         await withTimeout(client.connect(transport), options.startTimeoutMs, "starting");
         clients.push(client);
@@ -315,18 +352,21 @@ export async function openMcpTools(options: McpToolOptions): Promise<McpToolbox>
           options.startTimeoutMs,
           "listing tools",
         );
-        const offered = tools.filter(
+        const readable = tools.filter(
           (t) => !options.readOnly || t.annotations?.readOnlyHint === true,
         );
+        const checked = await withinLimits(name, readable, options.log);
+        const offered = checked.map((c) => c.tool);
         options.log(
-          `MCP server ${name} started: ${offered.length} tool${offered.length === 1 ? "" : "s"}${offered.length ? ` (${offered.map((t) => mcpToolName(name, t.name)).join(", ")})` : ""}${options.readOnly && offered.length < tools.length ? `; ${tools.length - offered.length} not read-only, left out while planning` : ""}.`,
+          `MCP server ${name} started: ${offered.length} tool${offered.length === 1 ? "" : "s"}${offered.length ? ` (${offered.map((t) => mcpToolName(name, t.name)).join(", ")})` : ""}${options.readOnly && readable.length < tools.length ? `; ${tools.length - readable.length} not read-only, left out while planning` : ""}.`,
         );
-        return offered.map((t): ExecutableTool => {
+        return checked.map(({ tool: t, cost }): ExecutableTool => {
           const toolName = mcpToolName(name, t.name);
-          return {
+          const tool: ExecutableTool = {
             name: toolName,
             description: `[MCP server ${name}] ${(t.description ?? t.title ?? t.name).slice(0, 1000)}`,
-            input: inputOf(t.inputSchema),
+            input: mcpArguments,
+            inputJsonSchema: toolInputJsonSchema(t.inputSchema),
             async execute(input) {
               const result = (await client.callTool(
                 { name: t.name, arguments: input as Record<string, unknown> },
@@ -343,6 +383,8 @@ export async function openMcpTools(options: McpToolOptions): Promise<McpToolbox>
               return result.isError ? `Error: ${text || "the tool failed"}` : text || "(no output)";
             },
           };
+          costs.set(tool, cost);
+          return tool;
         });
       } catch (error) {
         const reason = scrub(error instanceof Error ? error.message : String(error));
@@ -361,9 +403,17 @@ export async function openMcpTools(options: McpToolOptions): Promise<McpToolbox>
       }
     }),
   );
-  // Two servers' names may meet after cutting to 64 characters: the first keeps it.
+  // Two servers' names may meet after cutting to 64 characters: the first keeps it. Past the
+  // room for all tools' schemas together, the servers named first keep theirs.
   const seen = new Set<string>();
-  const tools = started.flat().filter((t) => !seen.has(t.name) && Boolean(seen.add(t.name)));
+  const budget = createSchemaBudget();
+  const tools = started.flat().filter((t) => {
+    if (seen.has(t.name)) return false;
+    seen.add(t.name);
+    const over = budget.take(costs.get(t) ?? { nodes: 0, bytes: 0 });
+    if (over) options.log(`MCP tool ${t.name} left out: its input schema ${over}.`);
+    return !over;
+  });
   return {
     tools,
     async close() {

@@ -5,11 +5,12 @@ import type {
 
 /*
  * Limits on a JSON Schema from outside (an MCP server's tool input schema: a repository's
- * stdio server or an HTTP one), checked BEFORE anything converts it. The conversions
- * (zod's fromJSONSchema, then toJSONSchema for the model, which inlines every `$ref`) are
- * synchronous on the service's event loop, and a schema of a few kilobytes can fan out 2^N
- * through `$ref` (issue #40): past these limits the tool is refused, and within them the
- * conversion is cheap (docs/operations.md, "MCP servers", has the figures).
+ * stdio server or an HTTP one), checked before the service uses it. A schema of a few
+ * kilobytes can fan out 2^N through `$ref`; converting it (zod's fromJSONSchema and
+ * toJSONSchema, which inline every `$ref`) froze the event loop for seconds (issue #40). So
+ * the service converts none: within these limits the tool's own schema is sent to the model
+ * as it is (llm/tool-loop.ts, ToolSpec.inputJsonSchema) and its server checks the arguments;
+ * past them the tool is refused with a log line.
  *
  * The checks are linear in the schema's size. The expansion is computed by walking the
  * `$ref` graph with memoization and a budget, never by building it: the walk stops as soon
@@ -44,7 +45,7 @@ export const TOOL_SCHEMA_LIMITS: SchemaLimits = Object.freeze({
   maxDepth: 32,
   maxNodes: 10_000,
   maxRefs: 500,
-  maxExpandedNodes: 5_000,
+  maxExpandedNodes: 10_000,
   maxExpandedBytes: 256 * 1024,
   maxKeys: 500,
   maxEnumValues: 1_000,
@@ -245,12 +246,11 @@ interface Expansion extends SchemaCost {
 }
 
 /**
- * What the schema costs with every `$ref` inlined, as zod's toJSONSchema builds it: a `$ref`
- * back to a schema being expanded (a cycle) is written as a reference, once. Memoized by
+ * What the schema costs with every `$ref` inlined (as a converter or a provider would build
+ * it): a `$ref` back to a schema being expanded (a cycle) stays a reference. Memoized by
  * schema object wherever the result does not depend on the path that reached it; the walk
  * stops once the budget is spent (the result is then just over it), so it does at most
- * about `maxExpandedNodes` steps. A `type` list multiplies what is below it (zod converts
- * the schema once per type).
+ * about `maxExpandedNodes` steps.
  */
 function expansionCost(root: Json, sizes: RawSizes, limits: SchemaLimits): SchemaCost {
   const memo = new Map<object, SchemaCost>();
@@ -280,15 +280,12 @@ function expansionCost(root: Json, sizes: RawSizes, limits: SchemaLimits): Schem
       else add(expand(child));
     }
     path.delete(node);
-    const times = Array.isArray(node.type) ? Math.max(1, node.type.length) : 1;
-    const cost = {
-      nodes: 1 + below.nodes * times,
-      bytes: ownBytes(node, sizes) + below.bytes * times,
-    };
+    const cost = { nodes: 1 + below.nodes, bytes: ownBytes(node, sizes) + below.bytes };
     if (below.cutAt >= depth) memo.set(node, cost);
     return { ...cost, cutAt: below.cutAt };
   };
-  return expand(root);
+  const { nodes, bytes } = expand(root);
+  return { nodes, bytes };
 }
 
 /**

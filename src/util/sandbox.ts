@@ -116,6 +116,17 @@ export type SandboxOptions = {
    * before /workspace), `bind` skips the overlay that keeps that path out of mountinfo.
    */
   mount?: "workspace" | "bind" | "host";
+  /**
+   * A folder of the run for files passed between the caller and the command (a test
+   * runner's reporter and its report, verify/tests/). `prepare` gets its host path and its
+   * path as the command sees it before the command starts and returns variables for the
+   * command; `collect` gets the host path once the command has ended, before the folder goes
+   * with the run. Sandboxed it is in /tmp: out of the working copy, within the disk budget.
+   */
+  exchange?: {
+    prepare(hostDir: string, innerDir: string): Promise<Record<string, string>>;
+    collect(hostDir: string): Promise<void>;
+  };
 };
 
 export type SandboxResult = {
@@ -141,6 +152,8 @@ export type SandboxResult = {
 };
 
 const DEFAULT_MAX_OUTPUT = 64 * 1024;
+/** The `exchange` folder's name in the run's /tmp. */
+const EXCHANGE_NAME = ".foreman-exchange";
 const execFileAsync = promisify(execFile);
 /** Between SIGTERM to the group and SIGKILL. */
 const KILL_GRACE_MS = 2_000;
@@ -1234,9 +1247,19 @@ export async function runSandboxed(
         await execFileAsync("cp", ["-a", "--reflink=auto", "--", `${cacheDir}/.`, cacheSeen]);
       }
     }
+    const exchangeDir = options.exchange
+      ? path.join(run, ...(boxed ? ["tmp", EXCHANGE_NAME] : [EXCHANGE_NAME]))
+      : undefined;
+    if (exchangeDir) await mkdir(exchangeDir);
     const env = buildEnv(home, cacheSeen, {
       ...(options.proxy ? proxyEnv(boxed ? SLIRP_HOST : "127.0.0.1", options.proxy.port) : {}),
       ...options.env,
+      ...(exchangeDir
+        ? await options.exchange?.prepare(
+            exchangeDir,
+            boxed ? `/tmp/${EXCHANGE_NAME}` : exchangeDir,
+          )
+        : {}),
     });
           modules: await modulesOverlay(run, tools, overlays),
     if (boxed) {
@@ -1257,7 +1280,7 @@ export async function runSandboxed(
       ...(cacheReadOnly || !options.cache ? [] : [cacheDir]),
       ...(cacheWrites ? [cacheWrites] : []),
     ];
-    return await new Promise<SandboxResult>((resolve, reject) => {
+    const result = await new Promise<SandboxResult>((resolve, reject) => {
       const collector = createCollector(options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT);
       let outputClosed = false;
       let exited = false;
@@ -1449,6 +1472,8 @@ export async function runSandboxed(
         if (outputClosed) void finish();
       });
     });
+    if (exchangeDir) await options.exchange?.collect(exchangeDir);
+    return result;
   } finally {
     watch?.cancel();
     output?.close();

@@ -8,13 +8,20 @@ import {
   diskBudgetFailure,
   runSandboxed,
   type SandboxCache,
+  type SandboxOptions,
   type SandboxResult,
 } from "../util/sandbox.js";
 import type { Check, VerifyPlan } from "./checks.js";
+import { runWithTests, type TestRun } from "./tests/index.js";
 
 export interface CheckOutcome {
   check: Check;
   result: SandboxResult;
+  /**
+   * What the check did test by test, from its runner's report or output (verify/tests/);
+   * null for an install step and for a check whose output cannot be read per test.
+   */
+  tests: TestRun | null;
 }
 
 export interface VerifyOutcome {
@@ -43,6 +50,7 @@ export interface RunChecksOptions {
   cache?: SandboxCache | undefined;
   /** Every SANDBOX_HEARTBEAT_S while a check runs, with how long it has run. */
   onHeartbeat?(check: Check, elapsedMs: number): void;
+  /** The folder whose whole tree the disk budget counts, when cwd is inside it (SandboxOptions). */
 }
 
 /** Throws the abort reason: a cancelled task stops here rather than reporting a failure. */
@@ -74,22 +82,27 @@ export async function runChecks(
   async function runOne(check: Check, kind: CheckKind): Promise<CheckOutcome> {
     stopIfAborted(options.signal);
     await options.onStart?.(check, kind);
-    const result = await runSandboxed(check.command, {
+    const sandbox: SandboxOptions = {
       cwd: options.cwd,
       timeoutMs:
         kind === "install" ? (options.installTimeoutMs ?? options.timeoutMs) : options.timeoutMs,
-      signal: options.signal,
+      ...(options.signal ? { signal: options.signal } : {}),
       ...(options.cache ? { cache: options.cache } : {}),
       ...(options.onHeartbeat
         ? { onHeartbeat: (ms: number) => options.onHeartbeat?.(check, ms) }
         : {}),
-    });
+    };
+    // A check runs with its test runner's report; an install step has no tests to read.
+    const { result, tests } =
+      kind === "check"
+        ? await runWithTests(check.command, sandbox)
+        : { result: await runSandboxed(check.command, sandbox), tests: null };
     if (result.aborted) {
       stopIfAborted(options.signal);
       // The sandbox only reports an abort for an aborted signal; this is a safety net.
       throw new Error(`verification was cancelled during ${check.name}`);
     }
-    const done = { check, result };
+    const done: CheckOutcome = { check, result, tests };
     (result.ok ? outcome.passed : outcome.failed).push(check);
     await options.onResult?.(done, kind);
     // Past TASK_DISK_LIMIT_MB: the task fails here; it is not a failure for the model to fix.

@@ -192,6 +192,29 @@ describe("redaction scoped to one account's task", () => {
     }
   });
 
+  it("hides the whole of overlapping values, the scope's and the operator's", () => {
+    registerSecret("operator-abc-123456");
+    try {
+      const scope = new SecretScope("a", ["123456-account-xyz"]);
+      expect(redactTextIn(scope, "[operator-abc-123456-account-xyz]")).toBe("[[REDACTED]]");
+      expect(redactTextIn(scope, "123456-account-xyzoperator-abc-123456!")).toBe("[REDACTED]!");
+    } finally {
+      forgetSecret("operator-abc-123456");
+    }
+  });
+
+  it("finds every value among many in long texts", () => {
+    const values = Array.from({ length: 300 }, (_, i) => `value-${i}-${(i * 7919).toString(36)}x`);
+    const scope = new SecretScope("a", values);
+    const words = Array.from({ length: 2000 }, (_, i) =>
+      i % 7 === 0 ? values[(i * 13) % values.length]! : `word${i}`,
+    );
+    const out = redactTextIn(scope, words.join(" "));
+    for (const value of values) expect(out).not.toContain(value);
+    expect(out).toContain("word1 word2");
+    expect(out.split("[REDACTED]")).toHaveLength(Math.ceil(2000 / 7) + 1);
+  });
+
   it("leaves short values and ordinary text alone", () => {
     const scope = new SecretScope("a", ["abc", "12345"]);
     expect(scope.size).toBe(0);

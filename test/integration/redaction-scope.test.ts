@@ -148,50 +148,81 @@ async function runTask(name: "a" | "b", description: string) {
   const trajectory = await (
     await fetch(`${server.url}/tasks/${id}/trajectory`, { headers: { "x-api-key": key } })
   ).text();
-  return { id, task, events: JSON.stringify(events), trajectory };
+  const times = events.map((e) => Date.parse(String(e.ts)));
+  return {
+    id,
+    task,
+    events: JSON.stringify(events),
+    trajectory,
+    started: Math.min(...times.slice(1)),
+    ended: Math.max(...times),
+  };
+}
+
+type Run = Awaited<ReturnType<typeof runTask>>;
+
+/** A's own task: its secret redacted in every form its server echoed, everywhere. */
+function expectARedacted(a: Run, aRequests: string) {
+  expect(a.task.status, a.events).toBe("completed");
+  const forms = [
+    A_TOKEN,
+    Buffer.from(`id:${A_TOKEN}:end`).toString("base64").slice(4, 30),
+    Buffer.from(`x${A_TOKEN}`).toString("base64url").slice(2, 28),
+    Buffer.from(A_TOKEN).toString("hex"),
+    encodeURIComponent(`${A_TOKEN}/?`),
+    [...A_TOKEN].reverse().join(""),
+  ];
+  for (const form of forms) {
+    expect(aRequests, form).not.toContain(form);
+    expect(a.events, form).not.toContain(form);
+    expect(a.trajectory, form).not.toContain(form);
+  }
+  // The server did answer with them: the model saw the probe, each form redacted.
+  expect(aRequests).toContain("token_forms");
+  expect(a.events).toContain(
+    "MCP server thief asks for the account's secret PROBE_TOKEN, which the account did not attach to its own server thief; this entry is left out.",
+  );
+  expect(aRequests).not.toContain("mcp__thief__");
+}
+
+/** B's task: the words A's secrets hold, untouched in everything B's task made and pushed. */
+async function expectBUntouched(b: Run, bRequests: string) {
+  expect(b.task.status, b.events).toBe("completed");
+  expect(b.task.plan_summary).toBe("PLANNING: add export function add(a, b) beside sub.");
+  expect(b.task.plan[0].description).toBe("export function add(a, b) in src/add.js.");
+  expect(b.task.diff).toContain("+export function add(a, b) {");
+  expect(b.events).toContain('"phase":"PLANNING"');
+  expect(b.events).toContain("PLANNING: add export function add(a, b)");
+  // What B's model read: src/math.js as it is.
+  expect(bRequests).toContain("export function sub(a, b)");
+  expect(b.trajectory).toContain("export function sub(a, b)");
+  for (const text of [JSON.stringify(b.task), b.events, b.trajectory, bRequests])
+    expect(text).not.toContain("[REDACTED]");
+  // The code pushed to B's branch is what B's model wrote.
+  expect(b.task.branch).toBeTruthy();
+  expect(await accounts.b.repo.git("show", `${b.task.branch}:src/add.js`)).toBe(B_CODE);
 }
 
 describe("one account's secrets and another account's text", () => {
   it("redacts A's secrets in A's task only; B's plan, diff, events, prompts and pushed code keep the words", async () => {
     const a = await runTask("a", "Task of account A: record the probe");
-    expect(a.task.status, a.events).toBe("completed");
-    const aRequests = JSON.stringify(model.requests.filter(isA));
-    const forms = [
-      A_TOKEN,
-      Buffer.from(`id:${A_TOKEN}:end`).toString("base64").slice(4, 30),
-      Buffer.from(`x${A_TOKEN}`).toString("base64url").slice(2, 28),
-      Buffer.from(A_TOKEN).toString("hex"),
-      encodeURIComponent(`${A_TOKEN}/?`),
-      [...A_TOKEN].reverse().join(""),
-    ];
-    for (const form of forms) {
-      expect(aRequests, form).not.toContain(form);
-      expect(a.events, form).not.toContain(form);
-      expect(a.trajectory, form).not.toContain(form);
-    }
-    // The server did answer with them: the model saw the probe, each form redacted.
-    expect(aRequests).toContain("token_forms");
-    expect(a.events).toContain(
-      "MCP server thief asks for the account's secret PROBE_TOKEN, which the account did not attach to its own server thief; this entry is left out.",
-    );
-    expect(aRequests).not.toContain("mcp__thief__");
-
+    expectARedacted(a, JSON.stringify(model.requests.filter(isA)));
     const before = model.requests.length;
     const b = await runTask("b", "Task of account B: add add()");
-    expect(b.task.status, b.events).toBe("completed");
-    expect(b.task.plan_summary).toBe("PLANNING: add export function add(a, b) beside sub.");
-    expect(b.task.plan[0].description).toBe("export function add(a, b) in src/add.js.");
-    expect(b.task.diff).toContain("+export function add(a, b) {");
-    expect(b.events).toContain('"phase":"PLANNING"');
-    expect(b.events).toContain("PLANNING: add export function add(a, b)");
-    const bRequests = JSON.stringify(model.requests.slice(before));
-    // What B's model read: src/math.js as it is.
-    expect(bRequests).toContain("export function sub(a, b)");
-    expect(b.trajectory).toContain("export function sub(a, b)");
-    for (const text of [JSON.stringify(b.task), b.events, b.trajectory, bRequests])
-      expect(text).not.toContain("[REDACTED]");
-    // The code pushed to B's branch is what B's model wrote.
-    expect(b.task.branch).toBeTruthy();
-    expect(await accounts.b.repo.git("show", `${b.task.branch}:src/add.js`)).toBe(B_CODE);
+    await expectBUntouched(b, JSON.stringify(model.requests.slice(before)));
+  }, 400_000);
+
+  it("keeps the two apart while A's and B's tasks run at the same time", async () => {
+    const before = model.requests.length;
+    const [a, b] = await Promise.all([
+      runTask("a", "Task of account A: record the probe again"),
+      runTask("b", "Task of account B: add add() again"),
+    ]);
+    const mine = model.requests.slice(before);
+    expectARedacted(a, JSON.stringify(mine.filter(isA)));
+    await expectBUntouched(b, JSON.stringify(mine.filter((r) => !isA(r))));
+    // They did overlap: each started before the other ended.
+    expect(a.started).toBeLessThan(b.ended);
+    expect(b.started).toBeLessThan(a.ended);
   }, 400_000);
 });

@@ -36,7 +36,7 @@ const COMPOUND = /[;&|<>`\n#]|\$\(/;
 
 /** True when `command` is one simple command (no lists, pipes, redirections, substitutions). */
 export function isSimpleCommand(command: string): boolean {
-  const unquoted = command.replace(/'[^']*'|"(?:[^"\\$`]|\\.)*"/g, "''");
+  const unquoted = command.replace(/'[^']*'|"(?:[^"\\$`]|\\.)*"/g, "Q");
   if (/['"\\]/.test(unquoted)) return false; // an unbalanced quote or an escape: unsure
   return !COMPOUND.test(unquoted);
 }

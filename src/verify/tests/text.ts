@@ -67,6 +67,8 @@ export function mergeById(results: Iterable<TestResult>): TestResult[] {
     const seen = byId.get(r.id);
     if (!seen || (r.status === "failed" && seen.status !== "failed")) byId.set(r.id, r);
     else if (seen.status === "skipped" && r.status === "passed") byId.set(r.id, r);
+    // The same status twice (a status line, then a failure's block): what either says.
+    else if (seen.status === r.status) byId.set(r.id, { ...r, ...seen });
   }
   return [...byId.values()];
 }

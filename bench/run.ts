@@ -18,6 +18,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { backtestBench } from "./backtest.js";
+import { buildCacheBench } from "./build-cache.js";
 import { dashboardBench } from "./dashboard.js";
 import { followUpBench } from "./follow-up.js";
 import { githubWebhook } from "./github-webhook.js";
@@ -62,6 +63,7 @@ const BENCHMARKS: Benchmark[] = [
   backtestBench,
   mcpBench,
   followUpBench,
+  buildCacheBench,
 ];
 
 const here = path.dirname(fileURLToPath(import.meta.url));

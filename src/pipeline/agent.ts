@@ -7,8 +7,8 @@ import { runToolLoop } from "../llm/tool-loop.js";
 import { memoryPromptBlock } from "../domain/memory.js";
 import { skillForTask, type SkillDefinition } from "../domain/skills.js";
 import { createRememberTool, createRunCommandTool, finishTool } from "../tools/agent-tools.js";
-import type { SandboxCache } from "../util/sandbox-cache.js";
-import { setupCache } from "./stages/setup.js";
+import { withBuildCache, type SandboxCache } from "../util/sandbox-cache.js";
+import { owner as cacheOwner, setupCache } from "./stages/setup.js";
 import { agentSystemPrompt, readRepositoryInstructions } from "./prompts.js";
 import { describeCall, firstLine, progressLog } from "./progress.js";
 import type { StageContext } from "./stage.js";
@@ -37,11 +37,12 @@ export interface AgentOptions {
 }
 
 /**
- * The package cache of the task's commands: the entry its setup step used, read-only
- * (pipeline/stages/setup.ts), never another account's; undefined when there is none.
+ * The caches of the task's commands: the package cache entry its setup step used, read-only
+ * (pipeline/stages/setup.ts), and the build caches of the account's repository, kept between
+ * runs (util/sandbox-cache.ts); never another account's.
  */
-export function taskCache(ctx: StageContext): Promise<SandboxCache | undefined> {
-  return setupCache(ctx);
+export async function taskCache(ctx: StageContext): Promise<SandboxCache> {
+  return withBuildCache(cacheOwner(ctx), await setupCache(ctx));
 }
 
 /** The system prompt parts every agent of a task shares, read once per stage. */

@@ -20,6 +20,14 @@
  *                   anything a later task's install trusts.
  *   k-<key>.json    its size, measured once, for the budget.
  *   rw/             the writable cache of sandboxCache() (runs outside a set-up working copy).
+ *   build/          build caches (Go's GOCACHE): writable by every run of the account's tasks
+ *                   on the repository (withBuildCache), so a run compiles only what changed
+ *                   instead of the standard library and every dependency each time. Go keys its
+ *                   outputs by a hash of their inputs; within one account and repository a
+ *                   planted output is the account's own doing, which is why it is never
+ *                   shared wider. Counted in the budget below like an entry, and removed whole
+ *                   when it is the least recently used one over it. Cargo's target/ stays in
+ *                   the working copy (cargo keys its fingerprints by the folder's path).
  *
  * Housekeeping: a folder is touched each time a run gets it; entries untouched for
  * SANDBOX_CACHE_MAX_AGE_DAYS are removed, as are entries beyond SANDBOX_CACHE_MAX_MB in all
@@ -48,7 +56,14 @@ import path from "node:path";
 export interface SandboxCache {
   dir: string;
   readOnly?: boolean;
+  /** The owner's writable build-cache folder (BUILD_CACHE_MOUNT, util/sandbox.ts), if any. */
+  build?: string;
 }
+
+/** The build-cache folder's name in a repository's folder. */
+const BUILD_FOLDER = "build";
+/** An empty folder standing for "no package cache entry" beside a build cache. */
+const NO_ENTRY_FOLDER = "none";
 
 /** Whose cache: the account, and the repository (any stable identifier of it). */
 export interface CacheOwner {
@@ -151,6 +166,25 @@ async function touch(dir: string): Promise<void> {
   await utimes(dir, now, now).catch(() => undefined);
 }
 
+/**
+ * `entry` (the package cache a run gets, if any) with the build caches of `owner` beside it.
+ * Without an entry the package cache is an empty read-only folder: what a run downloads
+ * there goes with the run, as without a cache.
+ */
+export async function withBuildCache(
+  owner: CacheOwner,
+  entry: SandboxCache | undefined,
+): Promise<SandboxCache> {
+  const repoDir = await repoFolder(owner);
+  const build = path.join(repoDir, BUILD_FOLDER);
+  await mkdir(build, { mode: 0o700 }).catch(() => undefined);
+  await touch(build);
+  if (entry) return { ...entry, build };
+  const none = path.join(repoDir, NO_ENTRY_FOLDER);
+  await mkdir(none, { mode: 0o700 }).catch(() => undefined);
+  return { dir: none, readOnly: true, build };
+}
+
 /** A cache key as a folder name: hex only, bounded. */
 function entryName(key: string): string {
   if (!/^[0-9a-f]{8,64}$/.test(key)) throw new Error("cache key must be 8-64 hex digits");
@@ -222,6 +256,8 @@ interface EntryInfo {
   repoDir: string;
   bytes: number;
   usedMs: number;
+  /** The repository's build caches (not counted in KEEP_PER_REPO). */
+  build: boolean;
 }
 
 async function listEntries(): Promise<EntryInfo[]> {
@@ -231,14 +267,16 @@ async function listEntries(): Promise<EntryInfo[]> {
     for (const repo of await readdir(accountDir).catch(() => [] as string[])) {
       const repoDir = path.join(accountDir, repo);
       for (const name of await readdir(repoDir).catch(() => [] as string[])) {
-        if (!name.startsWith("k-") || name.endsWith(".json")) continue;
+        const build = name === BUILD_FOLDER;
+        if (!build && (!name.startsWith("k-") || name.endsWith(".json"))) continue;
         const dir = path.join(repoDir, name);
         const info = await stat(dir).catch(() => undefined);
         if (!info?.isDirectory()) continue;
-        const meta = await readFile(`${dir}.json`, "utf8").catch(() => "");
+        // A build cache grows with every run: measured each time.
+        const meta = build ? "" : await readFile(`${dir}.json`, "utf8").catch(() => "");
         let bytes = Number((/"bytes":(\d+)/.exec(meta) ?? [])[1]);
         if (!Number.isFinite(bytes)) bytes = await measure(dir);
-        found.push({ dir, repoDir, bytes, usedMs: info.mtimeMs });
+        found.push({ dir, repoDir, bytes, usedMs: info.mtimeMs, build });
       }
     }
   }
@@ -261,10 +299,11 @@ export async function enforceCacheBudget(now = Date.now()): Promise<string[]> {
   const perRepo = new Map<string, number>();
   let total = 0;
   for (const entry of entries) {
-    const count = (perRepo.get(entry.repoDir) ?? 0) + 1;
+    const count = (perRepo.get(entry.repoDir) ?? 0) + (entry.build ? 0 : 1);
     perRepo.set(entry.repoDir, count);
     const busy = now - entry.usedMs < IN_USE_MS;
-    if (!busy && (count > KEEP_PER_REPO || total + entry.bytes > settings.maxBytes)) {
+    const extra = !entry.build && count > KEEP_PER_REPO;
+    if (!busy && (extra || total + entry.bytes > settings.maxBytes)) {
       await removeEntry(entry);
       removed.push(entry.dir);
       continue;

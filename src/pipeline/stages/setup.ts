@@ -26,7 +26,8 @@ const execFileAsync = promisify(execFile);
 /** In the working copy's .git: which cache entry its setup used. */
 const MARKER = ".git/foreman-setup.json";
 
-function owner(ctx: StageContext): CacheOwner {
+/** Whose caches a task's commands get: its account's, for the workspace's repository. */
+export function owner(ctx: StageContext): CacheOwner {
   return { account: ctx.task.account_id, repo: `${ctx.task.workspace_id}/${ctx.task.repo_id}` };
 }
 

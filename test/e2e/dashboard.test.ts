@@ -533,6 +533,99 @@ describe("the dashboard", () => {
     }
   }, 360_000);
 
+  it("shows in the Checks box what the change did test by test, the pre-existing failures marked", async () => {
+    const key = await keyOf();
+    const created = await server.api("POST", "/tasks", {
+      key,
+      body: { ...(await firstRepo(key)), description: "Add a greeting helper", auto_approve: true },
+    });
+    await untilStatus(key, created.body.id, "completed");
+    // The last verification's results per test, as VERIFYING stores them (SPEC §4c): one
+    // test fixed, one added and reproduced, one red before and still, one check that failed
+    // the same way before the change, and a capped list with its full count.
+    const stillFailing = Array.from({ length: 50 }, (_, i) => `test/old.test.js > legacy ${i}`);
+    await server.service.db.models.Task.updateOne(
+      { _id: created.body.id },
+      {
+        $set: {
+          checks: {
+            source: ".github/foreman.yml",
+            fix_attempts: 1,
+            results: [
+              {
+                name: "unit tests",
+                command: "node --test",
+                ok: true,
+                duration_ms: 1200,
+                tests: {
+                  total: 3,
+                  passed: 3,
+                  failed: 0,
+                  skipped: 0,
+                  new_failures: [],
+                  fixed: ["test/greet.test.js > greets by name"],
+                  still_failing: [],
+                  added: ["test/greet.test.js > trims the name"],
+                  reproduced: ["test/greet.test.js > trims the name"],
+                },
+              },
+              {
+                name: "legacy suite",
+                command: "npm run legacy",
+                ok: false,
+                pre_existing: true,
+                duration_ms: 800,
+                tests: {
+                  total: 75,
+                  passed: 0,
+                  failed: 75,
+                  skipped: 0,
+                  new_failures: [],
+                  fixed: [],
+                  still_failing: stillFailing,
+                  still_failing_count: 75,
+                  added: [],
+                },
+              },
+            ],
+          },
+        },
+      },
+    );
+    await visit(`/tasks/${created.body.id}`, "task with per-test checks");
+    const box = page.getByTestId("checks");
+    await expect(
+      box.getByRole("listitem").filter({ hasText: "legacy suite" }).textContent(),
+    ).resolves.toMatch(/failed\s*pre-existing\s*legacy suite/);
+    await expect(box.getByText("Tests: 3 passed, 75 failed (78 in all)").count()).resolves.toBe(1);
+    const fixed = box.getByRole("listitem").filter({ hasText: "greets by name" });
+    await expect(fixed.textContent()).resolves.toBe("fixed test/greet.test.js > greets by name");
+    await expect(
+      box.getByRole("listitem").filter({ hasText: "trims the name" }).textContent(),
+    ).resolves.toBe(
+      "added test/greet.test.js > trims the name — reproduced: failed before the change",
+    );
+    await expect(
+      box.getByRole("heading", { name: "Still failing, as before the change (75)" }).count(),
+    ).resolves.toBe(1);
+    await expect(
+      box
+        .getByRole("listitem")
+        .filter({ hasText: /legacy 0$/ })
+        .textContent(),
+    ).resolves.toBe("pre-existing test/old.test.js > legacy 0");
+    // Twenty shown, the rest counted.
+    await expect(
+      box
+        .getByRole("listitem")
+        .filter({ hasText: /^pre-existing / })
+        .count(),
+    ).resolves.toBe(20);
+    await expect(box.getByText("and 55 more").count()).resolves.toBe(1);
+    await expect(box.getByRole("heading", { name: /New failures/ }).count()).resolves.toBe(0);
+    await screenshot(page, "task-checks-per-test");
+  }, 240_000);
+
   it("plans a spec, edits the list and queues it, then shows the levels", async () => {
     await visit("/prism", "spec planner (empty)");
     // An empty spec: the API's words under the field.

@@ -15,6 +15,7 @@ import {
 } from "../components.js";
 import { lazyPage } from "../lazy.js";
 import { Trajectory } from "./trajectory.js";
+import { ChecksBox } from "./checks.js";
 import { setPageTitle } from "../title.js";
 import { duration, taskTitle, useRepoNames } from "./tasks.js";
 
@@ -701,24 +702,7 @@ export function TaskPage({ id }: { id: string }) {
               </section>
             )}
 
-            {t.checks && (
-              <section aria-labelledby="checks-title">
-                <h2 id="checks-title">Checks</h2>
-                <p class="muted">
-                  From {t.checks.source ?? "—"} · fix attempts used: {t.checks.fix_attempts}
-                </p>
-                <ul class="plain">
-                  {t.checks.results.map((c) => (
-                    <li key={c.name}>
-                      <span class={c.ok ? "ok" : "bad"}>{c.ok ? "passed" : "failed"}</span>{" "}
-                      <strong>{c.name}</strong> <code>{c.command}</code>{" "}
-                      <span class="muted">{(c.duration_ms / 1000).toFixed(1)} s</span>
-                    </li>
-                  ))}
-                </ul>
-                <p class="muted">Each check's output is in the log below.</p>
-              </section>
-            )}
+            <ChecksBox task={t} />
 
             <Trajectory taskId={t.id} />
 

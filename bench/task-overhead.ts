@@ -19,10 +19,16 @@
  * handing over to that stage (queueing its job, the job's pickup, lease, phase write).
  * REVIEWING includes publishing (commit and push): publish has no phase of its own.
  *
+ * The base commit's run is part of the service's time (issue 41): verification judges the change
+ * against the checks' results on the base commit (SPEC §4c), run beside planning. The fixture's
+ * test is red there, so every task runs it; whatever of it the planning does not hide is
+ * overhead. A task whose checks record no base commit (`checks.base_commit`) is reported as
+ * such, and the check fails: its figures would leave out the base run.
+ *
  * The baseline, measured in the same run right after each task: `npm run test` in a clone of
  * the repository with the fix applied, through runSandboxed as verification runs it (after one
  * unmeasured run that checks it passes). Reported: the median per stage, the median total
- * overhead per task, the median test run, and their ratio (target ≤ 1). The first task also
+ * overhead per task, the median test run, and their ratio (target ≤ 1.5). The first task also
  * starts the index's worker pool and warms the service's code; the median absorbs it, and
  * every task's figures are printed and kept in the results. A task that goes another way
  * (FIXING, a failure) stops the benchmark: its figures would not compare.
@@ -58,8 +64,8 @@ import {
 } from "./lib/harness.js";
 import { startBenchStack } from "./lib/stack.js";
 
-/** The service's own time per task may be at most this share of the repository's test run. */
-export const TARGET_RATIO = 1;
+/** The service's own time per task, base run included, may be at most this many test runs. */
+export const TARGET_RATIO = 1.5;
 
 const DATABASE = "bench_task_overhead";
 const TEST_COMMAND = "npm run test";
@@ -278,6 +284,8 @@ interface TaskRun {
   totalOverheadMs: number;
   /** The checks' own duration_ms, summed (the in-task counterpart of the baseline). */
   checksMs: number;
+  /** The commit the checks were compared with; null: the base's checks did not run. */
+  baseCommit: string | null;
 }
 
 const zeroes = (): Record<Stage, number> =>
@@ -371,7 +379,10 @@ async function runTask(
     modelMs[stage] += call.ms;
   }
 
-  const checks = task.checks as { results?: Array<{ duration_ms?: unknown }> } | null;
+  const checks = task.checks as {
+    base_commit?: unknown;
+    results?: Array<{ duration_ms?: unknown }>;
+  } | null;
   const results = checks?.results ?? [];
   if (results.length === 0) throw new BenchError(`task ${taskId} recorded no checks`);
   const checksMs = results.reduce((sum, r) => sum + Number(r.duration_ms ?? Number.NaN), 0);
@@ -393,6 +404,7 @@ async function runTask(
     totalWallMs: sum(wallMs),
     totalOverheadMs: sum(overheadMs),
     checksMs,
+    baseCommit: typeof checks?.base_commit === "string" ? checks.base_commit : null,
   };
 }
 
@@ -456,7 +468,8 @@ export const taskOverhead: Benchmark = {
         console.log(
           `  task ${i}/${runs} ${run.taskId}: wall ${ms(run.totalWallMs)}, overhead ` +
             `${ms(run.totalOverheadMs)} (${STAGES.map((s) => `${s} ${run.overheadMs[s].toFixed(0)}`).join(", ")}); ` +
-            `checks in task ${ms(run.checksMs)}, baseline ${ms(test)}`,
+            `checks in task ${ms(run.checksMs)}, baseline ${ms(test)}; ` +
+            (run.baseCommit ? `base ${run.baseCommit.slice(0, 7)} ran` : "no base run"),
         );
       }
 
@@ -471,6 +484,7 @@ export const taskOverhead: Benchmark = {
       const overhead = med((r) => r.totalOverheadMs);
       const testRun = median(baseline);
       const ratio = overhead / testRun;
+      const withoutBase = tasks.filter((r) => !r.baseCommit).length;
 
       const rows = [
         ["stage (medians)", "wall ms", "model ms", "test ms", "overhead ms"],
@@ -518,12 +532,15 @@ export const taskOverhead: Benchmark = {
         ],
         checks: [
           {
-            name: "task overhead/test run",
+            name: "task overhead/test run (base run included)",
             value: ratio,
             target: TARGET_RATIO,
             atMost: true,
-            pass: ratio <= TARGET_RATIO,
+            pass: ratio <= TARGET_RATIO && withoutBase === 0,
             detail:
+              (withoutBase
+                ? `${withoutBase} of ${runs} tasks ran no checks on the base commit; `
+                : "the base commit's checks ran in every task; ") +
               `${ms(overhead)} of the service's own time per task / ${ms(testRun)} ` +
               `\`${TEST_COMMAND}\` (medians of ${runs}); largest: ` +
               [...perStage]
@@ -541,6 +558,7 @@ export const taskOverhead: Benchmark = {
           baselineMs: testRun,
           baselineRunsMs: baseline,
           baselineFirstMs: firstBaseline,
+          tasksWithoutBaseRun: withoutBase,
           tasks,
           cpus: os.availableParallelism(),
           node: process.version,

@@ -1,5 +1,4 @@
 import picomatch from "picomatch";
-import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { fireCiFailureAutomations, hasCiFailureAutomation } from "../domain/automations.js";
 import { claimMarker, markerExists, markerKind } from "../durable/markers.js";
@@ -19,6 +18,7 @@ import {
   workspaceOfInstallation,
   type Thread,
 } from "./threads.js";
+import { parseRepositoryYaml } from "../util/repo-yaml.js";
 
 /** A CI failure of one head commit, fixed once. */
 export const ciFixMarker = markerKind("ci-fix", "github-ci", (repoId: string, headSha: string) => [
@@ -213,7 +213,7 @@ async function repoCiConfig(
     }
     let doc: unknown;
     try {
-      doc = parseYaml(text);
+      doc = await parseRepositoryYaml(text);
     } catch {
       return null;
     }

@@ -1,7 +1,7 @@
-import { parse as parseYaml } from "yaml";
 import type { InstallationOctokit } from "../github-api/client.js";
 import { configNames } from "../verify/checks.js";
 import { ownerAndRepo } from "./threads.js";
+import { parseRepositoryYaml } from "../util/repo-yaml.js";
 
 /*
  * A repository's own config file (`.github/<APP_SLUG>.yml`, else `.github/foreman.yml`, on
@@ -31,7 +31,7 @@ export async function readRepoConfig(
       throw error;
     }
     try {
-      const doc: unknown = parseYaml(text);
+      const doc: unknown = await parseRepositoryYaml(text);
       return doc && typeof doc === "object" && !Array.isArray(doc)
         ? (doc as Record<string, unknown>)
         : null;

@@ -1,4 +1,3 @@
-import { parse as parseYaml } from "yaml";
 import { collectionOf, type Models, type TaskRecord } from "../db/models.js";
 import { mcpSecretValues, mcpSettingsForTask } from "../domain/mcp-settings.js";
 import {
@@ -9,6 +8,7 @@ import {
   type McpToolbox,
 } from "../tools/mcp-tools.js";
 import { currentSecretScope, SecretScope } from "../util/redact.js";
+import { parseRepositoryYaml } from "../util/repo-yaml.js";
 import { readText } from "../util/workcopy-fs.js";
 import { configNames } from "../verify/checks.js";
 import type { StageContext } from "./stage.js";
@@ -31,7 +31,7 @@ async function repositoryServers(ctx: StageContext) {
     if (text === undefined) continue;
     let doc: unknown;
     try {
-      doc = parseYaml(text);
+      doc = await parseRepositoryYaml(text);
     } catch {
       return { servers: {}, problems: [], source: name };
     }

@@ -3,11 +3,11 @@
  * word first (.github/foreman.yml), else what its usual ecosystem files imply. Detection
  * only reads files; running is `run.ts`, always through the sandbox.
  */
-import { parse } from "yaml";
 import { z } from "zod";
 import { StageError } from "../util/stage-error.js";
 import { ECOSYSTEMS, type Check, type DetectedChecks } from "../ecosystems/index.js";
 import { readText, TOO_LARGE } from "../ecosystems/kit.js";
+import { parseRepositoryYaml } from "../util/repo-yaml.js";
 
 export type { Check };
 
@@ -80,10 +80,10 @@ function configItems(file: string, key: string, items: unknown[] | null): Check[
   });
 }
 
-function parseConfig(file: string, text: string): ConfigLists {
+async function parseConfig(file: string, text: string): Promise<ConfigLists> {
   let data: unknown;
   try {
-    data = parse(text);
+    data = await parseRepositoryYaml(text);
   } catch (error) {
     // The first line names the problem and its position; the rest is a source excerpt.
     const reason = (error instanceof Error ? error.message : String(error)).split("\n")[0];
@@ -123,7 +123,7 @@ export async function readRepoConfig(
     const text = await readText(workdir, name);
     if (text === null) continue;
     if (text === TOO_LARGE) throw new StageError(`${name}: larger than 1 MiB`);
-    return { name, lists: parseConfig(name, text) };
+    return { name, lists: await parseConfig(name, text) };
   }
   return { lists: {} };
 }

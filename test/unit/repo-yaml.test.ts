@@ -1,0 +1,76 @@
+import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { parseRepositoryYaml, RepositoryYamlError } from "../../src/util/repo-yaml.js";
+
+/*
+ * A repository's YAML (`.github/foreman.yml`) is parsed off the event loop (util/repo-yaml.ts,
+ * issue #40): the same value as the yaml package gives, a readable error for a bad file,
+ * and a file that takes the parser seconds leaves the loop free meanwhile.
+ */
+
+/** Runs `work` and gives the longest the event loop went without running a 5 ms timer. */
+async function longestStall<T>(work: () => Promise<T>): Promise<{ value: T; stallMs: number }> {
+  let last = performance.now();
+  let stallMs = 0;
+  const timer = setInterval(() => {
+    const now = performance.now();
+    stallMs = Math.max(stallMs, now - last);
+    last = now;
+  }, 5);
+  try {
+    const value = await work();
+    stallMs = Math.max(stallMs, performance.now() - last);
+    return { value, stallMs };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+describe("parseRepositoryYaml", () => {
+  it("gives what the yaml package gives", async () => {
+    const text = [
+      "verify:",
+      "  - npm test",
+      "  - { name: lint, run: npm run lint }",
+      "mcp_servers:",
+      "  docs: &docs",
+      "    command: node",
+      "    args: [tools/docs.mjs]",
+      "  again: *docs",
+      "",
+    ].join("\n");
+    expect(await parseRepositoryYaml(text)).toEqual(parse(text));
+    expect(await parseRepositoryYaml("")).toBeNull();
+  });
+
+  it("keeps the event loop free while a slow file is parsed", async () => {
+    // Map keys are each checked against every earlier one: 2^16 bytes of keys are seconds of
+    // the parser's time, here spent in its worker.
+    const keys = Array.from({ length: 9000 }, (_, i) => `key${i}: v`).join("\n");
+    const { value, stallMs } = await longestStall(() => parseRepositoryYaml(keys));
+    expect(Object.keys(value as object)).toHaveLength(9000);
+    expect(stallMs).toBeLessThan(250);
+  }, 60_000);
+
+  it("refuses a file too large, invalid, an alias flood or nesting too deep", async () => {
+    await expect(parseRepositoryYaml(`a: ${"x".repeat(300 * 1024)}`)).rejects.toThrow(
+      new RepositoryYamlError("larger than 256 KiB (limit 256 KiB)"),
+    );
+    await expect(parseRepositoryYaml("a: [1, 2")).rejects.toThrow(RepositoryYamlError);
+    let laughs = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+    for (let i = 1; i < 10; i += 1)
+      laughs += `a${i}: &a${i} [${Array(10)
+        .fill(`*a${i - 1}`)
+        .join(", ")}]\n`;
+    await expect(parseRepositoryYaml(laughs)).rejects.toThrow(/Excessive alias count/);
+    const deep = "[".repeat(100_000) + "]".repeat(100_000);
+    await expect(parseRepositoryYaml(deep)).rejects.toThrow(RepositoryYamlError);
+  }, 60_000);
+
+  it("stops a parse that takes too long", async () => {
+    const keys = Array.from({ length: 9000 }, (_, i) => `key${i}: v`).join("\n");
+    await expect(parseRepositoryYaml(keys, { timeoutMs: 1 })).rejects.toThrow(
+      "took longer than 0.001 s to parse (limit)",
+    );
+  });
+});

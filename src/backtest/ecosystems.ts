@@ -4,8 +4,10 @@ import { readText as readInside } from "../util/workcopy-fs.js";
 
 /*
  * How the harness selects and runs the tests a commit changed, per ecosystem (one entry
- * each; the registry's order is detection order). A test id is what a run reports as
- * passed or failed: a test file (JavaScript/TypeScript), a pytest node id, a Go test name.
+ * each; the registry's order is detection order). What a run did is read per test by the
+ * service's one reader (verify/tests/): a test id is the runner's own, as verification
+ * names it (`file > suite > name`, a pytest node id, `pkg/TestName`). Only a JavaScript
+ * runner that module cannot read (ava, tap, uvu, tape) is judged per file, by exit status.
  */
 
 export type TestOutcome = "pass" | "fail";
@@ -13,8 +15,11 @@ export type TestOutcome = "pass" | "fail";
 export interface TestCommand {
   /** Shell command, run in the sandbox at the worktree's root. */
   command: string;
-  /** Reads the run's per-test results from its output and exit code. */
-  parse(output: string, exitCode: number | null): Map<string, TestOutcome>;
+  /**
+   * The id a run that reports no test by id stands for (its one test file), judged by its
+   * exit status; absent when the command's tests are always read per test.
+   */
+  wholeFile?: string;
 }
 
 export interface BacktestEcosystem {
@@ -33,21 +38,31 @@ async function readText(root: string, rel: string): Promise<string | null> {
   return (await readInside(root, rel, { maxBytes: MAX_READ_BYTES })) ?? null;
 }
 
-/** The JavaScript/TypeScript test runner a package.json names (node:test when none). */
-function jsRunner(pkg: Record<string, unknown>): (file: string) => string {
+/**
+ * The JavaScript/TypeScript test runner a package.json names (node:test when none): a
+ * command for the given files, and whether verify/tests reads its results per test.
+ */
+function jsRunner(pkg: Record<string, unknown>): {
+  perTest: boolean;
+  command: (files: string[]) => string;
+} {
   const deps = {
     ...(pkg.dependencies as Record<string, string> | undefined),
     ...(pkg.devDependencies as Record<string, string> | undefined),
   };
   const bin = (name: string) => `./node_modules/.bin/${name}`;
-  if (deps.vitest) return (f) => `${bin("vitest")} run ${quote(f)}`;
-  if (deps.jest) return (f) => `${bin("jest")} ${quote(f)}`;
-  if (deps.mocha) return (f) => `${bin("mocha")} ${quote(f)}`;
-  if (deps.ava) return (f) => `${bin("ava")} ${quote(f)}`;
-  if (deps.tap) return (f) => `${bin("tap")} ${quote(f)}`;
-  if (deps.uvu) return (f) => `${bin("uvu")} . ${quote(f)}`;
-  if (deps.tape) return (f) => `node ${bin("tape")} ${quote(f)}`;
-  return (f) => `node --test ${quote(f)}`;
+  const run = (prefix: string, perTest: boolean) => ({
+    perTest,
+    command: (files: string[]) => `${prefix} ${files.map(quote).join(" ")}`,
+  });
+  if (deps.vitest) return run(`${bin("vitest")} run`, true);
+  if (deps.jest) return run(bin("jest"), true);
+  if (deps.mocha) return run(bin("mocha"), true);
+  if (deps.ava) return run(bin("ava"), false);
+  if (deps.tap) return run(bin("tap"), false);
+  if (deps.uvu) return run(`${bin("uvu")} .`, false);
+  if (deps.tape) return run(`node ${bin("tape")}`, false);
+  return run("node --test", true);
 }
 
 const javascript: BacktestEcosystem = {
@@ -63,11 +78,9 @@ const javascript: BacktestEcosystem = {
       // an unreadable manifest: node:test
     }
     const runner = jsRunner(pkg);
-    // One run per file: a file is the unit the runner reports on reliably.
-    return testFiles.map((file) => ({
-      command: runner(file),
-      parse: (_output, exitCode) => new Map([[file, exitCode === 0 ? "pass" : "fail"]]),
-    }));
+    if (runner.perTest) return testFiles.length > 0 ? [{ command: runner.command(testFiles) }] : [];
+    // A runner read by nothing: one run per file, the file passing or failing as a whole.
+    return testFiles.map((file) => ({ command: runner.command([file]), wholeFile: file }));
   },
 };
 
@@ -85,16 +98,6 @@ const python: BacktestEcosystem = {
         command:
           `if python3 -c 'import pytest' 2>/dev/null; then set -- python3 -m pytest; else set -- pytest; fi; ` +
           `"$@" -rA -q -p no:cacheprovider ${testFiles.map(quote).join(" ")}`,
-        parse(output) {
-          const results = new Map<string, TestOutcome>();
-          for (const m of output.matchAll(/^(PASSED|FAILED|ERROR|XPASS|XFAIL)\s+(\S+)/gm)) {
-            const id = m[2]!;
-            const ok = m[1] === "PASSED" || m[1] === "XFAIL";
-            // A test reported twice (failed in a fixture's teardown): a failure wins.
-            if (!ok || !results.has(id)) results.set(id, ok ? "pass" : "fail");
-          }
-          return results;
-        },
       },
     ];
   },
@@ -118,16 +121,6 @@ const go: BacktestEcosystem = {
     return [
       {
         command: `go test -count=1 -v -run ${quote(pattern)} ${[...packages].map(quote).join(" ")}`,
-        parse(output) {
-          const results = new Map<string, TestOutcome>();
-          for (const m of output.matchAll(/^\s*--- (PASS|FAIL): (\S+)/gm)) {
-            if (names.has(m[2]!.split("/")[0]!))
-              results.set(m[2]!, m[1] === "PASS" ? "pass" : "fail");
-          }
-          // A package that did not build reports no test: each selected one failed.
-          if (results.size === 0) for (const n of names) results.set(n, "fail");
-          return results;
-        },
       },
     ];
   },

@@ -1,5 +1,6 @@
 import { runSandboxed } from "../util/sandbox.js";
-import type { BacktestEcosystem, TestOutcome } from "./ecosystems.js";
+import { runWithTests, type TestRun as ReadTests } from "../verify/tests/index.js";
+import type { BacktestEcosystem, TestCommand, TestOutcome } from "./ecosystems.js";
 
 /** What one run of a case's selected tests gave. */
 export interface TestRun {
@@ -37,19 +38,37 @@ export async function runTests(
   let ms = 0;
   let tail = "";
   for (const c of commands) {
-    const run = await runSandboxed(c.command, {
+    // What verification reads, the same way: each runner's report, its output as a fallback.
+    const { result: run, tests } = await runWithTests(c.command, {
       cwd: dir,
       timeoutMs: settings.timeoutMs,
       env: { CI: "true" },
-      // Per-test result lines (pytest -rA) of a large suite must not be cut in the middle.
+      // A large suite's output read as a fallback must not be cut in the middle.
       maxOutputBytes: 16 * 1024 * 1024,
     });
     ms += run.durationMs;
-    for (const [id, outcome] of c.parse(run.output, run.timedOut ? null : run.exitCode))
+    for (const [id, outcome] of outcomes(c, tests, run.timedOut ? null : run.exitCode))
       results.set(id, outcome);
     if (!run.ok) tail = run.output.split("\n").slice(-20).join("\n");
   }
   return { results, ms, tail };
+}
+
+/**
+ * A run's results by test id: passed and failed tests (a skipped one is neither); a
+ * whole-file command that names no test stands for its file, judged by its exit status.
+ */
+function outcomes(
+  command: TestCommand,
+  tests: ReadTests | null,
+  exitCode: number | null,
+): Map<string, TestOutcome> {
+  const read = new Map<string, TestOutcome>();
+  for (const t of tests?.tests ?? [])
+    if (t.status !== "skipped") read.set(t.id, t.status === "passed" ? "pass" : "fail");
+  if (command.wholeFile !== undefined && read.size === 0)
+    read.set(command.wholeFile, exitCode === 0 ? "pass" : "fail");
+  return read;
 }
 
 /** Two runs' results are the same test for test. */

@@ -103,6 +103,11 @@ export type SandboxOptions = {
   /**
    * The setup step's network (verify/setup.ts) in place of SANDBOX_NETWORK: the command
    * reaches only the setup proxy on the host's loopback at this port (util/setup-proxy.ts),
+  /**
+   * The folder the disk budget counts in place of `cwd`, which is inside it: a base checkout
+   * in the working copy's `.git` (verify/baseline.ts) counts with the whole working copy.
+   */
+  budgetRoot?: string;
    * named to it in HTTP_PROXY/HTTPS_PROXY and npm's proxy settings.
    */
   proxy?: { port: number };
@@ -1275,7 +1280,7 @@ export async function runSandboxed(
     // What the run can write to: the working copy, the run folder (its /tmp and HOME) and a
     // writable cache.
     const watched = [
-      cwd,
+      options.budgetRoot ?? cwd,
       run,
       ...(cacheReadOnly || !options.cache ? [] : [cacheDir]),
       ...(cacheWrites ? [cacheWrites] : []),
@@ -1354,7 +1359,7 @@ export async function runSandboxed(
       if (diskLimitMb > 0 && pid !== undefined)
         watch = watchDisk({
           paths: watched,
-          key: JSON.stringify([cwd, options.cache?.dir ?? null]),
+          key: JSON.stringify([options.budgetRoot ?? cwd, options.cache?.dir ?? null]),
           rootPid: pid,
           limitBytes: diskLimitMb * MIB,
           // Past the budget: stopped like a timeout, whole group and PID namespace.
@@ -1384,7 +1389,7 @@ export async function runSandboxed(
           boxed &&
           diskLimitMb > 0 &&
           exitCode !== 0 &&
-          (await volumeFull(cwd))
+          (await volumeFull(options.budgetRoot ?? cwd))
         )
           disk = diskLimitMb * MIB;
         // A single file as large as the budget is past it (RLIMIT_FSIZE stopped the write).

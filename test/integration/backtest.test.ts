@@ -137,13 +137,14 @@ describe("backtest", () => {
     expect(byCommit.get(repo.commits.sub)).toMatchObject({
       validity: "valid",
       ecosystem: "javascript",
-      fail_to_pass: ["test/sub.test.mjs"],
-      pass_to_pass: ["test/add.test.mjs"],
+      // Per test, as verification reads them (verify/tests/): `file > name`.
+      fail_to_pass: ["test/sub.test.mjs > sub"],
+      pass_to_pass: ["test/add.test.mjs > add", "test/add.test.mjs > add zero"],
       leaky_message: true,
     });
     expect(byCommit.get(repo.commits.clamp)).toMatchObject({
       validity: "valid",
-      fail_to_pass: ["test/clamp.test.mjs"],
+      fail_to_pass: ["test/clamp.test.mjs > clamp"],
       pass_to_pass: [],
       leaky_message: false,
     });

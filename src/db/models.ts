@@ -136,6 +136,8 @@ const taskSchema = new Schema(
     source: { type: String, default: "api" },
     plan: { type: [planStepSchema], default: null },
     plan_summary: { type: String, default: null },
+    /** Test ids the plan says the change will make pass (submit_plan `targets`). */
+    plan_targets: { type: [String], default: undefined },
     diff: { type: String, default: null },
     review: { type: Schema.Types.Mixed, default: null },
     branch: { type: String, default: null },
@@ -518,6 +520,10 @@ export interface CheckRecord {
   /** Where the checks came from (".github/foreman.yml", "package.json", …); null: none found. */
   source: string | null;
   fix_attempts: number;
+  /** The commit the results were compared with (SPEC §4c); null: no base results. */
+  base_commit?: string | null;
+  /** The plan's targets: test ids the change was to make pass. */
+  targets?: string[];
   results: Array<{
     name: string;
     command: string;
@@ -527,6 +533,8 @@ export interface CheckRecord {
     before?: "passed" | "failed" | null;
     /** Failed the same way before the change: no fix round, not a task failure. */
     pre_existing?: boolean;
+    /** What the change did test by test (verify/compare.ts); null: not read per test. */
+    tests?: TestsRecord | null;
   }>;
 }
 
@@ -534,7 +542,39 @@ export interface CheckRecord {
 export interface VerifiedRecord {
   /** The git tree id of the working copy the checks ran on (untracked files included). */
   tree: string;
-  results: Array<{ command: string; ok: boolean; failures: string[] }>;
+  results: KeptCheckResult[];
+}
+
+/** One command's results on a commit as kept and compared (verify/baseline.ts, compare.ts). */
+export interface KeptCheckResult {
+  command: string;
+  ok: boolean;
+  /** Per test (a failed one with its failure signature); null: not read per test. */
+  tests: Array<{ id: string; status: "passed" | "failed" | "skipped"; signature?: string }> | null;
+  /** The whole output, normalized and hashed; "" when it passed or was empty. */
+  output: string;
+}
+
+/** What the change did in one check, test by test (SPEC §4c; lists capped at 50). */
+export interface TestsRecord {
+  /** The runner read (verify/tests): "node:test", "pytest", … */
+  runner?: string;
+  total: number;
+  passed: number;
+  failed: number;
+  skipped: number;
+  new_failures: string[];
+  fixed: string[];
+  still_failing: string[];
+  added: string[];
+  /** Tests the change adds or edits that failed on the base and pass now. */
+  reproduced: string[];
+  /** The full counts of the lists above (written always; absent on records of other writers). */
+  new_failures_count?: number;
+  fixed_count?: number;
+  still_failing_count?: number;
+  added_count?: number;
+  reproduced_count?: number;
 }
 
 /** One repository memory as tasks show it (`memories_used`). */

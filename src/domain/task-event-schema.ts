@@ -41,6 +41,10 @@ export const taskEventPayloads = {
       event_type: z.literal("plan"),
       plan: z.array(taskEventPlanItem),
       summary: z.string().nullable().optional(),
+      targets: z
+        .array(z.string())
+        .optional()
+        .describe("test ids the plan says the change will make pass (submit_plan targets)"),
     })
     .describe("the plan is stored"),
   diff: z

@@ -28,6 +28,7 @@ import { stageDoneMarker } from "../domain/tasks/model.js";
 import { stageLease } from "../durable/lease.js";
 import { AppError } from "../errors.js";
 import { stageKey } from "../domain/tasks/revisions.js";
+import { BaseRuns } from "../verify/baseline.js";
 import { redactError, withSecretScope } from "../util/redact.js";
 import { taskSecretScope } from "./mcp.js";
 
@@ -118,6 +119,8 @@ export async function enqueueStage(
 export function createPipeline(deps: PipelineDeps) {
   const { config, models, events, scheduler, tasks: taskDeps } = deps;
   const indexes = new Map<string, RepoIndex>();
+  // The base runs PLANNING starts beside the model, for VERIFYING (verify/baseline.ts).
+  const baseRuns = new BaseRuns();
   const holder = `${process.pid}`;
 
   /**
@@ -438,6 +441,7 @@ export function createPipeline(deps: PipelineDeps) {
         }
       },
       github: deps.github,
+      baseRuns,
     };
     return ctx;
   }

@@ -8,6 +8,7 @@ import type { RepoIndex } from "../indexer/index.js";
 import type { ReadyModelClient } from "../llm/provider.js";
 import type { PricedUsage } from "../llm/types.js";
 import type { Logger } from "../util/logger.js";
+import type { BaseRuns } from "../verify/baseline.js";
 
 /*
  * The contract between the runner (runner.ts) and its stages (stages/): kept apart from both
@@ -46,6 +47,8 @@ export interface StageContext {
   setPhase(phase: TaskPhase): Promise<void>;
   /** The GitHub App's clients (`configured: false` without an App: every call refuses). */
   github: GithubClient;
+  /** The base runs going in this process (verify/baseline.ts): PLANNING starts, VERIFYING awaits. */
+  baseRuns?: BaseRuns;
 }
 
 export interface Stage {

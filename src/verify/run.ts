@@ -51,6 +51,7 @@ export interface RunChecksOptions {
   /** Every SANDBOX_HEARTBEAT_S while a check runs, with how long it has run. */
   onHeartbeat?(check: Check, elapsedMs: number): void;
   /** The folder whose whole tree the disk budget counts, when cwd is inside it (SandboxOptions). */
+  budgetRoot?: string;
 }
 
 /** Throws the abort reason: a cancelled task stops here rather than reporting a failure. */
@@ -88,6 +89,7 @@ export async function runChecks(
         kind === "install" ? (options.installTimeoutMs ?? options.timeoutMs) : options.timeoutMs,
       ...(options.signal ? { signal: options.signal } : {}),
       ...(options.cache ? { cache: options.cache } : {}),
+      ...(options.budgetRoot ? { budgetRoot: options.budgetRoot } : {}),
       ...(options.onHeartbeat
         ? { onHeartbeat: (ms: number) => options.onHeartbeat?.(check, ms) }
         : {}),

@@ -8,7 +8,7 @@ import { startTestServer, type TestServer } from "../helpers/server.js";
 import { waitFor } from "../helpers/greeter-stack.js";
 
 /*
- * The verification baseline (SPEC §4a; issue 29 item 6) on the real service: a repository
+ * The verification baseline (SPEC §4a, §4c; issue 29 item 6, issue 41) on the real service: a repository
  * whose test suite already has a failing test. A change that leaves that failure as it was
  * is not failed and uses no fix round (the check is reported pre-existing, with its result
  * on the unchanged code); a change that breaks another test of the same suite still gets a fix
@@ -160,6 +160,13 @@ function keptFor(commit: string) {
   return server.service.db.models.Task.db.collection("verify_baselines").find({ commit }).toArray();
 }
 
+/** The ids of the tests a kept baseline has failing. */
+function failingIn(doc: { tests?: unknown }): string[] {
+  return ((doc.tests ?? []) as Array<{ i: string; s: string }>)
+    .filter((t) => t.s === "f")
+    .map((t) => t.i);
+}
+
 async function logs(id: string): Promise<string[]> {
   const events = await server.service.db.models.TaskEvent.collection
     .find({ task_id: id, type: "log" })
@@ -197,11 +204,15 @@ describe("verification baseline", () => {
       results: [{ name: "test", ok: false, before: "failed", pre_existing: true }],
     });
     const lines = await logs(task.id);
-    expect(lines.some((l) => l.startsWith("Fix attempt 1 of 2: test failed."))).toBe(true);
+    expect(
+      lines.some((l) => /^Fix attempt 1 of 2: test failed \(1 new failure: .*v is one\)/.test(l)),
+    ).toBe(true);
     // The same commit and command: the first task's baseline is read, not run again.
     expect(lines.some((l) => l.includes("on the unchanged code ("))).toBe(false);
     const fix = model.requests.filter((r) => roleOf(r) === "fix")[0]!;
-    expect(userText(fix)).toContain("already there before the change");
+    expect(userText(fix)).toMatch(
+      /failed the same way on the unchanged code[^\n]*an old broken test/,
+    );
   }, 180_000);
 });
 
@@ -209,13 +220,11 @@ describe("verification baseline of a follow-up", () => {
   it("is the parent's last verification when the follow-up starts from the commit it pushed", async () => {
     const parent = await runToDone("Add a greeting helper for a follow-up.");
     const head = (await repo.git("rev-parse", parent.branch)).trim();
-    // The parent kept its checks, with the old failure's lines, for the commit it pushed.
+    // The parent kept its checks, per test with the old failure, for the commit it pushed.
     const kept = await keptFor(head);
     expect(kept).toHaveLength(1);
     expect(kept[0]).toMatchObject({ ok: false });
-    expect((kept[0]!.failures as string[]).some((l) => l.includes("an old broken test"))).toBe(
-      true,
-    );
+    expect(failingIn(kept[0]!)).toEqual([expect.stringContaining("an old broken test")]);
 
     const task = await followUp(parent.id);
     expect(task).toMatchObject({ status: "completed", base_sha: head, branch: parent.branch });
@@ -261,9 +270,7 @@ test("a test pushed broken", () => assert.equal(2 + 2, 5));
     // The parent's results stay its commit's; the pushed commit got its own run.
     expect(await keptFor(parentHead)).toHaveLength(1);
     const ran = await keptFor(pushed);
-    expect((ran[0]!.failures as string[]).some((l) => l.includes("a test pushed broken"))).toBe(
-      true,
-    );
+    expect(failingIn(ran[0]!)).toContainEqual(expect.stringContaining("a test pushed broken"));
     const subjects = (await repo.git("log", "--format=%s", parent.branch)).trim().split("\n");
     expect(subjects[1]).toBe("pushed meanwhile");
   }, 240_000);

@@ -25,6 +25,7 @@ export interface TaskView {
   agent_name: string | null;
   plan: Array<{ step: number; title: string; description: string; files: string[] }> | null;
   plan_summary: string | null;
+  plan_targets: string[];
   diff: string | null;
   /** What REVIEWING stored: the model's `submit_review` (pipeline/stages/review.ts). */
   review: ReviewResult | null;
@@ -100,6 +101,7 @@ export function toTaskView(task: TaskRecord): TaskView {
         }))
       : null,
     plan_summary: task.plan_summary ?? null,
+    plan_targets: [...(task.plan_targets ?? [])],
     diff: task.diff ?? null,
     review: task.review ?? null,
     branch: task.branch ?? null,

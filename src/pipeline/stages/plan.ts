@@ -14,6 +14,8 @@ import type { Stage } from "../stage.js";
 import { describeCall, firstLine, progressLog } from "../progress.js";
 import { ensureWorkingCopy } from "./working-copy.js";
 import { openStageMcpTools } from "../mcp.js";
+import { baseTestResultsTool, startBaseRun } from "../base.js";
+import { nameIds } from "../../verify/compare.js";
 
 const relativePath = z
   .string()
@@ -24,15 +26,20 @@ const relativePath = z
     message: "must be a path relative to the repository root, without '..'",
   });
 
+/** Test ids a plan may name as its targets, at most. */
+const MAX_TARGETS = 100;
+
 /** `submit_plan` (docs/architecture.md, "Model tool protocol"). */
 export const submitPlanTool: ToolSpec<{
   summary: string;
   steps: Array<{ title: string; description: string; files: string[] }>;
+  targets: string[];
 }> = {
   name: "submit_plan",
   description:
-    "Submit the implementation plan. Call once, after exploring, with a summary and ordered steps; each step lists the repository-relative files it creates or changes.",
+    "Submit the implementation plan. Call once, after exploring, with a summary and ordered steps; each step lists the repository-relative files it creates or changes. `targets` optionally names the tests (ids as base_test_results gives them) this change will make pass: they must pass for the task to complete.",
   input: z.strictObject({
+    targets: z.array(z.string().trim().min(1).max(500)).max(MAX_TARGETS).default([]),
     summary: z.string().trim().min(1).max(4000),
     steps: z
       .array(
@@ -86,6 +93,9 @@ export const planStage: Stage = {
     if (revision) await ctx.log(`Planning again for the feedback of ${revision.by}.`);
     await ctx.log(`Planning with ${client.provider} model ${client.modelId}.`);
     const progress = progressLog(ctx);
+    // The base commit's checks run while the model explores (pipeline/base.ts); the planner
+    // reads what is red there with base_test_results, and VERIFYING reuses the results.
+    const baseRun = await startBaseRun(ctx);
     // The task's MCP servers, read-only tools only (pipeline/mcp.ts).
     const mcp = await openStageMcpTools(ctx, "plan", (line) => progress.note(line));
     const result = await runToolLoop({
@@ -96,7 +106,11 @@ export const planStage: Stage = {
         planningContext(index, ctx.task.description),
         revision ?? undefined,
       )}${retried ? instructionNote(instruction) : ""}`,
-      tools: [...createReadTools(ctx.workdir, () => index), ...mcp.tools],
+      tools: [
+        ...createReadTools(ctx.workdir, () => index),
+        baseTestResultsTool(baseRun.run, ctx.signal),
+        ...mcp.tools,
+      ],
       finishTools: [submitPlanTool],
       maxSteps: ctx.config.llm.planMaxSteps,
       onUsage: (usage) => ctx.addUsage(usage),
@@ -117,12 +131,13 @@ export const planStage: Stage = {
       files: s.files,
     }));
     const summary = redactText(input.summary);
-    await ctx.update({ plan, plan_summary: summary });
-    await ctx.emit({ event_type: "plan", plan, summary });
+    const targets = [...new Set(input.targets.map((t) => redactText(t)))];
+    await ctx.update({ plan, plan_summary: summary, plan_targets: targets });
+    await ctx.emit({ event_type: "plan", plan, summary, targets });
     if (revision) await recordRevisionResult(ctx.models, ctx.task, { plan });
     const files = new Set(plan.flatMap((s) => s.files)).size;
     await ctx.log(
-      `Plan ready: ${plan.length} step${plan.length === 1 ? "" : "s"} touching ${files} file${files === 1 ? "" : "s"} (${result.steps} model call${result.steps === 1 ? "" : "s"}).`,
+      `Plan ready: ${plan.length} step${plan.length === 1 ? "" : "s"} touching ${files} file${files === 1 ? "" : "s"} (${result.steps} model call${result.steps === 1 ? "" : "s"}).${targets.length ? ` Targets (tests it will make pass): ${nameIds(targets)}.` : ""}`,
     );
     if (ctx.task.auto_approve) {
       await ctx.log("Plan approved automatically (auto_approve).");

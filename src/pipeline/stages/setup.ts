@@ -89,6 +89,11 @@ async function readSetupMarker(ctx: StageContext): Promise<SetupMarker | null> {
   }
 }
 
+/** The folders the working copy's setup filled (node_modules, .venv): none without a setup. */
+export async function setupOutputs(ctx: StageContext): Promise<string[]> {
+  return (await readSetupMarker(ctx))?.outputs ?? [];
+}
+
 /** Where setup's outputs wait while the tree is cleaned: in `.git`, on the same file system. */
 const ASIDE = ".git/foreman-outputs";
 

@@ -5,19 +5,27 @@ import {
   failureReport,
   runChecks,
   summarizeChecks,
+  type VerifyOutcome,
 } from "../../verify/index.js";
-import { runGit } from "../../util/git.js";
 import { describeResult, heartbeatLine } from "../../util/sandbox.js";
+import { baseCheckOf, runOnBase, testsOf } from "../../verify/baseline.js";
+import type { BaseCheck } from "../../verify/compare.js";
+import { nameIds, testsRecord } from "../../verify/compare.js";
 import {
-  baselineResults,
-  failureLines,
-  preExisting,
-  type BaselineResult,
-} from "../../verify/baseline.js";
+  blockingChecks,
+  fixFailures,
+  idsOf,
+  judgeChecks,
+  roundLine,
+  touchedTests,
+  type JudgedCheck,
+} from "../../verify/judge.js";
 import { agentContext, runAgent, taskCache } from "../agent.js";
+import { baseFor } from "../base.js";
 import { diffForPrompt, excludeBuildOutput, stagedTree, workingCopyDiff } from "../diff.js";
 import { fixUserPrompt } from "../prompts.js";
 import type { Stage, StageContext } from "../stage.js";
+import { setupOutputs } from "./setup.js";
 import { ensureWorkingCopy, saveWork } from "./working-copy.js";
 
 /** Lines of a failing check's output copied into the task log (the model gets more). */
@@ -28,73 +36,135 @@ function tail(text: string, lines: number): string {
   return all.slice(-lines).join("\n");
 }
 
-/**
- * The failure lines a failing check already had on the unchanged code, for the fix round's
- * prompt: those are not the change's to fix. "" when none.
- */
-function knownFailures(
-  results: readonly { check: { name: string; command: string }; result: { ok: boolean } }[],
-  baseline: ReadonlyMap<string, BaselineResult>,
-): string {
-  const parts = results
-    .filter((o) => !o.result.ok && baseline.get(o.check.command)?.ok === false)
-    .map(
-      (o) =>
-        `${o.check.name}: ${baseline
-          .get(o.check.command)!
-          .failures.slice(0, 20)
-          .map((l) => `\n  ${l}`)
-          .join("")}`,
-    );
-  return parts.length
-    ? `\n\nThese failures were already there before the change (the same check on the unchanged code); leave them unless the task is about them:\n${parts.join("\n")}`
-    : "";
-}
-
-/**
- * VERIFYING ⇄ FIXING: the repository's own checks run in the sandbox; failures go back to
- * an agent with the same tools, at most MAX_FIX_ATTEMPTS times. A failure the unchanged code
- * had the same way (verify/baseline.ts) is pre-existing: it uses no round and fails nothing. The count of finished
- * rounds is kept on the task, so a resumed stage does not get extra rounds; a round cut
- * short by a crash (the worker died in FIXING) is not counted, and the resumed stage runs
- * it again (STAGE_MAX_ATTEMPTS still bounds how often a stage is resumed).
- */
 /** A task made to fix a failing check (the CI-failure door and automations). */
 function startedFromFailure(task: { origin?: unknown }): boolean {
   const origin = task.origin as { kind?: unknown; trigger?: unknown } | null | undefined;
   return origin?.kind === "ci_failure" || origin?.trigger === "ci_failure";
 }
 
+/** The working copy's folders as check output names them. */
+function rootsOf(ctx: StageContext): string[] {
+  return [ctx.workdir, "/workspace"];
+}
+
 /**
  * A passing verification as PUBLISH keeps it for the commit it pushes (verify/baseline.ts,
- * keepBaselines): the tree the checks ran on, and each command's result with its failure
- * lines (a pre-existing failure's). Null when the tree cannot be read: nothing is kept then.
+ * keepBaselines): the tree the checks ran on, and each command's result per test. Null when
+ * the tree cannot be read: nothing is kept then.
  */
 async function verifiedRecord(
   ctx: StageContext,
-  results: readonly { check: { command: string }; result: { ok: boolean; output: string } }[],
+  results: VerifyOutcome["results"],
 ): Promise<VerifiedRecord | null> {
   const tree = await stagedTree(ctx.workdir, ctx.signal).catch(() => null);
   if (!tree) return null;
   const byCommand = new Map<string, VerifiedRecord["results"][number]>();
-  for (const { check, result } of results)
-    if (!byCommand.has(check.command))
-      byCommand.set(check.command, {
-        command: check.command,
-        ok: result.ok,
-        failures: result.ok ? [] : failureLines(result.output, [ctx.workdir]),
+  for (const outcome of results)
+    if (!byCommand.has(outcome.check.command))
+      byCommand.set(outcome.check.command, {
+        command: outcome.check.command,
+        ...baseCheckOf(outcome.result, testsOf(outcome), rootsOf(ctx)),
       });
   return { tree, results: [...byCommand.values()] };
 }
 
-/** True while the working copy has no change of the task's (git status is empty). */
-async function unchanged(workdir: string): Promise<boolean> {
-  const status = await runGit(["status", "--porcelain", "--untracked-files=all"], {
-    cwd: workdir,
-  }).catch(() => "?");
-  return status.trim() === "";
+/**
+ * The tests the change adds or edits that fail on the base and pass now (SPEC §4c,
+ * reproduced): the checks holding them run once more on the base, with the change's test
+ * files copied over it. Run at a passing verification only; [] without a base.
+ */
+async function reproducedTests(
+  ctx: StageContext,
+  judged: readonly JudgedCheck[],
+  files: readonly string[],
+): Promise<Map<string, string[]>> {
+  const found = new Map<string, string[]>();
+  if (!ctx.task.base_sha) return found;
+  const touched = touchedTests(
+    judged.map((j) => j.run),
+    files,
+  );
+  const holding = judged.filter((j) => j.run?.tests.some((t) => touched.has(t.id)));
+  if (holding.length === 0) return found;
+  await ctx.log(
+    `Running the change's tests on the unchanged code to see them fail there: ${nameIds([...touched])}.`,
+  );
+  const base = await runOnBase(
+    holding.map((j) => j.outcome.check),
+    {
+      models: ctx.models,
+      scope: {
+        accountId: ctx.task.account_id,
+        repoId: ctx.task.repo_id,
+        commit: ctx.task.base_sha,
+      },
+      workdir: ctx.workdir,
+      outputs: await setupOutputs(ctx),
+      timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
+      signal: ctx.signal,
+      cache: await taskCache(ctx),
+      log: (line) => ctx.log(line),
+      overlay: files,
+    },
+  );
+  for (const j of holding) {
+    const before = base.get(j.outcome.check.command);
+    const failedThere = new Set(
+      (before?.tests ?? []).filter((t) => t.status === "failed").map((t) => t.id),
+    );
+    // Not read per test there (a test file that does not even load on the base): its tests
+    // count as failing there when the check failed.
+    const all = before && before.tests === null && !before.ok;
+    found.set(
+      j.outcome.check.command,
+      (j.run?.tests ?? [])
+        .filter((t) => touched.has(t.id) && t.status === "passed")
+        .filter((t) => all || failedThere.has(t.id))
+        .map((t) => t.id),
+    );
+  }
+  return found;
 }
 
+/** The record of a round (`checks` on the task). */
+function checkRecord(
+  ctx: StageContext,
+  source: string | null,
+  attempt: number,
+  judged: readonly JudgedCheck[],
+  base: ReadonlyMap<string, BaseCheck>,
+  reproduced: ReadonlyMap<string, string[]> = new Map(),
+): CheckRecord {
+  return {
+    source,
+    fix_attempts: attempt,
+    base_commit: base.size > 0 ? (ctx.task.base_sha ?? null) : null,
+    targets: ctx.task.plan_targets ?? [],
+    results: judged.map(({ outcome: { check, result }, run, comparison }) => {
+      const before = base.get(check.command);
+      return {
+        name: check.name,
+        command: check.command,
+        ok: result.ok,
+        duration_ms: Math.round(result.durationMs),
+        before: before ? (before.ok ? "passed" : "failed") : null,
+        pre_existing: comparison.preExisting,
+        tests: testsRecord(comparison, run?.runner ?? null, reproduced.get(check.command)),
+      };
+    }),
+  };
+}
+
+/**
+ * VERIFYING ⇄ FIXING: the repository's own checks run in the sandbox and are judged test by
+ * test against the base commit (SPEC §4c; verify/judge.ts): new failures, tests failing
+ * differently than on the base, and failing tests the task is about go back to an agent with
+ * the same tools, at most MAX_FIX_ATTEMPTS times; tests failing the same way as on the base
+ * are named, not chased. The count of finished rounds is kept on the task, so a resumed stage
+ * does not get extra rounds; a round cut short by a crash (the worker died in FIXING) is not
+ * counted, and the resumed stage runs it again (STAGE_MAX_ATTEMPTS still bounds how often a
+ * stage is resumed).
+ */
 export const verifyStage: Stage = {
   name: "verify",
   phase: "VERIFYING",
@@ -122,8 +192,7 @@ export const verifyStage: Stage = {
     let shared: { instructions: string; memory: string } | undefined;
     const learned = [...(ctx.task.learned ?? [])];
     const cache = await taskCache(ctx);
-    // The unchanged code's results of the checks that failed (verify/baseline.ts), by command.
-    const baseline = new Map<string, BaselineResult>();
+    const targets = new Set(ctx.task.plan_targets ?? []);
     for (;;) {
       const outcome = await runChecks(
         { ...plan, install },
@@ -147,103 +216,56 @@ export const verifyStage: Stage = {
         },
       );
       const installed = outcome.install.every((o) => o.result.ok);
-      // A check failing now is run on the unchanged code (once per commit and command).
-      const failedNow = outcome.results.filter((o) => !o.result.ok).map((o) => o.check);
-      const unknown = failedNow.filter((c) => !baseline.has(c.command));
-      // Failures are set aside as pre-existing only for a task that is not about them: not
-      // for one started from a failing check (a CI failure: making it pass is the task), nor
-      // while the working copy is still unchanged (no change of the task's was checked yet,
-      // so the fix round is where its work happens).
-      const setAside =
-        failedNow.length > 0 && !startedFromFailure(ctx.task) && !(await unchanged(ctx.workdir));
-      if (setAside && installed && unknown.length > 0 && ctx.task.base_sha) {
-        const base = await baselineResults(unknown, {
-          models: ctx.models,
-          scope: {
-            accountId: ctx.task.account_id,
-            repoId: ctx.task.repo_id,
-            commit: ctx.task.base_sha,
-          },
-          workdir: ctx.workdir,
-          install: plan.install,
-          timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
-          signal: ctx.signal,
-          cache,
-          log: (line) => ctx.log(line),
-        }).catch(async (error: unknown) => {
-          ctx.signal?.throwIfAborted();
-          await ctx.log(
-            `Could not run the checks on the unchanged code (${error instanceof Error ? error.message : String(error)}): every failure counts as new.`,
-          );
-          return new Map<string, BaselineResult>();
-        });
-        for (const [command, result] of base) baseline.set(command, result);
-      }
-      const old = new Set(
-        outcome.results
-          .filter(
-            (o) =>
-              setAside &&
-              !o.result.ok &&
-              preExisting(
-                failureLines(o.result.output, [ctx.workdir]),
-                baseline.get(o.check.command),
-              ),
-          )
-          .map((o) => o.check),
-      );
       // Dependencies are in place after the first successful install.
       if (installed) install = [];
-      const record: CheckRecord = {
-        source: plan.source,
-        fix_attempts: attempt,
-        results: outcome.results.map(({ check, result }) => {
-          const before = baseline.get(check.command);
-          return {
-            name: check.name,
-            command: check.command,
-            ok: result.ok,
-            duration_ms: Math.round(result.durationMs),
-            before: before ? (before.ok ? "passed" : "failed") : null,
-            pre_existing: old.has(check),
-          };
-        }),
-      };
-      if (outcome.ok) {
-        await ctx.update({ checks: record, verified: await verifiedRecord(ctx, outcome.results) });
-        await ctx.log(`Verification passed: ${summarizeChecks(outcome)}.`);
-        return { next: "review" };
-      }
-      if (installed && old.size === outcome.failed.length) {
-        await ctx.update({ checks: record, verified: await verifiedRecord(ctx, outcome.results) });
+      const { files } = await workingCopyDiff(ctx.workdir, { signal: ctx.signal });
+      // The base's results: the run PLANNING started, or kept ones; run now only when a
+      // check failed (a passing verification needs them only for its evidence).
+      const base = await baseFor(ctx, plan.checks, !outcome.ok && installed);
+      const touched = touchedTests(
+        outcome.results.map((o) => testsOf(o)),
+        files,
+      );
+      const judged = judgeChecks(outcome.results, base, {
+        roots: rootsOf(ctx),
+        mustPass: (id) => targets.has(id) || touched.has(id),
+        // Nothing is set aside for a task made to fix a failing check (a CI failure: making
+        // it pass is the task), nor while the working copy is unchanged (no change of the
+        // task's was checked yet, so the fix round is where its work happens).
+        strict: startedFromFailure(ctx.task) || files.length === 0,
+      });
+      if (installed && base.size === 0 && !outcome.ok && ctx.task.base_sha)
         await ctx.log(
-          `Verification passed apart from pre-existing failures: ${[...old].map((c) => c.name).join(", ")} failed the same way on the unchanged code. ${summarizeChecks(outcome)}.`,
+          "No results of the unchanged code to compare with: every failure counts as new.",
         );
+      const line = roundLine(judged);
+      if (line) await ctx.log(line);
+      const blocking = installed ? blockingChecks(judged) : outcome.failed;
+      if (blocking.length === 0) {
+        const reproduced = await reproducedTests(ctx, judged, files);
+        const record = checkRecord(ctx, plan.source, attempt, judged, base, reproduced);
+        await ctx.update({ checks: record, verified: await verifiedRecord(ctx, outcome.results) });
+        await ctx.log(passedLine(judged, outcome));
         return { next: "review" };
       }
-      // What is left for a fix round: the failures the change brought.
-      const fresh = {
-        ...outcome,
-        results: outcome.results.filter((o) => !old.has(o.check)),
-        failed: outcome.failed.filter((c) => !old.has(c)),
-      };
+      const record = checkRecord(ctx, plan.source, attempt, judged, base);
       if (attempt >= maxAttempts) {
         const { diff } = await workingCopyDiff(ctx.workdir, { signal: ctx.signal });
         await ctx.update({ checks: record, diff });
         if (diff) await ctx.emit({ event_type: "diff", diff });
-        const failing = fresh.failed.map((c) => c.name).join(", ");
         return {
           end: {
             status: "failed",
-            error: `Verification still fails after ${attempt} fix attempt${attempt === 1 ? "" : "s"} (MAX_FIX_ATTEMPTS=${maxAttempts}); failing checks: ${failing}. ${summarizeChecks(outcome)}. The diff is kept on the task.`,
+            error: failedLine(judged, blocking, attempt, maxAttempts, outcome),
           },
         };
       }
       attempt += 1;
       await ctx.update({ checks: record });
       await ctx.setPhase("FIXING");
+      const fresh = idsOf(judged, "newFailures");
       await ctx.log(
-        `Fix attempt ${attempt} of ${maxAttempts}: ${fresh.failed.map((c) => c.name).join(", ")} failed.${old.size ? ` Pre-existing (not counted): ${[...old].map((c) => c.name).join(", ")}.` : ""}`,
+        `Fix attempt ${attempt} of ${maxAttempts}: ${blocking.map((c) => c.name).join(", ")} failed${fresh.length ? ` (${fresh.length} new failure${fresh.length === 1 ? "" : "s"}: ${nameIds(fresh)})` : ""}.`,
       );
       shared ??= await agentContext(ctx);
       const { diff } = await workingCopyDiff(ctx.workdir, { signal: ctx.signal });
@@ -254,7 +276,7 @@ export const verifyStage: Stage = {
           {
             attempt,
             maxAttempts,
-            failures: failureReport(fresh) + knownFailures(outcome.results, baseline),
+            failures: installed ? fixFailures(judged, outcome) : failureReport(outcome),
             diff: diffForPrompt(diff),
           },
           // The round's feedback (a revision's, a retry's) stays in view while fixing.
@@ -271,3 +293,35 @@ export const verifyStage: Stage = {
     }
   },
 };
+
+/** The log line of a passing verification, naming what failed as it did on the base. */
+function passedLine(judged: readonly JudgedCheck[], outcome: VerifyOutcome): string {
+  if (outcome.ok) return `Verification passed: ${summarizeChecks(outcome)}.`;
+  const still = idsOf(judged, "stillFailing");
+  const whole = judged
+    .filter((j) => j.comparison.preExisting && j.comparison.unit === "check")
+    .map((j) => j.outcome.check.name);
+  const named = [
+    still.length ? `${still.length} test${still.length === 1 ? "" : "s"} (${nameIds(still)})` : "",
+    whole.length ? whole.join(", ") : "",
+  ]
+    .filter(Boolean)
+    .join(" and ");
+  return `Verification passed apart from pre-existing failures: ${named} failed the same way on the unchanged code. ${summarizeChecks(outcome)}.`;
+}
+
+/** The task's error after the last fix round: the checks, and the tests by id. */
+function failedLine(
+  judged: readonly JudgedCheck[],
+  blocking: readonly { name: string }[],
+  attempt: number,
+  maxAttempts: number,
+  outcome: VerifyOutcome,
+): string {
+  const tests = [
+    ...idsOf(judged, "newFailures"),
+    ...judged.flatMap((j) => j.comparison.mustPassFailing.map((t) => t.id)),
+  ];
+  const named = tests.length ? `; failing tests: ${nameIds([...new Set(tests)])}` : "";
+  return `Verification still fails after ${attempt} fix attempt${attempt === 1 ? "" : "s"} (MAX_FIX_ATTEMPTS=${maxAttempts}); failing checks: ${blocking.map((c) => c.name).join(", ")}${named}. ${summarizeChecks(outcome)}. The diff is kept on the task.`;
+}

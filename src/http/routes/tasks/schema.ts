@@ -130,6 +130,32 @@ export const evidence = z
   })
   .meta({ id: "TaskEvidence" });
 
+const checkTests = z
+  .object({
+    runner: z.string().optional().describe("the test runner read: node:test, vitest, pytest, …"),
+    total: z.number().int(),
+    passed: z.number().int(),
+    failed: z.number().int(),
+    skipped: z.number().int(),
+    new_failures: z
+      .array(z.string())
+      .describe("failing now, passing (or absent) on the base or failing differently (first 50)"),
+    fixed: z.array(z.string()).describe("failing on the base, passing now (first 50)"),
+    still_failing: z
+      .array(z.string())
+      .describe("failing on the base and now the same way: named, not chased (first 50)"),
+    added: z.array(z.string()).describe("tests not on the base (first 50)"),
+    reproduced: z
+      .array(z.string())
+      .describe("tests the change adds or edits that fail on the base and pass now (first 50)"),
+    new_failures_count: z.number().int().optional(),
+    fixed_count: z.number().int().optional(),
+    still_failing_count: z.number().int().optional(),
+    added_count: z.number().int().optional(),
+    reproduced_count: z.number().int().optional(),
+  })
+  .meta({ id: "CheckTests" });
+
 export const task = z
   .object({
     id: z.string(),
@@ -147,6 +173,9 @@ export const task = z
     agent_name: z.string().nullable(),
     plan: z.array(planStep).nullable(),
     plan_summary: z.string().nullable().describe("the model's summary of its plan (extension)"),
+    plan_targets: z
+      .array(z.string())
+      .describe("test ids the plan says the change will make pass; they must pass (extension)"),
     diff: z.string().nullable(),
     review: z
       .object({
@@ -201,8 +230,23 @@ export const task = z
               .describe(
                 "failed the same way before the change: it used no fix round and does not fail the task",
               ),
+            tests: checkTests
+              .nullable()
+              .optional()
+              .describe(
+                "what the change did in this check, test by test (SPEC §4c); null: its output could not be read per test",
+              ),
           }),
         ),
+        base_commit: z
+          .string()
+          .nullable()
+          .optional()
+          .describe("the commit the results were compared with; null: no results of it"),
+        targets: z
+          .array(z.string())
+          .optional()
+          .describe("the plan's targets: test ids the change was to make pass"),
       })
       .nullable()
       .describe("the last verification run (extension)"),

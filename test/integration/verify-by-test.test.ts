@@ -1,0 +1,269 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { agentModel, roleOf, userText, type Script } from "../helpers/agent-model.js";
+import {
+  startFakeModel,
+  type FakeModel,
+  type FakeModelRequest,
+  fakeModelEnv,
+} from "../helpers/fake-model.js";
+import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { waitFor } from "../helpers/greeter-stack.js";
+
+/*
+ * Verification judges by tests, not lines (SPEC §4c; issue 41 items 2 and 8), on the real
+ * service with a scripted model and real node:test runs in the sandbox. The repository has a
+ * wrong add() (its test red) and an unrelated red date test; the base commit's results are
+ * read per test (they run beside planning) and each round is compared with them:
+ * - a right fix beside the unrelated red test completes with no fix round, the red test named;
+ * - a first attempt still wrong another way (another failure message) gets a fix round;
+ * - a newly broken test beside old red ones gets a fix round;
+ * - a break never repaired fails the task, naming the test;
+ * - a plain script that exits 1 with no failure words, still wrong, gets a fix round.
+ */
+
+const pkg = (test: string) =>
+  `${JSON.stringify({ name: "calc", private: true, type: "module", scripts: { test } }, null, 2)}\n`;
+
+const ADD_WRONG = "export const add = (a, b) => a - b;\n";
+const ADD_RIGHT = "export const add = (a, b) => a + b;\n";
+const ADD_OTHER_WRONG = "export const add = (a, b) => a * b;\n";
+
+const suite = {
+  "package.json": pkg("node --test test/"),
+  "src/add.js": ADD_WRONG,
+  "src/v.js": "export const v = 1;\n",
+  "test/add.test.js": `import { test } from "node:test";
+import assert from "node:assert/strict";
+import { add } from "../src/add.js";
+test("add sums", () => assert.equal(add(2, 3), 5));
+`,
+  "test/date.test.js": `import { test } from "node:test";
+import assert from "node:assert/strict";
+test("the epoch is in 1971", () => assert.equal(new Date(0).getUTCFullYear(), 1971));
+`,
+  "test/v.test.js": `import { test } from "node:test";
+import assert from "node:assert/strict";
+import { v } from "../src/v.js";
+test("v is one", () => assert.equal(v, 1));
+`,
+};
+
+/** A repository whose only check is a plain script: no runner, no failure words. */
+const script = {
+  "package.json": pkg("node check.js"),
+  "src/add.js": ADD_WRONG,
+  "check.js": `import { add } from "./src/add.js";
+const got = add(2, 3);
+if (got !== 5) {
+  console.log(\`EXPECTED_SUM_MISMATCH add(2,3)=\${got}\`);
+  process.exit(1);
+}
+console.log("sum ok");
+`,
+};
+
+const write = (path: string, content: string) => ({
+  name: "write_file",
+  arguments: { path, content },
+});
+const finish = { name: "finish", arguments: { summary: "Done." } };
+
+/** The text of the tool results the model was sent in this conversation. */
+function toolResults(request: FakeModelRequest): string {
+  return request.messages
+    .filter((m) => m.role === "tool")
+    .map((m) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content)))
+    .join("\n");
+}
+
+const model: Script = {
+  // The planner first asks what is red on the unchanged code, then names its target.
+  plan: (request, n) => {
+    if (n === 0) return [{ name: "base_test_results", arguments: {} }];
+    const target = /^\s*- (.*add sums.*)$/m.exec(toolResults(request))?.[1];
+    return [
+      {
+        name: "submit_plan",
+        arguments: {
+          summary: "Change add.",
+          steps: [{ title: "Change it", description: "Change it.", files: ["src/add.js"] }],
+          ...(target && /TARGET/.test(userText(request)) ? { targets: [target] } : {}),
+        },
+      },
+    ];
+  },
+  implement: (request, n) => {
+    if (n > 0) return [finish];
+    const task = userText(request);
+    if (/BREAK|NEVER/.test(task)) return [write("src/v.js", "export const v = 2;\n")];
+    if (/WRONG/.test(task)) return [write("src/add.js", ADD_OTHER_WRONG)];
+    return [write("src/add.js", ADD_RIGHT)];
+  },
+  fix: (request, n) => {
+    const task = userText(request);
+    if (n > 0 || /NEVER/.test(task)) return [finish];
+    // v back to one, and a change of its own kept (an unchanged copy sets nothing aside).
+    if (/BREAK/.test(task))
+      return [write("src/v.js", "export const v = 1;\nexport const w = 2;\n")];
+    return [write("src/add.js", ADD_RIGHT)];
+  },
+  review: () => [
+    { name: "submit_review", arguments: { verdict: "approve", summary: "Fine.", comments: [] } },
+  ],
+};
+
+let suiteRepo: GitFixture;
+let scriptRepo: GitFixture;
+let fake: FakeModel;
+let server: TestServer;
+let key: string;
+let workspaceId: string;
+
+beforeAll(async () => {
+  suiteRepo = await createGitRepo(suite);
+  scriptRepo = await createGitRepo(script);
+  fake = await startFakeModel(agentModel(model));
+  server = await startTestServer({
+    workers: true,
+    env: {
+      ...fakeModelEnv(fake, "sk-by-test-key-0123456789abcdef"),
+      EVENT_POLL_MS: "50",
+      COMMAND_TIMEOUT_S: "120",
+      MAX_FIX_ATTEMPTS: "1",
+    },
+  });
+  ({ key } = await server.signup());
+  const ws = await server.api("POST", "/workspaces", {
+    key,
+    body: {
+      name: "local",
+      repos: [
+        { name: "acme/suite", clone_url: suiteRepo.dir },
+        { name: "acme/script", clone_url: scriptRepo.dir },
+      ],
+    },
+  });
+  expect(ws.status).toBe(201);
+  workspaceId = ws.body.id;
+}, 60_000);
+
+afterAll(async () => {
+  await server?.stop();
+  await fake?.close();
+  await suiteRepo?.remove();
+  await scriptRepo?.remove();
+});
+
+/** Creates a task, approves its plan, and waits for the diff gate (or the task's end). */
+async function runToDiffGate(repo: string, description: string) {
+  const res = await server.api("POST", "/tasks", {
+    key,
+    body: { workspace_id: workspaceId, repo_id: repo, description },
+  });
+  expect(res.status).toBe(201);
+  const id = res.body.id as string;
+  const at = (statuses: string[]) =>
+    waitFor(
+      `task ${id} in ${statuses.join("/")}`,
+      async () => {
+        const t = (await server.api("GET", `/tasks/${id}`, { key })).body;
+        return statuses.includes(t.status) ? t : undefined;
+      },
+      120_000,
+    );
+  const planned = await at(["awaiting_approval", "failed"]);
+  expect(planned.status).toBe("awaiting_approval");
+  expect((await server.api("POST", `/tasks/${id}/approve`, { key })).status).toBe(200);
+  return { planned, task: await at(["awaiting_diff_approval", "failed", "completed"]) };
+}
+
+async function logs(id: string): Promise<string[]> {
+  const events = await server.service.db.models.TaskEvent.collection
+    .find({ task_id: id, type: "log" })
+    .sort({ seq: 1 })
+    .toArray();
+  return events.map((e) => String(e.payload?.message ?? ""));
+}
+
+function fixRequests(description: string): FakeModelRequest[] {
+  return fake.requests.filter((r) => roleOf(r) === "fix" && userText(r).includes(description));
+}
+
+const ADD = /add sums/;
+const DATE = /the epoch is in 1971/;
+
+describe("verification by test (node:test)", () => {
+  it("completes a right fix beside an unrelated red test with no fix round, naming that test", async () => {
+    const description = "FIX TARGET: make add() return the sum.";
+    const { planned, task } = await runToDiffGate("acme/suite", description);
+    // The planner saw the base's red tests and named its target, shown at the plan gate.
+    expect(planned.plan_targets).toHaveLength(1);
+    expect(planned.plan_targets[0]).toMatch(ADD);
+    expect(task.status).toBe("awaiting_diff_approval");
+    expect(fixRequests(description)).toHaveLength(0);
+    const [check] = task.checks.results;
+    expect(check).toMatchObject({ ok: false, before: "failed", pre_existing: true });
+    expect(check.tests.new_failures).toEqual([]);
+    expect(check.tests.still_failing).toHaveLength(1);
+    expect(check.tests.still_failing[0]).toMatch(DATE);
+    expect(check.tests.fixed).toHaveLength(1);
+    expect(check.tests.fixed[0]).toMatch(ADD);
+    expect(task.checks.targets).toEqual(planned.plan_targets);
+    const lines = await logs(task.id);
+    const round = lines.find((l) => l.startsWith("Tests: "));
+    expect(round).toMatch(/1 fixed: .*add sums/);
+    expect(round).toMatch(/1 still failing as on the base: .*the epoch is in 1971/);
+    expect(lines.some((l) => l.startsWith("Verification passed apart from pre-existing"))).toBe(
+      true,
+    );
+  }, 180_000);
+
+  it("sends a first attempt still wrong another way to a fix round", async () => {
+    const description = "WRONG: make add() return the sum.";
+    const { task } = await runToDiffGate("acme/suite", description);
+    expect(task.status).toBe("awaiting_diff_approval");
+    expect(task.checks.fix_attempts).toBe(1);
+    const [fix] = fixRequests(description);
+    const prompt = userText(fix!);
+    // The new failure by id with its message first, the old red test named after it.
+    expect(prompt).toMatch(/#### .*add sums \(new failure\)/);
+    expect(prompt).toContain("6");
+    expect(prompt.indexOf("Failing before the change too")).toBeGreaterThan(
+      prompt.indexOf("add sums"),
+    );
+    expect(prompt).toMatch(/the epoch is in 1971/);
+    const lines = await logs(task.id);
+    expect(lines.some((l) => /^Tests: .*1 new failure: .*add sums/.test(l))).toBe(true);
+  }, 180_000);
+
+  it("sends a test newly broken beside old red ones to a fix round", async () => {
+    const description = "BREAK: set v to two.";
+    const { task } = await runToDiffGate("acme/suite", description);
+    expect(task.status).toBe("awaiting_diff_approval");
+    expect(task.checks.fix_attempts).toBe(1);
+    expect(task.checks.results[0].tests.new_failures).toEqual([]);
+    expect(task.checks.results[0].tests.still_failing).toHaveLength(2);
+    const prompt = userText(fixRequests(description)[0]!);
+    expect(prompt).toMatch(/#### .*v is one \(new failure\)/);
+  }, 180_000);
+
+  it("fails a break never repaired, naming the test", async () => {
+    const description = "NEVER: set v to two.";
+    const { task } = await runToDiffGate("acme/suite", description);
+    expect(task.status).toBe("failed");
+    expect(task.error).toMatch(/failing tests: .*v is one/);
+    expect(task.error).not.toMatch(/1971/);
+    expect(task.checks.results[0].tests.new_failures[0]).toMatch(/v is one/);
+  }, 180_000);
+
+  it("sends a plain script that exits 1 with no failure words, still wrong, to a fix round", async () => {
+    const description = "WRONG: make add() return the sum, checked by a script.";
+    const { task } = await runToDiffGate("acme/script", description);
+    expect(task.status).toBe("awaiting_diff_approval");
+    expect(task.checks.fix_attempts).toBe(1);
+    expect(task.checks.results[0]).toMatchObject({ ok: true });
+    const prompt = userText(fixRequests(description)[0]!);
+    expect(prompt).toContain("EXPECTED_SUM_MISMATCH add(2,3)=6");
+  }, 180_000);
+});

@@ -101,13 +101,13 @@ export type SandboxOptions = {
   /** TASK_DISK_LIMIT_MB for this run instead of the configured one; 0: not watched. */
   diskLimitMb?: number;
   /**
-   * The setup step's network (verify/setup.ts) in place of SANDBOX_NETWORK: the command
-   * reaches only the setup proxy on the host's loopback at this port (util/setup-proxy.ts),
-  /**
    * The folder the disk budget counts in place of `cwd`, which is inside it: a base checkout
    * in the working copy's `.git` (verify/baseline.ts) counts with the whole working copy.
    */
   budgetRoot?: string;
+  /**
+   * The setup step's network (verify/setup.ts) in place of SANDBOX_NETWORK: the command
+   * reaches only the setup proxy on the host's loopback at this port (util/setup-proxy.ts),
    * named to it in HTTP_PROXY/HTTPS_PROXY and npm's proxy settings.
    */
   proxy?: { port: number };

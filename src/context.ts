@@ -159,6 +159,10 @@ async function configureProcess(options: ContextOptions, logger: Logger): Promis
     diskLimitMb: config.sandbox.diskLimitMb,
     heartbeatMs: config.sandbox.heartbeatMs,
     hiddenPaths: [config.dataDir],
+    setupAddresses: {
+      allowRanges: config.sandbox.setupAllowAddresses,
+      ownPorts: [config.port, config.metrics.port ?? config.port],
+    },
   });
   configureWorkdirVolumes(config.sandbox.diskVolumes);
   // Per account and repository, under DATA_DIR: DATA_DIR_MIN_FREE_MB covers them too.

@@ -6,6 +6,7 @@ import ipaddr from "ipaddr.js";
 import { z } from "zod";
 import { registerSecret } from "../util/redact.js";
 import { DEFAULT_SETUP_ALLOW, parseAllowList } from "../util/setup-proxy.js";
+import { parseAddressRanges } from "../util/setup-proxy-guard.js";
 
 /**
  * Boolean environment flags accept the usual spellings; anything else is an error. An
@@ -206,6 +207,24 @@ export const envSchema = z.object({
   // Free space under DATA_DIR below which new tasks and scans are refused (503); 0: never.
   DATA_DIR_MIN_FREE_MB: z.coerce.number().int().min(0).max(16_777_216).default(1024),
   // GET /metrics (src/metrics/): who may read it; see metricsExposure() below.
+  // Address ranges (CIDR) the setup step may reach though not public: loopback, private and
+  // link-local addresses are refused otherwise, whatever name led there (setup-proxy-guard.ts).
+  SANDBOX_SETUP_ALLOW_ADDRESSES: z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      const entries = (v ?? "")
+        .split(",")
+        .map((e) => e.trim())
+        .filter((e) => e !== "");
+      try {
+        parseAddressRanges(entries);
+      } catch (error) {
+        ctx.addIssue({ code: "custom", message: (error as Error).message });
+        return z.NEVER;
+      }
+      return entries;
+    }),
   METRICS: z.enum(["auto", "off", "public", "token"]).default("auto"),
   METRICS_TOKEN: optionalString.pipe(
     z.string().min(16, { message: "must be at least 16 characters" }).optional(),
@@ -377,6 +396,8 @@ export interface Config {
    * answer 503 `insufficient_storage` (domain/storage.ts); 0: never.
    */
   dataDirMinFreeMb: number;
+    /** SANDBOX_SETUP_ALLOW_ADDRESSES: non-public ranges the setup step may reach anyway. */
+    setupAllowAddresses: string[];
   /** Prometheus metrics: recorded when `enabled`; read on the public port and/or a port of their own. */
   metrics: {
     enabled: boolean;
@@ -647,6 +668,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   return deepFreeze(config);
 }
 
+      setupAllowAddresses: env.SANDBOX_SETUP_ALLOW_ADDRESSES,
 /**
  * The App's private key from PRIVATE_KEY (PEM, PEM with `\\n` escapes, or base64 of the PEM:
  * Probot's own reader, @probot/get-private-key) or PRIVATE_KEY_PATH, then parsed, so a junk

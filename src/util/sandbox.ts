@@ -45,6 +45,7 @@ import { fileURLToPath } from "node:url";
 import { recordSandboxRun } from "../metrics/index.js";
 import { redactText } from "./redact.js";
 import { proxyBinary } from "./setup-proxy.js";
+import { STRICT_POLICY, type AddressPolicy } from "./setup-proxy-guard.js";
 import {
   DISK_WATCH_MAX_INTERVAL_MS,
   DISK_WATCH_MIN_INTERVAL_MS,
@@ -216,6 +217,11 @@ export interface SandboxSettings {
   heartbeatMs: number;
 }
 
+  /**
+   * What the setup proxy's address guard lets through besides public addresses
+   * (SANDBOX_SETUP_ALLOW_ADDRESSES) and the service's own ports it never does.
+   */
+  setupAddresses: AddressPolicy;
 /** The service's own checkout (this file is src/util/ or dist/util/ of it): never mounted. */
 const SERVICE_ROOT = path.resolve(fileURLToPath(new URL("../..", import.meta.url)));
 
@@ -231,6 +237,7 @@ const DEFAULT_SETTINGS: SandboxSettings = {
   heartbeatMs: 10_000,
 };
 
+  setupAddresses: STRICT_POLICY,
 let settings: SandboxSettings = DEFAULT_SETTINGS;
 /** The read-only host layout and what it was worked out from (see layoutArgs). */
 let layout: { key: string; args: Promise<string[]> } | undefined;

@@ -14,6 +14,12 @@
  *
  * The proxy listens on the host's 127.0.0.1 on a free port; the sandbox reaches it through
  * slirp4netns's 10.0.2.2 and nothing else (util/sandbox-network.ts, proxyNetwork).
+ *
+ * A name is not an address: what tinyproxy lets through goes to its `Upstream`, the address
+ * guard (util/setup-proxy-guard.ts), which resolves the name, refuses loopback, private,
+ * link-local and this host's own addresses and the service's own ports (unless
+ * SANDBOX_SETUP_ALLOW_ADDRESSES lists the range), limits plain HTTP to CONNECT's ports, and
+ * connects to the address it checked. tinyproxy itself then resolves and connects to nothing.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
@@ -21,6 +27,12 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { findExecutable } from "./executables.js";
+import {
+  startAddressGuard,
+  STRICT_POLICY,
+  type AddressGuard,
+  type AddressPolicy,
+} from "./setup-proxy-guard.js";
 
 /** What to install when the proxy is missing. */
 export const PROXY_FIX =
@@ -81,14 +93,28 @@ export function isAllowed(list: readonly AllowEntry[], host: string): boolean {
   return list.some((e) => (e.wildcard ? name.endsWith(`.${e.host}`) : name === e.host));
 }
 
-/** The proxy's configuration file. */
+/** The ports a setup run may reach: 443 and those the allowlist names (`host:port`). */
+export function allowedPorts(list: readonly AllowEntry[]): Set<number> {
+  return new Set([443, ...list.map((e) => e.port).filter((p): p is number => p !== null)]);
+}
+
+/**
+ * Whether a setup run may reach `port` of `host` (a host on the list): 443, or the port its
+ * own `host:port` entry names. tinyproxy's ConnectPort is one list for every host; the
+ * address guard holds each host to its own, for CONNECT and plain HTTP alike.
+ */
+export function portAllowed(list: readonly AllowEntry[], host: string, port: number): boolean {
+  return port === 443 || list.some((e) => e.port === port && isAllowed([e], host));
+}
+
+/** The proxy's configuration file; `upstream` is the address guard's port. */
 export function proxyConfig(options: {
   port: number;
   logFile: string;
   filterFile: string;
   list: readonly AllowEntry[];
+  upstream: number;
 }): string {
-  const ports = [443, ...options.list.map((e) => e.port).filter((p): p is number => p !== null)];
   return [
     `Port ${options.port}`,
     "Listen 127.0.0.1",
@@ -103,7 +129,9 @@ export function proxyConfig(options: {
     "FilterType ere",
     "FilterDefaultDeny Yes",
     "DisableViaHeader Yes",
-    ...[...new Set(ports)].map((p) => `ConnectPort ${p}`),
+    ...[...allowedPorts(options.list)].map((p) => `ConnectPort ${p}`),
+    // Everything let through by name goes to the address guard, which checks the address.
+    `Upstream http 127.0.0.1:${options.upstream}`,
     "",
   ].join("\n");
 }
@@ -134,19 +162,13 @@ export function refusedHosts(log: string, list: readonly AllowEntry[] = []): str
   return [...hosts];
 }
 
-/** The host names a proxy log says it connected to, in order, each once. */
-export function contactedHosts(log: string): string[] {
-  const hosts = new Set<string>();
-  for (const match of log.matchAll(/Established connection to host "([^"]+)"/g))
-    hosts.add(match[1]!);
-  return [...hosts];
-}
-
-/** What a proxy did so far, from its log. */
+/** What a proxy did so far, from its log and its address guard. */
 export interface ProxyReport {
   /** Hosts refused (not on the list), never connected to. */
   refused: string[];
-  /** Hosts connected to (on the list). */
+  /** Hosts on the list refused by address, as `host (why)`, never connected to. */
+  blocked: string[];
+  /** Hosts connected to (on the list, at an allowed address). */
   contacted: string[];
 }
 
@@ -201,12 +223,30 @@ function canConnect(port: number): Promise<boolean> {
 const START_TIMEOUT_MS = 5_000;
 
 /**
- * Starts a proxy that lets through only the hosts of `allow` (tinyproxy in the foreground,
- * killed by stop()). Throws naming the fix when tinyproxy is missing or will not start.
+ * Starts a proxy that lets through only the hosts of `allow`, at addresses `policy` allows
+ * (tinyproxy in the foreground, killed by stop(), and its address guard). Throws naming the
+ * fix when tinyproxy is missing or will not start.
  */
-export async function startSetupProxy(allow: readonly string[]): Promise<SetupProxy> {
+export async function startSetupProxy(
+  allow: readonly string[],
+  policy: AddressPolicy = STRICT_POLICY,
+): Promise<SetupProxy> {
   const tinyproxy = await proxyBinary();
   const list = parseAllowList(allow);
+  const guard = await startAddressGuard((host, port) => portAllowed(list, host, port), policy);
+  try {
+    return await startTinyproxy(tinyproxy, list, guard);
+  } catch (error) {
+    await guard.stop();
+    throw error;
+  }
+}
+
+async function startTinyproxy(
+  tinyproxy: string,
+  list: AllowEntry[],
+  guard: AddressGuard,
+): Promise<SetupProxy> {
   const dir = await mkdtemp(path.join(os.tmpdir(), "foreman-setup-proxy-"));
   const logFile = path.join(dir, "proxy.log");
   const filterFile = path.join(dir, "allow");
@@ -216,7 +256,7 @@ export async function startSetupProxy(allow: readonly string[]): Promise<SetupPr
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freePort();
     const config = path.join(dir, "tinyproxy.conf");
-    await writeFile(config, proxyConfig({ port, logFile, filterFile, list }));
+    await writeFile(config, proxyConfig({ port, logFile, filterFile, list, upstream: guard.port }));
     const child: ChildProcess = spawn(tinyproxy, ["-d", "-c", config], {
       stdio: ["ignore", "ignore", "pipe"],
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
@@ -245,13 +285,18 @@ export async function startSetupProxy(allow: readonly string[]): Promise<SetupPr
           child.kill("SIGKILL");
           await gone;
         }
+        await guard.stop();
         await rm(dir, { recursive: true, force: true });
       };
       return {
         port,
         report: async () => {
           const log = await readFile(logFile, "utf8").catch(() => "");
-          return { refused: refusedHosts(log, list), contacted: contactedHosts(log) };
+          return {
+            refused: refusedHosts(log, list),
+            blocked: guard.refused(),
+            contacted: guard.contacted(),
+          };
         },
         stop,
       };

@@ -28,6 +28,7 @@ import {
   diskBudgetFailure,
   heartbeatLine,
   runSandboxed,
+  sandboxSettings,
   type SandboxCache,
   type SandboxResult,
 } from "../util/sandbox.js";
@@ -317,10 +318,11 @@ export async function runSetup(options: SetupOptions): Promise<SetupOutcome> {
     );
   }
   let proxy: SetupProxy | undefined;
+  let blockedLogged = 0;
   try {
     if (options.allow.length > 0) {
       try {
-        proxy = await startSetupProxy(options.allow);
+        proxy = await startSetupProxy(options.allow, sandboxSettings().setupAddresses);
       } catch (error) {
         outcome.ok = false;
         outcome.error = error instanceof Error ? error.message : String(error);
@@ -347,9 +349,14 @@ export async function runSetup(options: SetupOptions): Promise<SetupOutcome> {
       outcome.results.push({ step, result });
       const overBudget = diskBudgetFailure(result, options.subject ?? "task");
       if (overBudget) throw overBudget;
-      const report = proxy ? await proxy.report() : { refused: [], contacted: [] };
+      const report = proxy ? await proxy.report() : { refused: [], blocked: [], contacted: [] };
       outcome.refused = report.refused;
       outcome.contacted = report.contacted;
+      // On the allowlist by name, but at an address the guard refuses (setup-proxy-guard.ts).
+      const blocked = report.blocked;
+      if (blocked.length > blockedLogged)
+        await options.log(`Setup: the proxy refused ${list(blocked.slice(blockedLogged))}.`);
+      blockedLogged = blocked.length;
       if (!result.ok) {
         outcome.ok = false;
         outcome.error = setupFailure(step, result, outcome.refused, options.allow);

@@ -84,11 +84,16 @@ beforeAll(async () => {
   pypi = await startFakePypi([
     { name: "foreman-dep", version: "1.0", module: "foreman_dep", source: "VALUE = 42\n" },
   ]);
-  configureSandbox({});
+  // The fake index is on the host's loopback: an operator's SANDBOX_SETUP_ALLOW_ADDRESSES.
+  configureSandbox({ setupAddresses: { allowRanges: ["127.0.0.0/8"], ownPorts: [] } });
   configureSandboxCaches({ root: path.join(root, "caches") });
 }, 60_000);
 
+/** The fake index on the allowlist: its host and port (plain HTTP, not 443). */
+const index = () => new URL(pypi.indexUrl).host;
+
 afterAll(async () => {
+  configureSandbox({});
   configureSandboxCaches({});
   await pypi?.close();
   await rm(root, { recursive: true, force: true });
@@ -172,11 +177,7 @@ describe("the setup step for Python", () => {
 
   it("installs through the allowlist, runs checks offline in the venv, reuses the cache, and names a refused host", async () => {
     const first = await workingCopy("first", FILES);
-    const { outcome, logs } = await setup(first, [
-      "pypi.org",
-      "files.pythonhosted.org",
-      "127.0.0.1",
-    ]);
+    const { outcome, logs } = await setup(first, ["pypi.org", "files.pythonhosted.org", index()]);
     expect(outcome.error).toBeUndefined();
     expect(outcome.ok).toBe(true);
     expect(outcome.fromCache).toBe(false);
@@ -213,7 +214,7 @@ describe("the setup step for Python", () => {
 
     // A second working copy of the same files: the venv comes from the cache, no index asked.
     const second = await workingCopy("second", FILES);
-    const again = await setup(second, ["pypi.org", "127.0.0.1"]);
+    const again = await setup(second, ["pypi.org", index()]);
     expect(again.outcome.ok).toBe(true);
     expect(again.outcome.fromCache).toBe(true);
     expect(
@@ -263,7 +264,7 @@ describe("a project pip cannot build", () => {
         string
       >,
     );
-    const { outcome, logs } = await setup(dir, ["127.0.0.1"]);
+    const { outcome, logs } = await setup(dir, [index()]);
     expect(outcome.error).toBeUndefined();
     expect(outcome.ok).toBe(true);
     expect(logs.join("\n")).toMatch(/the project itself could not be installed/);
@@ -279,7 +280,7 @@ describe("a project pip cannot build", () => {
       "setup.py": "raise SystemExit('this setup.py cannot build here')\n",
     });
     expect((await detectSetup(legacy)).steps[0]!.command).not.toContain("||");
-    const failed = await setup(legacy, ["127.0.0.1"]);
+    const failed = await setup(legacy, [index()]);
     expect(failed.outcome.ok).toBe(false);
     expect(failed.outcome.error).toMatch(/^The setup step failed/);
   }, 180_000);
@@ -313,7 +314,7 @@ describe("a health scan after the Python setup step", () => {
       "requirements.txt": "# for the scan\nforeman-dep==1.0\n",
       "tests/test_calc.py": "import calc\n\n\ndef test_answer():\n    assert calc.answer() == 42\n",
     });
-    const { outcome } = await setup(dir, ["127.0.0.1"]);
+    const { outcome } = await setup(dir, [index()]);
     expect(outcome.error).toBeUndefined();
     const result = await measureCoverage(await readRepoFiles(dir), {
       root: dir,

@@ -438,6 +438,7 @@ describe("sandbox configuration", () => {
         "rubygems.org",
         "index.rubygems.org",
       ],
+      setupAllowAddresses: [],
       pipIndexUrl: null,
       heartbeatMs: 10_000,
     });
@@ -472,5 +473,12 @@ describe("sandbox configuration", () => {
     expect(() => loadConfig({ SANDBOX_NETWORK: "host" })).toThrow(/SANDBOX_NETWORK/);
     expect(() => loadConfig({ SANDBOX_MEMORY_MB: "0" })).toThrow(/SANDBOX_MEMORY_MB/);
     expect(() => loadConfig({ SANDBOX_MAX_PROCS: "lots" })).toThrow(/SANDBOX_MAX_PROCS/);
+    expect(() => loadConfig({ SANDBOX_SETUP_ALLOW_ADDRESSES: "10.0.0.0/8,localhost" })).toThrow(
+      /SANDBOX_SETUP_ALLOW_ADDRESSES.*"localhost" is not an address range/,
+    );
+    expect(
+      loadConfig({ SANDBOX_SETUP_ALLOW_ADDRESSES: " 10.1.2.0/24, fd00::/8 ,192.168.1.5" }).sandbox
+        .setupAllowAddresses,
+    ).toEqual(["10.1.2.0/24", "fd00::/8", "192.168.1.5"]);
   });
 });

@@ -1,4 +1,5 @@
 import { mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from "node:fs/promises";
+import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -24,6 +25,7 @@ import {
   startSetupProxy,
   type SetupProxy,
 } from "../../src/util/setup-proxy.js";
+import { addressRefusal, parseAddressRanges } from "../../src/util/setup-proxy-guard.js";
 
 /*
  * The setup step's network for real: tinyproxy (scripts/setup.sh) with the allowlist, reached
@@ -129,6 +131,147 @@ describe("the setup network", () => {
     expect(report.contacted).toEqual(["registry.npmjs.org"]);
     expect(connections).toBe(0);
   }, 90_000);
+});
+
+/*
+ * Issue 40 (7): with SANDBOX_SETUP_ALLOW=localhost, an install script's plain-HTTP
+ * `POST http://localhost:<service port>/keys/generate` answered 201 through the proxy. The
+ * guard behind tinyproxy checks the address a listed name resolves to, and plain HTTP's port.
+ */
+describe("the setup proxy by address", () => {
+  let service: http.Server;
+  let servicePort: number;
+  let requests: string[] = [];
+
+  beforeAll(async () => {
+    service = http.createServer((req, res) => {
+      requests.push(`${req.method} ${req.url}`);
+      res.writeHead(201).end("key made\n");
+    });
+    await new Promise<void>((resolve) => service.listen(0, "127.0.0.1", resolve));
+    servicePort = (service.address() as net.AddressInfo).port;
+  });
+
+  afterAll(async () => {
+    await new Promise((resolve) => service.close(resolve));
+  });
+
+  beforeEach(() => {
+    requests = [];
+  });
+
+  /** Through the proxy at `port`, from the host: a plain request or a CONNECT; its status. */
+  function through(port: number, method: string, target: string): Promise<number | string> {
+    return new Promise((resolve) => {
+      // agent: false, a connection per request (tinyproxy closes after each).
+      const req = http.request({ host: "127.0.0.1", port, method, path: target, agent: false });
+      req.on("connect", (res, socket) => {
+        socket.destroy();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("response", (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("error", (error) => resolve(error.message));
+      req.end();
+    });
+  }
+
+  it("refuses a listed name at a loopback address, plain HTTP and CONNECT, from the sandbox", async () => {
+    const proxy = await startSetupProxy([`localhost:${servicePort}`]);
+    try {
+      // The red team's probe, as an install script would send it (HTTP_PROXY / HTTPS_PROXY).
+      const probe = `const http=require("http");const u=new URL(process.env.HTTP_PROXY);const t=process.argv[1];function go(o){return new Promise(ok=>{const q=http.request({host:u.hostname,port:u.port,agent:false,...o});q.on("connect",(r,s)=>{s.destroy();ok(r.statusCode)});q.on("response",r=>{let b="";r.on("data",c=>b+=c);r.on("end",()=>ok(r.statusCode+" "+b.trim()))});q.on("error",e=>ok(e.code));q.end()})}(async()=>{console.log("PLAIN "+await go({method:"POST",path:"http://"+t+"/keys/generate"}));console.log("TUNNEL "+await go({method:"CONNECT",path:t}))})()`;
+      const result = await runSandboxed(`node -e '${probe}' localhost:${servicePort}`, {
+        cwd: dir,
+        timeoutMs: 60_000,
+        proxy: { port: proxy.port },
+      });
+      expect(result.output).toMatch(
+        /^PLAIN 403 localhost refused by the setup proxy: 127\.0\.0\.1 is a loopback address/m,
+      );
+      expect(result.output).toContain("TUNNEL 403");
+      expect(requests).toEqual([]);
+      const report = await proxy.report();
+      expect(report.refused).toEqual([]);
+      expect(report.blocked).toEqual([
+        expect.stringMatching(/^localhost \(.*loopback.*SANDBOX_SETUP_ALLOW_ADDRESSES/),
+      ]);
+      expect(report.contacted).toEqual([]);
+    } finally {
+      await proxy.stop();
+    }
+  }, 90_000);
+
+  it("lets a range through only when SANDBOX_SETUP_ALLOW_ADDRESSES lists it; never the service's port; plain HTTP only on CONNECT's ports", async () => {
+    const loopback = { allowRanges: ["127.0.0.0/8", "::1"], ownPorts: [] };
+    const allowed = await startSetupProxy([`localhost:${servicePort}`, "127.0.0.1"], loopback);
+    try {
+      const post = `http://localhost:${servicePort}/keys/generate`;
+      expect(await through(allowed.port, "POST", post)).toBe(201);
+      expect(await through(allowed.port, "CONNECT", `localhost:${servicePort}`)).toBe(200);
+      // A port the list does not name: refused in plain HTTP as in CONNECT.
+      expect(await through(allowed.port, "GET", `http://127.0.0.1:${servicePort}/`)).toBe(403);
+      expect(await through(allowed.port, "CONNECT", `127.0.0.1:${servicePort}`)).toBe(403);
+      expect(requests).toEqual(["POST /keys/generate"]);
+      expect((await allowed.report()).contacted).toEqual(["localhost"]);
+    } finally {
+      await allowed.stop();
+    }
+    const own = await startSetupProxy([`localhost:${servicePort}`], {
+      ...loopback,
+      ownPorts: [servicePort],
+    });
+    try {
+      expect(await through(own.port, "POST", `http://localhost:${servicePort}/keys/generate`)).toBe(
+        403,
+      );
+      expect(await through(own.port, "CONNECT", `localhost:${servicePort}`)).toBe(403);
+      expect((await own.report()).blocked).toEqual([
+        expect.stringContaining(`:${servicePort} is this service's own port`),
+      ]);
+    } finally {
+      await own.stop();
+    }
+    expect(requests).toEqual(["POST /keys/generate"]);
+  }, 30_000);
+
+  it("classifies addresses as the guard connects to them", () => {
+    const none = parseAddressRanges([]);
+    const own = new Set(["93.184.216.34"]);
+    for (const [address, kind] of [
+      ["127.0.0.1", "loopback"],
+      ["::1", "loopback"],
+      ["::ffff:127.0.0.1", "loopback"],
+      ["169.254.169.254", "linkLocal"],
+      ["fe80::1", "linkLocal"],
+      ["10.1.2.3", "private"],
+      ["::ffff:192.168.0.1", "private"],
+      ["172.16.0.1", "private"],
+      ["100.64.0.1", "carrierGradeNat"],
+      ["fd12::1", "uniqueLocal"],
+      ["0.0.0.0", "unspecified"],
+    ])
+      expect(addressRefusal(address!, 443, none, [], own)).toContain(`a ${kind} address`);
+    expect(addressRefusal("93.184.216.34", 443, none, [], own)).toContain(
+      "an address of this host",
+    );
+    expect(addressRefusal("8.8.8.8", 443, none, [], own)).toBeUndefined();
+    expect(addressRefusal("2606:4700::1111", 443, none, [], own)).toBeUndefined();
+    const ranges = parseAddressRanges(["10.0.0.0/8", "::ffff:192.168.0.0/112", "fd12::/16"]);
+    expect(addressRefusal("::ffff:10.9.9.9", 443, ranges, [], own)).toBeUndefined();
+    expect(addressRefusal("192.168.3.4", 443, ranges, [], own)).toBeUndefined();
+    expect(addressRefusal("192.169.3.4", 443, ranges, [], own)).toBeUndefined(); // public
+    expect(addressRefusal("172.16.0.1", 443, ranges, [], own)).toContain("private");
+    expect(addressRefusal("fd12::1", 443, ranges, [], own)).toBeUndefined();
+    // The service's own port on this host: refused even inside an allowed range.
+    const all = parseAddressRanges(["0.0.0.0/0", "::/0"]);
+    expect(addressRefusal("127.0.0.1", 3000, all, [3000], own)).toContain("own port");
+    expect(addressRefusal("93.184.216.34", 3000, all, [3000], own)).toContain("own port");
+    expect(addressRefusal("127.0.0.1", 3001, all, [3000], own)).toBeUndefined();
+    expect(() => parseAddressRanges(["10.0.0.0/33"])).toThrow(/not an address range/);
+  });
 });
 
 describe("package cache entries", () => {

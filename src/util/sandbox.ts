@@ -215,13 +215,13 @@ export interface SandboxSettings {
   diskLimitMb: number;
   /** SANDBOX_HEARTBEAT_S in ms: how often onHeartbeat is called while a command runs. */
   heartbeatMs: number;
-}
-
   /**
    * What the setup proxy's address guard lets through besides public addresses
    * (SANDBOX_SETUP_ALLOW_ADDRESSES) and the service's own ports it never does.
    */
   setupAddresses: AddressPolicy;
+}
+
 /** The service's own checkout (this file is src/util/ or dist/util/ of it): never mounted. */
 const SERVICE_ROOT = path.resolve(fileURLToPath(new URL("../..", import.meta.url)));
 
@@ -235,9 +235,9 @@ const DEFAULT_SETTINGS: SandboxSettings = {
   readOnlyPaths: [],
   diskLimitMb: 2048,
   heartbeatMs: 10_000,
+  setupAddresses: STRICT_POLICY,
 };
 
-  setupAddresses: STRICT_POLICY,
 let settings: SandboxSettings = DEFAULT_SETTINGS;
 /** The read-only host layout and what it was worked out from (see layoutArgs). */
 let layout: { key: string; args: Promise<string[]> } | undefined;
@@ -441,6 +441,8 @@ interface RunMounts {
   tmp: string;
   /** The package cache, mounted at CACHE_MOUNT. */
   cache?: { source: string; readOnly: boolean } | undefined;
+  /** The service's node_modules as mounted (a read-only overlay's mount point), if prepared. */
+  modules?: string | undefined;
   diskLimitMb: number;
 }
 
@@ -459,8 +461,6 @@ async function bwrapArgs(mounts: RunMounts, network: string[] = []): Promise<str
     String(uid),
     "--gid",
     String(gid),
-  /** The service's node_modules as mounted (a read-only overlay's mount point), if prepared. */
-  modules?: string | undefined;
     "--disable-userns",
     "--cap-drop",
     "ALL",
@@ -522,6 +522,10 @@ async function bwrapArgs(mounts: RunMounts, network: string[] = []): Promise<str
  * The overlay's scratch folders (an empty lower layer and its work folder) sit beside the
  * folder on the same filesystem, as `.foreman-overlay-<random>`, removed with the run.
  *
+ * The service's own node_modules (SERVICE_MODULES_MOUNT) is a read-only overlay of the same
+ * kind (the folder and an empty one as its two lower layers, mountinfo shows `mods.l:mods.e`),
+ * so the service's checkout path does not show either.
+ *
  * Unprivileged overlay mounts need Linux 5.11+; where the start-up probe finds none, or one
  * mount fails, the folder is bind-mounted as before (at /workspace all the same; only
  * mountinfo then shows its host path). checkSandbox reports which.
@@ -542,10 +546,6 @@ while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
   fi
 done
 shift
- * The service's own node_modules (SERVICE_MODULES_MOUNT) is a read-only overlay of the same
- * kind (the folder and an empty one as its two lower layers, mountinfo shows `mods.l:mods.e`),
- * so the service's checkout path does not show either.
- *
 exec "$@"
 `;
 
@@ -663,24 +663,6 @@ async function layerOver(
   return { source: upper, overlay: false, scratch, writes: upper };
 }
 
-/** The variables that send a setup run's downloads through the setup proxy. */
-function proxyEnv(host: string, port: number): Record<string, string> {
-  const url = `http://${host}:${port}`;
-  return {
-    HTTP_PROXY: url,
-    HTTPS_PROXY: url,
-    http_proxy: url,
-    https_proxy: url,
-    npm_config_proxy: url,
-    npm_config_https_proxy: url,
-    // What is in the cache is used as it is: a second install of the same lockfile asks
-    // the registry nothing.
-    npm_config_prefer_offline: "true",
-    CARGO_HTTP_PROXY: url,
-  };
-}
-
-/** The heartbeat line of a long command, e.g. "still running `npm ci` (40 s)". */
 /**
  * The run folder's side of a read-only overlay `name` over the host folder `lower` (see
  * MOUNT_SCRIPT: no `.u`, so `lowerdir=name.l:name.e`): nothing is written, nothing to remove
@@ -708,6 +690,24 @@ async function modulesOverlay(
   return prepareReadOnlyOverlay(run, "mods", modules);
 }
 
+/** The variables that send a setup run's downloads through the setup proxy. */
+function proxyEnv(host: string, port: number): Record<string, string> {
+  const url = `http://${host}:${port}`;
+  return {
+    HTTP_PROXY: url,
+    HTTPS_PROXY: url,
+    http_proxy: url,
+    https_proxy: url,
+    npm_config_proxy: url,
+    npm_config_https_proxy: url,
+    // What is in the cache is used as it is: a second install of the same lockfile asks
+    // the registry nothing.
+    npm_config_prefer_offline: "true",
+    CARGO_HTTP_PROXY: url,
+  };
+}
+
+/** The heartbeat line of a long command, e.g. "still running `npm ci` (40 s)". */
 export function heartbeatLine(command: string, elapsedMs: number): string {
   const oneLine = redactText(command).replace(/\s+/g, " ").trim();
   const name = oneLine.length > 100 ? `${oneLine.slice(0, 99)}…` : oneLine;
@@ -922,24 +922,6 @@ async function sandboxArgv(parts: {
   return argv;
 }
 
-/** Where the sandbox's variables point: HOME, and the package cache's folder. */
-function buildEnv(
-  home: string,
-  cache: string,
-  extra: Record<string, string> = {},
-): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {
-    PATH: process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin",
-    HOME: home,
-    LANG: "C.UTF-8",
-    TERM: "dumb",
-    CI: "true",
-    NO_COLOR: "1",
-    npm_config_update_notifier: "false",
-    npm_config_cache: path.join(cache, "npm"),
-    GOCACHE: path.join(cache, "go-build"),
-    GOPATH: path.join(cache, "go"),
-    XDG_CACHE_HOME: path.join(cache, "xdg"), // yarn and most others follow XDG
 /*
  * bwrap stays in the sandbox as its PID 1 (the reaper of the command's processes), and the
  * command can read that process's /proc/1/cmdline and /proc/1/environ: bwrap's own arguments
@@ -982,6 +964,24 @@ function sandboxPathVariable(value: string): string {
     .join(":");
 }
 
+/** Where the sandbox's variables point: HOME, and the package cache's folder. */
+function buildEnv(
+  home: string,
+  cache: string,
+  extra: Record<string, string> = {},
+): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin",
+    HOME: home,
+    LANG: "C.UTF-8",
+    TERM: "dumb",
+    CI: "true",
+    NO_COLOR: "1",
+    npm_config_update_notifier: "false",
+    npm_config_cache: path.join(cache, "npm"),
+    GOCACHE: path.join(cache, "go-build"),
+    GOPATH: path.join(cache, "go"),
+    XDG_CACHE_HOME: path.join(cache, "xdg"), // yarn and most others follow XDG
     PIP_CACHE_DIR: path.join(cache, "pip"),
     PIP_DISABLE_PIP_VERSION_CHECK: "1",
     PIP_NO_INPUT: "1",
@@ -1245,6 +1245,7 @@ export async function runSandboxed(
           workspaceAt: mode === "host" ? cwd : WORKSPACE,
           tmp: await mountSource("t", tmp),
           cache: { source: cacheSource, readOnly: false },
+          modules: await modulesOverlay(run, tools, overlays),
           diskLimitMb,
         },
         net?.bwrapOptions,
@@ -1273,7 +1274,6 @@ export async function runSandboxed(
           )
         : {}),
     });
-          modules: await modulesOverlay(run, tools, overlays),
     if (boxed) {
       env.TMPDIR = "/tmp";
       env.PATH = sandboxPathVariable(env.PATH ?? "");
@@ -1617,6 +1617,19 @@ export async function sandboxedProcessArgv(
   await mkdir(path.join(tmp, "home"), { recursive: true });
   const diskLimitMb = settings.diskLimitMb;
   const net = settings.network === "public" ? await publicNetwork(options.run) : undefined;
+  // Overlays as for runSandboxed, so no host path shows in the process's mountinfo; the
+  // working copy's scratch folder (beside it) is the caller's to remove with `run`.
+  const tools = await overlayTools();
+  const overlays: string[] = [];
+  const scratch: string[] = [];
+  const mountSource = async (name: string, folder: string): Promise<string> => {
+    if (!tools || (name === "ws" && onVolume(folder))) return folder;
+    const made = await prepareOverlay(options.run, name, folder);
+    if (!made) return folder;
+    scratch.push(made);
+    overlays.push(name);
+    return path.join(options.run, name);
+  };
   const bwrap = await bwrapArgs(
     {
       workspace: await mountSource("ws", cwd),
@@ -1643,16 +1656,3 @@ export async function sandboxedProcessArgv(
   env.PATH = sandboxPathVariable(env.PATH ?? "");
   return { argv, env, cwd, scratch };
 }
-  // Overlays as for runSandboxed, so no host path shows in the process's mountinfo; the
-  // working copy's scratch folder (beside it) is the caller's to remove with `run`.
-  const tools = await overlayTools();
-  const overlays: string[] = [];
-  const scratch: string[] = [];
-  const mountSource = async (name: string, folder: string): Promise<string> => {
-    if (!tools || (name === "ws" && onVolume(folder))) return folder;
-    const made = await prepareOverlay(options.run, name, folder);
-    if (!made) return folder;
-    scratch.push(made);
-    overlays.push(name);
-    return path.join(options.run, name);
-  };

@@ -197,16 +197,6 @@ export const envSchema = z.object({
       }
       return entries.map((e) => e.toLowerCase());
     }),
-  // The Python package index of the setup step's pip (its PIP_INDEX_URL; ecosystems/python.ts):
-  // a private index or mirror, whose host must be on SANDBOX_SETUP_ALLOW. Unset: pip's (PyPI).
-  PIP_INDEX_URL: url,
-  // What all package cache entries together may take (util/sandbox-cache.ts).
-  SANDBOX_CACHE_MAX_MB: positiveInt(10_240, 16_777_216),
-  // How often a long sandboxed command logs "still running …" on its task.
-  SANDBOX_HEARTBEAT_S: positiveInt(10, 3600),
-  // Free space under DATA_DIR below which new tasks and scans are refused (503); 0: never.
-  DATA_DIR_MIN_FREE_MB: z.coerce.number().int().min(0).max(16_777_216).default(1024),
-  // GET /metrics (src/metrics/): who may read it; see metricsExposure() below.
   // Address ranges (CIDR) the setup step may reach though not public: loopback, private and
   // link-local addresses are refused otherwise, whatever name led there (setup-proxy-guard.ts).
   SANDBOX_SETUP_ALLOW_ADDRESSES: z
@@ -225,6 +215,16 @@ export const envSchema = z.object({
       }
       return entries;
     }),
+  // The Python package index of the setup step's pip (its PIP_INDEX_URL; ecosystems/python.ts):
+  // a private index or mirror, whose host must be on SANDBOX_SETUP_ALLOW. Unset: pip's (PyPI).
+  PIP_INDEX_URL: url,
+  // What all package cache entries together may take (util/sandbox-cache.ts).
+  SANDBOX_CACHE_MAX_MB: positiveInt(10_240, 16_777_216),
+  // How often a long sandboxed command logs "still running …" on its task.
+  SANDBOX_HEARTBEAT_S: positiveInt(10, 3600),
+  // Free space under DATA_DIR below which new tasks and scans are refused (503); 0: never.
+  DATA_DIR_MIN_FREE_MB: z.coerce.number().int().min(0).max(16_777_216).default(1024),
+  // GET /metrics (src/metrics/): who may read it; see metricsExposure() below.
   METRICS: z.enum(["auto", "off", "public", "token"]).default("auto"),
   METRICS_TOKEN: optionalString.pipe(
     z.string().min(16, { message: "must be at least 16 characters" }).optional(),
@@ -386,6 +386,8 @@ export interface Config {
     cacheMaxMb: number;
     /** SANDBOX_SETUP_ALLOW: the hosts the setup step may reach (empty: SANDBOX_NETWORK's). */
     setupAllow: string[];
+    /** SANDBOX_SETUP_ALLOW_ADDRESSES: non-public ranges the setup step may reach anyway. */
+    setupAllowAddresses: string[];
     /** PIP_INDEX_URL: the setup step's Python package index; null: pip's default (PyPI). */
     pipIndexUrl: string | null;
     /** SANDBOX_HEARTBEAT_S in ms: "still running …" lines of long commands. */
@@ -396,8 +398,6 @@ export interface Config {
    * answer 503 `insufficient_storage` (domain/storage.ts); 0: never.
    */
   dataDirMinFreeMb: number;
-    /** SANDBOX_SETUP_ALLOW_ADDRESSES: non-public ranges the setup step may reach anyway. */
-    setupAllowAddresses: string[];
   /** Prometheus metrics: recorded when `enabled`; read on the public port and/or a port of their own. */
   metrics: {
     enabled: boolean;
@@ -645,6 +645,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       cacheMaxAgeDays: env.SANDBOX_CACHE_MAX_AGE_DAYS,
       cacheMaxMb: env.SANDBOX_CACHE_MAX_MB,
       setupAllow: env.SANDBOX_SETUP_ALLOW,
+      setupAllowAddresses: env.SANDBOX_SETUP_ALLOW_ADDRESSES,
       pipIndexUrl: env.PIP_INDEX_URL ?? null,
       heartbeatMs: env.SANDBOX_HEARTBEAT_S * 1000,
     },
@@ -668,7 +669,6 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   return deepFreeze(config);
 }
 
-      setupAllowAddresses: env.SANDBOX_SETUP_ALLOW_ADDRESSES,
 /**
  * The App's private key from PRIVATE_KEY (PEM, PEM with `\\n` escapes, or base64 of the PEM:
  * Probot's own reader, @probot/get-private-key) or PRIVATE_KEY_PATH, then parsed, so a junk

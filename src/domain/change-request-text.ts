@@ -88,8 +88,12 @@ export function evidenceMarkdown(evidence: TaskEvidence): string {
     `model cost: $${evidence.cost.usd.toFixed(4)} (${evidence.cost.input_tokens} input, ${evidence.cost.output_tokens} output tokens)`,
     evidence.duration_ms === null ? "" : `time: ${seconds(evidence.duration_ms)}`,
   ].filter(Boolean);
+  const base = evidence.base_commit
+    ? `Compared with the base commit ${code(evidence.base_commit.slice(0, 12))}.`
+    : "";
   const parts = [
     `**Commands run**\n\n${commandLines(evidence)}`,
+    base,
     testLine(evidence),
     idSection("Fixed: red on the base commit, green now", evidence.fixed),
     idSection("Tests added or edited", evidence.added, (id) =>

@@ -81,6 +81,7 @@ describe("taskEvidence", () => {
       new Date(started.getTime() + 65_000),
     );
     expect(evidence).toMatchObject({
+      base_commit: null,
       tests: { total: 210, passed: 129, failed: 81, skipped: 0 },
       fixed: { ids: ["a > sums", "a > shared"], count: 2 },
       added: { ids: ["a > new"], count: 1 },
@@ -113,6 +114,7 @@ describe("changeRequestBody", () => {
         checks: {
           source: "package.json",
           fix_attempts: 1,
+          base_commit: "abcdef0123456789abcdef0123456789abcdef01",
           results: [
             {
               name: "unit",
@@ -142,6 +144,7 @@ describe("changeRequestBody", () => {
       "- ⚠️ unit: `npm test` (1.5 s) — failed the same way on the base commit",
     );
     expect(body).toContain("Tests: 2 passed, 1 failed (3 in all).");
+    expect(body).toContain("Compared with the base commit `abcdef012345`.");
     expect(body).toContain(
       "**Fixed: red on the base commit, green now** (1)\n\n- `test/add.test.js > add sums`",
     );

@@ -27,6 +27,8 @@ export interface EvidenceCommand {
 }
 
 export interface TaskEvidence {
+  /** The commit the results were compared with; null: no base results. */
+  base_commit: string | null;
   commands: EvidenceCommand[];
   /** Sums over the checks read per test; null when none was. */
   tests: { total: number; passed: number; failed: number; skipped: number } | null;
@@ -139,7 +141,9 @@ export function taskEvidence(
     ListName,
     IdList
   >;
+  const base = (checks as { base_commit?: unknown }).base_commit;
   return {
+    base_commit: typeof base === "string" ? base : null,
     commands: checks.results.map((r) => ({
       name: r.name,
       command: r.command,

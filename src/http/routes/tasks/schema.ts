@@ -85,6 +85,10 @@ const testIds = z
 
 export const evidence = z
   .object({
+    base_commit: z
+      .string()
+      .nullable()
+      .describe("the commit the tests were compared with; null: no results of the base"),
     commands: z
       .array(
         z.object({

@@ -1,0 +1,101 @@
+import { readdir } from "node:fs/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { agentModel, roleOf, type Script } from "../helpers/agent-model.js";
+import { startFakeModel, type FakeModel, fakeModelEnv } from "../helpers/fake-model.js";
+import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { openTaskStream } from "../helpers/ws.js";
+
+/*
+ * Issue 41 item 6 (finding 5): the base commit's checks count against the task's disk budget
+ * like every other command of the task. The base's test writes 40 MB, slowly; the change's
+ * version writes nothing and still fails. The base runs inside the working copy's budgeted
+ * folder, is stopped past TASK_DISK_LIMIT_MB, and the task fails saying so: the failure is
+ * not set aside as "could not run the base" and handed to fix rounds, and no checkout of the
+ * base is left beside the working copy.
+ */
+
+const LLM_KEY = "sk-base-budget-key-0011223344556677";
+
+const script: Script = {
+  plan: () => [
+    {
+      name: "submit_plan",
+      arguments: {
+        summary: "Mark it fixed.",
+        steps: [{ title: "Mark", description: "Add the marker.", files: ["fixed"] }],
+      },
+    },
+  ],
+  implement: (_request, n) =>
+    n > 0
+      ? [{ name: "finish", arguments: { summary: "Marked." } }]
+      : [{ name: "write_file", arguments: { path: "fixed", content: "yes\n" } }],
+  fix: () => [{ name: "finish", arguments: { summary: "Nothing to fix." } }],
+};
+
+let repo: GitFixture;
+let model: FakeModel;
+let server: TestServer;
+
+beforeAll(async () => {
+  repo = await createGitRepo({
+    "README.md": "# disk\n",
+    ".github/foreman.yml": `verify:
+  - name: test
+    run: if [ -f fixed ]; then echo still wrong; exit 1; fi; i=0; while [ $i -lt 40 ]; do head -c 1000000 /dev/zero > fixture-$i.bin; i=$((i+1)); sleep 0.05; done; echo all written
+`,
+  });
+  model = await startFakeModel(agentModel(script));
+  server = await startTestServer({
+    workers: true,
+    env: {
+      ...fakeModelEnv(model, LLM_KEY),
+      EVENT_POLL_MS: "50",
+      TASK_DISK_LIMIT_MB: "5",
+      MAX_FIX_ATTEMPTS: "1",
+    },
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await server?.stop();
+  await model?.close();
+  await repo?.remove();
+});
+
+describe("the base commit's checks and the disk budget", () => {
+  it("fails the task naming TASK_DISK_LIMIT_MB when the base's test writes past it", async () => {
+    const { key } = await server.signup();
+    const ws = await server.api("POST", "/workspaces", {
+      key,
+      body: { name: "disk", repos: [{ name: "acme/disk", clone_url: repo.dir }] },
+    });
+    expect(ws.status).toBe(201);
+    const created = await server.api("POST", "/tasks", {
+      key,
+      body: {
+        workspace_id: ws.body.id,
+        repo_id: "acme/disk",
+        description: "Mark it fixed",
+        auto_approve: true,
+      },
+    });
+    expect(created.status).toBe(201);
+    const stream = await openTaskStream(server.url, created.body.id, key);
+    expect(await stream.closed).toBe(1000);
+    const task = (await server.api("GET", `/tasks/${created.body.id}`, { key })).body;
+    expect(task).toMatchObject({ status: "failed", phase: "FAILED" });
+    expect(task.error).toMatch(
+      /^The task's working copy grew past TASK_DISK_LIMIT_MB=5 MB while running `if \[ -f fixed \].*Raise TASK_DISK_LIMIT_MB/,
+    );
+    const logs = stream.events.filter((e) => e.event_type === "log").map((e) => String(e.message));
+    expect(logs.some((l) => l.startsWith("Running test on the unchanged code"))).toBe(true);
+    expect(logs.join("\n").split("\n")).not.toContain("all written");
+    // Not a failure for the model: no fix round was spent on it.
+    expect(model.requests.some((r) => roleOf(r) === "fix")).toBe(false);
+    // Nothing of the base's checkout is left beside the working copies.
+    const left = await readdir(server.service.config.dataDir, { recursive: true });
+    expect(left.filter((name) => /\.base-|foreman-base-/.test(String(name)))).toEqual([]);
+  }, 120_000);
+});

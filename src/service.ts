@@ -24,6 +24,7 @@ import { detachMetricsDatabase } from "./metrics/index.js";
 import type { Logger } from "./util/logger.js";
 import { retakeFromDeadPredecessors } from "./queue/identity.js";
 import { buildContext, type ServiceContext } from "./context.js";
+import { heldElsewhere, reclaimWorkdirs, releaseDataMounts } from "./pipeline/workdir-mounts.js";
 
 export interface ServiceOptions {
   config: Config;
@@ -111,12 +112,54 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         await metricsServer?.close();
         web?.stop();
         await scheduler.stop(config.jobs.shutdownGraceMs);
+        // Read while the database is open: the working copies a sibling worker still holds.
+        const held = workers ? await heldMounts(context) : undefined;
         detachMetricsDatabase(db.connection.db);
         await db.close();
+        // Closed, no stage left in this process can record anything: its mounts can go.
+        if (held) await releaseMounts(context, held);
       })();
       return stopping;
     },
   };
+}
+
+/** The working copies another live process holds (kept mounted at a stop); undefined: unknown. */
+async function heldMounts(context: ServiceContext): Promise<Set<string> | undefined> {
+  const { config, models, logger } = context;
+  try {
+    return await heldElsewhere(models, config.dataDir, config.jobs.lockLifetimeMs);
+  } catch (error) {
+    logger.warn({ err: error }, "could not read what other workers hold; mounts left in place");
+    return undefined;
+  }
+}
+
+/** A graceful stop's last step: DATA_DIR's mounts off but kept copies' (workdir-mounts.ts). */
+async function releaseMounts(context: ServiceContext, held: Set<string>): Promise<void> {
+  const { config, logger } = context;
+  try {
+    const released = await releaseDataMounts(config.dataDir, held);
+    if (released.length > 0) logger.info({ mounts: released.length }, "released DATA_DIR mounts");
+  } catch (error) {
+    logger.warn({ err: error }, "could not release DATA_DIR's mounts (npm run data:release does)");
+  }
+}
+
+/** At a worker's start: what a stop left unmounted is taken back or removed. */
+async function reclaimMounts(context: ServiceContext): Promise<void> {
+  const { config, models, logger } = context;
+  try {
+    const { taken, removed } = await reclaimWorkdirs(
+      models,
+      config.dataDir,
+      config.dataDirMinFreeMb * 1024 * 1024,
+    );
+    if (taken.length + removed.length > 0)
+      logger.info({ taken: taken.length, removed: removed.length }, "working copies reclaimed");
+  } catch (error) {
+    logger.warn({ err: error }, "could not reclaim the working copies a stop left");
+  }
 }
 
 /** The worker role: the intake, the task sweep, dead workers' locks, the scheduler's jobs. */
@@ -135,6 +178,7 @@ async function startWorkers(context: ServiceContext): Promise<{ stop(): void }> 
   const retake = () =>
     retakeFromDeadPredecessors(db.connection.db!, config.jobs.lockLifetimeMs, logger);
   await retake();
+  await reclaimMounts(context);
   const retakeTimer = setInterval(
     () =>
       void retake().catch((error: unknown) =>

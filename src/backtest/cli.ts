@@ -76,6 +76,8 @@ async function main(): Promise<number> {
             OPEN_SIGNUP: "false",
             DATA_DIR: process.env.BACKTEST_DATA_DIR ?? path.join(out, "service"),
             LOG_LEVEL: process.env.LOG_LEVEL ?? "warn",
+            // Nothing left mounted when the run ends: no copy is kept for a follow-up.
+            FOLLOW_UP_KEEP_MIN: "0",
           }),
     });
     if (!url) {

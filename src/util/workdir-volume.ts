@@ -367,3 +367,100 @@ export async function volumeFull(workdir: string): Promise<boolean> {
     return false;
   }
 }
+
+/*
+ * Releasing DATA_DIR's mounts (pipeline/workdir-mounts.ts, cli/data-release.ts): a graceful
+ * stop takes off every mount but the kept copies', the next start takes back what is still
+ * wanted and removes the rest, and an operator can take everything off before moving or
+ * removing DATA_DIR.
+ */
+
+/** mountinfo's octal escapes (`\040` for a space) decoded. */
+function decodeMountPath(field: string): string {
+  return field.replace(/\\([0-7]{3})/g, (_, octal: string) =>
+    String.fromCharCode(parseInt(octal, 8)),
+  );
+}
+
+/** The mount points at or under `root` in this process's namespace, deepest first. */
+export async function mountsUnder(root: string): Promise<string[]> {
+  const base = path.resolve(root);
+  const info = await readFile("/proc/self/mountinfo", "utf8").catch(() => "");
+  const found = new Set<string>();
+  for (const line of info.split("\n")) {
+    const target = line.split(" ")[4];
+    if (!target) continue;
+    const dir = decodeMountPath(target);
+    if (dir === base || dir.startsWith(`${base}/`)) found.add(dir);
+  }
+  return [...found].sort((a, b) => b.length - a.length);
+}
+
+/** The working copy a mount point under DATA_DIR belongs to (its bind, or its volume's). */
+export function workdirOfMount(mountPoint: string): string {
+  const volumeMount = /^(.*)\.vol\/mnt$/.exec(mountPoint);
+  return volumeMount ? volumeMount[1]! : mountPoint;
+}
+
+/** Takes every mount at `dir` off (lazily when busy: the kernel frees it when its users go). */
+export async function releaseMount(dir: string): Promise<void> {
+  await unmount(dir);
+}
+
+/** True when `workdir` has a volume image whose mounts are not in place (a stop took them off). */
+export async function unmountedVolume(workdir: string): Promise<boolean> {
+  if (!existsSync(path.join(volumeOf(workdir), "disk.img"))) return false;
+  return !(await isMountPoint(workdir)) || !(await isMountPoint(mountPointOf(workdir)));
+}
+
+/**
+ * Mounts a working copy's volume again where a stop (or a reboot) took it off: the image at
+ * its mount point, its `wc` folder at the working copy. False when there is no image.
+ */
+export async function remountWorkdir(workdir: string): Promise<boolean> {
+  const image = path.join(volumeOf(workdir), "disk.img");
+  if (!existsSync(image)) return false;
+  const found = await volumeSupport();
+  if (!found.tools) return false;
+  const tools = found.tools;
+  const run = (args: string[]) =>
+    execFileAsync(tools.mount, args, {
+      timeout: 60_000,
+      env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" },
+    });
+  const mnt = mountPointOf(workdir);
+  if (!(await isMountPoint(mnt))) await run(["-o", "loop,nosuid,nodev,noatime", image, mnt]);
+  if (!existsSync(path.join(mnt, "wc"))) return false;
+  await mkdir(workdir, { recursive: true });
+  if (!(await isMountPoint(workdir))) await run(["--bind", path.join(mnt, "wc"), workdir]);
+  return true;
+}
+
+/**
+ * Detaches the loop devices whose backing file is under `root` (an image still attached with
+ * nothing mounted, or one removed while attached); answers how many. None without losetup.
+ */
+export async function detachLoopDevices(root: string): Promise<number> {
+  const losetup = await findExecutable("losetup", ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]);
+  if (!losetup) return 0;
+  const base = path.resolve(root);
+  let devices: { name: string; "back-file"?: string | null }[] = [];
+  try {
+    const { stdout } = await execFileAsync(losetup, ["--json", "--list"], { timeout: 30_000 });
+    devices = (JSON.parse(stdout || "{}") as { loopdevices?: typeof devices }).loopdevices ?? [];
+  } catch {
+    return 0;
+  }
+  let detached = 0;
+  for (const device of devices) {
+    const file = (device["back-file"] ?? "").replace(/ \(deleted\)$/, "");
+    if (file !== base && !file.startsWith(`${base}/`)) continue;
+    try {
+      await execFileAsync(losetup, ["--detach", device.name], { timeout: 30_000 });
+      detached++;
+    } catch {
+      // Still mounted somewhere (another namespace): autoclear frees it with that mount.
+    }
+  }
+  return detached;
+}

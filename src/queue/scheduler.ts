@@ -9,6 +9,7 @@ import { isDuplicateKey } from "../util/duplicate-key.js";
 import { ExclusiveJobRepository } from "../durable/exclusive-locks.js";
 import type { ZodType } from "zod";
 import type { Logger } from "../util/logger.js";
+import { outsideSecretScopes } from "../util/redact.js";
 
 /**
  * A job kind: a name, a zod schema for its payload and a handler. Payloads are checked when
@@ -201,13 +202,15 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
           }
           const started = performance.now();
           try {
-            await kind.run(parsed.data, job);
+            // Saved in this process, a job starts in the saver's async context: it must not
+            // inherit that task's redaction scope (util/redact.ts); a stage enters its own.
+            await outsideSecretScopes(() => kind.run(parsed.data, job));
             logger.debug(
               { job: kind.name, ms: Math.round(performance.now() - started) },
               "job done",
             );
           } catch (error) {
-            logger.error({ job: kind.name, err: error }, "job failed");
+            outsideSecretScopes(() => logger.error({ job: kind.name, err: error }, "job failed"));
             throw error;
           }
         },

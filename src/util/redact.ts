@@ -220,6 +220,14 @@ export function withSecretScope<T>(scope: SecretScope, fn: () => T): T {
   return scopes.run(scope, fn);
 }
 
+/**
+ * Runs `fn` in no scope: shared work that whatever code happens to start it must not pass
+ * its task's scope on to (a job the scheduler starts at once when a stage saves it).
+ */
+export function outsideSecretScopes<T>(fn: () => T): T {
+  return scopes.exit(fn);
+}
+
 /** The scope the caller runs in, if any. */
 export function currentSecretScope(): SecretScope | undefined {
   return scopes.getStore();

@@ -64,7 +64,9 @@ async function startFakeLinear() {
         if ((failFirstPlan && plan) || variables.issueId === "issue-broken") {
           if (plan) failFirstPlan = false;
           res.statusCode = 500;
-          res.end(JSON.stringify({ errors: [{ message: "Linear is having a moment" }] }));
+          // Echoes the credential it got: the task's log must not show it (issue #40).
+          const echo = `Linear is having a moment (for ${String(req.headers.authorization)})`;
+          res.end(JSON.stringify({ errors: [{ message: echo }] }));
           return;
         }
         data = { commentCreate: { success: true } };
@@ -316,6 +318,9 @@ describe("integrations: Linear", () => {
       return found ?? undefined;
     });
     expect(String(logged.payload.message)).toContain("Linear is having a moment");
+    // The account's API key the server echoed: redacted, though not process-wide.
+    expect(String(logged.payload.message)).toContain("(for [REDACTED])");
+    expect(JSON.stringify(logged)).not.toContain(API_KEY);
     // The task itself is intact and still waits for its plan approval.
     expect((await server.api("GET", `/tasks/${taskId}`, { key })).body.status).toBe(
       "awaiting_approval",

@@ -4,7 +4,7 @@ import { claimMarker, markerKind } from "../../durable/markers.js";
 import { taskById } from "../../domain/tasks/queries.js";
 import { taskConversations } from "../../domain/tasks/threads.js";
 import type { JobKind, Scheduler } from "../../queue/scheduler.js";
-import { redactText } from "../../util/redact.js";
+import { redactTextIn, SecretScope } from "../../util/redact.js";
 import { withRetries } from "../../util/retry.js";
 import type { IntegrationJobDeps } from "../plugin.js";
 import { pluginOf } from "../registry.js";
@@ -91,7 +91,11 @@ export function integrationNoticeJob(deps: IntegrationJobDeps): JobKind<z.infer<
         );
         logger.info({ task: task_id, kind, type: source.type }, "notice posted");
       } catch (error) {
-        const reason = redactText(error instanceof Error ? error.message : String(error));
+        // The task's text, made outside its stages: the integration's secrets (the account's,
+        // not redacted process-wide) are redacted here explicitly (util/redact.ts).
+        const scope = new SecretScope(task.account_id, Object.values(integration.secrets ?? {}));
+        const message = error instanceof Error ? error.message : String(error);
+        const reason = redactTextIn(scope, message);
         await deps.tasks.events.append(task_id, {
           event_type: "log",
           message: `Could not post the ${kind === "end" ? "result" : kind} to ${source.type} after ${ATTEMPTS} attempts: ${reason}`,

@@ -75,6 +75,8 @@ export { DiskBudgetError, type SandboxCache };
 export const WORKSPACE = "/workspace";
 /** Where it sees its package cache (npm, Go, pip, cargo; util/sandbox-cache.ts). */
 export const CACHE_MOUNT = "/cache";
+/** Where it sees the build caches of its account and repository (GOCACHE; sandbox-cache.ts). */
+export const BUILD_CACHE_MOUNT = "/build-cache";
 /**
  * A working copy's Python virtual environment (the setup step's, ecosystems/python.ts): when
  * it holds one, every command there runs with its bin/ first on PATH and VIRTUAL_ENV set, so
@@ -441,6 +443,8 @@ interface RunMounts {
   tmp: string;
   /** The package cache, mounted at CACHE_MOUNT. */
   cache?: { source: string; readOnly: boolean } | undefined;
+  /** The build caches (writable), mounted at BUILD_CACHE_MOUNT. */
+  build?: string | undefined;
   /** The service's node_modules as mounted (a read-only overlay's mount point), if prepared. */
   modules?: string | undefined;
   diskLimitMb: number;
@@ -484,6 +488,7 @@ async function bwrapArgs(mounts: RunMounts, network: string[] = []): Promise<str
   ];
   if (mounts.cache)
     args.push(mounts.cache.readOnly ? "--ro-bind" : "--bind", mounts.cache.source, CACHE_MOUNT);
+  if (mounts.build) args.push("--bind", mounts.build, BUILD_CACHE_MOUNT);
   args.push("--bind", mounts.workspace, mounts.workspaceAt);
   // The service's own node_modules, read-only at a fixed path: a health scan runs the
   // service's c8 around a repository's tests (src/health/coverage.ts, sandboxPath). Third-party
@@ -1197,6 +1202,7 @@ export async function runSandboxed(
       : path.join(run, "scratch-cache");
     if (!options.cache) await mkdir(cacheDir);
     const cacheReadOnly = options.cache?.readOnly === true;
+    const buildDir = options.cache?.build ? await realpath(options.cache.build) : undefined;
     // Where the run's writes to a read-only cache land (watched for the disk budget).
     let cacheWrites: string | undefined;
     let home = path.join(run, "home");
@@ -1245,6 +1251,7 @@ export async function runSandboxed(
           workspaceAt: mode === "host" ? cwd : WORKSPACE,
           tmp: await mountSource("t", tmp),
           cache: { source: cacheSource, readOnly: false },
+          build: buildDir && (await mountSource("build", buildDir)),
           modules: await modulesOverlay(run, tools, overlays),
           diskLimitMb,
         },
@@ -1274,6 +1281,9 @@ export async function runSandboxed(
           )
         : {}),
     });
+    // Kept build outputs: a run compiles only what changed (sandbox-cache.ts, withBuildCache).
+    if (buildDir && !options.env?.GOCACHE)
+      env.GOCACHE = path.join(boxed ? BUILD_CACHE_MOUNT : buildDir, "go-build");
     if (boxed) {
       env.TMPDIR = "/tmp";
       env.PATH = sandboxPathVariable(env.PATH ?? "");
@@ -1291,6 +1301,7 @@ export async function runSandboxed(
       run,
       ...(cacheReadOnly || !options.cache ? [] : [cacheDir]),
       ...(cacheWrites ? [cacheWrites] : []),
+      ...(buildDir ? [buildDir] : []),
     ];
     const result = await new Promise<SandboxResult>((resolve, reject) => {
       const collector = createCollector(options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT);

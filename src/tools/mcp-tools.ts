@@ -387,7 +387,9 @@ export async function openMcpTools(options: McpToolOptions): Promise<McpToolbox>
           return tool;
         });
       } catch (error) {
-        const reason = scrub(error instanceof Error ? error.message : String(error));
+        const reason = scrub(
+          stdio?.failure ?? (error instanceof Error ? error.message : String(error)),
+        );
         const tail = stdio?.stderr
           ? scrub(stdio.stderr)
               .slice(-500)

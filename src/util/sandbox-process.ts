@@ -17,6 +17,11 @@ import { removeTree } from "./sandbox-cache.js";
  */
 
 const KILL_GRACE_MS = 2_000;
+/**
+ * A message (one line of JSON) longer than this ends the process: the SDK's reader keeps
+ * growing one buffer and parses the line on the event loop (issue #40).
+ */
+export const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 /** Last bytes of stderr kept, for the log line of a server that fails. */
 const STDERR_KEPT = 4 * 1024;
 
@@ -37,6 +42,10 @@ export class SandboxedStdioTransport implements Transport {
   /** The working copy's overlay scratch folders (beside it), removed with the run. */
   private scratch: string[] = [];
   private readonly buffer = new ReadBuffer();
+  /** Bytes read since the last newline: the message being read so far. */
+  private unread = 0;
+  /** Why the transport stopped the process itself, for the failure's log line. */
+  failure: string | undefined;
   private stderrTail = "";
   private closed = false;
 
@@ -76,6 +85,15 @@ export class SandboxedStdioTransport implements Transport {
     child.on("close", () => void this.finish());
     child.stdin?.on("error", (error) => this.onerror?.(error));
     child.stdout?.on("data", (chunk: Buffer) => {
+      const newline = chunk.lastIndexOf(0x0a);
+      this.unread = newline === -1 ? this.unread + chunk.length : chunk.length - newline - 1;
+      if (this.unread > MAX_MESSAGE_BYTES) {
+        this.failure = `it wrote a message longer than ${MAX_MESSAGE_BYTES >> 20} MiB (limit)`;
+        this.onerror?.(new Error(this.failure));
+        child.stdout?.removeAllListeners("data");
+        void this.close();
+        return;
+      }
       this.buffer.append(chunk);
       for (;;) {
         let message: JSONRPCMessage | null;

@@ -71,6 +71,9 @@ beforeAll(async () => {
       "  bomb:",
       "    command: node",
       `    args: [tools/bomb-mcp.mjs, "${FAN_OUT}"]`,
+      "  flood:",
+      "    command: node",
+      "    args: [tools/bomb-mcp.mjs, flood]",
       "",
     ].join("\n"),
   });
@@ -177,6 +180,12 @@ describe("a repository's MCP tool schema that fans out through $ref", () => {
         /^MCP server bomb: tool mcp__bomb__bomb left out: its input schema/.test(l),
       ),
     ).toEqual([expect.stringMatching(/through \$ref .*limit/)]);
+    // A server whose answer is one line of 64 MiB is stopped at 4 MiB; the task goes on.
+    expect(logs).toContainEqual(
+      expect.stringMatching(
+        /^MCP server flood did not start \(it wrote a message longer than 4 MiB \(limit\)/,
+      ),
+    );
     const planning = model.requests.filter((r) => roleOf(r) === "plan");
     expect(planning[0]!.tools).toContain("mcp__bomb__lookup");
     expect(planning[0]!.tools).not.toContain("mcp__bomb__bomb");

@@ -35,6 +35,7 @@ import { promptCache } from "./prompt-cache.js";
 import { metricsOverhead } from "./metrics-overhead.js";
 import { taskOverhead } from "./task-overhead.js";
 import { tasksCreate } from "./tasks-create.js";
+import { testReportsBench } from "./test-reports.js";
 import { wsFanout } from "./ws-fanout.js";
 import {
   activeCleanups,
@@ -64,6 +65,7 @@ const BENCHMARKS: Benchmark[] = [
   mcpBench,
   followUpBench,
   buildCacheBench,
+  testReportsBench,
 ];
 
 const here = path.dirname(fileURLToPath(import.meta.url));

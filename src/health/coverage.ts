@@ -27,7 +27,6 @@
  */
 import {
   diskBudgetFailure,
-  runSandboxed,
   sandboxRoot,
   type SandboxCache,
   type SandboxResult,
@@ -47,6 +46,7 @@ import {
 } from "../ecosystems/javascript.js";
 import { parseCoveragePyJson, PYTHON_CANDIDATES, usesPytest } from "../ecosystems/python.js";
 import type { CoverageFigures } from "../ecosystems/types.js";
+import { runWithTests, type TestRun } from "../verify/tests/index.js";
 import type { RepoFiles, ScanFile } from "./files.js";
 import { clampScore, type MetricResult } from "./types.js";
 
@@ -82,8 +82,35 @@ export interface LanguageCoverage {
   command: string | null;
   method: string;
   tests_passed: boolean | null;
+  /**
+   * The measured run's tests, counted per test from the runner's report or output
+   * (verify/tests/, as verification reads them); null when nothing could be read per test.
+   */
+  tests: TestCounts | null;
   reason?: string;
   notes: string[];
+}
+
+/** How many tests a run had, by status, and which runner said so. */
+export interface TestCounts {
+  runner: string;
+  total: number;
+  passed: number;
+  failed: number;
+  skipped: number;
+}
+
+/** The counts of a TestRun. */
+export function countTests(run: TestRun | null): TestCounts | null {
+  if (!run) return null;
+  const count = (status: string) => run.tests.filter((t) => t.status === status).length;
+  return {
+    runner: run.runner,
+    total: run.tests.length,
+    passed: count("passed"),
+    failed: count("failed"),
+    skipped: count("skipped"),
+  };
 }
 
 export interface CoverageOptions {
@@ -122,10 +149,12 @@ async function run(
   options: CoverageOptions,
   budget: Budget,
   env: Record<string, string> = {},
+  seen?: { tests: TestRun | null },
 ): Promise<SandboxResult | null> {
   const left = budget.remaining();
   if (left < 1000) return null;
-  const result = await runSandboxed(command, {
+  // With the runner's report where it has one: the tests of the run are counted from it.
+  const { result, tests } = await runWithTests(command, {
     cwd: options.root,
     timeoutMs: left,
     maxOutputBytes: OUTPUT_BYTES,
@@ -136,6 +165,7 @@ async function run(
   // Past TASK_DISK_LIMIT_MB the scan fails with the reason (jobs/health-scan.ts).
   const overBudget = diskBudgetFailure(result, "scan");
   if (overBudget) throw overBudget;
+  if (seen && tests) seen.tests = tests;
   return result;
 }
 
@@ -152,6 +182,16 @@ function coverageOf(file: ScanFile): { id: CoverageLanguage; adapter: CoverageAd
   return null;
 }
 
+/** An adapter's attempt, `seen` cleared first so it holds only this language's tests. */
+function attemptOf(
+  adapter: CoverageAdapter,
+  context: Parameters<CoverageAdapter["measure"]>[0],
+  seen: { tests: TestRun | null },
+): ReturnType<CoverageAdapter["measure"]> {
+  seen.tests = null;
+  return adapter.measure(context);
+}
+
 /** The test-coverage metric of a cloned repository. */
 export async function measureCoverage(
   repo: RepoFiles,
@@ -164,6 +204,8 @@ export async function measureCoverage(
     },
   };
   const byPath = new Map(repo.files.map((f) => [f.path, f]));
+  // The last run of the language being measured whose tests could be read.
+  const seen: { tests: TestRun | null } = { tests: null };
   const context = {
     root: options.root,
     // Where the commands see the working copy: reports name files under it.
@@ -171,7 +213,8 @@ export async function measureCoverage(
     files: byPath,
     goproxy: options.goproxy,
     setupFailure: options.setupFailure,
-    run: (command: string, env?: Record<string, string>) => run(command, options, budget, env),
+    run: (command: string, env?: Record<string, string>) =>
+      run(command, options, budget, env, seen),
     outOfTime: () => outOfTime(budget),
   };
   const stats = new Map<
@@ -224,7 +267,7 @@ export async function measureCoverage(
     const attempt: CoverageAttempt =
       s.testFiles === 0 && s.adapter.needsTestFiles
         ? { ok: false, reason: "no test files", command: null, notes: [] }
-        : await s.adapter.measure(context);
+        : await attemptOf(s.adapter, context, seen);
     options.signal?.throwIfAborted();
     if (attempt.ok) {
       results.push({
@@ -237,6 +280,7 @@ export async function measureCoverage(
         command: attempt.command,
         method: attempt.method,
         tests_passed: attempt.testsPassed,
+        tests: countTests(seen.tests),
         notes:
           attempt.figures.excluded_test_files > 0
             ? [
@@ -256,6 +300,7 @@ export async function measureCoverage(
         command: attempt.command,
         method: "estimate from the ratio of test lines to source lines",
         tests_passed: null,
+        tests: countTests(seen.tests),
         reason: attempt.reason,
         notes: attempt.notes,
       });

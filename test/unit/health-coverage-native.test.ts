@@ -78,6 +78,8 @@ describe("Python coverage with coverage.py", () => {
       unit: "statements",
       percent: 83.3,
       tests_passed: true,
+      // Counted per test from pytest's own report (verify/tests/).
+      tests: { runner: "pytest", total: 2, passed: 2, failed: 0, skipped: 0 },
     });
   });
 
@@ -196,6 +198,7 @@ describe("Go coverage with go test -coverprofile", () => {
       covered: 2,
       total: 3,
       unit: "statements",
+      tests: { runner: "go", total: 1, passed: 1, failed: 0, skipped: 0 },
     });
   });
 });

@@ -15,20 +15,28 @@ import {
 } from "../verify/baseline.js";
 import { configNames, detectChecks, type Check } from "../verify/index.js";
 import { DiskBudgetError } from "../util/sandbox-disk.js";
+import type { SandboxCache } from "../util/sandbox.js";
 import { taskCache } from "./agent.js";
 import type { StageContext } from "./stage.js";
 import { setupOutputs } from "./stages/setup.js";
 
-/** What a base run needs from the stage. */
-async function baseOptions(ctx: StageContext): Promise<BaseRunOptions> {
+/** What a base run needs from the stage; `cache` when the stage has it at hand already. */
+export async function baseOptions(
+  ctx: StageContext,
+  cache?: SandboxCache,
+): Promise<BaseRunOptions> {
+  const [outputs, found] = await Promise.all([
+    setupOutputs(ctx),
+    cache ? Promise.resolve(cache) : taskCache(ctx),
+  ]);
   return {
     models: ctx.models,
     scope: { accountId: ctx.task.account_id, repoId: ctx.task.repo_id, commit: ctx.task.base_sha! },
     workdir: ctx.workdir,
-    outputs: await setupOutputs(ctx),
+    outputs,
     timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
     signal: ctx.signal,
-    cache: await taskCache(ctx),
+    cache: found,
     log: (line) => ctx.log(line),
   };
 }
@@ -74,6 +82,7 @@ export async function baseFor(
   ctx: StageContext,
   checks: readonly Check[],
   runMissing: boolean,
+  cache?: SandboxCache,
 ): Promise<Map<string, BaseCheck>> {
   if (!ctx.task.base_sha) return new Map();
   const going = ctx.baseRuns?.get(ctx.task._id);
@@ -86,15 +95,19 @@ export async function baseFor(
     ctx.baseRuns?.forget(ctx.task._id);
     if (failure instanceof DiskBudgetError) throw failure;
   }
-  const options = await baseOptions(ctx);
+  const scope = {
+    accountId: ctx.task.account_id,
+    repoId: ctx.task.repo_id,
+    commit: ctx.task.base_sha,
+  };
   try {
-    if (!runMissing)
-      return await keptBaselines(
-        ctx.models,
-        options.scope,
-        checks.map((c) => c.command),
-      );
-    return await baselineResults(checks, options);
+    const kept = await keptBaselines(
+      ctx.models,
+      scope,
+      checks.map((c) => c.command),
+    );
+    if (!runMissing || checks.every((c) => kept.has(c.command))) return kept;
+    return await baselineResults(checks, await baseOptions(ctx, cache));
   } catch (error) {
     ctx.signal.throwIfAborted();
     if (error instanceof DiskBudgetError) throw error;

@@ -7,7 +7,8 @@ import {
   summarizeChecks,
   type VerifyOutcome,
 } from "../../verify/index.js";
-import { describeResult, heartbeatLine } from "../../util/sandbox.js";
+import { runGit } from "../../util/git.js";
+import { describeResult, heartbeatLine, type SandboxCache } from "../../util/sandbox.js";
 import { baseCheckOf, runOnBase, testsOf } from "../../verify/baseline.js";
 import type { BaseCheck } from "../../verify/compare.js";
 import { nameIds, testsRecord } from "../../verify/compare.js";
@@ -40,6 +41,18 @@ function tail(text: string, lines: number): string {
 function startedFromFailure(task: { origin?: unknown }): boolean {
   const origin = task.origin as { kind?: unknown; trigger?: unknown } | null | undefined;
   return origin?.kind === "ci_failure" || origin?.trigger === "ci_failure";
+}
+
+/** The paths the change touches, repository-relative (one `git status`, nothing staged). */
+async function changedFiles(ctx: StageContext): Promise<string[]> {
+  const status = await runGit(
+    ["status", "--porcelain", "-z", "--no-renames", "--untracked-files=all"],
+    { cwd: ctx.workdir, signal: ctx.signal },
+  );
+  return status
+    .split("\0")
+    .filter((entry) => entry.length > 3)
+    .map((entry) => entry.slice(3));
 }
 
 /** The working copy's folders as check output names them. */
@@ -77,6 +90,7 @@ async function reproducedTests(
   ctx: StageContext,
   judged: readonly JudgedCheck[],
   files: readonly string[],
+  cache: SandboxCache | undefined,
 ): Promise<Map<string, string[]>> {
   const found = new Map<string, string[]>();
   if (!ctx.task.base_sha) return found;
@@ -102,7 +116,7 @@ async function reproducedTests(
       outputs: await setupOutputs(ctx),
       timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
       signal: ctx.signal,
-      cache: await taskCache(ctx),
+      cache,
       log: (line) => ctx.log(line),
       overlay: files,
     },
@@ -218,10 +232,12 @@ export const verifyStage: Stage = {
       const installed = outcome.install.every((o) => o.result.ok);
       // Dependencies are in place after the first successful install.
       if (installed) install = [];
-      const { files } = await workingCopyDiff(ctx.workdir, { signal: ctx.signal });
-      // The base's results: the run PLANNING started, or kept ones; run now only when a
-      // check failed (a passing verification needs them only for its evidence).
-      const base = await baseFor(ctx, plan.checks, !outcome.ok && installed);
+      // The base's results (the run PLANNING started, or kept ones; run now only when a check
+      // failed: a passing verification needs them only for its evidence), and what changed.
+      const [base, files] = await Promise.all([
+        baseFor(ctx, plan.checks, !outcome.ok && installed, cache),
+        changedFiles(ctx),
+      ]);
       const touched = touchedTests(
         outcome.results.map((o) => testsOf(o)),
         files,
@@ -242,7 +258,7 @@ export const verifyStage: Stage = {
       if (line) await ctx.log(line);
       const blocking = installed ? blockingChecks(judged) : outcome.failed;
       if (blocking.length === 0) {
-        const reproduced = await reproducedTests(ctx, judged, files);
+        const reproduced = await reproducedTests(ctx, judged, files, cache);
         const record = checkRecord(ctx, plan.source, attempt, judged, base, reproduced);
         await ctx.update({ checks: record, verified: await verifiedRecord(ctx, outcome.results) });
         await ctx.log(passedLine(judged, outcome));

@@ -330,6 +330,7 @@ describe("instrumentation", () => {
       "go vet ./... && go test ./...",
     );
     expect((await instrument("go test -v ./...", root, FILES)).goVerbose).toBe(true);
+    expect((await instrument("go test -c -o calc.test ./calc", root, FILES)).goJson).toBe(false);
   });
 
   it("adds node:test's reporter where node --test is visible and chooses no reporter", async () => {

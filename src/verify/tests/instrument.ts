@@ -117,6 +117,8 @@ export async function instrument(
   if (go) {
     const verbose = /(^|\s)-(test\.)?v(=true)?(\s|$)/.test(command);
     if (/(^|\s)-json(\s|$)/.test(command)) return { ...plain, goJson: true, goVerbose: true };
+    // A test binary built (-c, -o) or a list of names (-list) is no test run to read.
+    if (/(^|\s)-(c|o|list)(\s|=|$)/.test(command)) return plain;
     return {
       ...plain,
       command: command.replace(GO_TEST, "$1 -json$2"),

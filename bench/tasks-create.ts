@@ -41,6 +41,7 @@ import {
   type LoadSample,
   type LoadSubject,
 } from "./lib/harness.js";
+import { placeholderRepo } from "../test/helpers/git-repo.js";
 import { serveBare, type BareServer } from "./lib/bare-server.js";
 import { openBareConnection, startBenchStack } from "./lib/stack.js";
 
@@ -213,7 +214,7 @@ export async function setUpAccount(
     {
       method: "POST",
       key,
-      body: { name: "bench", repos: [{ name: "acme/app", clone_url: "/tmp/x" }] },
+      body: { name: "bench", repos: [{ name: "acme/app", clone_url: await placeholderRepo() }] },
     },
     201,
   );

@@ -45,6 +45,7 @@ import {
   type BenchSettings,
   type LatencySummary,
 } from "./lib/harness.js";
+import { placeholderRepo } from "../test/helpers/git-repo.js";
 import { openBareConnection, startBenchStack } from "./lib/stack.js";
 
 /**
@@ -377,7 +378,7 @@ export const wsFanout: Benchmark = {
       const key = String((await post("/keys/generate", { name: "bench" })).key);
       const workspace = await post(
         "/workspaces",
-        { name: "bench", repos: [{ name: "acme/app", clone_url: "/tmp/x" }] },
+        { name: "bench", repos: [{ name: "acme/app", clone_url: await placeholderRepo() }] },
         key,
       );
       const task = await post(

@@ -321,6 +321,31 @@ export async function markInstallationDeleted(
   );
 }
 
+/**
+ * Unlinks an installation's workspace from `accountId` (DELETE /workspaces/{id}): the row
+ * stays, unlinked, as before its first link, and its first-link marker goes, so the setup
+ * flow can link it again (to this account or to another user with access on GitHub). The App
+ * stays installed on GitHub. False when the row was not linked to `accountId`.
+ */
+export async function unlinkInstallation(
+  models: Models,
+  workspaceId: string,
+  accountId: string,
+): Promise<boolean> {
+  let unlinked = false;
+  const row = await changeWorkspace(models, workspaceId, (ws) => {
+    unlinked = ws.account_id === accountId;
+    return unlinked ? { account_id: null } : null;
+  });
+  const installationId = row?.github?.installation_id;
+  if (unlinked && installationId != null)
+    await markersOf(models).deleteOne({
+      _id: githubLinkMarker(installationId).id,
+      account_id: accountId,
+    });
+  return unlinked;
+}
+
 /** Repositories added to an installation (`installation_repositories.added`). */
 export async function addInstallationRepos(
   models: Models,

@@ -1,8 +1,12 @@
+import { constants } from "node:fs";
+// eslint-disable-next-line no-restricted-imports -- not a working copy: the local repository a workspace names (ALLOW_LOCAL_REPOS), looked at where git will clone it from
+import { access, stat } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
 import { afterFilter, type PageRequest } from "../util/paging.js";
 import { generationMarker } from "../durable/markers.js";
 import { collectionOf, type Models, type RepositoryDoc, type WorkspaceDoc } from "../db/models.js";
 import { errors } from "../errors.js";
-import { remoteHead } from "../util/git.js";
+import { GitError, remoteHead } from "../util/git.js";
 import { newId } from "../util/ids.js";
 import { checkRemote, RemoteUrlError } from "../util/remote-url.js";
 import { redactText } from "../util/redact.js";
@@ -109,6 +113,80 @@ export async function remoteDefaultBranch(url: string): Promise<string | null> {
   }
 }
 
+/** The folder a clone URL names on this machine (an absolute path or file://), or null. */
+function localFolderOf(url: string): string | null {
+  if (url.startsWith("/")) return url;
+  if (!/^file:\/\//i.test(url)) return null;
+  try {
+    return fileURLToPath(url);
+  } catch {
+    return url; // file://host/… names no local folder: git refuses it, and so does the check
+  }
+}
+
+/** Why a local folder cannot be cloned, in words for the account, or null when it can. */
+async function localFolderProblem(folder: string): Promise<string | null> {
+  try {
+    if (!(await stat(folder)).isDirectory()) return `${folder} is not a directory`;
+    await access(folder, constants.R_OK | constants.X_OK);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return `${folder} does not exist`;
+    if (code === "EACCES" || code === "EPERM") return `${folder} cannot be read by the service`;
+    return `${folder} cannot be read (${code ?? "error"})`;
+  }
+  return null;
+}
+
+/**
+ * A local repository (ALLOW_LOCAL_REPOS) is checked where it is: an existing, readable
+ * directory that git reads as a repository (`git ls-remote`, as the clone will). Answers the
+ * problem, or the repository's default branch (null for one without commits).
+ */
+async function inspectLocalRepo(
+  url: string,
+  folder: string,
+): Promise<{ problem: string } | { branch: string | null }> {
+  const problem = await localFolderProblem(folder);
+  if (problem) return { problem };
+  try {
+    return { branch: await remoteHead(url, { timeoutMs: LS_REMOTE_TIMEOUT_MS }) };
+  } catch (error) {
+    if (!(error instanceof GitError)) throw error;
+    if (/not appear to be a git repository|not a git repository/i.test(error.stderr))
+      return { problem: `${folder} is not a git repository` };
+    const reason = /fatal: (.*)/.exec(error.stderr)?.[1] ?? "git cannot read it";
+    return { problem: `${folder} cannot be read as a git repository: ${reason}` };
+  }
+}
+
+/**
+ * The default branch of each repository (given, else asked of the remote: null, not the
+ * schema's "main", when unknown). Local repositories are checked first: 400 naming each
+ * field whose folder is missing, not a directory, unreadable or not a git repository.
+ */
+async function defaultBranches(repos: RepoInput[]): Promise<Array<string | null>> {
+  const problems: Array<{ path: string; message: string }> = [];
+  const branches = await Promise.all(
+    repos.map(async (repo, index) => {
+      const folder = localFolderOf(repo.clone_url);
+      if (!folder) return repo.default_branch ?? remoteDefaultBranch(repo.clone_url);
+      const found = await inspectLocalRepo(repo.clone_url, folder);
+      if ("problem" in found) {
+        problems.push({ path: `body.repos.${index}.clone_url`, message: found.problem });
+        return null;
+      }
+      return repo.default_branch ?? found.branch;
+    }),
+  );
+  if (problems.length)
+    throw errors.validation(
+      problems.sort((a, b) => a.path.localeCompare(b.path, "en", { numeric: true })),
+      "A repository path cannot be used: it must be an existing, readable git repository.",
+    );
+  return branches;
+}
+
 /** Creates a plain-git workspace owned by the account; repository names must be unique in it. */
 export async function createGitWorkspace(
   models: Models,
@@ -123,10 +201,7 @@ export async function createGitWorkspace(
     if (seen.has(key)) throw errors.conflict(`The repository name "${repo.name}" is given twice.`);
     seen.add(key);
   }
-  // Branches not given are asked of each remote (null, not the schema's "main", when unknown).
-  const branches = await Promise.all(
-    input.repos.map((r) => r.default_branch ?? remoteDefaultBranch(r.clone_url)),
-  );
+  const branches = await defaultBranches(input.repos);
   const doc = await models.Workspace.create({
     _id: newId("ws"),
     kind: "git",

@@ -34,3 +34,19 @@ export async function createGitRepo(
   await git("commit", "-q", "-m", "initial");
   return { dir, git, remove: () => rm(dir, { recursive: true, force: true }) };
 }
+
+let placeholder: Promise<string> | undefined;
+
+/**
+ * A real, empty git repository for tests whose workspace is never cloned (tasks that stay
+ * queued, automations, quotas): POST /workspaces checks that a local path is a repository.
+ * One per test process, made on first use.
+ */
+export function placeholderRepo(): Promise<string> {
+  placeholder ??= (async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "foreman-placeholder-"));
+    await run("git", ["init", "-q", "-b", "main"], { cwd: dir });
+    return dir;
+  })();
+  return placeholder;
+}

@@ -6,7 +6,7 @@ import {
   type FakeModel,
   type FakeModelRequest,
 } from "../helpers/fake-model.js";
-import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
+import { createGitRepo, type GitFixture, placeholderRepo } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { openTaskStream } from "../helpers/ws.js";
 
@@ -41,7 +41,7 @@ async function accountWithRepo(): Promise<{ key: string; workspaceId: string }> 
   const { key } = await server.signup();
   const ws = await server.api("POST", "/workspaces", {
     key,
-    body: { name: "w", repos: [{ name: "acme/app", clone_url: "/tmp/none" }] },
+    body: { name: "w", repos: [{ name: "acme/app", clone_url: await placeholderRepo() }] },
   });
   expect(ws.status).toBe(201);
   return { key, workspaceId: ws.body.id };

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { allRoutes } from "../../src/http/app.js";
 import { isIdempotent } from "../../src/http/route.js";
 import { startDbProxy } from "../helpers/db-proxy.js";
+import { placeholderRepo } from "../helpers/git-repo.js";
 import { startTestServer, testDatabaseUri, type TestServer } from "../helpers/server.js";
 
 /**
@@ -23,7 +24,7 @@ afterAll(async () => {
 async function workspaceOf(key: string, name = "w"): Promise<string> {
   const ws = await server.api("POST", "/workspaces", {
     key,
-    body: { name, repos: [{ name: "acme/app", clone_url: "/tmp/none" }] },
+    body: { name, repos: [{ name: "acme/app", clone_url: await placeholderRepo() }] },
   });
   expect(ws.status).toBe(201);
   return ws.body.id as string;
@@ -108,7 +109,7 @@ describe("Idempotency-Key", () => {
       const { key } = await slow.signup();
       const ws = await slow.api("POST", "/workspaces", {
         key,
-        body: { name: "w", repos: [{ name: "acme/app", clone_url: "/tmp/none" }] },
+        body: { name: "w", repos: [{ name: "acme/app", clone_url: await placeholderRepo() }] },
       });
       const description = `slow-first-${randomBytes(4).toString("hex")}`;
       const held = proxy.rule({
@@ -253,7 +254,7 @@ describe("Location", () => {
     const { key } = await server.signup();
     const ws = await server.api("POST", "/workspaces", {
       key,
-      body: { name: "w", repos: [{ name: "acme/app", clone_url: "/tmp/none" }] },
+      body: { name: "w", repos: [{ name: "acme/app", clone_url: await placeholderRepo() }] },
     });
     expect(ws.headers.get("location")).toBe(`/workspaces/${ws.body.id}`);
     const automation = await server.api("POST", "/automations", {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { allRoutes } from "../../src/http/app.js";
+import { placeholderRepo } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 /**
@@ -138,7 +139,7 @@ beforeAll(async () => {
     createWorkspace: {
       method: "POST",
       path: "/workspaces",
-      body: { name: "x", repos: [{ name: "r", clone_url: "/tmp/r" }] },
+      body: { name: "x", repos: [{ name: "r", clone_url: await placeholderRepo() }] },
       foreign: (res) => expect(res.status).toBe(201),
     },
     listWorkspaces: {
@@ -151,6 +152,11 @@ beforeAll(async () => {
     },
     getWorkspace: {
       method: "GET",
+      path: `/workspaces/${workspaceId}`,
+      foreign: (res) => expect(res.status).toBe(404),
+    },
+    deleteWorkspace: {
+      method: "DELETE",
       path: `/workspaces/${workspaceId}`,
       foreign: (res) => expect(res.status).toBe(404),
     },
@@ -374,6 +380,7 @@ beforeAll(async () => {
           "model",
           "public_url",
           "sandbox",
+          "signup",
         ]);
       },
     },

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { placeholderRepo } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 /*
@@ -17,7 +18,7 @@ beforeAll(async () => {
   key = (await server.signup()).key;
   const ws = await server.api("POST", "/workspaces", {
     key,
-    body: { name: "w", repos: [{ name: "acme/app", clone_url: "/tmp/none" }] },
+    body: { name: "w", repos: [{ name: "acme/app", clone_url: await placeholderRepo() }] },
   });
   expect(ws.status).toBe(201);
   repoId = (await server.api("GET", `/workspaces/${ws.body.id}/repos`, { key })).body[0].id;

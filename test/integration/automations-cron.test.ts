@@ -13,6 +13,7 @@ import {
   reconcileCronJobs,
 } from "../../src/jobs/cron.js";
 import { startService, type Service } from "../../src/service.js";
+import { placeholderRepo } from "../helpers/git-repo.js";
 import {
   startTestServer,
   testConfig,
@@ -63,7 +64,7 @@ async function account() {
   const { key } = await server.signup();
   const ws = await server.api("POST", "/workspaces", {
     key,
-    body: { name: "w", repos: [{ name: "acme/app", clone_url: "/tmp/foreman-no-such-remote" }] },
+    body: { name: "w", repos: [{ name: "acme/app", clone_url: await placeholderRepo() }] },
   });
   expect(ws.status).toBe(201);
   return { key, workspaceId: ws.body.id as string };

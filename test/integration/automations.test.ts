@@ -2,6 +2,7 @@ import { createHmac, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fireCiFailureAutomations, type CiFailure } from "../../src/domain/automations.js";
 import { findCronJobs } from "../../src/jobs/cron.js";
+import { placeholderRepo } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 /*
@@ -32,7 +33,7 @@ async function account(repoName = "acme/app"): Promise<Account> {
   const { id, key } = await server.signup();
   const ws = await server.api("POST", "/workspaces", {
     key,
-    body: { name: "w", repos: [{ name: repoName, clone_url: "/tmp/none" }] },
+    body: { name: "w", repos: [{ name: repoName, clone_url: await placeholderRepo() }] },
   });
   expect(ws.status).toBe(201);
   const repos = await server.api("GET", `/workspaces/${ws.body.id}/repos`, { key });
@@ -151,7 +152,7 @@ describe("automations CRUD", () => {
 
     const second = await server.api("POST", "/workspaces", {
       key: a.key,
-      body: { name: "w2", repos: [{ name: "acme/app", clone_url: "/tmp/none2" }] },
+      body: { name: "w2", repos: [{ name: "acme/app", clone_url: await placeholderRepo() }] },
     });
     const ambiguous = await create(a.key, { ...body, repo_id: "acme/app" });
     expect(ambiguous.status).toBe(400);

@@ -65,13 +65,20 @@ afterAll(async () => {
   await repo?.remove();
 });
 
-/** A new account with a plain-git workspace on the fixture repository. */
-async function account(cloneUrl = repo.dir): Promise<{ key: string; workspaceId: string }> {
+/**
+ * A new account with a plain-git workspace on the fixture repository, or ("gone") on a
+ * repository removed once the workspace exists (creation checks that it is one).
+ */
+async function account(
+  on: "fixture" | "gone" = "fixture",
+): Promise<{ key: string; workspaceId: string }> {
   const { key } = await server.signup();
+  const gone = on === "gone" ? await createGitRepo({ "README.md": "# gone\n" }) : undefined;
   const ws = await server.api("POST", "/workspaces", {
     key,
-    body: { name: "w", repos: [{ name: "acme/notes", clone_url: cloneUrl }] },
+    body: { name: "w", repos: [{ name: "acme/notes", clone_url: gone?.dir ?? repo.dir }] },
   });
+  await gone?.remove();
   expect(ws.status).toBe(201);
   return { key, workspaceId: ws.body.id as string };
 }
@@ -196,7 +203,7 @@ describe("POST /prism/parse", () => {
 });
 
 describe("POST /prism/queue", () => {
-  const missing = "/nonexistent/prism-repo"; // tasks there fail at CLONING: no model call
+  const missing = "gone"; // tasks there fail at CLONING: no model call
 
   async function queue(key: string, workspaceId: string, tasks: unknown, extra = {}) {
     return server.api("POST", "/prism/queue", {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { claimQuota, currentUsage } from "../../src/domain/quota.js";
 import { AppError } from "../../src/errors.js";
+import { placeholderRepo } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 let server: TestServer;
@@ -90,7 +91,7 @@ describe("monthly quota", () => {
     await models.Account.updateOne({ _id: accountId }, { $set: { tier: "pro" } });
     const ws = await server.api("POST", "/workspaces", {
       key,
-      body: { name: "w", repos: [{ name: "acme/app", clone_url: "/tmp/none" }] },
+      body: { name: "w", repos: [{ name: "acme/app", clone_url: await placeholderRepo() }] },
     });
     const body = { workspace_id: ws.body.id, repo_id: "acme/app", description: "x" };
     const created = await Promise.all(

@@ -6,7 +6,7 @@ import {
   type FakeModel,
   type FakeModelRequest,
 } from "../helpers/fake-model.js";
-import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
+import { createGitRepo, type GitFixture, placeholderRepo } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { openTaskStream } from "../helpers/ws.js";
 
@@ -232,7 +232,7 @@ describe("tasks that name a skill", () => {
     for (const who of [alice, bob]) {
       const ws = await server.api("POST", "/workspaces", {
         key: who.key,
-        body: { name: "w", repos: [{ name: "acme/app", clone_url: "/tmp/none" }] },
+        body: { name: "w", repos: [{ name: "acme/app", clone_url: await placeholderRepo() }] },
       });
       const res = await server.api("POST", "/tasks", {
         key: who.key,

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { setTier } from "../../src/domain/accounts.js";
+import { placeholderRepo } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 /** Task creation claims the monthly allowance: exactly, under concurrency, per account. */
@@ -18,7 +19,7 @@ describe("POST /tasks and the monthly allowance", () => {
     const { key } = await server.signup();
     const ws = await server.api("POST", "/workspaces", {
       key,
-      body: { name: "w", repos: [{ name: "acme/app", clone_url: "/tmp/none" }] },
+      body: { name: "w", repos: [{ name: "acme/app", clone_url: await placeholderRepo() }] },
     });
     const body = { workspace_id: ws.body.id, repo_id: "acme/app", description: "x" };
     for (let i = 0; i < 9; i += 1)
@@ -41,7 +42,7 @@ describe("POST /tasks and the monthly allowance", () => {
     const other = await server.signup("other");
     const theirs = await server.api("POST", "/workspaces", {
       key: other.key,
-      body: { name: "w", repos: [{ name: "acme/app", clone_url: "/tmp/none" }] },
+      body: { name: "w", repos: [{ name: "acme/app", clone_url: await placeholderRepo() }] },
     });
     const bad = await server.api("POST", "/tasks", {
       key,
@@ -70,7 +71,7 @@ describe("POST /tasks and the monthly allowance", () => {
     await setTier(models, accountId, "pro");
     const ws = await server.api("POST", "/workspaces", {
       key,
-      body: { name: "w", repos: [{ name: "acme/app", clone_url: "/tmp/none" }] },
+      body: { name: "w", repos: [{ name: "acme/app", clone_url: await placeholderRepo() }] },
     });
     const body = { workspace_id: ws.body.id, repo_id: "acme/app", description: "x" };
     // Every process follows tier changes within ACCOUNT_VIEW_POLL_MS (50 ms here).

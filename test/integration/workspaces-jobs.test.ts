@@ -1,15 +1,23 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
+import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 let server: TestServer;
 let key: string;
+let toolsRepo: GitFixture;
+let siteRepo: GitFixture;
 beforeAll(async () => {
-  server = await startTestServer({ workers: true });
+  [server, toolsRepo, siteRepo] = await Promise.all([
+    startTestServer({ workers: true }),
+    createGitRepo({ "README.md": "# tools\n" }, "main"),
+    createGitRepo({ "README.md": "# site\n" }, "trunk"),
+  ]);
   ({ key } = await server.signup("ws"));
 });
 afterAll(async () => {
   await server.stop();
+  await Promise.all([toolsRepo?.remove(), siteRepo?.remove()]);
 });
 
 describe("plain-git workspaces", () => {
@@ -19,8 +27,8 @@ describe("plain-git workspaces", () => {
       body: {
         name: "local",
         repos: [
-          { name: "tools", clone_url: "/srv/git/tools.git" },
-          { name: "acme/site", clone_url: "file:///srv/git/site.git", default_branch: "trunk" },
+          { name: "tools", clone_url: toolsRepo.dir },
+          { name: "acme/site", clone_url: `file://${siteRepo.dir}`, default_branch: "trunk" },
         ],
       },
     });
@@ -30,8 +38,8 @@ describe("plain-git workspaces", () => {
     expect(tools).toMatchObject({
       name: "tools",
       full_name: "tools",
-      default_branch: null, // not given, and the remote does not answer (ls-remote)
-      clone_url: "/srv/git/tools.git",
+      default_branch: "main", // not given: the remote's HEAD (ls-remote)
+      clone_url: toolsRepo.dir,
     });
     expect(site).toMatchObject({ name: "site", full_name: "acme/site", default_branch: "trunk" });
     expect(site.id).not.toContain("/");

@@ -15,6 +15,7 @@ import { taskEndMarker } from "./endings.js";
 import { gateMarker } from "./gates.js";
 import { stageDoneMarker } from "./model.js";
 import { rememberFeedback } from "../memory.js";
+import { getWorkspace } from "../workspaces.js";
 import { createTask, type CreateTaskInput } from "./create.js";
 import { getTask } from "./queries.js";
 import { moveTo } from "./gates.js";
@@ -221,6 +222,8 @@ export async function retryTask(
     throw errors.invalidState(
       `Only a failed task can be retried (status ${task.status}, phase ${task.phase}).`,
     );
+  // A deleted workspace (DELETE /workspaces/{id}) runs nothing again: 404.
+  await getWorkspace(deps.models, accountId, task.workspace_id);
   const stage = await failedStage(deps, task);
   if (!stage)
     throw errors.invalidState(

@@ -1,4 +1,6 @@
+import path from "node:path";
 import { z } from "zod";
+import { deleteWorkspace } from "../../../domain/workspace-deletion.js";
 import {
   createGitWorkspace,
   getWorkspace,
@@ -9,7 +11,8 @@ import {
 } from "../../../domain/workspaces.js";
 import { pageQuery, positionKey } from "../../paging.js";
 import { startLink } from "../../../domain/linking.js";
-import { route } from "../../route.js";
+import { route, tasksOf } from "../../route.js";
+import { noContent } from "../../schemas.js";
 import {
   createWorkspaceBody,
   linkStart,
@@ -88,6 +91,33 @@ export const workspaceRoutes = [
     errors: [404],
     async handler(_ctx, { params, principal, deps }) {
       return toWorkspaceView(await getWorkspace(deps.models, principal.accountId, params.id));
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/workspaces/:id",
+    operationId: "deleteWorkspace",
+    tag: "workspaces",
+    summary: "Delete a workspace",
+    description:
+      "Refused with 409 invalid_state, naming them, while any task of the workspace has not ended (cancel it with POST /tasks/{id}/cancel or wait) or a health scan of it is pending or running. A plain-git workspace is removed with its repositories; a GitHub App installation's workspace is unlinked from the account (the App stays installed on GitHub; POST /workspaces/link links it again). Its automations (and their schedules), its repository memory and the kept working copies of its tasks go too. Ended tasks and finished health reports stay, readable by their ids. Another account's workspace is 404.",
+    auth: "key",
+    params: workspaceParams,
+    status: 204,
+    response: { description: "Deleted", schema: noContent },
+    errors: [404, 409],
+    async handler(_ctx, { params, principal, deps }) {
+      await deleteWorkspace(
+        {
+          tasks: tasksOf(deps),
+          cron: deps.cron,
+          logger: deps.logger,
+          // The working copies' folder (pipeline/runner.ts, workdirFor).
+          workRoot: path.join(deps.config.dataDir, "work"),
+        },
+        principal.accountId,
+        params.id,
+      );
     },
   }),
   route({

@@ -109,6 +109,12 @@ export function addressRefusal(
   return undefined;
 }
 
+/** A name's addresses, IPv4 first (this host may have no IPv6 route). */
+export type Resolver = (host: string) => Promise<{ address: string }[]>;
+
+/** The system's resolver (getaddrinfo: /etc/hosts, then DNS). */
+const systemResolver: Resolver = (host) => lookup(host, { all: true, order: "ipv4first" });
+
 /** A running guard: its port on 127.0.0.1, and what it did. */
 export interface AddressGuard {
   port: number;
@@ -132,6 +138,7 @@ function splitTarget(target: string): { host: string; port: number } | undefined
 export async function startAddressGuard(
   portAllowed: (host: string, port: number) => boolean,
   policy: AddressPolicy = STRICT_POLICY,
+  resolveName: Resolver = systemResolver,
 ): Promise<AddressGuard> {
   const ranges = parseAddressRanges(policy.allowRanges);
   const refused = new Map<string, string>();
@@ -148,9 +155,9 @@ export async function startAddressGuard(
   ): Promise<{ addresses: string[] } | { refusal: string }> {
     if (!portAllowed(host, port))
       return { refusal: `port ${port} of ${host} is not on SANDBOX_SETUP_ALLOW` };
-    let answers: { address: string; family: number }[];
+    let answers: { address: string }[];
     try {
-      answers = await lookup(host, { all: true, order: "ipv4first" });
+      answers = await resolveName(host);
     } catch {
       return { refusal: `${host} does not resolve` };
     }

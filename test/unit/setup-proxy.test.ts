@@ -25,7 +25,11 @@ import {
   startSetupProxy,
   type SetupProxy,
 } from "../../src/util/setup-proxy.js";
-import { addressRefusal, parseAddressRanges } from "../../src/util/setup-proxy-guard.js";
+import {
+  addressRefusal,
+  parseAddressRanges,
+  startAddressGuard,
+} from "../../src/util/setup-proxy-guard.js";
 
 /*
  * The setup step's network for real: tinyproxy (scripts/setup.sh) with the allowlist, reached
@@ -236,6 +240,34 @@ describe("the setup proxy by address", () => {
     }
     expect(requests).toEqual(["POST /keys/generate"]);
   }, 30_000);
+
+  it("connects to the address it checked: a name that resolves elsewhere a moment later cannot move it", async () => {
+    // DNS rebinding: the first answer passes the check, the next would not (and nothing
+    // listens there). The guard asks once and connects to what it checked.
+    const answers = ["127.0.0.1", "127.0.0.2"];
+    const asked: string[] = [];
+    const guard = await startAddressGuard(
+      () => true,
+      { allowRanges: ["127.0.0.1/32"], ownPorts: [] },
+      async (host) => {
+        asked.push(host);
+        return [{ address: answers[Math.min(asked.length - 1, 1)]! }];
+      },
+    );
+    try {
+      expect(
+        await through(guard.port, "POST", `http://rebind.test:${servicePort}/keys/generate`),
+      ).toBe(201);
+      expect(asked).toEqual(["rebind.test"]);
+      expect(requests).toEqual(["POST /keys/generate"]);
+      // The next request gets the second answer: refused, never connected.
+      expect(await through(guard.port, "CONNECT", `rebind.test:${servicePort}`)).toBe(403);
+      expect(guard.refused()).toEqual([expect.stringContaining("127.0.0.2 is a loopback address")]);
+      expect(requests).toEqual(["POST /keys/generate"]);
+    } finally {
+      await guard.stop();
+    }
+  });
 
   it("classifies addresses as the guard connects to them", () => {
     const none = parseAddressRanges([]);

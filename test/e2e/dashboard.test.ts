@@ -558,6 +558,7 @@ describe("the dashboard", () => {
                 ok: true,
                 duration_ms: 1200,
                 tests: {
+                  runner: "node:test",
                   total: 3,
                   passed: 3,
                   failed: 0,
@@ -585,6 +586,7 @@ describe("the dashboard", () => {
                   still_failing: stillFailing,
                   still_failing_count: 75,
                   added: [],
+                  reproduced: [],
                 },
               },
             ],
@@ -598,6 +600,9 @@ describe("the dashboard", () => {
       box.getByRole("listitem").filter({ hasText: "legacy suite" }).textContent(),
     ).resolves.toMatch(/failed\s*pre-existing\s*legacy suite/);
     await expect(box.getByText("Tests: 3 passed, 75 failed (78 in all)").count()).resolves.toBe(1);
+    await expect(
+      box.getByRole("listitem").filter({ hasText: "unit tests" }).textContent(),
+    ).resolves.toBe("passed unit tests node --test 1.2 s · 3 of 3 tests passed (node:test)");
     const fixed = box.getByRole("listitem").filter({ hasText: "greets by name" });
     await expect(fixed.textContent()).resolves.toBe("fixed test/greet.test.js > greets by name");
     await expect(

@@ -45,10 +45,16 @@ function CheckRow({ check }: { check: NonNullable<Task["checks"]>["results"][num
     <li>
       <span class={check.ok ? "ok" : "bad"}>{check.ok ? "passed" : "failed"}</span>{" "}
       {!check.ok && check.pre_existing && (
-        <span class="badge badge-awaiting_approval">pre-existing</span>
-      )}{" "}
+        <>
+          <span class="badge badge-awaiting_approval">pre-existing</span>{" "}
+        </>
+      )}
       <strong>{check.name}</strong> <code>{check.command}</code>{" "}
-      <span class="muted">{(check.duration_ms / 1000).toFixed(1)} s</span>
+      <span class="muted">
+        {(check.duration_ms / 1000).toFixed(1)} s
+        {check.tests &&
+          ` · ${check.tests.passed} of ${check.tests.total} tests passed${check.tests.runner ? ` (${check.tests.runner})` : ""}`}
+      </span>
     </li>
   );
 }

@@ -29,25 +29,84 @@ const ADD_WRONG = "export const add = (a, b) => a - b;\n";
 const ADD_RIGHT = "export const add = (a, b) => a + b;\n";
 const ADD_OTHER_WRONG = "export const add = (a, b) => a * b;\n";
 
-const suite = {
-  "package.json": pkg("node --test test/"),
-  "src/add.js": ADD_WRONG,
-  "src/v.js": "export const v = 1;\n",
-  "test/add.test.js": `import { test } from "node:test";
+/** A runner's repository: a wrong add() (its test red), v (green), an unrelated red test. */
+interface Runner {
+  name: string;
+  repo: string;
+  files: Record<string, string>;
+  /** The files the model writes, and what it writes there. */
+  add: string;
+  v: string;
+  code: { addRight: string; addOtherWrong: string; vTwo: string; vOneAndW: string };
+  /** How the runner names the tests (in its ids). */
+  ids: { add: RegExp; date: RegExp; v: RegExp };
+}
+
+const NODE: Runner = {
+  name: "node:test",
+  repo: "acme/suite",
+  files: {
+    "package.json": pkg("node --test test/"),
+    "src/add.js": ADD_WRONG,
+    "src/v.js": "export const v = 1;\n",
+    "test/add.test.js": `import { test } from "node:test";
 import assert from "node:assert/strict";
 import { add } from "../src/add.js";
 test("add sums", () => assert.equal(add(2, 3), 5));
 `,
-  "test/date.test.js": `import { test } from "node:test";
+    "test/date.test.js": `import { test } from "node:test";
 import assert from "node:assert/strict";
 test("the epoch is in 1971", () => assert.equal(new Date(0).getUTCFullYear(), 1971));
 `,
-  "test/v.test.js": `import { test } from "node:test";
+    "test/v.test.js": `import { test } from "node:test";
 import assert from "node:assert/strict";
 import { v } from "../src/v.js";
 test("v is one", () => assert.equal(v, 1));
 `,
+  },
+  add: "src/add.js",
+  v: "src/v.js",
+  code: {
+    addRight: ADD_RIGHT,
+    addOtherWrong: ADD_OTHER_WRONG,
+    vTwo: "export const v = 2;\n",
+    vOneAndW: "export const v = 1;\nexport const w = 2;\n",
+  },
+  ids: { add: /add sums/, date: /the epoch is in 1971/, v: /v is one/ },
 };
+
+const PYTEST: Runner = {
+  name: "pytest",
+  repo: "acme/pysuite",
+  files: {
+    ".github/foreman.yml": "verify:\n  - name: test\n    run: pytest\n",
+    "pytest.ini": "[pytest]\npythonpath = .\n",
+    "calc.py": "def add(a, b):\n    return a - b\n",
+    "v.py": "v = 1\n",
+    "tests/__init__.py": "",
+    "tests/test_add.py":
+      "from calc import add\n\n\ndef test_add_sums():\n    assert add(2, 3) == 5\n",
+    "tests/test_date.py":
+      "import datetime\n\n\ndef test_the_epoch_is_in_1971():\n    assert datetime.datetime.fromtimestamp(0, datetime.timezone.utc).year == 1971\n",
+    "tests/test_v.py": "from v import v\n\n\ndef test_v_is_one():\n    assert v == 1\n",
+  },
+  add: "calc.py",
+  v: "v.py",
+  code: {
+    addRight: "def add(a, b):\n    return a + b\n",
+    addOtherWrong: "def add(a, b):\n    return a * b\n",
+    vTwo: "v = 2\n",
+    vOneAndW: "v = 1\nw = 2\n",
+  },
+  ids: { add: /test_add_sums/, date: /test_the_epoch_is_in_1971/, v: /test_v_is_one/ },
+};
+
+const RUNNERS = [NODE, PYTEST];
+
+/** The runner a task's description names (`[pytest]`), node:test otherwise. */
+function runnerOf(text: string): Runner {
+  return RUNNERS.find((r) => text.includes(`[${r.name}]`)) ?? NODE;
+}
 
 /** A repository whose only check is a plain script: no runner, no failure words. */
 const script = {
@@ -81,13 +140,21 @@ const model: Script = {
   // The planner first asks what is red on the unchanged code, then names its target.
   plan: (request, n) => {
     if (n === 0) return [{ name: "base_test_results", arguments: {} }];
-    const target = /^\s*- (.*add sums.*)$/m.exec(toolResults(request))?.[1];
+    const runner = runnerOf(userText(request));
+    const target = /^\s*- (.*)$/gm
+      .exec(
+        toolResults(request)
+          .split("\n")
+          .filter((l) => runner.ids.add.test(l))
+          .join("\n"),
+      )
+      ?.at(1);
     return [
       {
         name: "submit_plan",
         arguments: {
           summary: "Change add.",
-          steps: [{ title: "Change it", description: "Change it.", files: ["src/add.js"] }],
+          steps: [{ title: "Change it", description: "Change it.", files: [runner.add] }],
           ...(target && /TARGET/.test(userText(request)) ? { targets: [target] } : {}),
         },
       },
@@ -96,24 +163,25 @@ const model: Script = {
   implement: (request, n) => {
     if (n > 0) return [finish];
     const task = userText(request);
-    if (/BREAK|NEVER/.test(task)) return [write("src/v.js", "export const v = 2;\n")];
-    if (/WRONG/.test(task)) return [write("src/add.js", ADD_OTHER_WRONG)];
-    return [write("src/add.js", ADD_RIGHT)];
+    const runner = runnerOf(task);
+    if (/BREAK|NEVER/.test(task)) return [write(runner.v, runner.code.vTwo)];
+    if (/WRONG/.test(task)) return [write(runner.add, runner.code.addOtherWrong)];
+    return [write(runner.add, runner.code.addRight)];
   },
   fix: (request, n) => {
     const task = userText(request);
+    const runner = runnerOf(task);
     if (n > 0 || /NEVER/.test(task)) return [finish];
     // v back to one, and a change of its own kept (an unchanged copy sets nothing aside).
-    if (/BREAK/.test(task))
-      return [write("src/v.js", "export const v = 1;\nexport const w = 2;\n")];
-    return [write("src/add.js", ADD_RIGHT)];
+    if (/BREAK/.test(task)) return [write(runner.v, runner.code.vOneAndW)];
+    return [write(runner.add, runner.code.addRight)];
   },
   review: () => [
     { name: "submit_review", arguments: { verdict: "approve", summary: "Fine.", comments: [] } },
   ],
 };
 
-let suiteRepo: GitFixture;
+let suiteRepos: GitFixture[] = [];
 let scriptRepo: GitFixture;
 let fake: FakeModel;
 let server: TestServer;
@@ -121,7 +189,7 @@ let key: string;
 let workspaceId: string;
 
 beforeAll(async () => {
-  suiteRepo = await createGitRepo(suite);
+  suiteRepos = await Promise.all(RUNNERS.map((r) => createGitRepo(r.files)));
   scriptRepo = await createGitRepo(script);
   fake = await startFakeModel(agentModel(model));
   server = await startTestServer({
@@ -139,7 +207,7 @@ beforeAll(async () => {
     body: {
       name: "local",
       repos: [
-        { name: "acme/suite", clone_url: suiteRepo.dir },
+        ...RUNNERS.map((r, i) => ({ name: r.repo, clone_url: suiteRepos[i]!.dir })),
         { name: "acme/script", clone_url: scriptRepo.dir },
       ],
     },
@@ -151,7 +219,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.stop();
   await fake?.close();
-  await suiteRepo?.remove();
+  for (const repo of suiteRepos) await repo.remove();
   await scriptRepo?.remove();
 });
 
@@ -190,13 +258,13 @@ function fixRequests(description: string): FakeModelRequest[] {
   return fake.requests.filter((r) => roleOf(r) === "fix" && userText(r).includes(description));
 }
 
-const ADD = /add sums/;
-const DATE = /the epoch is in 1971/;
+describe.each(RUNNERS)("verification by test ($name)", (runner) => {
+  const { add: ADD, date: DATE, v: V } = runner.ids;
+  const tag = `[${runner.name}]`;
 
-describe("verification by test (node:test)", () => {
   it("completes a right fix beside an unrelated red test with no fix round, naming that test", async () => {
-    const description = "FIX TARGET: make add() return the sum.";
-    const { planned, task } = await runToDiffGate("acme/suite", description);
+    const description = `FIX TARGET ${tag}: make add() return the sum.`;
+    const { planned, task } = await runToDiffGate(runner.repo, description);
     // The planner saw the base's red tests and named its target, shown at the plan gate.
     expect(planned.plan_targets).toHaveLength(1);
     expect(planned.plan_targets[0]).toMatch(ADD);
@@ -212,51 +280,52 @@ describe("verification by test (node:test)", () => {
     expect(task.checks.targets).toEqual(planned.plan_targets);
     const lines = await logs(task.id);
     const round = lines.find((l) => l.startsWith("Tests: "));
-    expect(round).toMatch(/1 fixed: .*add sums/);
-    expect(round).toMatch(/1 still failing as on the base: .*the epoch is in 1971/);
+    expect(round).toMatch(new RegExp(`1 fixed: .*${ADD.source}`));
+    expect(round).toMatch(new RegExp(`1 still failing as on the base: .*${DATE.source}`));
     expect(lines.some((l) => l.startsWith("Verification passed apart from pre-existing"))).toBe(
       true,
     );
   }, 180_000);
 
   it("sends a first attempt still wrong another way to a fix round", async () => {
-    const description = "WRONG: make add() return the sum.";
-    const { task } = await runToDiffGate("acme/suite", description);
+    const description = `WRONG ${tag}: make add() return the sum.`;
+    const { task } = await runToDiffGate(runner.repo, description);
     expect(task.status).toBe("awaiting_diff_approval");
     expect(task.checks.fix_attempts).toBe(1);
     const [fix] = fixRequests(description);
     const prompt = userText(fix!);
     // The new failure by id with its message first, the old red test named after it.
-    expect(prompt).toMatch(/#### .*add sums \(new failure\)/);
-    expect(prompt).toContain("6");
-    expect(prompt.indexOf("Failing before the change too")).toBeGreaterThan(
-      prompt.indexOf("add sums"),
-    );
-    expect(prompt).toMatch(/the epoch is in 1971/);
+    expect(prompt).toMatch(new RegExp(`#### .*${ADD.source} \\(new failure\\)\\n[^#]*6`));
+    expect(prompt.indexOf("Failing before the change too")).toBeGreaterThan(prompt.search(ADD));
+    expect(prompt).toMatch(DATE);
     const lines = await logs(task.id);
-    expect(lines.some((l) => /^Tests: .*1 new failure: .*add sums/.test(l))).toBe(true);
+    expect(lines.some((l) => new RegExp(`^Tests: .*1 new failure: .*${ADD.source}`).test(l))).toBe(
+      true,
+    );
   }, 180_000);
 
   it("sends a test newly broken beside old red ones to a fix round", async () => {
-    const description = "BREAK: set v to two.";
-    const { task } = await runToDiffGate("acme/suite", description);
+    const description = `BREAK ${tag}: set v to two.`;
+    const { task } = await runToDiffGate(runner.repo, description);
     expect(task.status).toBe("awaiting_diff_approval");
     expect(task.checks.fix_attempts).toBe(1);
     expect(task.checks.results[0].tests.new_failures).toEqual([]);
     expect(task.checks.results[0].tests.still_failing).toHaveLength(2);
     const prompt = userText(fixRequests(description)[0]!);
-    expect(prompt).toMatch(/#### .*v is one \(new failure\)/);
+    expect(prompt).toMatch(new RegExp(`#### .*${V.source} \\(new failure\\)`));
   }, 180_000);
 
   it("fails a break never repaired, naming the test", async () => {
-    const description = "NEVER: set v to two.";
-    const { task } = await runToDiffGate("acme/suite", description);
+    const description = `NEVER ${tag}: set v to two.`;
+    const { task } = await runToDiffGate(runner.repo, description);
     expect(task.status).toBe("failed");
-    expect(task.error).toMatch(/failing tests: .*v is one/);
+    expect(task.error).toMatch(new RegExp(`failing tests: .*${V.source}`));
     expect(task.error).not.toMatch(/1971/);
-    expect(task.checks.results[0].tests.new_failures[0]).toMatch(/v is one/);
+    expect(task.checks.results[0].tests.new_failures[0]).toMatch(V);
   }, 180_000);
+});
 
+describe("verification of a check not read per test", () => {
   it("sends a plain script that exits 1 with no failure words, still wrong, to a fix round", async () => {
     const description = "WRONG: make add() return the sum, checked by a script.";
     const { task } = await runToDiffGate("acme/script", description);

@@ -16,6 +16,7 @@ import path from "node:path";
 import { z } from "zod";
 import type { ExecutableTool } from "../llm/types.js";
 import { inCheckedDir, PathError, resolveInside } from "../util/paths.js";
+import { REDACTION_MARK } from "../util/redact.js";
 import { readBytes } from "../util/workcopy-fs.js";
 import { looksBinary, mayHoldSecrets } from "../indexer/skip.js";
 import { numberedLines, type SyntaxChecker } from "./syntax-check.js";
@@ -76,6 +77,20 @@ class ToolRefusal extends Error {
 
 function refuse(message: string): never {
   throw new ToolRefusal(message);
+}
+
+const marks = (text: string) => text.split(REDACTION_MARK).length - 1;
+
+/**
+ * Refuses new text holding more redaction marks than what it replaces: the model read a mark
+ * in place of a secret value (of the task's account), and writing it back would replace the
+ * repository's text with it (docs/operations.md, "Secret redaction").
+ */
+function refuseRedactionMarks(rel: string, text: string, replaced: string): void {
+  if (marks(text) <= marks(replaced)) return;
+  refuse(
+    `the new text holds ${REDACTION_MARK}, which stands for text the service hid from you (a secret value); writing it would replace that text in ${rel}. Leave those parts as they are and change the file around them with edit_file.`,
+  );
 }
 
 function errorText(error: unknown): string {
@@ -344,6 +359,10 @@ export function createWriteTools(root: string, options: WriteToolOptions = {}): 
         if (previous?.isDirectory()) refuse(`${rel} is a directory; choose a file path.`);
         if (previous !== undefined && !previous.isFile()) refuse(`${rel} is not a regular file.`);
 
+        if (content.includes(REDACTION_MARK)) {
+          const before = previous ? await readBytes(root, rel, { maxBytes }) : "";
+          refuseRedactionMarks(rel, content, typeof before === "string" ? "" : before.toString());
+        }
         let data = content;
         // read_file strips CR, so a model rewriting a CRLF file writes LF; keep the file's
         // line endings rather than turn every line into a diff.
@@ -394,6 +413,7 @@ export function createWriteTools(root: string, options: WriteToolOptions = {}): 
         }
         if (oldText === newText)
           refuse("old_text and new_text are the same; nothing would change.");
+        refuseRedactionMarks(rel, newText, oldText);
         const info = await existingFile(abs, rel, "edit");
         if (info.size > maxBytes) {
           refuse(

@@ -17,6 +17,8 @@ import { AsyncLocalStorage } from "node:async_hooks";
  * text), hex, percent-encoding, a JSON string's escapes, and reversed.
  */
 const REDACTED = "[REDACTED]";
+/** What a redacted value reads as: tools that write the working copy refuse to add it. */
+export const REDACTION_MARK = REDACTED;
 
 /** Shorter values are not secrets worth hiding and would blank ordinary text. */
 const MIN_SECRET_LENGTH = 6;

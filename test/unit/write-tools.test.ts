@@ -380,3 +380,40 @@ describe("onChange", () => {
     ]);
   });
 });
+
+describe("redaction marks (issue #40, finding 1)", () => {
+  it("never writes [REDACTED] over the text a secret's mark stood for", async () => {
+    await put("src/add.js", "export function add(a, b) {\n  return a + b;\n}\n");
+    // The model read the file with "export function" redacted and writes back what it read.
+    const rewrite = await call("write_file", {
+      path: "src/add.js",
+      content: "[REDACTED] add(a, b) {\n  return a + b + 0;\n}\n",
+    });
+    expect(rewrite).toMatch(/^Error: .*\[REDACTED\], which stands for text the service hid/);
+    const edit = await call("edit_file", {
+      path: "src/add.js",
+      old_text: "  return a + b;",
+      new_text: "  return [REDACTED];",
+    });
+    expect(edit).toMatch(/^Error: .*\[REDACTED\]/);
+    const created = await call("write_file", { path: "src/new.js", content: "[REDACTED]\n" });
+    expect(created).toMatch(/^Error: /);
+    expect(await read("src/add.js")).toBe("export function add(a, b) {\n  return a + b;\n}\n");
+    expect(await exists(path.join(root, "src/new.js"))).toBe(false);
+  });
+
+  it("keeps marks a file already has (a redaction helper's own code)", async () => {
+    await put("src/mask.js", 'export const MASK = "[REDACTED]";\n');
+    const rewrite = await call("write_file", {
+      path: "src/mask.js",
+      content: 'export const MASK = "[REDACTED]"; // the mark\n',
+    });
+    expect(rewrite).toMatch(/^Wrote src\/mask.js/);
+    const edit = await call("edit_file", {
+      path: "src/mask.js",
+      old_text: '"[REDACTED]"; // the mark',
+      new_text: '"[REDACTED]";',
+    });
+    expect(edit).not.toMatch(/^Error/);
+  });
+});

@@ -13,16 +13,16 @@ import { detachLoopDevices, isKept, mountsUnder, workdirOfMount } from "../util/
  * worker's tasks would lose their working copies (they clone again).
  *   npm run data:release           (after npm run build)
  *   npx tsx src/cli/data-release.ts (development)
- * Exit codes: 0 nothing left mounted, 1 something still is, 2 bad configuration.
+ * Exit codes: 0 nothing left mounted or attached, 1 something still is, 2 bad configuration.
  */
 
 /** Releases everything under `dataDir`; answers what was done and what is still mounted. */
 export async function releaseAll(
   dataDir: string,
-): Promise<{ released: string[]; detached: number; left: string[] }> {
+): Promise<{ released: string[]; loops: string[]; left: string[] }> {
   const released = await releaseDataMounts(dataDir, new Set(), { spareKept: false });
-  const detached = await detachLoopDevices(dataDir);
-  return { released, detached, left: await mountsUnder(dataDir) };
+  const loops = await detachLoopDevices(dataDir);
+  return { released, loops, left: await mountsUnder(dataDir) };
 }
 
 async function main(): Promise<number> {
@@ -38,15 +38,16 @@ async function main(): Promise<number> {
     throw error;
   }
   const kept = (await mountsUnder(dataDir)).filter((m) => isKept(workdirOfMount(m))).length;
-  const { released, detached, left } = await releaseAll(dataDir);
+  const { released, loops, left } = await releaseAll(dataDir);
+  const devices =
+    loops.length === 0
+      ? "no loop device of its images is attached"
+      : `loop device(s) still attached: ${loops.join(", ")}`;
   console.log(
-    `${dataDir}: ${released.length} mount(s) taken off (${kept} of kept copies), ${detached} loop device(s) detached.`,
+    `${dataDir}: ${released.length} mount(s) taken off (${kept} of kept copies); ${devices}.`,
   );
-  if (left.length > 0) {
-    console.error(`Still mounted (in use?): ${left.join(", ")}`);
-    return 1;
-  }
-  return 0;
+  if (left.length > 0) console.error(`Still mounted (in use?): ${left.join(", ")}`);
+  return left.length + loops.length > 0 ? 1 : 0;
 }
 
 const invoked = process.argv[1] ? realpathSync(process.argv[1]) : "";

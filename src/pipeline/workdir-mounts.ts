@@ -64,8 +64,8 @@ export async function heldElsewhere(
 /**
  * Takes off every mount under `dataDir` but those of working copies in `keep` and (unless
  * `spareKept` is false: the operator's data:release) of kept copies; answers the mount points
- * taken off, deepest first (a working copy's bind before its volume's loop mount, whose loop
- * device is freed with it).
+ * taken off, deepest first. A volume's loop device is freed (autoclear) once both its loop
+ * mount and the working copy's bind are off.
  */
 export async function releaseDataMounts(
   dataDir: string,

@@ -436,31 +436,46 @@ export async function remountWorkdir(workdir: string): Promise<boolean> {
   return true;
 }
 
-/**
- * Detaches the loop devices whose backing file is under `root` (an image still attached with
- * nothing mounted, or one removed while attached); answers how many. None without losetup.
- */
-export async function detachLoopDevices(root: string): Promise<number> {
-  const losetup = await findExecutable("losetup", ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]);
-  if (!losetup) return 0;
+/** The loop devices whose backing file is under `root` (a removed file included). */
+async function loopDevicesUnder(losetup: string, root: string): Promise<string[]> {
   const base = path.resolve(root);
-  let devices: { name: string; "back-file"?: string | null }[] = [];
   try {
     const { stdout } = await execFileAsync(losetup, ["--json", "--list"], { timeout: 30_000 });
-    devices = (JSON.parse(stdout || "{}") as { loopdevices?: typeof devices }).loopdevices ?? [];
+    const devices =
+      (JSON.parse(stdout || "{}") as { loopdevices?: { name: string; "back-file"?: string }[] })
+        .loopdevices ?? [];
+    return devices
+      .filter((device) => {
+        const file = (device["back-file"] ?? "").replace(/ \(deleted\)$/, "");
+        return file === base || file.startsWith(`${base}/`);
+      })
+      .map((device) => device.name);
   } catch {
-    return 0;
+    return [];
   }
-  let detached = 0;
-  for (const device of devices) {
-    const file = (device["back-file"] ?? "").replace(/ \(deleted\)$/, "");
-    if (file !== base && !file.startsWith(`${base}/`)) continue;
-    try {
-      await execFileAsync(losetup, ["--detach", device.name], { timeout: 30_000 });
-      detached++;
-    } catch {
-      // Still mounted somewhere (another namespace): autoclear frees it with that mount.
-    }
+}
+
+/** How long detachLoopDevices waits for the kernel to let go of devices. */
+const DETACH_WAIT_MS = 10_000;
+
+/**
+ * Detaches the loop devices whose backing file is under `root` (an image still attached with
+ * nothing mounted, or one removed while attached) and waits until the kernel has let go of
+ * them: a device whose last mount just went is freed asynchronously (autoclear). Answers the
+ * devices still attached after that (empty: none left). None found without losetup.
+ */
+export async function detachLoopDevices(root: string): Promise<string[]> {
+  const losetup = await findExecutable("losetup", ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]);
+  if (!losetup) return [];
+  const deadline = Date.now() + DETACH_WAIT_MS;
+  for (;;) {
+    const left = await loopDevicesUnder(losetup, root);
+    if (left.length === 0 || Date.now() > deadline) return left;
+    for (const device of left)
+      await execFileAsync(losetup, ["--detach", device], { timeout: 30_000 }).catch(
+        // Still mounted somewhere (another namespace), or being freed: looked at again.
+        () => undefined,
+      );
+    await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  return detached;
 }

@@ -105,16 +105,20 @@ async function stop(child: ChildProcess): Promise<number | null> {
 }
 
 describe.runIf(support.available)("DATA_DIR's mounts across a stop and a start", () => {
-  it("a stop leaves only kept copies mounted; a start takes back or removes; data:release frees all", async () => {
+  it("a stop leaves only kept copies (and a sibling worker's) mounted; a start takes back or removes; data:release frees all", async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), "foreman-mounts-"));
     const work = path.join(dataDir, "work");
-    const [running, gone, kept] = ["task_running", "task_gone", "task_kept"].map((n) =>
-      path.join(work, n),
-    );
+    const [running, gone, kept, sibling] = [
+      "task_running",
+      "task_gone",
+      "task_kept",
+      "task_sibling",
+    ].map((n) => path.join(work, n));
     const service = await startService();
     // Working copies on volumes, as the clone stage makes them: one of a task still running,
-    // one of a task that no longer exists, one kept for a follow-up.
-    for (const workdir of [running!, gone!, kept!]) {
+    // one of a task that no longer exists, one kept for a follow-up, one a stage of another
+    // live worker of this DATA_DIR is working in (its lease beats).
+    for (const workdir of [running!, gone!, kept!, sibling!]) {
       expect(await prepareWorkdir(workdir, 24)).toBe("volume");
       await writeFile(path.join(workdir, "file.txt"), path.basename(workdir));
     }
@@ -125,18 +129,26 @@ describe.runIf(support.available)("DATA_DIR's mounts across a stop and a start",
         .db()
         .collection("tasks")
         .insertOne({ _id: "task_running" as never, status: "running", phase: "VERIFYING" });
-      expect(mountsUnder(dataDir)).toHaveLength(6);
+      await client
+        .db()
+        .collection("once_markers")
+        .insertOne({
+          _id: "lease:task_sibling:verify:0" as never,
+          scope: "lease",
+          holder_id: "another-host:4242:0123456789ab",
+          heartbeat_at: new Date(),
+        });
+      expect(mountsUnder(dataDir)).toHaveLength(8);
 
       expect(await stop(service)).toBe(0);
-      // Only the kept copy: its bind and its volume's loop mount.
-      expect(mountsUnder(dataDir)).toEqual([kept!, `${kept}.vol/mnt`].sort());
+      // Only the kept copy (its bind and its volume's loop mount) and the sibling's.
+      const stays = [kept!, `${kept}.vol/mnt`, sibling!, `${sibling}.vol/mnt`];
+      expect(mountsUnder(dataDir)).toEqual(stays.sort());
       expect(existsSync(path.join(running!, "file.txt"))).toBe(false);
 
       const again = await startService();
       // Taken back (a task still running), removed (no such task), kept (still valid).
-      expect(mountsUnder(dataDir)).toEqual(
-        [kept!, `${kept}.vol/mnt`, running!, `${running}.vol/mnt`].sort(),
-      );
+      expect(mountsUnder(dataDir)).toEqual([...stays, running!, `${running}.vol/mnt`].sort());
       expect(readFileSync(path.join(running!, "file.txt"), "utf8")).toBe("task_running");
       expect(existsSync(`${gone}.vol`)).toBe(false);
       expect(await stop(again)).toBe(0);
@@ -149,7 +161,9 @@ describe.runIf(support.available)("DATA_DIR's mounts across a stop and a start",
       cwd: root,
       env: { ...process.env, DATA_DIR: dataDir },
     });
-    expect(stdout).toMatch(/2 mount\(s\) taken off \(2 of kept copies\)/);
+    expect(stdout).toMatch(
+      /4 mount\(s\) taken off \(2 of kept copies\); no loop device of its images is attached/,
+    );
     expect(mountsUnder(dataDir)).toEqual([]);
     expect(await loopDevicesUnder(dataDir)).toEqual([]);
     await rm(dataDir, { recursive: true });

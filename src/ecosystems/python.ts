@@ -1,6 +1,5 @@
 import path from "node:path";
 import semver from "semver";
-import { parse as parseToml, TomlDate, TomlError } from "smol-toml";
 import { describeResult, sandboxSettings, VENV_DIR } from "../util/sandbox.js";
 import { entryInfo, listDir } from "../util/workcopy-fs.js";
 import {
@@ -25,6 +24,7 @@ import type {
   Manifests,
   SourceFile,
 } from "./types.js";
+import { parseRepositoryToml, RepositoryParseError } from "../util/repo-parse.js";
 
 /*
  * Python: pytest as the check, a venv with pip for the setup step's install (requirements
@@ -163,7 +163,7 @@ async function detectInstall(
     inputs.push(PYPROJECT);
     const text = await readText(workdir, PYPROJECT);
     try {
-      doc = typeof text === "string" ? parseToml(text) : undefined;
+      doc = typeof text === "string" ? await parseRepositoryToml(text) : undefined;
     } catch {
       notes.push(`${PYPROJECT} is not valid TOML: the project itself is not installed.`);
     }
@@ -505,18 +505,13 @@ async function readPython(_root: string, repo: ManifestFiles, out: Manifests): P
     for (const line of file.lines) addPython(out, file.path, line.replace(/\s#.*$/, ""), dev);
   }
   const pyproject = repo.files.find((f) => f.path === "pyproject.toml")?.text;
-  if (pyproject !== undefined) readPyproject(pyproject, out);
+  if (pyproject !== undefined) await readPyproject(pyproject, out);
 }
 
 type TomlTable = Record<string, unknown>;
 
 function isTable(value: unknown): value is TomlTable {
-  return (
-    typeof value === "object" &&
-    value !== null &&
-    !Array.isArray(value) &&
-    !(value instanceof TomlDate)
-  );
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** The table at a key path of a parsed TOML document, or undefined. */
@@ -534,12 +529,15 @@ const PYPROJECT = "pyproject.toml";
  * brackets read as Python's own tools read them. A file that is not valid TOML is treated
  * as absent (pip and Poetry refuse it too), and the manifest's skipped list says so.
  */
-function readPyproject(text: string, out: Manifests): void {
+async function readPyproject(text: string, out: Manifests): Promise<void> {
   let doc: TomlTable;
   try {
-    doc = parseToml(text);
+    doc = await parseRepositoryToml(text);
   } catch (error) {
-    const where = error instanceof TomlError ? ` at line ${error.line}` : "";
+    const where =
+      error instanceof RepositoryParseError && error.line !== undefined
+        ? ` at line ${error.line}`
+        : "";
     out.skipped.push({
       manifest: PYPROJECT,
       entry: "(the whole file)",

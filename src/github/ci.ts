@@ -18,7 +18,7 @@ import {
   workspaceOfInstallation,
   type Thread,
 } from "./threads.js";
-import { parseRepositoryYaml } from "../util/repo-yaml.js";
+import { parseRepositoryYaml } from "../util/repo-parse.js";
 
 /** A CI failure of one head commit, fixed once. */
 export const ciFixMarker = markerKind("ci-fix", "github-ci", (repoId: string, headSha: string) => [

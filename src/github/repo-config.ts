@@ -1,7 +1,7 @@
 import type { InstallationOctokit } from "../github-api/client.js";
 import { configNames } from "../verify/checks.js";
 import { ownerAndRepo } from "./threads.js";
-import { parseRepositoryYaml } from "../util/repo-yaml.js";
+import { parseRepositoryYaml } from "../util/repo-parse.js";
 
 /*
  * A repository's own config file (`.github/<APP_SLUG>.yml`, else `.github/foreman.yml`, on

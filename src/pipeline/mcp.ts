@@ -8,7 +8,7 @@ import {
   type McpToolbox,
 } from "../tools/mcp-tools.js";
 import { currentSecretScope, SecretScope } from "../util/redact.js";
-import { parseRepositoryYaml } from "../util/repo-yaml.js";
+import { parseRepositoryYaml } from "../util/repo-parse.js";
 import { readText } from "../util/workcopy-fs.js";
 import { configNames } from "../verify/checks.js";
 import type { StageContext } from "./stage.js";

@@ -7,7 +7,7 @@ import { z } from "zod";
 import { StageError } from "../util/stage-error.js";
 import { ECOSYSTEMS, type Check, type DetectedChecks } from "../ecosystems/index.js";
 import { readText, TOO_LARGE } from "../ecosystems/kit.js";
-import { parseRepositoryYaml } from "../util/repo-yaml.js";
+import { parseRepositoryYaml } from "../util/repo-parse.js";
 
 export type { Check };
 

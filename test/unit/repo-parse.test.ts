@@ -1,9 +1,15 @@
+import { performance } from "node:perf_hooks";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { parseRepositoryYaml, RepositoryYamlError } from "../../src/util/repo-yaml.js";
+import { parse as parseToml } from "smol-toml";
+import {
+  parseRepositoryToml,
+  parseRepositoryYaml,
+  RepositoryParseError,
+} from "../../src/util/repo-parse.js";
 
 /*
- * A repository's YAML (`.github/foreman.yml`) is parsed off the event loop (util/repo-yaml.ts,
+ * A repository's YAML (`.github/foreman.yml`) is parsed off the event loop (util/repo-parse.ts,
  * issue #40): the same value as the yaml package gives, a readable error for a bad file,
  * and a file that takes the parser seconds leaves the loop free meanwhile.
  */
@@ -49,14 +55,16 @@ describe("parseRepositoryYaml", () => {
     const keys = Array.from({ length: 9000 }, (_, i) => `key${i}: v`).join("\n");
     const { value, stallMs } = await longestStall(() => parseRepositoryYaml(keys));
     expect(Object.keys(value as object)).toHaveLength(9000);
-    expect(stallMs).toBeLessThan(250);
+    // Parsed on the loop it stalls 5 s; a busy machine's scheduling alone accounts for a few
+    // hundred milliseconds.
+    expect(stallMs).toBeLessThan(1000);
   }, 60_000);
 
   it("refuses a file too large, invalid, an alias flood or nesting too deep", async () => {
     await expect(parseRepositoryYaml(`a: ${"x".repeat(300 * 1024)}`)).rejects.toThrow(
-      new RepositoryYamlError("larger than 256 KiB (limit 256 KiB)"),
+      new RepositoryParseError("larger than 256 KiB (limit 256 KiB)"),
     );
-    await expect(parseRepositoryYaml("a: [1, 2")).rejects.toThrow(RepositoryYamlError);
+    await expect(parseRepositoryYaml("a: [1, 2")).rejects.toThrow(RepositoryParseError);
     let laughs = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
     for (let i = 1; i < 10; i += 1)
       laughs += `a${i}: &a${i} [${Array(10)
@@ -64,7 +72,7 @@ describe("parseRepositoryYaml", () => {
         .join(", ")}]\n`;
     await expect(parseRepositoryYaml(laughs)).rejects.toThrow(/Excessive alias count/);
     const deep = "[".repeat(100_000) + "]".repeat(100_000);
-    await expect(parseRepositoryYaml(deep)).rejects.toThrow(RepositoryYamlError);
+    await expect(parseRepositoryYaml(deep)).rejects.toThrow(RepositoryParseError);
   }, 60_000);
 
   it("stops a parse that takes too long", async () => {
@@ -73,4 +81,37 @@ describe("parseRepositoryYaml", () => {
       "took longer than 0.001 s to parse (limit)",
     );
   });
+});
+
+describe("parseRepositoryToml", () => {
+  it("gives what smol-toml gives, dates as their TOML text", async () => {
+    const text = [
+      "[project]",
+      'name = "demo"',
+      'dependencies = ["requests>=2", "rich"]',
+      "released = 1979-05-27T07:32:00Z",
+      "[tool.poetry.dependencies]",
+      'httpx = { version = "^0.27", optional = true }',
+      "",
+    ].join("\n");
+    const expected = parseToml(text) as { project: Record<string, unknown> };
+    expected.project.released = "1979-05-27T07:32:00.000Z";
+    expect(await parseRepositoryToml(text)).toEqual(expected);
+    await expect(parseRepositoryToml("[project]\nname = ")).rejects.toMatchObject({
+      name: "RepositoryParseError",
+      line: 2,
+    });
+  });
+
+  it("leaves the event loop idle while a megabyte of tables is parsed", async () => {
+    // About 230 ms of smol-toml's time (more on a busy machine), the worst a pyproject.toml
+    // within the 1 MiB read limit measured: on the loop, the loop would be busy throughout.
+    let text = "";
+    for (let i = 0; text.length < 1024 * 1024 - 64; i += 1) text += `[t${i}]\nk = 1\n`;
+    const before = performance.eventLoopUtilization();
+    const value = await parseRepositoryToml(text);
+    const busy = performance.eventLoopUtilization(before).utilization;
+    expect(Object.keys(value)).toHaveLength(text.split("[t").length - 1);
+    expect(busy).toBeLessThan(0.5);
+  }, 60_000);
 });

@@ -184,20 +184,29 @@ export function fixFailures(
   return text ? `${text}\n### Output\n${tails}` : tails;
 }
 
+/** True when `test` belongs to the changed file `file` (by its file, or the path its id starts with). */
+function inFile(test: ComparedTest, file: string): boolean {
+  if (test.file?.replace(/^\.\//, "") === file) return true;
+  return test.id.startsWith(file) && !/[\w.-]/.test(test.id.charAt(file.length));
+}
+
 /**
  * The tests of `runs` the change adds or edits: those whose file (or the path their id starts
  * with) is among the changed `files`.
  */
 export function touchedTests(runs: readonly (ComparedRun | null)[], files: readonly string[]) {
-  const changed = new Set(files);
   const touched = new Set<string>();
   for (const run of runs)
-    for (const test of run?.tests ?? []) {
-      const file = test.file?.replace(/^\.\//, "");
-      const byId = files.some(
-        (f) => test.id.startsWith(f) && !/[\w.-]/.test(test.id.charAt(f.length)),
-      );
-      if ((file && changed.has(file)) || byId) touched.add(test.id);
-    }
+    for (const test of run?.tests ?? [])
+      if (files.some((f) => inFile(test, f))) touched.add(test.id);
   return touched;
+}
+
+/** Of the changed `files`, those holding tests of `runs` (the change's test files). */
+export function testFiles(
+  runs: readonly (ComparedRun | null)[],
+  files: readonly string[],
+): string[] {
+  const tests = runs.flatMap((run) => run?.tests ?? []);
+  return files.filter((f) => tests.some((t) => inFile(t, f)));
 }

@@ -103,6 +103,13 @@ const PYTEST: Runner = {
 
 const RUNNERS = [NODE, PYTEST];
 
+/** The test a change adds: red on the base's add(), green with the fix. */
+const SUM_TEST = `import { test } from "node:test";
+import assert from "node:assert/strict";
+import { add } from "../src/add.js";
+test("adds negatives", () => assert.equal(add(-2, -3), -5));
+`;
+
 /** The runner a task's description names (`[pytest]`), node:test otherwise. */
 function runnerOf(text: string): Runner {
   return RUNNERS.find((r) => text.includes(`[${r.name}]`)) ?? NODE;
@@ -166,6 +173,9 @@ const model: Script = {
     const runner = runnerOf(task);
     if (/BREAK|NEVER/.test(task)) return [write(runner.v, runner.code.vTwo)];
     if (/WRONG/.test(task)) return [write(runner.add, runner.code.addOtherWrong)];
+    // A test of the change's own, beside the fix: it fails on the base (reproduced).
+    if (/ADDTEST/.test(task))
+      return [write(runner.add, runner.code.addRight), write("test/sum.test.js", SUM_TEST)];
     return [write(runner.add, runner.code.addRight)];
   },
   fix: (request, n) => {
@@ -322,6 +332,22 @@ describe.each(RUNNERS)("verification by test ($name)", (runner) => {
     expect(task.error).toMatch(new RegExp(`failing tests: .*${V.source}`));
     expect(task.error).not.toMatch(/1971/);
     expect(task.checks.results[0].tests.new_failures[0]).toMatch(V);
+  }, 180_000);
+});
+
+describe("evidence of a change that adds a test", () => {
+  it("runs the added test on the base too: red there, green now, it is reproduced", async () => {
+    const description = "ADDTEST: make add() return the sum, with a test.";
+    const { task } = await runToDiffGate(NODE.repo, description);
+    expect(task.status).toBe("awaiting_diff_approval");
+    const { tests } = task.checks.results[0];
+    expect(tests.added).toEqual(["test/sum.test.js > adds negatives"]);
+    expect(tests.reproduced).toEqual(["test/sum.test.js > adds negatives"]);
+    expect(tests.reproduced_count).toBe(1);
+    const lines = await logs(task.id);
+    expect(
+      lines.some((l) => l.startsWith("Running the change's tests on the unchanged code")),
+    ).toBe(true);
   }, 180_000);
 });
 

@@ -9,7 +9,13 @@ import {
   type ComparedRun,
   type ComparedTest,
 } from "../../src/verify/compare.js";
-import { fixFailures, judgeChecks, roundLine, touchedTests } from "../../src/verify/judge.js";
+import {
+  fixFailures,
+  judgeChecks,
+  roundLine,
+  testFiles,
+  touchedTests,
+} from "../../src/verify/judge.js";
 import type { CheckOutcome, VerifyOutcome } from "../../src/verify/run.js";
 
 /*
@@ -233,6 +239,11 @@ describe("judging a round", () => {
       "tests/test_c.py::test_one",
       "x",
     ]);
+  });
+
+  it("copies only the change's test files over the base, never its fix", () => {
+    const runs = [run({ id: "test/sum.test.js > adds negatives", status: "passed" })];
+    expect(testFiles(runs, ["src/add.js", "test/sum.test.js"])).toEqual(["test/sum.test.js"]);
   });
 
   it("names at most ten ids with a count", () => {

@@ -18,6 +18,7 @@ import {
   idsOf,
   judgeChecks,
   roundLine,
+  testFiles,
   touchedTests,
   type JudgedCheck,
 } from "../../verify/judge.js";
@@ -118,7 +119,11 @@ async function reproducedTests(
       signal: ctx.signal,
       cache,
       log: (line) => ctx.log(line),
-      overlay: files,
+      // The change's test files only: the tests must meet the base's code, not the fix.
+      overlay: testFiles(
+        holding.map((j) => j.run),
+        files,
+      ),
     },
   );
   for (const j of holding) {

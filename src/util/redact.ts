@@ -96,8 +96,9 @@ function headHash(text: string, at: number): number {
 /**
  * Many literal strings (every form of every value) found in one pass over a text: a rolling
  * hash of each window of HEAD characters looks up the strings that start with it (Rabin-Karp
- * for many patterns). One scan however many values there are: a log line costs about a
- * microsecond, a 500 kB diff a few milliseconds.
+ * for many patterns). One scan however many values there are: with 250 values (~2,100
+ * forms) a log line took 7-11 µs with the format patterns, a 600 kB diff 25 ms (15 µs and 8
+ * ms before, searching 250 raw values one by one).
  */
 class FormIndex {
   private readonly byHead = new Map<number, string[]>();

@@ -956,17 +956,21 @@ async function bwrapFromFile(run: string, bwrap: string[]): Promise<string[]> {
 /**
  * PATH as a sandboxed command gets it: without the folders it cannot see or must not learn of
  * (the service's checkout, whose node_modules/.bin npm put first, hidden paths such as
- * DATA_DIR, and any other package's node_modules/.bin of the service's own run).
+ * DATA_DIR, and any other package's node_modules/.bin of the service's own run); a folder
+ * under /workspace a caller put there (the repository's node_modules/.bin) stays.
  */
 function sandboxPathVariable(value: string): string {
   const hidden = hiddenPaths();
-  return value
-    .split(":")
-    .filter((dir) => dir !== "" && path.isAbsolute(dir))
-    .filter((dir) => !hidden.some((h) => dir === h || isInside(dir, h)))
-    .filter((dir) => !/(^|\/)node_modules\/\.bin\/?$/.test(dir))
-    .filter((dir, i, all) => all.indexOf(dir) === i)
-    .join(":");
+  return (
+    value
+      .split(":")
+      .filter((dir) => dir !== "" && path.isAbsolute(dir))
+      .filter((dir) => !hidden.some((h) => dir === h || isInside(dir, h)))
+      // A caller's own (the working copy's /workspace/node_modules/.bin) stays.
+      .filter((dir) => isInside(dir, WORKSPACE) || !/(^|\/)node_modules\/\.bin\/?$/.test(dir))
+      .filter((dir, i, all) => all.indexOf(dir) === i)
+      .join(":")
+  );
 }
 
 /** Where the sandbox's variables point: HOME, and the package cache's folder. */

@@ -235,11 +235,17 @@ describe("the working copy at /workspace", () => {
       await sandboxCache({ account: "acct_proc", repo: "r" }),
       await sandboxCache({ account: "acct_proc", repo: "r" }, { readOnly: true }),
     ]) {
+      // As the health scan calls it: the repository's own bin folder first (it stays).
       const result = await withNpmPath(() =>
-        runSandboxed(PROBE, { cwd: workdir, timeoutMs: 20_000, cache }),
+        runSandboxed(PROBE, {
+          cwd: workdir,
+          timeoutMs: 20_000,
+          cache,
+          env: { PATH: `/workspace/node_modules/.bin:${process.env.PATH ?? ""}` },
+        }),
       );
       expect(result.ok, result.output).toBe(true);
-      expect(result.output).toMatch(/^PATH=.*\/usr\/bin/m);
+      expect(result.output).toMatch(/^PATH=\/workspace\/node_modules\/\.bin:.*\/usr\/bin/m);
       expect(result.output).toContain(" /foreman/node_modules ");
       expectNoHostPath(result.output);
     }

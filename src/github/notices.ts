@@ -71,12 +71,16 @@ export function diffStat(diff: string): Array<{ path: string; added: number; rem
   return files;
 }
 
-function planText(task: TaskRecord): string {
+/** The plan gate's comment: the plan, the tests it will make pass, how to answer. */
+export function planText(task: TaskRecord): string {
   const steps = planMarkdown(task.plan as PlanStep[] | null, "inline");
   return [
     `**Plan for task \`${task._id}\`**`,
     task.plan_summary ?? "",
     steps || "(the plan has no steps)",
+    task.plan_targets?.length
+      ? `Tests it will make pass: ${task.plan_targets.map((t) => `\`${t}\``).join(", ")}`
+      : "",
     "Reply `/approve` to implement it, or `/reject` to cancel the task.",
   ]
     .filter(Boolean)

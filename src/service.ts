@@ -50,7 +50,7 @@ export interface Service {
   /** The WebSocket task streams of a web process (their buffered bytes, for tests). */
   streams: { buffered(): { sockets: number; bytes: number } } | undefined;
   /** The MCP door of a web process (its open sessions, for tests). */
-  mcp: { readonly sessions: number } | undefined;
+  mcp: { readonly sessions: number; readonly waits: { open: number; tasks: number } } | undefined;
   /** Every part of the service, built once (src/context.ts). */
   context: ServiceContext;
   stop(): Promise<void>;
@@ -241,6 +241,7 @@ async function startWeb(context: ServiceContext, workers: boolean): Promise<WebR
     hub,
     logger,
     bufferBudgetBytes: config.wsBufferBudgetBytes,
+    limits: config.bounds.wsStreams,
   });
   // The fourth door (mcp/door.ts): the same domain calls as the REST routes, at /mcp.
   const mcp = createMcpDoor({

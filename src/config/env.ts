@@ -149,6 +149,18 @@ export const envSchema = z.object({
   ACCOUNT_VIEW_POLL_MS: positiveInt(500, 60_000),
   EVENT_POLL_MS: positiveInt(200, 60_000),
   WS_BUFFER_BUDGET_KB: positiveInt(65_536, 4_194_304),
+  // What one key and one account may hold open at once per process (util/concurrency-bounds.ts,
+  // docs/operations.md "Bounds per key and account"), and the keys an account may have.
+  MCP_WAITS_PER_KEY: positiveInt(20, 100_000),
+  MCP_WAITS_PER_ACCOUNT: positiveInt(50, 100_000),
+  MCP_REQUESTS_PER_KEY: positiveInt(64, 100_000),
+  MCP_REQUESTS_PER_ACCOUNT: positiveInt(200, 100_000),
+  MCP_SESSIONS_PER_KEY: positiveInt(20, 100_000),
+  MCP_SESSIONS_PER_ACCOUNT: positiveInt(100, 100_000),
+  MCP_MAX_SESSIONS: positiveInt(2000, 1_000_000),
+  WS_STREAMS_PER_KEY: positiveInt(50, 100_000),
+  WS_STREAMS_PER_ACCOUNT: positiveInt(200, 100_000),
+  KEYS_PER_ACCOUNT: positiveInt(20, 100_000),
   TASK_POLL_MS: positiveInt(1000, 60_000),
   STAGE_MAX_ATTEMPTS: positiveInt(3, 20),
   // How often the task sweep looks for running tasks no job moves (src/pipeline/sweeper.ts).
@@ -427,6 +439,15 @@ export interface Config {
   eventPollMs: number;
   /** Bytes all WebSocket streams of a process may hold unsent, together. */
   wsBufferBudgetBytes: number;
+  /** What one key / account may hold open at once in this process (docs/operations.md). */
+  bounds: {
+    mcpWaits: { perKey: number; perAccount: number };
+    mcpRequests: { perKey: number; perAccount: number };
+    mcpSessions: { perKey: number; perAccount: number; total: number };
+    wsStreams: { perKey: number; perAccount: number };
+  };
+  /** Unrevoked keys one account may have (POST /keys/generate answers 409 past it). */
+  keysPerAccount: number;
   /** How often each API process checks for tier/usage changes made by other processes. */
   accountViewPollMs: number;
 }
@@ -519,6 +540,11 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     problems.push(
       "SANDBOX: none runs every repository's code with the service's rights, so it is refused while OPEN_SIGNUP is on: install bubblewrap (apt-get install bubblewrap) and unset SANDBOX, or set OPEN_SIGNUP=false",
     );
+  }
+  const limits = parsed.data;
+  if (limits && limits.MCP_SESSIONS_PER_ACCOUNT >= limits.MCP_MAX_SESSIONS) {
+    // One account alone must never fill the process's sessions (and so evict another's).
+    problems.push("MCP_SESSIONS_PER_ACCOUNT: must be below MCP_MAX_SESSIONS");
   }
   if (raw("METRICS") === "token" && !raw("METRICS_TOKEN")) {
     problems.push("METRICS_TOKEN: required when METRICS is token");
@@ -665,6 +691,20 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       envFile: path.resolve(env.ENV_FILE),
     },
     wsBufferBudgetBytes: env.WS_BUFFER_BUDGET_KB * 1024,
+    bounds: {
+      mcpWaits: { perKey: env.MCP_WAITS_PER_KEY, perAccount: env.MCP_WAITS_PER_ACCOUNT },
+      mcpRequests: {
+        perKey: env.MCP_REQUESTS_PER_KEY,
+        perAccount: env.MCP_REQUESTS_PER_ACCOUNT,
+      },
+      mcpSessions: {
+        perKey: env.MCP_SESSIONS_PER_KEY,
+        perAccount: env.MCP_SESSIONS_PER_ACCOUNT,
+        total: env.MCP_MAX_SESSIONS,
+      },
+      wsStreams: { perKey: env.WS_STREAMS_PER_KEY, perAccount: env.WS_STREAMS_PER_ACCOUNT },
+    },
+    keysPerAccount: env.KEYS_PER_ACCOUNT,
   };
   return deepFreeze(config);
 }

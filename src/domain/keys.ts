@@ -28,8 +28,19 @@ export function generateKeyValue(): string {
   return `${KEY_PREFIX}${randomBytes(32).toString("base64url")}`;
 }
 
-/** Creates a key for an account; the value is returned here once and stored only hashed. */
-export async function createKey(models: Models, accountId: string, name: string): Promise<NewKey> {
+/**
+ * Creates a key for an account; the value is returned here once and stored only hashed.
+ * With `maxKeys` (KEYS_PER_ACCOUNT), an account that already has that many unrevoked keys
+ * gets 409 `conflict`: a state the caller changes by revoking one, not by waiting.
+ */
+export async function createKey(
+  models: Models,
+  accountId: string,
+  name: string,
+  maxKeys?: number,
+): Promise<NewKey> {
+  const active = () => models.ApiKey.countDocuments({ account_id: accountId, revoked_at: null });
+  if (maxKeys !== undefined && (await active()) >= maxKeys) throw tooManyKeys(maxKeys);
   const key = generateKeyValue();
   const doc = await models.ApiKey.create({
     _id: sha256(key),
@@ -38,7 +49,20 @@ export async function createKey(models: Models, accountId: string, name: string)
     name,
     prefix: key.slice(0, KEY_PREFIX.length + 6),
   });
+  // Concurrent creations all passed the count above: each counts again after its insert,
+  // and one that finds the account over the bound takes its own key back (two such may both
+  // do; the account is never left over it). Nobody has seen this key's value yet.
+  if (maxKeys !== undefined && (await active()) > maxKeys) {
+    await models.ApiKey.deleteOne({ _id: doc._id });
+    throw tooManyKeys(maxKeys);
+  }
   return { id: doc.key_id, key, name: doc.name, created_at: doc.created_at.toISOString() };
+}
+
+function tooManyKeys(maxKeys: number) {
+  return errors.conflict(
+    `This account already has ${maxKeys} API keys, its bound (KEYS_PER_ACCOUNT); revoke one (DELETE /keys/{key_id}) before creating another.`,
+  );
 }
 
 /** Creates an account on the free tier together with its first key. */

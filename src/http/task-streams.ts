@@ -6,6 +6,7 @@ import { isTerminalEvent, type TaskEvent, type TaskEventLog } from "../domain/ta
 import { findTask } from "../domain/tasks/queries.js";
 import { isTerminal } from "../domain/tasks/model.js";
 import type { TaskRecord } from "../db/models.js";
+import { ConcurrencyBounds } from "../util/concurrency-bounds.js";
 import type { Logger } from "../util/logger.js";
 import type { TaskStreams } from "./ws.js";
 
@@ -27,6 +28,11 @@ const PING_MS = 25_000;
 const KEY_CHECK_MS = 5_000;
 const MAX_SHARE = 8 * 1024 * 1024;
 const MIN_SHARE = 16 * 1024;
+/** As WS_STREAMS_PER_KEY / _PER_ACCOUNT's defaults (config/env.ts), for callers without config. */
+const DEFAULT_STREAMS_PER_KEY = 50;
+const DEFAULT_STREAMS_PER_ACCOUNT = 200;
+/** Retry-After of a refused stream: a stream lasts as long as its task, so no end is known. */
+const STREAM_RETRY_S = 10;
 /** Close code "try again later" (RFC 6455 §7.4.1 registry). */
 export const SLOW_READER_CLOSE = 1013;
 
@@ -48,11 +54,21 @@ export function createTaskStreams(deps: {
   logger: Logger;
   pingMs?: number;
   bufferBudgetBytes?: number;
+  /** Streams one key / account may hold open (WS_STREAMS_PER_KEY, _PER_ACCOUNT). */
+  limits?: { perKey: number; perAccount: number };
 }): TaskStreams & { close(): void; buffered(): { sockets: number; bytes: number } } {
   const byKey = new Map<string, Set<WebSocket>>();
   const alive = new WeakMap<WebSocket, boolean>();
   const budget = deps.bufferBudgetBytes ?? 64 * 1024 * 1024;
   let open = 0;
+  const bounds = new ConcurrencyBounds({
+    what: "task streams",
+    perKey: deps.limits?.perKey ?? DEFAULT_STREAMS_PER_KEY,
+    perKeySetting: "WS_STREAMS_PER_KEY",
+    perAccount: deps.limits?.perAccount ?? DEFAULT_STREAMS_PER_ACCOUNT,
+    perAccountSetting: "WS_STREAMS_PER_ACCOUNT",
+    retryAfterS: STREAM_RETRY_S,
+  });
   const share = () => Math.min(MAX_SHARE, Math.max(MIN_SHARE, Math.floor(budget / open)));
 
   const pinger = setInterval(() => {
@@ -170,6 +186,9 @@ export function createTaskStreams(deps: {
   return {
     async canWatch(principal, taskId) {
       return Boolean(await loadTask(principal, taskId));
+    },
+    reserve(principal) {
+      return bounds.acquire(principal);
     },
     attach(socket, principal, taskId, since) {
       void attach(socket, principal, taskId, since).catch((error: unknown) => {

@@ -5,7 +5,7 @@ import { WebSocketServer, type WebSocket } from "ws";
 import { authenticateKey, type Principal } from "../domain/keys.js";
 import type { Models } from "../db/models.js";
 import type { Logger } from "../util/logger.js";
-import { isTransientDatabaseError } from "../errors.js";
+import { isAppError, isTransientDatabaseError } from "../errors.js";
 import { toAppError } from "./middleware/errors.js";
 
 const WS_PATH = /^\/tasks\/([A-Za-z0-9_.:-]{1,100})\/ws\/?$/;
@@ -17,6 +17,11 @@ const GOING_AWAY = 1001;
 export interface TaskStreams {
   /** False for an unknown task or one of another account (answered 404). */
   canWatch(principal: Principal, taskId: string): Promise<boolean>;
+  /**
+   * Takes one of the key's and the account's stream places (WS_STREAMS_PER_KEY,
+   * WS_STREAMS_PER_ACCOUNT) or throws 429 `rate_limited`; the release gives it back.
+   */
+  reserve(principal: Principal): () => void;
   attach(socket: WebSocket, principal: Principal, taskId: string, since: number | undefined): void;
 }
 
@@ -90,6 +95,9 @@ export function createUpgradeHandler(deps: {
       const { key } = presentedKey(req);
       const principal = key ? await authenticateKey(deps.models, key) : null;
       if (!principal) return rejectRaw(socket, 401, "unauthorized", "A valid API key is required.");
+      // Before any database read: a flood of upgrades past the bound costs nothing shared.
+      // The place is the socket's until it closes, however the upgrade ends.
+      socket.once("close", deps.streams.reserve(principal));
       const sinceRaw = url.searchParams.get("since");
       let since: number | undefined;
       if (sinceRaw !== null) {
@@ -110,7 +118,9 @@ export function createUpgradeHandler(deps: {
     } catch (error) {
       // The database away or busy is a 503 with Retry-After here too, as on every route.
       const mapped = toAppError(error);
-      if (isTransientDatabaseError(error))
+      if (isAppError(error) && error.status === 429)
+        deps.logger.info({ err: error.message }, "websocket upgrade refused: bound reached");
+      else if (isTransientDatabaseError(error))
         deps.logger.warn({ err: error }, "websocket upgrade failed: database unavailable");
       else deps.logger.error({ err: error }, "websocket upgrade failed");
       rejectRaw(socket, mapped.status, mapped.code, mapped.message, mapped.headers);
@@ -148,6 +158,9 @@ export function createUpgradeHandler(deps: {
 export const noTaskStreams: TaskStreams = {
   async canWatch() {
     return false;
+  },
+  reserve() {
+    return () => undefined;
   },
   attach(socket) {
     socket.close(1011, "no task streams");

@@ -12,10 +12,12 @@ import {
 import type { ZodError } from "zod";
 import { authenticateKey, isKeyWithdrawn, type Principal } from "../domain/keys.js";
 import { AppError, errors, isAppError, isDatabaseBusy, isDatabaseOutage } from "../errors.js";
+import { boundReached, ConcurrencyBounds, type Holder } from "../util/concurrency-bounds.js";
 import { objectJsonSchema } from "./json-schema.js";
 import { registerTaskResources } from "./resources.js";
 import { MCP_TOOLS, type AnyMcpTool } from "./tools.js";
 import type { McpDeps } from "./types.js";
+import { TaskWaits } from "./wait.js";
 
 /*
  * The fourth door (docs/mcp.md; SPEC §13): the Model Context Protocol's Streamable HTTP
@@ -32,10 +34,21 @@ const MAX_BODY_BYTES = 1024 * 1024;
 const KEY_CHECK_MS = 5_000;
 /** A session nobody used for this long is closed (a client opens a new one). */
 const SESSION_IDLE_MS = 30 * 60_000;
-/** Sessions one process keeps at most; beyond, the idlest one is closed. */
-const MAX_SESSIONS = 2_000;
-/** Sessions of one key, at most; beyond, that key's idlest one is closed (not another's). */
-const MAX_SESSIONS_PER_KEY = 50;
+/**
+ * Sessions are bounded per key and per account (MCP_SESSIONS_PER_KEY, _PER_ACCOUNT) and per
+ * process (MCP_MAX_SESSIONS). A new session past a bound takes the place of the idlest
+ * session of the same key (or account) that has no request open and was not used for this
+ * long (a client that lost its session id still gets in); when there is none, 429
+ * `rate_limited`. The process's bound takes a place from the account holding the most
+ * sessions, never from a smaller one's.
+ */
+const SESSION_REUSE_GRACE_MS = 60_000;
+/** Retry-After when every session in the way has a request open. */
+const SESSION_BUSY_RETRY_S = 10;
+/** Retry-After of a refused wait with no other wait's end known (mcp/wait.ts). */
+const WAIT_RETRY_S = 5;
+/** Retry-After of a request refused because the key has too many open (most end at once). */
+const REQUEST_RETRY_S = 1;
 
 interface Session {
   id: string;
@@ -43,6 +56,10 @@ interface Session {
   transport: StreamableHTTPServerTransport;
   server: McpServer;
   lastSeen: number;
+  /** Requests of the session still open (a wait, a stream): it is in use. */
+  active: number;
+  /** Gives back the session's place under the key's and account's bounds. */
+  release: () => void;
 }
 
 /** The door as the HTTP server mounts it (http/app.ts). */
@@ -50,6 +67,8 @@ export interface McpDoor {
   handle(req: IncomingMessage, res: ServerResponse): Promise<void>;
   /** Number of open sessions (tests, metrics). */
   readonly sessions: number;
+  /** Number of wait_for_task calls open, and of tasks they watch (tests, metrics). */
+  readonly waits: { open: number; tasks: number };
   close(): Promise<void>;
 }
 
@@ -76,7 +95,13 @@ function sendJson(
 function sendError(res: ServerResponse, error: AppError) {
   const headers = { ...(error.headers ?? {}) };
   if (error.status === 401) headers["WWW-Authenticate"] = 'Bearer realm="foreman"';
-  sendJson(res, error.status, { error: { code: error.code, message: error.message } }, headers);
+  const details = error.details === undefined ? {} : { details: error.details };
+  sendJson(
+    res,
+    error.status,
+    { error: { code: error.code, message: error.message, ...details } },
+    headers,
+  );
 }
 
 function jsonRpcError(res: ServerResponse, status: number, code: number, message: string) {
@@ -104,6 +129,38 @@ function toolError(error: AppError): CallToolResult {
 
 export function createMcpDoor(deps: McpDeps): McpDoor {
   const sessions = new Map<string, Session>();
+  const limits = deps.config.bounds;
+  const waits = new TaskWaits(
+    deps,
+    new ConcurrencyBounds({
+      what: "wait_for_task calls",
+      perKey: limits.mcpWaits.perKey,
+      perKeySetting: "MCP_WAITS_PER_KEY",
+      perAccount: limits.mcpWaits.perAccount,
+      perAccountSetting: "MCP_WAITS_PER_ACCOUNT",
+      retryAfterS: WAIT_RETRY_S,
+    }),
+  );
+  const sessionBounds = new ConcurrencyBounds({
+    what: "MCP sessions",
+    perKey: limits.mcpSessions.perKey,
+    perKeySetting: "MCP_SESSIONS_PER_KEY",
+    perAccount: limits.mcpSessions.perAccount,
+    perAccountSetting: "MCP_SESSIONS_PER_ACCOUNT",
+    retryAfterS: (scope, holder) => retryAfter(sessionsOf(scope, holder)),
+  });
+  // Every open request of a key (waits and streams included), checked right after the key:
+  // a flood past it is refused before the SDK's transport parses anything.
+  const requestBounds = new ConcurrencyBounds({
+    what: "MCP requests",
+    perKey: limits.mcpRequests.perKey,
+    perKeySetting: "MCP_REQUESTS_PER_KEY",
+    perAccount: limits.mcpRequests.perAccount,
+    perAccountSetting: "MCP_REQUESTS_PER_ACCOUNT",
+    retryAfterS: REQUEST_RETRY_S,
+  });
+  /** Sessions being opened (counted against the process's bound before they exist). */
+  let opening = 0;
   const byName = new Map<string, AnyMcpTool>(MCP_TOOLS.map((t) => [t.name, t]));
   // Converted once: every session lists the same tools.
   const listed = MCP_TOOLS.map((t) => ({
@@ -146,6 +203,7 @@ export function createMcpDoor(deps: McpDeps): McpDoor {
           principal: principal(),
           deps,
           signal: extra.signal,
+          waits,
           async progress(progress, message) {
             if (token === undefined) return;
             await extra.sendNotification({
@@ -168,6 +226,7 @@ export function createMcpDoor(deps: McpDeps): McpDoor {
 
   async function end(session: Session, why: string): Promise<void> {
     if (!sessions.delete(session.id)) return;
+    session.release();
     deps.logger.debug(
       { session: session.id, key: session.principal.keyId, why },
       "MCP session ended",
@@ -175,34 +234,115 @@ export function createMcpDoor(deps: McpDeps): McpDoor {
     await session.server.close().catch(() => undefined);
   }
 
+  function sessionsOf(scope: "key" | "account", holder: Holder): Session[] {
+    return [...sessions.values()].filter((s) =>
+      scope === "key"
+        ? s.principal.keyId === holder.keyId
+        : s.principal.accountId === holder.accountId,
+    );
+  }
+
+  /** Whether a session may give its place to a new one (see SESSION_REUSE_GRACE_MS). */
+  const spare = (session: Session, now: number) =>
+    session.active === 0 && now - session.lastSeen >= SESSION_REUSE_GRACE_MS;
+
+  /** Seconds until one of these sessions may give its place. */
+  function retryAfter(list: Session[]): number {
+    const now = Date.now();
+    const idle = list.filter((s) => s.active === 0).map((s) => s.lastSeen);
+    if (idle.length === 0) return SESSION_BUSY_RETRY_S;
+    return (Math.min(...idle) + SESSION_REUSE_GRACE_MS - now) / 1000;
+  }
+
+  function idlestSpare(list: Session[]): Session | undefined {
+    const now = Date.now();
+    return list.filter((s) => spare(s, now)).sort((a, b) => a.lastSeen - b.lastSeen)[0];
+  }
+
+  /**
+   * A place under the key's and the account's bounds, taken from the idlest spare session
+   * of the same key or account when full (see SESSION_REUSE_GRACE_MS); else 429.
+   */
+  function claim(principal: Principal): () => void {
+    for (let tries = 0; ; tries++) {
+      try {
+        return sessionBounds.acquire(principal);
+      } catch (error) {
+        const scope = (error as AppError).details as { scope: "key" | "account" } | undefined;
+        const victim =
+          scope && tries < 2 ? idlestSpare(sessionsOf(scope.scope, principal)) : undefined;
+        if (!victim) throw error;
+        // end() gives the place back at once; the close itself finishes in the background.
+        void end(victim, `too many sessions of this ${scope!.scope}`);
+      }
+    }
+  }
+
+  /** Room under MCP_MAX_SESSIONS: a spare session of the account holding the most. */
+  function makeRoom(): void {
+    if (sessions.size + opening < limits.mcpSessions.total) return;
+    const held = new Map<string, number>();
+    for (const s of sessions.values())
+      held.set(s.principal.accountId, (held.get(s.principal.accountId) ?? 0) + 1);
+    const now = Date.now();
+    const victim = [...sessions.values()]
+      .filter((s) => spare(s, now))
+      .sort(
+        (a, b) =>
+          (held.get(b.principal.accountId) ?? 0) - (held.get(a.principal.accountId) ?? 0) ||
+          a.lastSeen - b.lastSeen,
+      )[0];
+    if (!victim)
+      throw boundReached(
+        `This server holds ${limits.mcpSessions.total} MCP sessions, its bound (MCP_MAX_SESSIONS)`,
+        Math.max(1, Math.ceil(retryAfter([...sessions.values()]))),
+        { scope: "process", limit: limits.mcpSessions.total, setting: "MCP_MAX_SESSIONS" },
+      );
+    void end(victim, "too many sessions in this process");
+  }
+
   async function open(req: IncomingMessage, res: ServerResponse, principal: Principal) {
-    const idlest = (list: Session[]) => list.sort((a, b) => a.lastSeen - b.lastSeen)[0];
-    const own = [...sessions.values()].filter((s) => s.principal.keyId === principal.keyId);
-    if (own.length >= MAX_SESSIONS_PER_KEY) {
-      const oldest = idlest(own);
-      if (oldest) await end(oldest, "too many sessions of this key");
+    const release = claim(principal);
+    try {
+      makeRoom();
+    } catch (error) {
+      release();
+      throw error;
     }
-    if (sessions.size >= MAX_SESSIONS) {
-      const oldest = idlest([...sessions.values()]);
-      if (oldest) await end(oldest, "too many sessions");
-    }
+    opening += 1;
     let session: Session | undefined;
-    const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
-      maxRequestBodySize: MAX_BODY_BYTES,
-      onsessioninitialized(id) {
-        session = { id, principal, transport, server, lastSeen: Date.now() };
-        sessions.set(id, session);
-      },
+    try {
+      const transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        maxRequestBodySize: MAX_BODY_BYTES,
+        onsessioninitialized(id) {
+          session = { id, principal, transport, server, lastSeen: Date.now(), active: 0, release };
+          sessions.set(id, session);
+        },
+      });
+      transport.onclose = () => {
+        if (session) void end(session, "closed");
+      };
+      const server = buildServer(() => principal);
+      await server.connect(transport);
+      await transport.handleRequest(req, res);
+      // Anything but an initialize request opens nothing (the transport answered 400).
+      if (!session) await server.close().catch(() => undefined);
+    } finally {
+      opening -= 1;
+      if (!session) release();
+    }
+  }
+
+  /** A request on an open session: it is in use until the answer (or stream) ends. */
+  function serve(session: Session, req: IncomingMessage, res: ServerResponse) {
+    session.lastSeen = Date.now();
+    session.active += 1;
+    res.once("close", () => {
+      session.active -= 1;
+      session.lastSeen = Date.now();
     });
-    transport.onclose = () => {
-      if (session) void end(session, "closed");
-    };
-    const server = buildServer(() => principal);
-    await server.connect(transport);
-    await transport.handleRequest(req, res);
-    // Anything but an initialize request opens nothing (the transport answered 400).
-    if (!session) await server.close().catch(() => undefined);
+    return session.transport.handleRequest(req, res);
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -223,12 +363,12 @@ export function createMcpDoor(deps: McpDeps): McpDoor {
         await end(session, "API key revoked");
       return sendError(res, errors.unauthorized("The API key is unknown or has been revoked."));
     }
+    res.once("close", requestBounds.acquire(principal));
     if (sessionId) {
       // Another key, even of the same account, never reaches a session: as if it did not exist.
       if (!session || session.principal.keyId !== principal.keyId)
         return jsonRpcError(res, 404, -32001, "Session not found");
-      session.lastSeen = Date.now();
-      return session.transport.handleRequest(req, res);
+      return serve(session, req, res);
     }
     if (req.method !== "POST")
       return jsonRpcError(
@@ -245,7 +385,8 @@ export function createMcpDoor(deps: McpDeps): McpDoor {
       const now = Date.now();
       const keys = new Map<string, Session[]>();
       for (const session of sessions.values()) {
-        if (now - session.lastSeen > SESSION_IDLE_MS) await end(session, "idle");
+        if (session.active === 0 && now - session.lastSeen > SESSION_IDLE_MS)
+          await end(session, "idle");
         else
           keys.set(session.principal.keyId, [
             ...(keys.get(session.principal.keyId) ?? []),
@@ -273,8 +414,12 @@ export function createMcpDoor(deps: McpDeps): McpDoor {
     get sessions() {
       return sessions.size;
     },
+    get waits() {
+      return { open: waits.waiting, tasks: waits.watched };
+    },
     async close() {
       clearInterval(checker);
+      waits.close();
       await Promise.all([...sessions.values()].map((s) => end(s, "shutdown")));
     },
   };

@@ -8,6 +8,7 @@ import type { TaskDeps } from "../domain/tasks/model.js";
 import type { GithubClient } from "../github-api/client.js";
 import type { ModelClient } from "../llm/provider.js";
 import type { Logger } from "../util/logger.js";
+import type { TaskWaits } from "./wait.js";
 
 /** What the MCP door needs from the rest of the process (built once by service.ts). */
 export interface McpDeps {
@@ -31,4 +32,6 @@ export interface ToolCall {
   progress(progress: number, message: string): Promise<void>;
   /** Aborted when the client cancels the call or the session ends. */
   signal: AbortSignal;
+  /** The door's wait_for_task, bounded per key and account (mcp/wait.ts). */
+  waits: TaskWaits;
 }

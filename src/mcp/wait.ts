@@ -1,12 +1,13 @@
 import { z } from "zod";
-import type { TaskStatus } from "../db/models.js";
+import type { TaskRecord, TaskStatus } from "../db/models.js";
 import { subscribeOrdered } from "../domain/task-event-hub.js";
-import { isTerminalEvent } from "../domain/task-events.js";
+import { isTerminalEvent, type TaskEvent } from "../domain/task-events.js";
 import { isTerminal } from "../domain/tasks/model.js";
 import { getTask } from "../domain/tasks/queries.js";
 import { toTaskView } from "../domain/tasks/views.js";
 import { task, taskParams } from "../http/routes/tasks/schema.js";
-import type { ToolCall } from "./types.js";
+import type { ConcurrencyBounds } from "../util/concurrency-bounds.js";
+import type { McpDeps, ToolCall } from "./types.js";
 
 /*
  * wait_for_task: the task's event log (domain/task-events.ts) through the process's event hub,
@@ -49,58 +50,205 @@ function reachedBy(status: TaskStatus, until: "gate" | "end"): "gate" | "end" | 
   return undefined;
 }
 
-/** Waits for the task's next gate or its end (see above). */
-export async function waitForTask(
+/** Reads of the task as fresh as the last event, shared by the waits answering within this. */
+const SHARED_READ_MS = 1_000;
+
+/** One task watched for the waits of one account: one event subscription, however many waits. */
+interface Watcher {
+  accountId: string;
+  taskId: string;
+  status: TaskStatus;
+  /** A `done` or `error` event came after the last phase event. */
+  ended: boolean;
+  /** Events seen; a read of the task made before the last one is stale. */
+  version: number;
+  read: { version: number; at: number | undefined; promise: Promise<TaskRecord> } | undefined;
+  listeners: Set<(event: TaskEvent) => void>;
+  users: number;
+  ready: Promise<void>;
+  stop: (() => void) | undefined;
+}
+
+type Reached = "gate" | "end" | "timeout";
+
+/**
+ * wait_for_task for the whole door. Waits are bounded per key and per account
+ * (MCP_WAITS_PER_KEY, MCP_WAITS_PER_ACCOUNT: 429 `rate_limited` as a tool error, before any
+ * database call), and all waits of an account on one task share one watcher: one ownership
+ * check, one event subscription (the hub polls once per task) and one read of the task per
+ * event, so N waits on a task cost the database what one does.
+ */
+export class TaskWaits {
+  private readonly watchers = new Map<string, Watcher>();
+  private open = 0;
+
+  constructor(
+    private readonly deps: Pick<McpDeps, "models" | "events" | "hub">,
+    private readonly bounds: ConcurrencyBounds,
+  ) {}
+
+  /** Tasks watched now (tests, metrics). */
+  get watched(): number {
+    return this.watchers.size;
+  }
+
+  /** Waits open now (tests, metrics). */
+  get waiting(): number {
+    return this.open;
+  }
+
+  /** Waits for the task's next gate or its end (see above). */
+  async wait(
+    input: z.output<typeof waitInput>,
+    call: Pick<ToolCall, "principal" | "progress" | "signal">,
+  ): Promise<z.output<typeof waitOutput>> {
+    const release = this.bounds.acquire(call.principal, Date.now() + input.timeout_s * 1000);
+    this.open += 1;
+    try {
+      const watcher = await this.join(call.principal.accountId, input.id);
+      try {
+        const reached =
+          reachedNow(watcher, input.until) ?? (await this.until(watcher, input, call));
+        return { reached, task: toTaskView(await this.current(watcher)) };
+      } finally {
+        this.leave(watcher);
+      }
+    } finally {
+      this.open -= 1;
+      release();
+    }
+  }
+
+  /** Stops every watcher (the door closes). */
+  close(): void {
+    for (const watcher of this.watchers.values()) watcher.stop?.();
+    this.watchers.clear();
+  }
+
+  private async join(accountId: string, taskId: string): Promise<Watcher> {
+    const id = `${accountId}/${taskId}`;
+    let watcher = this.watchers.get(id);
+    if (!watcher) {
+      const created: Watcher = {
+        accountId,
+        taskId,
+        status: "queued",
+        ended: false,
+        version: 0,
+        read: undefined,
+        listeners: new Set(),
+        users: 0,
+        ready: Promise.resolve(),
+        stop: undefined,
+      };
+      created.ready = this.start(created).catch((error: unknown) => {
+        if (this.watchers.get(id) === created) this.watchers.delete(id);
+        throw error;
+      });
+      this.watchers.set(id, created);
+      watcher = created;
+    }
+    watcher.users += 1;
+    try {
+      await watcher.ready;
+    } catch (error) {
+      watcher.users -= 1;
+      throw error;
+    }
+    return watcher;
+  }
+
+  private leave(watcher: Watcher): void {
+    watcher.users -= 1;
+    if (watcher.users > 0) return;
+    watcher.stop?.();
+    const id = `${watcher.accountId}/${watcher.taskId}`;
+    if (this.watchers.get(id) === watcher) this.watchers.delete(id);
+  }
+
+  /**
+   * Ownership first (404 for a foreign task), then the log's top, then the task again: a
+   * change after that top arrives as an event, one before it shows in the second read.
+   */
+  private async start(watcher: Watcher): Promise<void> {
+    const { models, events, hub } = this.deps;
+    await getTask(models, watcher.accountId, watcher.taskId);
+    const since = await events.lastSeq(watcher.taskId);
+    const record = await getTask(models, watcher.accountId, watcher.taskId);
+    watcher.status = record.status;
+    watcher.read = { version: 0, at: Date.now(), promise: Promise.resolve(record) };
+    watcher.stop = await subscribeOrdered(hub, events, record, since, (event) => {
+      watcher.version += 1;
+      if (event.event_type === "phase") {
+        watcher.status = event.status;
+        watcher.ended = false;
+      } else if (isTerminalEvent(event)) watcher.ended = true;
+      for (const listener of watcher.listeners) listener(event);
+    });
+  }
+
+  /** The task as of the watcher's last event; concurrent callers share one read. */
+  private current(watcher: Watcher): Promise<TaskRecord> {
+    const { read } = watcher;
+    const fresh =
+      read?.version === watcher.version &&
+      (read.at === undefined || Date.now() - read.at < SHARED_READ_MS);
+    if (fresh) return read.promise;
+    const next: NonNullable<Watcher["read"]> = {
+      version: watcher.version,
+      at: undefined,
+      promise: getTask(this.deps.models, watcher.accountId, watcher.taskId),
+    };
+    next.promise.then(
+      () => (next.at = Date.now()),
+      () => {
+        if (watcher.read === next) watcher.read = undefined;
+      },
+    );
+    watcher.read = next;
+    return next.promise;
+  }
+
+  /** Until the watcher's events reach the wait's goal, its bound runs out or it is cancelled. */
+  private until(
+    watcher: Watcher,
+    input: z.output<typeof waitInput>,
+    call: Pick<ToolCall, "progress" | "signal">,
+  ): Promise<Reached> {
+    return new Promise<Reached>((resolve) => {
+      let progress = 0;
+      const finish = (why: Reached) => {
+        clearTimeout(timer);
+        call.signal.removeEventListener("abort", onAbort);
+        watcher.listeners.delete(listener);
+        resolve(why);
+      };
+      const onAbort = () => finish("timeout");
+      const listener = (event: TaskEvent) => {
+        if (event.event_type === "phase") {
+          progress += 1;
+          void call.progress(progress, `${event.phase} (${event.status})`).catch(() => undefined);
+          const why = reachedBy(event.status, input.until);
+          if (why) finish(why);
+        } else if (isTerminalEvent(event)) finish("end");
+      };
+      const timer = setTimeout(() => finish("timeout"), input.timeout_s * 1000);
+      timer.unref();
+      watcher.listeners.add(listener);
+      call.signal.addEventListener("abort", onAbort);
+      if (call.signal.aborted) finish("timeout");
+    });
+  }
+}
+
+function reachedNow(watcher: Watcher, until: "gate" | "end"): Reached | undefined {
+  return watcher.ended ? "end" : reachedBy(watcher.status, until);
+}
+
+/** The tool's run: the door's TaskWaits (see above). */
+export function waitForTask(
   input: z.output<typeof waitInput>,
   call: ToolCall,
 ): Promise<z.output<typeof waitOutput>> {
-  const { deps, principal } = call;
-  const accountId = principal.accountId;
-  // Ownership first (404 for a foreign task), then the log's top, then the task again: a
-  // change after that top arrives as an event, one before it shows in the second read.
-  await getTask(deps.models, accountId, input.id);
-  const since = await deps.events.lastSeq(input.id);
-  const record = await getTask(deps.models, accountId, input.id);
-  const now = reachedBy(record.status, input.until);
-  if (now) return { reached: now, task: toTaskView(record) };
-
-  let progress = 0;
-  const reached = await new Promise<"gate" | "end" | "timeout">((resolve, reject) => {
-    let settled = false;
-    let unsubscribe: (() => void) | undefined;
-    const finish = (why: "gate" | "end" | "timeout") => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      call.signal.removeEventListener("abort", onAbort);
-      unsubscribe?.();
-      resolve(why);
-    };
-    const onAbort = () => finish("timeout");
-    const timer = setTimeout(() => finish("timeout"), input.timeout_s * 1000);
-    timer.unref();
-    call.signal.addEventListener("abort", onAbort);
-    subscribeOrdered(deps.hub, deps.events, record, since, (event) => {
-      if (settled) return;
-      if (event.event_type === "phase") {
-        progress += 1;
-        void call.progress(progress, `${event.phase} (${event.status})`).catch(() => undefined);
-        const why = reachedBy(event.status, input.until);
-        if (why) finish(why);
-      } else if (isTerminalEvent(event)) finish("end");
-    }).then(
-      (stop) => {
-        if (settled) stop();
-        else unsubscribe = stop;
-      },
-      (error: unknown) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        call.signal.removeEventListener("abort", onAbort);
-        reject(error instanceof Error ? error : new Error(String(error)));
-      },
-    );
-  });
-  return { reached, task: toTaskView(await getTask(deps.models, accountId, input.id)) };
+  return call.waits.wait(input, call);
 }

@@ -29,16 +29,17 @@ export const keyRoutes = [
     tag: "keys",
     summary: "Create an API key",
     description:
-      "Without X-API-Key: creates a new account on the free tier and its first key (open sign-up, rate-limited per client address: on by default only while the service listens on loopback (HOST); OPEN_SIGNUP=true/false decides when set; 403 when off). With a valid key: adds a key to that key's account. The key value is shown only in this response.",
+      "Without X-API-Key: creates a new account on the free tier and its first key (open sign-up, rate-limited per client address: on by default only while the service listens on loopback (HOST); OPEN_SIGNUP=true/false decides when set; 403 when off). With a valid key: adds a key to that key's account, up to KEYS_PER_ACCOUNT unrevoked keys (409 `conflict` beyond: revoke one first). The key value is shown only in this response.",
     auth: "optional-key",
     body: generateKeyBody,
     status: 201,
     response: { description: "The new key", schema: newKey },
-    errors: [403, 429],
+    errors: [403, 409, 429],
     location: (created: NewKey) => `/keys/${created.id}`,
     rateLimited: true,
     async handler(ctx, { body, principal, deps }) {
-      if (principal) return createKey(deps.models, principal.accountId, body.name);
+      if (principal)
+        return createKey(deps.models, principal.accountId, body.name, deps.config.keysPerAccount);
       if (!deps.config.openSignup) {
         throw errors.forbidden(
           "Open sign-up is off on this server; ask an operator for a key (foreman-admin accounts create), or call with an existing key.",

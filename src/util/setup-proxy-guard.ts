@@ -15,6 +15,10 @@
  * - limits plain HTTP to the ports CONNECT is limited to (443 and those the allowlist names).
  *
  * ipaddr.js does the parsing and range classification (RFC 6890 special-purpose ranges).
+ * Not the clone URL policy's addressProblem (util/remote-url.ts): that refuses every range
+ * ipaddr.js calls reserved, documentation ranges included, where a registry may well answer
+ * from behind a corporate proxy or a test network; the setup network follows
+ * SANDBOX_NETWORK=public's list, so both sandbox networks agree on what "public" is.
  */
 import { lookup } from "node:dns/promises";
 import http from "node:http";

@@ -68,7 +68,10 @@ export const TOOLBOX_SCHEMA_LIMITS: Readonly<{
   maxToolsPerServer: 128,
 });
 
-/** What a schema costs once inlined: what conversion builds and the model is sent. */
+/**
+ * What a schema costs: its schemas once inlined, and the larger of its JSON and its inlined
+ * JSON in bytes (the model is sent it as it is; a provider may inline it).
+ */
 export interface SchemaCost {
   nodes: number;
   bytes: number;
@@ -134,7 +137,9 @@ export function checkSchema(
       ok: false,
       reason: `expands to more than ${kib(limits.maxExpandedBytes)} through $ref (limit ${kib(limits.maxExpandedBytes)})`,
     };
-  return { ok: true, cost };
+  // What a model call carries is the schema as it is, definitions nobody points at included.
+  const sent = typeof schema === "object" && schema !== null ? (raw.get(schema) ?? 0) : 0;
+  return { ok: true, cost: { nodes: cost.nodes, bytes: Math.max(cost.bytes, sent) } };
 }
 
 const kib = (bytes: number) => `${Math.round(bytes / 1024)} KiB`;

@@ -99,6 +99,15 @@ describe("checkSchema", () => {
     expect(refused(refBomb(12))).toMatch(/^expands to more than 10000 schemas/);
   });
 
+  it("counts definitions nobody points at in the bytes a model call carries", () => {
+    const unused = Object.fromEntries(
+      Array.from({ length: 40 }, (_, i) => [`u${i}`, { description: "u".repeat(1000) }]),
+    );
+    const check = checkSchema({ type: "object", properties: {}, $defs: unused });
+    expect(check.ok && check.cost.nodes).toBe(1);
+    expect(check.ok && check.cost.bytes).toBeGreaterThan(40 * 1000);
+  });
+
   it("follows any local JSON pointer, and leaves a $ref it cannot resolve as one node", () => {
     const pointer = {
       type: "object",

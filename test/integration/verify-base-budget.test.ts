@@ -5,6 +5,7 @@ import { startFakeModel, type FakeModel, fakeModelEnv } from "../helpers/fake-mo
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { openTaskStream } from "../helpers/ws.js";
+import { volumeSupport } from "../../src/util/workdir-volume.js";
 
 /*
  * Issue 41 item 6 (finding 5): the base commit's checks count against the task's disk budget
@@ -34,37 +35,50 @@ const script: Script = {
   fix: () => [{ name: "finish", arguments: { summary: "Nothing to fix." } }],
 };
 
-let repo: GitFixture;
-let model: FakeModel;
-let server: TestServer;
+const support = await volumeSupport();
 
-beforeAll(async () => {
-  repo = await createGitRepo({
-    "README.md": "# disk\n",
-    ".github/foreman.yml": `verify:
+/*
+ * 5 MB: below a volume's smallest size, the working copy is a folder and the watcher alone
+ * keeps the budget. 32 MB: on a volume of its own where the host allows one (the kernel
+ * stops writes there; the checkout of the base is on it).
+ */
+const CASES = [
+  { limitMb: 5, volume: false },
+  ...(support.available ? [{ limitMb: 32, volume: true }] : []),
+];
+
+describe.each(CASES)("the base commit's checks within TASK_DISK_LIMIT_MB=$limitMb", (c) => {
+  let repo: GitFixture;
+  let model: FakeModel;
+  let server: TestServer;
+
+  beforeAll(async () => {
+    repo = await createGitRepo({
+      "README.md": "# disk\n",
+      ".github/foreman.yml": `verify:
   - name: test
-    run: if [ -f fixed ]; then echo still wrong; exit 1; fi; i=0; while [ $i -lt 40 ]; do head -c 1000000 /dev/zero > fixture-$i.bin; i=$((i+1)); sleep 0.05; done; echo all written
+    run: if [ -f fixed ]; then echo still wrong; exit 1; fi; i=0; while [ $i -lt 40 ]; do head -c 1000000 /dev/zero > fixture-$i.bin || exit 1; i=$((i+1)); sleep 0.05; done; echo all written
 `,
-  });
-  model = await startFakeModel(agentModel(script));
-  server = await startTestServer({
-    workers: true,
-    env: {
-      ...fakeModelEnv(model, LLM_KEY),
-      EVENT_POLL_MS: "50",
-      TASK_DISK_LIMIT_MB: "5",
-      MAX_FIX_ATTEMPTS: "1",
-    },
-  });
-}, 60_000);
+    });
+    model = await startFakeModel(agentModel(script));
+    server = await startTestServer({
+      workers: true,
+      env: {
+        ...fakeModelEnv(model, LLM_KEY),
+        EVENT_POLL_MS: "50",
+        TASK_DISK_LIMIT_MB: String(c.limitMb),
+        TASK_DISK_VOLUMES: c.volume ? "auto" : "off",
+        MAX_FIX_ATTEMPTS: "1",
+      },
+    });
+  }, 60_000);
 
-afterAll(async () => {
-  await server?.stop();
-  await model?.close();
-  await repo?.remove();
-});
+  afterAll(async () => {
+    await server?.stop();
+    await model?.close();
+    await repo?.remove();
+  });
 
-describe("the base commit's checks and the disk budget", () => {
   it("fails the task naming TASK_DISK_LIMIT_MB when the base's test writes past it", async () => {
     const { key } = await server.signup();
     const ws = await server.api("POST", "/workspaces", {
@@ -87,10 +101,13 @@ describe("the base commit's checks and the disk budget", () => {
     const task = (await server.api("GET", `/tasks/${created.body.id}`, { key })).body;
     expect(task).toMatchObject({ status: "failed", phase: "FAILED" });
     expect(task.error).toMatch(
-      /^The task's working copy grew past TASK_DISK_LIMIT_MB=5 MB while running `if \[ -f fixed \].*Raise TASK_DISK_LIMIT_MB/,
+      new RegExp(
+        `^The task's working copy grew past TASK_DISK_LIMIT_MB=${c.limitMb} MB while running \`if \\[ -f fixed \\].*Raise TASK_DISK_LIMIT_MB`,
+      ),
     );
     const logs = stream.events.filter((e) => e.event_type === "log").map((e) => String(e.message));
     expect(logs.some((l) => l.startsWith("Running test on the unchanged code"))).toBe(true);
+    expect(logs.some((l) => l.includes("The working copy is on a volume"))).toBe(c.volume);
     expect(logs.join("\n").split("\n")).not.toContain("all written");
     // Not a failure for the model: no fix round was spent on it.
     expect(model.requests.some((r) => roleOf(r) === "fix")).toBe(false);

@@ -512,3 +512,34 @@ describe("runToolLoop", () => {
     expect(result.endsWith("x".repeat(300))).toBe(true);
   });
 });
+
+describe("a tool's own JSON Schema", () => {
+  it("is sent to the model as it is, its $refs not inlined", async () => {
+    const own = {
+      type: "object",
+      properties: { left: { $ref: "#/$defs/node" }, right: { $ref: "#/$defs/node" } },
+      $defs: { node: { type: "object", properties: { name: { type: "string" } } } },
+    };
+    const lookup: ExecutableTool = {
+      name: "mcp__docs__lookup",
+      description: "An MCP server's tool.",
+      input: z.record(z.string(), z.unknown()),
+      inputJsonSchema: own,
+      execute: async () => "found",
+    };
+    const server = await start(
+      scripted([
+        callTool("mcp__docs__lookup", { left: { name: "a" } }),
+        callTool("submit_plan", validPlan),
+      ]),
+    );
+    await loop(clientFor(server), { tools: [lookup] });
+    const sent = (
+      server.requests[0]!.body as {
+        tools: Array<{ function: { name: string; parameters: unknown } }>;
+      }
+    ).tools.find((t) => t.function.name === "mcp__docs__lookup");
+    expect(sent?.function.parameters).toEqual(own);
+    expect(toolResults(server.requests[1]!).map((r) => r.content)).toEqual(["found"]);
+  });
+});

@@ -1,6 +1,7 @@
 /// <reference lib="dom" />
-import type { Browser, BrowserContext, Page } from "playwright-core";
+import type { Browser, BrowserContext, Dialog, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { setTier } from "../../src/domain/accounts.js";
 import { agentModel, type Script } from "../helpers/agent-model.js";
 import { expectAccessible, launchBrowser, screenshot } from "../helpers/browser.js";
 import {
@@ -975,4 +976,46 @@ describe("the dashboard", () => {
     await phone.close();
     expect(pageErrors).toEqual([]);
   });
+
+  it("deletes a workspace after a confirmation, refused in the API's words while a task of it waits", async () => {
+    const key = await keyOf();
+    // The tests above used this free-tier account's month (10 tasks): one more needs pro.
+    const me = await server.api("GET", "/keys/me", { key });
+    const row = await server.service.db.models.ApiKey.findOne({ key_id: me.body.id }).lean();
+    await setTier(server.service.db.models, row!.account_id, "pro");
+    const ws = await server.api("POST", "/workspaces", {
+      key,
+      body: { name: "scratch", repos: [{ name: "acme/scratch", clone_url: repo.dir }] },
+    });
+    expect(ws.status).toBe(201);
+    const task = await server.api("POST", "/tasks", {
+      key,
+      body: { workspace_id: ws.body.id, repo_id: "acme/scratch", description: "Waits at the gate" },
+    });
+    expect(task.status, JSON.stringify(task.body)).toBe(201);
+    await untilStatus(key, task.body.id, "awaiting_approval");
+    await visit("/workspaces", "workspaces (two)");
+    const card = page.getByTestId("workspace-scratch");
+    const asked: string[] = [];
+    const record = (d: Dialog) => void asked.push(d.message());
+    page.on("dialog", record); // the page's own handler accepts it
+    try {
+      await card.getByRole("button", { name: "Delete" }).click();
+      await card.getByRole("alert").filter({ hasText: task.body.id }).waitFor();
+      expect(asked).toEqual([
+        expect.stringMatching(/^Delete the workspace scratch and its repositories\? /),
+      ]);
+      await expectAccessible(page, "workspaces (delete refused)");
+      await screenshot(page, "workspaces-delete-refused");
+      expect((await server.api("POST", `/tasks/${task.body.id}/cancel`, { key })).status).toBe(200);
+      await card.getByRole("button", { name: "Delete" }).click();
+      await card.waitFor({ state: "detached" });
+    } finally {
+      page.off("dialog", record);
+    }
+    expect(asked).toHaveLength(2);
+    expect((await server.api("GET", `/workspaces/${ws.body.id}`, { key })).status).toBe(404);
+    await page.getByTestId("workspace-local").waitFor();
+    expect(pageErrors).toEqual([]);
+  }, 180_000);
 });

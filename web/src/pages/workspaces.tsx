@@ -28,6 +28,49 @@ function Repos({ id }: { id: string }) {
   );
 }
 
+/** The question asked before DELETE /workspaces/{id}: what goes and what stays. */
+function deleteQuestion(w: Workspace): string {
+  const what =
+    w.kind === "github"
+      ? `Unlink the GitHub installation ${w.name}? The App stays installed on GitHub.`
+      : `Delete the workspace ${w.name} and its repositories?`;
+  return `${what} Its automations go too; its ended tasks stay. Refused while a task of it has not ended.`;
+}
+
+/** One workspace: its repositories, and Delete (after a confirmation). */
+function WorkspaceCard({ w, onDeleted }: { w: Workspace; onDeleted: () => void }) {
+  const del = useAction();
+  return (
+    <li class="card" data-testid={`workspace-${w.name}`}>
+      <h2>
+        {w.name} <span class="badge">{w.kind}</span>
+        {w.github?.suspended && <span class="badge badge-failed">suspended</span>}
+      </h2>
+      <p class="muted">
+        id <code>{w.id}</code> · created <Time iso={w.created_at} />
+      </p>
+      <Repos id={w.id} />
+      <ErrorBox error={del.error} />
+      <div class="actions">
+        <button
+          type="button"
+          class="danger"
+          disabled={del.busy}
+          onClick={() => {
+            if (window.confirm(deleteQuestion(w)))
+              void del.run(async () => {
+                await api("DELETE", `/workspaces/${encodeURIComponent(w.id)}`);
+                onDeleted();
+              });
+          }}
+        >
+          {w.kind === "github" ? "Unlink" : "Delete"}
+        </button>
+      </div>
+    </li>
+  );
+}
+
 /** Workspaces: list with their repositories, add a plain-git one, link a GitHub installation. */
 export function WorkspacesPage() {
   const list = useResource(() => api<Workspace[]>("GET", "/workspaces"), []);
@@ -149,16 +192,7 @@ export function WorkspacesPage() {
           ) : (
             <ul class="cards">
               {ws.map((w) => (
-                <li key={w.id} class="card" data-testid={`workspace-${w.name}`}>
-                  <h2>
-                    {w.name} <span class="badge">{w.kind}</span>
-                    {w.github?.suspended && <span class="badge badge-failed">suspended</span>}
-                  </h2>
-                  <p class="muted">
-                    id <code>{w.id}</code> · created <Time iso={w.created_at} />
-                  </p>
-                  <Repos id={w.id} />
-                </li>
+                <WorkspaceCard key={w.id} w={w} onDeleted={list.reload} />
               ))}
             </ul>
           )

@@ -1,3 +1,5 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentModel, roleOf, userText, type Script } from "../helpers/agent-model.js";
 import {
@@ -41,6 +43,8 @@ interface Runner {
   /** How the runner names the tests (in its ids). */
   ids: { add: RegExp; date: RegExp; v: RegExp };
 }
+
+const RUNNER_FIXTURES = path.join(import.meta.dirname, "../fixtures/test-runners");
 
 const NODE: Runner = {
   name: "node:test",
@@ -101,7 +105,33 @@ const PYTEST: Runner = {
   ids: { add: /test_add_sums/, date: /test_the_epoch_is_in_1971/, v: /test_v_is_one/ },
 };
 
-const RUNNERS = [NODE, PYTEST];
+/** vitest, installed from the registry by the setup step (the base links its node_modules). */
+const vitestTest = (what: string, name: string, body: string) =>
+  `import { test, expect } from "vitest";
+import { ${what} } from "../src/${what}.js";
+test("${name}", () => ${body});
+`;
+const VITEST: Runner = {
+  ...NODE,
+  name: "vitest",
+  repo: "acme/vitest",
+  files: {
+    "package.json": readFileSync(path.join(RUNNER_FIXTURES, "vitest/package.json"), "utf8"),
+    "package-lock.json": readFileSync(
+      path.join(RUNNER_FIXTURES, "vitest/package-lock.json"),
+      "utf8",
+    ),
+    "src/add.js": ADD_WRONG,
+    "src/v.js": "export const v = 1;\n",
+    "test/add.test.js": vitestTest("add", "add sums", "expect(add(2, 3)).toBe(5)"),
+    "test/date.test.js": `import { test, expect } from "vitest";
+test("the epoch is in 1971", () => expect(new Date(0).getUTCFullYear()).toBe(1971));
+`,
+    "test/v.test.js": vitestTest("v", "v is one", "expect(v).toBe(1)"),
+  },
+};
+
+const RUNNERS = [NODE, PYTEST, VITEST];
 
 /** The test a change adds: red on the base's add(), green with the fix. */
 const SUM_TEST = `import { test } from "node:test";

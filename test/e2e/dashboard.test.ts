@@ -536,11 +536,27 @@ describe("the dashboard", () => {
 
   it("shows in the Checks box what the change did test by test, the pre-existing failures marked", async () => {
     const key = await keyOf();
+    // A repository of its own, whose check passes: the task completes.
+    const green = await createGitRepo({
+      "package.json": JSON.stringify({ name: "green", version: "1.0.0", type: "module" }),
+      ".github/foreman.yml": "verify:\n  - name: unit tests\n    run: node --version\n",
+    });
+    const ws = await server.api("POST", "/workspaces", {
+      key,
+      body: { name: "green", repos: [{ name: "acme/green", clone_url: green.dir }] },
+    });
+    expect(ws.status).toBe(201);
+    const repos = await server.api("GET", `/workspaces/${ws.body.id}/repos`, { key });
     const created = await server.api("POST", "/tasks", {
       key,
-      body: { ...(await firstRepo(key)), description: "Add a greeting helper", auto_approve: true },
+      body: {
+        workspace_id: ws.body.id,
+        repo_id: repos.body[0].id,
+        description: "Add a greeting helper",
+        auto_approve: true,
+      },
     });
-    await untilStatus(key, created.body.id, "completed");
+    await untilStatus(key, created.body.id, "completed").finally(() => green.remove());
     // The last verification's results per test, as VERIFYING stores them (SPEC §4c): one
     // test fixed, one added and reproduced, one red before and still, one check that failed
     // the same way before the change, and a capped list with its full count.

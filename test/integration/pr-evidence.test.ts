@@ -164,6 +164,7 @@ describe("the evidence of a change", () => {
       tests: { total: 4, passed: 3, failed: 1, skipped: 0 },
       fixed: { ids: ["test/math.test.mjs > clamp keeps values in range"], count: 1 },
       added: { ids: ["test/clamp-edge.test.mjs > clamps below the range"], count: 1 },
+      reproduced: { ids: ["test/clamp-edge.test.mjs > clamps below the range"], count: 1 },
       still_failing: { ids: ["test/date.test.mjs > knows the holiday"], count: 1 },
       new_failures: { ids: [], count: 0 },
       fix_rounds: 0,
@@ -182,7 +183,10 @@ describe("the evidence of a change", () => {
       "**Fixed: red on the base commit, green now** (1)\n\n- `test/math.test.mjs > clamp keeps values in range`",
     );
     expect(prBody).toContain(
-      "**Tests added or edited** (1)\n\n- `test/clamp-edge.test.mjs > clamps below the range`",
+      "**Tests added or edited** (1)\n\n- `test/clamp-edge.test.mjs > clamps below the range` — reproduced: red on the base commit, green now",
+    );
+    expect(prBody).toContain(
+      "Reproduced: 1 of 1 added or edited tests fail on the base commit and pass now.",
     );
     expect(prBody).toContain(
       "**Still failing, as on the base commit (not this change's)** (1)\n\n- `test/date.test.mjs > knows the holiday`",

@@ -225,8 +225,8 @@ let suiteRepos: GitFixture[] = [];
 let scriptRepo: GitFixture;
 let fake: FakeModel;
 let server: TestServer;
-let key: string;
-let workspaceId: string;
+/** One account per repository (a new account's monthly task quota is small), made on first use. */
+const accounts = new Map<string, Promise<{ key: string; workspaceId: string }>>();
 
 beforeAll(async () => {
   suiteRepos = await Promise.all(RUNNERS.map((r) => createGitRepo(r.files)));
@@ -241,20 +241,29 @@ beforeAll(async () => {
       MAX_FIX_ATTEMPTS: "1",
     },
   });
-  ({ key } = await server.signup());
-  const ws = await server.api("POST", "/workspaces", {
-    key,
-    body: {
-      name: "local",
-      repos: [
+}, 60_000);
+
+/** The account (and its workspace of `repo`) the tasks on `repo` run in. */
+function accountFor(repo: string) {
+  let found = accounts.get(repo);
+  if (!found) {
+    found = (async () => {
+      const { key } = await server.signup();
+      const clone = [
         ...RUNNERS.map((r, i) => ({ name: r.repo, clone_url: suiteRepos[i]!.dir })),
         { name: "acme/script", clone_url: scriptRepo.dir },
-      ],
-    },
-  });
-  expect(ws.status).toBe(201);
-  workspaceId = ws.body.id;
-}, 60_000);
+      ].find((r) => r.name === repo)!;
+      const ws = await server.api("POST", "/workspaces", {
+        key,
+        body: { name: "local", repos: [clone] },
+      });
+      expect(ws.status).toBe(201);
+      return { key, workspaceId: ws.body.id as string };
+    })();
+    accounts.set(repo, found);
+  }
+  return found;
+}
 
 afterAll(async () => {
   await server?.stop();
@@ -265,6 +274,7 @@ afterAll(async () => {
 
 /** Creates a task, approves its plan, and waits for the diff gate (or the task's end). */
 async function runToDiffGate(repo: string, description: string) {
+  const { key, workspaceId } = await accountFor(repo);
   const res = await server.api("POST", "/tasks", {
     key,
     body: { workspace_id: workspaceId, repo_id: repo, description },

@@ -3,6 +3,7 @@
  * untracked ones, with git's own ignore rules), or, when the folder has no `.git` directory
  * of its own, a directory walk that honours its .gitignore files.
  */
+import { setImmediate as nextTurn } from "node:timers/promises";
 import ignore, { type Ignore } from "ignore";
 import { GitError, runGit } from "../util/git.js";
 import { entryInfo, listDir, readText } from "../util/workcopy-fs.js";
@@ -61,6 +62,15 @@ interface IgnoreScope {
   rules: Ignore;
 }
 
+/*
+ * The `ignore` package tests a path against every rule, about 2 µs a rule: a repository's
+ * setup can remove `.git` and leave a 1 MiB .gitignore (58,000 rules, 130 ms a path), so
+ * only the first GITIGNORE_MAX_BYTES of each are read, and the walk lets the event loop run
+ * every WALK_SLICE_MS (issue #40).
+ */
+const GITIGNORE_MAX_BYTES = 32 * 1024;
+const WALK_SLICE_MS = 10;
+
 async function walk(
   root: string,
   rel: string,
@@ -75,11 +85,17 @@ async function walk(
   let scopes = inherited;
   if (entries.some((e) => e.name === ".gitignore" && e.isFile())) {
     const gitignore = rel === "" ? ".gitignore" : `${rel}/.gitignore`;
-    const text = (await readText(root, gitignore, { maxBytes: 1024 * 1024 })) ?? "";
+    const text =
+      (await readText(root, gitignore, { maxBytes: GITIGNORE_MAX_BYTES, partial: true })) ?? "";
     // Case-sensitive, as git is by default (core.ignorecase false) on Linux.
     scopes = [...inherited, { base: rel, rules: ignore({ ignorecase: false }).add(text) }];
   }
+  let slice = performance.now();
   for (const entry of entries) {
+    if (performance.now() - slice > WALK_SLICE_MS) {
+      await nextTurn();
+      slice = performance.now();
+    }
     // Whatever `.git` is (a directory, a link, a `gitdir:` file), it is not the repository's.
     if (entry.name === ".git") continue;
     const childRel = rel === "" ? entry.name : `${rel}/${entry.name}`;

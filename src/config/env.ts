@@ -483,10 +483,10 @@ export function openSignup(env: {
   const setting = env.OPEN_SIGNUP;
   const explicit = typeof setting === "boolean" ? setting : flag(undefined).safeParse(setting).data;
   if (explicit !== undefined) return { open: explicit, why: `OPEN_SIGNUP=${explicit}` };
-  const host = env.HOST?.trim() || "127.0.0.1";
-  return isLoopbackHost(host)
-    ? { open: true, why: `OPEN_SIGNUP unset and HOST ${host} is loopback` }
-    : { open: false, why: `OPEN_SIGNUP unset and HOST ${host} is reachable from the network` };
+  // The address itself stays out: GET /status shows this to every account.
+  return isLoopbackHost(env.HOST?.trim() || "127.0.0.1")
+    ? { open: true, why: "OPEN_SIGNUP unset and HOST is a loopback address" }
+    : { open: false, why: "OPEN_SIGNUP unset and HOST is not a loopback address" };
 }
 
 function inferProvider(env: Env): LlmProvider | undefined {

@@ -42,7 +42,7 @@ describe("open sign-up by listen address", () => {
     const status = await open.api("GET", "/status", { key });
     expect(status.body.signup).toEqual({
       open: true,
-      why: "OPEN_SIGNUP unset and HOST 127.0.0.1 is loopback",
+      why: "OPEN_SIGNUP unset and HOST is a loopback address",
     });
   });
 
@@ -55,7 +55,7 @@ describe("open sign-up by listen address", () => {
       .map((l) => JSON.parse(l) as { msg: string })
       .find((l) => l.msg.startsWith("configuration: "));
     expect(summary?.msg).toContain(
-      "open sign-up off (OPEN_SIGNUP unset and HOST 0.0.0.0 is reachable from the network)",
+      "open sign-up off (OPEN_SIGNUP unset and HOST is not a loopback address)",
     );
   });
 
@@ -71,7 +71,7 @@ describe("open sign-up by listen address", () => {
     const status = await closed.api("GET", "/status", { key: created.key });
     expect(status.body.signup).toEqual({
       open: false,
-      why: "OPEN_SIGNUP unset and HOST 0.0.0.0 is reachable from the network",
+      why: "OPEN_SIGNUP unset and HOST is not a loopback address",
     });
     // With a key, POST /keys/generate still adds a key to that account.
     const more = await closed.api("POST", "/keys/generate", {

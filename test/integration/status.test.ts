@@ -76,7 +76,7 @@ describe("GET /status", () => {
     const lines = bareLog.map((l) => JSON.parse(l) as { level: number; msg: string });
     const summary = lines.find((l) => l.msg.startsWith("configuration: "));
     expect(summary?.msg).toBe(
-      "configuration: model MISSING; GitHub App MISSING; public URL MISSING; sandbox bwrap, network none; open sign-up on (OPEN_SIGNUP unset and HOST 127.0.0.1 is loopback)",
+      "configuration: model MISSING; GitHub App MISSING; public URL MISSING; sandbox bwrap, network none; open sign-up on (OPEN_SIGNUP unset and HOST is a loopback address)",
     );
     const warnings = lines.filter((l) => l.level === 40 && l.msg.startsWith("set "));
     expect(warnings.map((w) => w.msg.split(":")[0])).toEqual([

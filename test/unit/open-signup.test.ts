@@ -17,7 +17,7 @@ describe("OPEN_SIGNUP's default follows HOST", () => {
     expect(loadConfig({}).openSignup).toBe(true);
     expect(loadConfig({ HOST: "0.0.0.0" })).toMatchObject({
       openSignup: false,
-      openSignupWhy: "OPEN_SIGNUP unset and HOST 0.0.0.0 is reachable from the network",
+      openSignupWhy: "OPEN_SIGNUP unset and HOST is not a loopback address",
     });
     expect(loadConfig({ HOST: "::" }).openSignup).toBe(false);
   });

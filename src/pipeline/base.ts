@@ -14,6 +14,7 @@ import {
   type BaseRunOptions,
 } from "../verify/baseline.js";
 import { configNames, detectChecks, type Check } from "../verify/index.js";
+import { hasEnded } from "../domain/tasks/endings.js";
 import { DiskBudgetError } from "../util/sandbox-disk.js";
 import type { SandboxCache } from "../util/sandbox.js";
 import { taskCache } from "./agent.js";
@@ -58,14 +59,37 @@ export async function startBaseRun(
   if (plan.checks.length === 0) return {};
   await removeStaleBases(ctx.workdir);
   const options = await baseOptions(ctx);
-  // Its own signal: the run outlives the stage that started it (the plan gate may wait).
   const run = ctx.baseRuns.start(ctx.task._id, () =>
-    baselineResults(plan.checks, { ...options, signal: undefined }),
+    untilEnded(ctx, (signal) => baselineResults(plan.checks, { ...options, signal })),
   );
   run.catch((error: unknown) =>
     ctx.log(`The checks on the unchanged code stopped: ${describe(error)}`).catch(() => undefined),
   );
   return { run };
+}
+
+/** How often a base run outliving its stage looks whether the task ended. */
+const ENDED_CHECK_MS = 2_000;
+
+/**
+ * Runs `work` with a signal of its own, aborted when the task ends: the base run outlives
+ * the stage that started it (the plan gate may wait), so the stage's signal does not stop it,
+ * but a task cancelled meanwhile does.
+ */
+async function untilEnded<T>(ctx: StageContext, work: (signal: AbortSignal) => Promise<T>) {
+  const controller = new AbortController();
+  const check = setInterval(() => {
+    hasEnded(ctx.models, ctx.task._id).then(
+      (ended) => ended && controller.abort(new Error("task ended")),
+      () => undefined,
+    );
+  }, ENDED_CHECK_MS);
+  check.unref();
+  try {
+    return await work(controller.signal);
+  } finally {
+    clearInterval(check);
+  }
 }
 
 function describe(error: unknown): string {

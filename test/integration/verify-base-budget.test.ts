@@ -1,10 +1,11 @@
-import { readdir } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentModel, roleOf, type Script } from "../helpers/agent-model.js";
 import { startFakeModel, type FakeModel, fakeModelEnv } from "../helpers/fake-model.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { openTaskStream } from "../helpers/ws.js";
+import { waitFor } from "../helpers/greeter-stack.js";
 import { volumeSupport } from "../../src/util/workdir-volume.js";
 
 /*
@@ -114,5 +115,71 @@ describe.each(CASES)("the base commit's checks within TASK_DISK_LIMIT_MB=$limitM
     // Nothing of the base's checkout is left beside the working copies.
     const left = await readdir(server.service.config.dataDir, { recursive: true });
     expect(left.filter((name) => /\.base-|foreman-base-/.test(String(name)))).toEqual([]);
+  }, 120_000);
+});
+
+/** Processes of this host whose command line contains `text` (the sandbox's included). */
+async function processesWith(text: string): Promise<number> {
+  let count = 0;
+  for (const pid of await readdir("/proc").catch(() => [] as string[])) {
+    if (!/^\d+$/.test(pid)) continue;
+    const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
+    if (cmdline.replace(/\0/g, " ").includes(text)) count++;
+  }
+  return count;
+}
+
+describe("the base commit's checks of a task cancelled at the plan gate", () => {
+  let repo: GitFixture;
+  let model: FakeModel;
+  let server: TestServer;
+  // A command no other test runs, to find its processes by.
+  const SLEEP = "sleep 47.25";
+
+  beforeAll(async () => {
+    repo = await createGitRepo({
+      "README.md": "# slow\n",
+      ".github/foreman.yml": `verify:\n  - name: test\n    run: ${SLEEP}; true\n`,
+    });
+    model = await startFakeModel(agentModel(script));
+    server = await startTestServer({
+      workers: true,
+      env: { ...fakeModelEnv(model, LLM_KEY), EVENT_POLL_MS: "50", COMMAND_TIMEOUT_S: "120" },
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await server?.stop();
+    await model?.close();
+    await repo?.remove();
+  });
+
+  it("stop when the task is cancelled while its plan waits", async () => {
+    const { key } = await server.signup();
+    const ws = await server.api("POST", "/workspaces", {
+      key,
+      body: { name: "slow", repos: [{ name: "acme/slow", clone_url: repo.dir }] },
+    });
+    const created = await server.api("POST", "/tasks", {
+      key,
+      body: { workspace_id: ws.body.id, repo_id: "acme/slow", description: "Mark it fixed" },
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    await waitFor("the plan gate", async () => {
+      const t = (await server.api("GET", `/tasks/${id}`, { key })).body;
+      return t.status === "awaiting_approval" ? t : undefined;
+    });
+    // The base's check runs on while the plan waits…
+    await waitFor("the base's check running", async () =>
+      (await processesWith(SLEEP)) > 0 ? true : undefined,
+    );
+    expect((await server.api("POST", `/tasks/${id}/cancel`, { key })).status).toBe(200);
+    // …and stops with the task, long before its own end.
+    await waitFor(
+      "the base's check stopped",
+      async () => ((await processesWith(SLEEP)) === 0 ? true : undefined),
+      15_000,
+    );
   }, 120_000);
 });

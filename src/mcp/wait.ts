@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { TaskRecord, TaskStatus } from "../db/models.js";
+import type { Models, TaskRecord, TaskStatus } from "../db/models.js";
 import { subscribeOrdered } from "../domain/task-event-hub.js";
 import { isTerminalEvent, type TaskEvent } from "../domain/task-events.js";
 import { isTerminal } from "../domain/tasks/model.js";
@@ -7,7 +7,23 @@ import { getTask } from "../domain/tasks/queries.js";
 import { toTaskView } from "../domain/tasks/views.js";
 import { task, taskParams } from "../http/routes/tasks/schema.js";
 import type { ConcurrencyBounds } from "../util/concurrency-bounds.js";
-import type { McpDeps, ToolCall } from "./types.js";
+import type { Principal } from "../domain/keys.js";
+import type { TaskEventHub } from "../domain/task-event-hub.js";
+import type { TaskEventLog } from "../domain/task-events.js";
+
+/** What the waits read through (the door's McpDeps fits; named here so types.ts can name TaskWaits). */
+interface WaitDeps {
+  models: Models;
+  events: TaskEventLog;
+  hub: TaskEventHub;
+}
+
+/** What a wait knows of its tool call (the door's ToolCall fits). */
+interface WaitCall {
+  principal: Principal;
+  progress(progress: number, message: string): Promise<void>;
+  signal: AbortSignal;
+}
 
 /*
  * wait_for_task: the task's event log (domain/task-events.ts) through the process's event hub,
@@ -83,7 +99,7 @@ export class TaskWaits {
   private open = 0;
 
   constructor(
-    private readonly deps: Pick<McpDeps, "models" | "events" | "hub">,
+    private readonly deps: WaitDeps,
     private readonly bounds: ConcurrencyBounds,
   ) {}
 
@@ -100,7 +116,7 @@ export class TaskWaits {
   /** Waits for the task's next gate or its end (see above). */
   async wait(
     input: z.output<typeof waitInput>,
-    call: Pick<ToolCall, "principal" | "progress" | "signal">,
+    call: WaitCall,
   ): Promise<z.output<typeof waitOutput>> {
     const release = this.bounds.acquire(call.principal, Date.now() + input.timeout_s * 1000);
     this.open += 1;
@@ -213,7 +229,7 @@ export class TaskWaits {
   private until(
     watcher: Watcher,
     input: z.output<typeof waitInput>,
-    call: Pick<ToolCall, "progress" | "signal">,
+    call: Pick<WaitCall, "progress" | "signal">,
   ): Promise<Reached> {
     return new Promise<Reached>((resolve) => {
       let progress = 0;
@@ -248,7 +264,7 @@ function reachedNow(watcher: Watcher, until: "gate" | "end"): Reached | undefine
 /** The tool's run: the door's TaskWaits (see above). */
 export function waitForTask(
   input: z.output<typeof waitInput>,
-  call: ToolCall,
+  call: WaitCall & { waits: TaskWaits },
 ): Promise<z.output<typeof waitOutput>> {
   return call.waits.wait(input, call);
 }

@@ -15,7 +15,8 @@ import { startTestServer, testDatabaseUri, type TestServer } from "../helpers/se
 let server: TestServer;
 
 beforeAll(async () => {
-  server = await startTestServer({ env: { ACCOUNT_VIEW_POLL_MS: "50" } });
+  // KEYS_PER_ACCOUNT above the 51 keys the paging test makes (its default is 20).
+  server = await startTestServer({ env: { ACCOUNT_VIEW_POLL_MS: "50", KEYS_PER_ACCOUNT: "60" } });
 });
 afterAll(async () => {
   await server.stop();

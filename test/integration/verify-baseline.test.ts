@@ -161,7 +161,7 @@ function keptFor(commit: string) {
 }
 
 /** The ids of the tests a kept baseline has failing. */
-function failingIn(doc: { tests?: unknown }): string[] {
+function failingIn(doc: Record<string, unknown>): string[] {
   return ((doc.tests ?? []) as Array<{ i: string; s: string }>)
     .filter((t) => t.s === "f")
     .map((t) => t.i);

@@ -74,14 +74,36 @@ const script: Script = {
   ],
 };
 
-/** Every file below `root` named `name`, found while the run that writes it waits. */
-async function waitForFile(root: string, name: string, ms = 90_000): Promise<string> {
+/** What the attack recorded in one checkout: its attempts and what it took. */
+interface Recorded {
+  dir: string;
+  attempts: Attempt[];
+  loot: string;
+}
+
+async function readRecorded(dir: string): Promise<Recorded> {
+  const attempts = JSON.parse(await readFile(path.join(dir, "attempts.json"), "utf8")) as Attempt[];
+  return { dir, attempts, loot: await readFile(path.join(dir, "loot.txt"), "utf8") };
+}
+
+/**
+ * Waits for the attack's record in the working copy under `root`. The base commit's checks
+ * run the same attack beside planning, in a checkout inside the working copy's `.git`: each
+ * such record is kept in `bases` and released at once (its run would hold the task's
+ * verification until it ends), the working copy's is returned unreleased.
+ */
+async function waitForRecord(root: string, bases: Recorded[], ms = 90_000): Promise<Recorded> {
   const deadline = Date.now() + ms;
   for (;;) {
     const entries = await readdir(root, { recursive: true }).catch(() => [] as string[]);
-    const hit = entries.find((e) => path.basename(e) === name);
-    if (hit) return path.join(root, hit);
-    if (Date.now() > deadline) throw new Error(`no ${name} under ${root} within ${ms} ms`);
+    for (const entry of entries.filter((e) => path.basename(e) === "attempts.json")) {
+      const dir = path.dirname(path.join(root, entry));
+      if (!entry.split(path.sep).includes(".git")) return readRecorded(dir);
+      if (bases.some((b) => b.dir === dir)) continue;
+      bases.push(await readRecorded(dir));
+      await writeFile(path.join(dir, "release"), "go");
+    }
+    if (Date.now() > deadline) throw new Error(`no attempts.json under ${root} within ${ms} ms`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
@@ -92,16 +114,14 @@ async function waitForFile(root: string, name: string, ms = 90_000): Promise<str
  */
 async function collect(
   area: string,
-): Promise<{ attempts: Attempt[]; loot: string; snapshot: string }> {
-  const file = await waitForFile(path.join(dataDir, area), "attempts.json");
-  const dir = path.dirname(file);
-  const attempts = JSON.parse(await readFile(file, "utf8")) as Attempt[];
-  const loot = await readFile(path.join(dir, "loot.txt"), "utf8");
+): Promise<{ attempts: Attempt[]; loot: string; snapshot: string; bases: Recorded[] }> {
+  const bases: Recorded[] = [];
+  const { dir, attempts, loot } = await waitForRecord(path.join(dataDir, area), bases);
   const snapshot = path.join(hookMarkerDir, "..", `${path.basename(hookMarkerDir)}-snapshot`);
   await cp(dir, snapshot, { recursive: true });
   // Content in the file the script made (helpers/hostile-repo.ts says why not a new file).
   await writeFile(path.join(dir, "release"), "go");
-  return { attempts, loot, snapshot };
+  return { attempts, loot, snapshot, bases };
 }
 
 async function hostProcesses(token: string): Promise<number[]> {
@@ -284,7 +304,7 @@ describe("a hostile repository", () => {
     });
     expect(created.status).toBe(201);
     const stream = await openTaskStream(server.url, created.body.id, key);
-    const { attempts, loot, snapshot } = await collect("work");
+    const { attempts, loot, snapshot, bases } = await collect("work");
     expect(await stream.closed).toBe(1000);
     const task = (await server.api("GET", `/tasks/${created.body.id}`, { key })).body;
     // Verification passed (the attack "test" passes), so the service went on to its own
@@ -292,6 +312,9 @@ describe("a hostile repository", () => {
     expect(task, String(task.error)).toMatchObject({ status: "completed", phase: "DONE" });
     expect(task.branch).toBeTruthy();
     await expectContained(attempts, loot);
+    // The base commit's run of the same checks (beside planning) was held to the same walls.
+    expect(bases.length).toBeGreaterThan(0);
+    for (const base of bases) await expectContained(base.attempts, base.loot);
 
     // The service's git once more, in the working copy as the attack left it: still nothing
     // planted runs, and nothing was planted.

@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repairEnding } from "../../src/domain/tasks/endings.js";
@@ -481,7 +481,11 @@ describe("failures end in FAILED with a readable error", () => {
     await failingModel?.close();
   });
 
-  async function runTask(env: Record<string, string>, repoUrl = repo.dir) {
+  async function runTask(
+    env: Record<string, string>,
+    repoUrl = repo.dir,
+    beforeTask?: () => Promise<void>,
+  ) {
     await server?.stop();
     server = await startTestServer({ workers: true, env: { EVENT_POLL_MS: "50", ...env } });
     ({ key: serverKey } = await server.signup());
@@ -490,6 +494,7 @@ describe("failures end in FAILED with a readable error", () => {
       body: { name: "w", repos: [{ name: "acme/x", clone_url: repoUrl }] },
     });
     ws = created.body.id;
+    await beforeTask?.();
     const task = await server.api("POST", "/tasks", {
       key: serverKey,
       body: { workspace_id: ws, repo_id: "acme/x", description: "Do something" },
@@ -522,7 +527,11 @@ describe("failures end in FAILED with a readable error", () => {
   }, 60_000);
 
   it("when the repository cannot be cloned", async () => {
-    const { error, events } = await runTask({}, "/nonexistent/repo.git");
+    // A local path is checked when the workspace is made; this one goes away after that.
+    const gone = await createGitRepo({ "README.md": "gone\n" });
+    const { error, events } = await runTask({}, gone.dir, () =>
+      rm(gone.dir, { recursive: true, force: true }),
+    );
     expect(phases(events)).toEqual(["QUEUED", "CLONING", "FAILED"]);
     expect(error).toMatch(/^git failed while cloning the repository/);
   }, 60_000);

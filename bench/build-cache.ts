@@ -25,10 +25,12 @@ import { configureSandboxCaches, removeTree, withBuildCache } from "../src/util/
 import { runSandboxed } from "../src/util/sandbox.js";
 import {
   activeCleanups,
+  alternateRuns,
   BenchError,
   Cleanup,
+  envInt,
   median,
-  summariseLatencies,
+  medianRatioCheck,
   type Benchmark,
   type BenchReport,
   type Check,
@@ -38,15 +40,6 @@ import {
 export const TARGET_RATIO = 2;
 const execFileAsync = promisify(execFile);
 const COMMANDS = ["go test ./...", "go test -count=1 ./..."] as const;
-
-function envRuns(): number {
-  const raw = process.env.BENCH_BUILD_CACHE_RUNS;
-  if (raw === undefined || raw.trim() === "") return 7;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1 || n > 100)
-    throw new BenchError(`BENCH_BUILD_CACHE_RUNS must be an integer from 1 to 100, got "${raw}"`);
-  return n;
-}
 
 /** The two-file package of the issue: a function and its test. */
 async function writePackage(dir: string): Promise<void> {
@@ -84,7 +77,7 @@ export const buildCacheBench: Benchmark = {
   description:
     "go test ./... of a small package in the sandbox with the kept build cache vs on the host",
   async run(): Promise<BenchReport> {
-    const runs = envRuns();
+    const runs = envInt("BENCH_BUILD_CACHE_RUNS", 7, 1, 100);
     const cleanup = new Cleanup();
     activeCleanups.add(cleanup);
     try {
@@ -112,34 +105,23 @@ export const buildCacheBench: Benchmark = {
       for (const command of COMMANDS) {
         await hostRun(command, pkg, gocache);
         await sandboxRun(command, pkg);
-        const host: number[] = [];
-        const boxed: number[] = [];
-        for (let i = 0; i < runs; i++) {
-          host.push(await hostRun(command, pkg, gocache));
-          boxed.push(await sandboxRun(command, pkg));
-        }
-        const ratio = median(boxed) / median(host);
+        const { base: host, measured: boxed } = await alternateRuns(
+          runs,
+          () => hostRun(command, pkg, gocache),
+          () => sandboxRun(command, pkg),
+        );
+        const compared = medianRatioCheck(
+          `sandbox/host \`${command}\` (warm)`,
+          { label: `host ${command}`, ms: host },
+          { label: `sandbox ${command}`, ms: boxed },
+          TARGET_RATIO,
+          `${ms(median(boxed))} in the sandbox / ${ms(median(host))} on the host (medians of ${runs}); the first run into an empty cache took ${ms(coldSandbox)}`,
+        );
         console.log(
-          `  \`${command}\`: host median ${ms(median(host))}, sandbox median ${ms(median(boxed))}, ratio ${ratio.toFixed(2)}`,
+          `  \`${command}\`: host median ${ms(median(host))}, sandbox median ${ms(median(boxed))}, ratio ${compared.ratio.toFixed(2)}`,
         );
-        latencies.push(
-          summariseLatencies(
-            `host ${command}`,
-            host.map((h) => Float64Array.of(h)),
-          ),
-          summariseLatencies(
-            `sandbox ${command}`,
-            boxed.map((b) => Float64Array.of(b)),
-          ),
-        );
-        checks.push({
-          name: `sandbox/host \`${command}\` (warm)`,
-          value: ratio,
-          target: TARGET_RATIO,
-          atMost: true,
-          pass: ratio <= TARGET_RATIO,
-          detail: `${ms(median(boxed))} in the sandbox / ${ms(median(host))} on the host (medians of ${runs}); the first run into an empty cache took ${ms(coldSandbox)}`,
-        });
+        latencies.push(...compared.latencies);
+        checks.push(compared.check);
         info[command] = { hostMs: host, sandboxMs: boxed };
       }
       return {

@@ -58,6 +58,7 @@ import {
   activeCleanups,
   BenchError,
   Cleanup,
+  envInt,
   median,
   summariseLatencies,
   type Benchmark,
@@ -79,15 +80,6 @@ const FULL_NAME = "Codertocat/Hello-World";
 const PR = 7;
 /** Octokit's plugin-throttling keeps content-creating requests this far apart (ms), plus slack. */
 const THROTTLE_MS = 3100;
-
-/** A whole number from the environment, `fallback` when unset, refused outside 1..max. */
-function envCount(name: string, fallback: number, max = 1000): number {
-  const raw = process.env[name];
-  const value = raw ? Number(raw) : fallback;
-  if (!Number.isInteger(value) || value < 1 || value > max)
-    throw new BenchError(`${name} must be an integer from 1 to ${max}`);
-  return value;
-}
 
 /** One source file of the app fixture: a few functions, as a project's module has them. */
 function appModule(dir: number, file: number): string {
@@ -282,8 +274,8 @@ export const followUpBench: Benchmark = {
     const cleanup = new Cleanup();
     activeCleanups.add(cleanup);
     try {
-      const deliveries = envCount("BENCH_FOLLOW_UP_DELIVERIES", 18);
-      const runs = envCount("BENCH_FOLLOW_UP_RUNS", 3);
+      const deliveries = envInt("BENCH_FOLLOW_UP_DELIVERIES", 18, 1, 1000);
+      const runs = envInt("BENCH_FOLLOW_UP_RUNS", 3, 1, 1000);
       if (deliveries > 19) throw new BenchError("BENCH_FOLLOW_UP_DELIVERIES must be at most 19");
       let waiter: ((body: string) => void) | null = null;
       const github = await startFakeGithub((body) => waiter?.(body));
@@ -438,8 +430,8 @@ export const followUpBench: Benchmark = {
       );
 
       // --- rerun ----------------------------------------------------------------------
-      const appFiles = envCount("BENCH_FOLLOW_UP_FILES", 2000, 200_000);
-      const depFiles = envCount("BENCH_FOLLOW_UP_DEP_FILES", 20_000, 200_000);
+      const appFiles = envInt("BENCH_FOLLOW_UP_FILES", 2000, 1, 200_000);
+      const depFiles = envInt("BENCH_FOLLOW_UP_DEP_FILES", 20_000, 1, 200_000);
       const app = await createAppRepo(appFiles, depFiles);
       cleanup.defer("remove app repo", () => app.remove());
       const ws = await api("POST", "/workspaces", key, {

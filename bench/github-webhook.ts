@@ -58,6 +58,7 @@ import {
   activeCleanups,
   BenchError,
   Cleanup,
+  envInt,
   summariseLatencies,
   type Benchmark,
   type BenchReport,
@@ -81,15 +82,6 @@ const APP_SLUG = "foreman-bench";
 const INSTALLATION_ID = 4242;
 /** Bound: deliveries per round (a round ends at most DRAIN_TIMEOUT_MS after its last send). */
 const MAX_DELIVERIES_PER_ROUND = 20_000;
-
-function envCount(name: string, fallback: number, min: number, max: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw.trim() === "") return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max)
-    throw new BenchError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
-  return value;
-}
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const ms = (n: number) => n.toFixed(1);
@@ -273,7 +265,7 @@ export const githubWebhook: Benchmark = {
   name: "github-webhook",
   description: "signed GitHub deliveries at a steady rate: time to 2xx vs a bare Probot handler",
   async run(settings: BenchSettings): Promise<BenchReport> {
-    const rate = envCount("BENCH_WEBHOOK_RATE", 100, 1, 2000);
+    const rate = envInt("BENCH_WEBHOOK_RATE", 100, 1, 2000);
     const profile = ["1", "true", "yes"].includes(
       (process.env.BENCH_WEBHOOK_PROFILE ?? "").toLowerCase(),
     );

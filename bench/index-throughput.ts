@@ -26,6 +26,7 @@ import {
   activeCleanups,
   BenchError,
   Cleanup,
+  envInt,
   summariseThroughput,
   type Benchmark,
   type BenchReport,
@@ -182,16 +183,6 @@ async function indexEverything(dir: string): Promise<ThroughputRound> {
   return { ms: performance.now() - started, files: index.stats.files, bytes: index.stats.bytes };
 }
 
-function envCount(): number {
-  const raw = process.env.BENCH_INDEX_FILES;
-  if (raw === undefined || raw.trim() === "") return 20_000;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 100 || n > 200_000) {
-    throw new BenchError(`BENCH_INDEX_FILES must be an integer from 100 to 200000, got "${raw}"`);
-  }
-  return n;
-}
-
 const fmt = (r: ThroughputRound) =>
   `${r.ms.toFixed(0).padStart(5)} ms  ${(r.files / (r.ms / 1000)).toFixed(0).padStart(6)} files/s  ` +
   `${(r.bytes / 1e6 / (r.ms / 1000)).toFixed(1).padStart(6)} MB/s`;
@@ -203,7 +194,7 @@ export const indexThroughput: Benchmark = {
     const cleanup = new Cleanup();
     activeCleanups.add(cleanup);
     try {
-      const count = envCount();
+      const count = envInt("BENCH_INDEX_FILES", 20_000, 100, 200_000);
       const dir = await mkdtemp(path.join(os.tmpdir(), "foreman-bench-index-"));
       cleanup.defer("remove temp dir", () => rm(dir, { recursive: true, force: true }));
       const setupStarted = performance.now();

@@ -47,6 +47,7 @@ import {
   activeCleanups,
   BenchError,
   Cleanup,
+  envInt,
   summariseLatencies,
   type Benchmark,
   type BenchReport,
@@ -75,15 +76,6 @@ const SLACK_TEAM = "T0BENCH01";
 
 type Vendor = "slack" | "linear" | "jira";
 const VENDORS: Vendor[] = ["slack", "linear", "jira"];
-
-function envCount(name: string, fallback: number, min: number, max: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw.trim() === "") return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max)
-    throw new BenchError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
-  return value;
-}
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const ms = (n: number) => n.toFixed(1);
@@ -249,7 +241,7 @@ export const integrationsBench: Benchmark = {
   description:
     "signed Slack commands, Linear and Jira webhooks at a steady rate: p99 time to 2xx against the vendors' deadlines",
   async run(settings: BenchSettings): Promise<BenchReport> {
-    const rate = envCount("BENCH_INTEGRATIONS_RATE", 50, 1, 1000);
+    const rate = envInt("BENCH_INTEGRATIONS_RATE", 50, 1, 1000);
     const profile = ["1", "true", "yes"].includes(
       (process.env.BENCH_INTEGRATIONS_PROFILE ?? "").toLowerCase(),
     );

@@ -57,6 +57,7 @@ import {
   activeCleanups,
   BenchError,
   Cleanup,
+  envInt,
   median,
   summariseLatencies,
   type Benchmark,
@@ -138,15 +139,6 @@ const SCRIPT: Script = {
     },
   ],
 };
-
-function envRuns(): number {
-  const raw = process.env.BENCH_TASK_OVERHEAD_RUNS;
-  if (raw === undefined || raw.trim() === "") return 5;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1 || n > 50)
-    throw new BenchError(`BENCH_TASK_OVERHEAD_RUNS must be an integer from 1 to 50, got "${raw}"`);
-  return n;
-}
 
 /** One model request as the timing proxy saw it. */
 interface ModelCall {
@@ -428,7 +420,7 @@ export const taskOverhead: Benchmark = {
   name: "task-overhead",
   description: "a whole task's non-model, non-test time per stage vs the repository's own test run",
   async run(): Promise<BenchReport> {
-    const runs = envRuns();
+    const runs = envInt("BENCH_TASK_OVERHEAD_RUNS", 5, 1, 50);
     const trace = ["1", "true", "yes"].includes(
       (process.env.BENCH_TASK_OVERHEAD_TRACE ?? "").toLowerCase(),
     );

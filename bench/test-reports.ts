@@ -26,10 +26,12 @@ import { runWithTests } from "../src/verify/tests/index.js";
 import { runSetup } from "../src/verify/setup.js";
 import {
   activeCleanups,
+  alternateRuns,
   BenchError,
   Cleanup,
+  envInt,
   median,
-  summariseLatencies,
+  medianRatioCheck,
   type Benchmark,
   type BenchReport,
   type Check,
@@ -52,15 +54,6 @@ const RUNNERS: ReadonlyArray<{ runner: string; command: string; install?: true }
   { runner: "go", command: "go test -count=1 ./..." },
   { runner: "cargo", command: "cargo test --offline" },
 ];
-
-function envRuns(): number {
-  const raw = process.env.BENCH_TEST_REPORTS_RUNS;
-  if (raw === undefined || raw.trim() === "") return 7;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1 || n > 100)
-    throw new BenchError(`BENCH_TEST_REPORTS_RUNS must be an integer from 1 to 100, got "${raw}"`);
-  return n;
-}
 
 function selected(): typeof RUNNERS {
   const only = (process.env.BENCH_TEST_REPORTS_ONLY ?? "").trim();
@@ -111,8 +104,6 @@ async function measure(
   const first = await runWithTests(command, sandbox);
   if (!first.tests?.tests.length)
     throw new BenchError(`\`${command}\` gave no tests:\n${first.result.output.slice(-1500)}`);
-  const plain: number[] = [];
-  const reported: number[] = [];
   // Both timed the same way, around the call (the sandbox's own durationMs leaves out its
   // set-up and clean-up): the reported one is the whole of what verification does, the run
   // with its report and reading it.
@@ -121,10 +112,11 @@ async function measure(
     await run();
     return performance.now() - started;
   };
-  for (let i = 0; i < runs; i++) {
-    plain.push(await timed(() => runSandboxed(command, sandbox)));
-    reported.push(await timed(() => runWithTests(command, sandbox)));
-  }
+  const { base: plain, measured: reported } = await alternateRuns(
+    runs,
+    () => timed(() => runSandboxed(command, sandbox)),
+    () => timed(() => runWithTests(command, sandbox)),
+  );
   return { plain, reported, tests: first.tests.tests.length };
 }
 
@@ -134,7 +126,7 @@ export const testReportsBench: Benchmark = {
   name: "test-reports",
   description: "each runner's test run with its report read per test vs the same run without",
   async run(): Promise<BenchReport> {
-    const runs = envRuns();
+    const runs = envInt("BENCH_TEST_REPORTS_RUNS", 7, 1, 100);
     const cleanup = new Cleanup();
     activeCleanups.add(cleanup);
     try {
@@ -144,28 +136,18 @@ export const testReportsBench: Benchmark = {
       for (const { runner, command, install } of selected()) {
         const { dir, cache } = await prepare(cleanup, runner, install === true);
         const m = await measure(command, { cwd: dir, cache }, runs);
-        const ratio = median(m.reported) / median(m.plain);
+        const compared = medianRatioCheck(
+          `${runner}: report/plain`,
+          { label: `${runner} plain`, ms: m.plain },
+          { label: `${runner} report`, ms: m.reported },
+          TARGET_RATIO,
+          `\`${command}\`: ${ms(median(m.reported))} with the report read per test / ${ms(median(m.plain))} plain (medians of ${runs})`,
+        );
         console.log(
-          `  ${runner} \`${command}\` (${m.tests} tests): plain ${ms(median(m.plain))}, with its report ${ms(median(m.reported))}, ratio ${ratio.toFixed(3)}`,
+          `  ${runner} \`${command}\` (${m.tests} tests): plain ${ms(median(m.plain))}, with its report ${ms(median(m.reported))}, ratio ${compared.ratio.toFixed(3)}`,
         );
-        latencies.push(
-          summariseLatencies(
-            `${runner} plain`,
-            m.plain.map((v) => Float64Array.of(v)),
-          ),
-          summariseLatencies(
-            `${runner} report`,
-            m.reported.map((v) => Float64Array.of(v)),
-          ),
-        );
-        checks.push({
-          name: `${runner}: report/plain`,
-          value: ratio,
-          target: TARGET_RATIO,
-          atMost: true,
-          pass: ratio <= TARGET_RATIO,
-          detail: `\`${command}\`: ${ms(median(m.reported))} with the report read per test / ${ms(median(m.plain))} plain (medians of ${runs})`,
-        });
+        latencies.push(...compared.latencies);
+        checks.push(compared.check);
         info[runner] = { command, plainMs: m.plain, reportedMs: m.reported, tests: m.tests };
       }
       return {

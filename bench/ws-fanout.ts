@@ -39,6 +39,7 @@ import {
   activeCleanups,
   BenchError,
   Cleanup,
+  envInt,
   summariseLatencies,
   type Benchmark,
   type BenchReport,
@@ -65,15 +66,6 @@ const WARMUP_EVENTS = 50;
 const DELIVERY_TIMEOUT_MS = 15_000;
 /** Makes a message as long as a short log line of a real task (~250 bytes on the wire). */
 const PAD = "compiling src/http/routes/tasks/routes.ts and 41 other files; ".repeat(2);
-
-function envCount(name: string, fallback: number, min: number, max: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw.trim() === "") return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max)
-    throw new BenchError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
-  return value;
-}
 
 /** The soft open-files limit of this process (Linux), or undefined where it cannot be read. */
 async function openFilesLimit(): Promise<number | undefined> {
@@ -339,10 +331,10 @@ export const wsFanout: Benchmark = {
   name: "ws-fanout",
   description: "one task's events to many /tasks/{id}/ws subscribers vs a bare ws broadcast",
   async run(settings: BenchSettings): Promise<BenchReport> {
-    const clients = envCount("BENCH_WS_CLIENTS", 1000, 1, 5000);
-    const events = envCount("BENCH_WS_EVENTS", 100, 1, 10_000);
-    const intervalMs = envCount("BENCH_WS_INTERVAL_MS", 40, 0, 1000);
-    const history = envCount("BENCH_WS_HISTORY", 0, 0, 1_000_000);
+    const clients = envInt("BENCH_WS_CLIENTS", 1000, 1, 5000);
+    const events = envInt("BENCH_WS_EVENTS", 100, 1, 10_000);
+    const intervalMs = envInt("BENCH_WS_INTERVAL_MS", 40, 0, 1000);
+    const history = envInt("BENCH_WS_HISTORY", 0, 0, 1_000_000);
 
     // Each client costs two descriptors per server (its end and the server's): check first,
     // so a low limit reads as such rather than as EMFILE halfway through.

@@ -13,12 +13,16 @@ export interface BenchSettings {
   rounds: number;
 }
 
-function envInt(name: string, fallback: number, min: number, max: number): number {
+/**
+ * A whole number from the environment variable `name`: `fallback` when it is unset or blank,
+ * refused (BenchError) outside `min`..`max`. Every benchmark reads its counts this way.
+ */
+export function envInt(name: string, fallback: number, min: number, max: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw.trim() === "") return fallback;
   const value = Number(raw);
   if (!Number.isInteger(value) || value < min || value > max) {
-    throw new Error(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
+    throw new BenchError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
   }
   return value;
 }
@@ -133,6 +137,53 @@ export function summariseLatencies(subject: string, rounds: Float64Array[]): Lat
     p99Ms: percentile(all, 99),
     maxMs: all.length > 0 ? all[all.length - 1]! : Number.NaN,
     roundP99Ms: rounds.map((r) => percentile(Float64Array.from(r).sort(), 99)),
+  };
+}
+
+/** Run times (ms) of one side of a comparison, under the name of its latency summary. */
+export interface TimedSeries {
+  label: string;
+  ms: number[];
+}
+
+/**
+ * `runs` alternating runs of `base` and `measured` (each resolving to its time in ms), so the
+ * machine's load weighs on both alike. Any unmeasured warm-up is the caller's.
+ */
+export async function alternateRuns(
+  runs: number,
+  base: () => Promise<number>,
+  measured: () => Promise<number>,
+): Promise<{ base: number[]; measured: number[] }> {
+  const times = { base: [] as number[], measured: [] as number[] };
+  for (let i = 0; i < runs; i++) {
+    times.base.push(await base());
+    times.measured.push(await measured());
+  }
+  return times;
+}
+
+/**
+ * Two series of run times compared by their medians: `measured` may take at most `target`
+ * times `base`. Returns the ratio, both series' latency summaries (base first, a round per
+ * run) and the check named `name`, with the caller's `detail`.
+ */
+export function medianRatioCheck(
+  name: string,
+  base: TimedSeries,
+  measured: TimedSeries,
+  target: number,
+  detail: string,
+): { ratio: number; latencies: LatencySummary[]; check: Check } {
+  const ratio = median(measured.ms) / median(base.ms);
+  const rounds = (ms: number[]) => ms.map((v) => Float64Array.of(v));
+  return {
+    ratio,
+    latencies: [
+      summariseLatencies(base.label, rounds(base.ms)),
+      summariseLatencies(measured.label, rounds(measured.ms)),
+    ],
+    check: { name, value: ratio, target, atMost: true, pass: ratio <= target, detail },
   };
 }
 

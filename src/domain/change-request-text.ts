@@ -27,9 +27,10 @@ export function changeTitle(task: Pick<TaskRecord, "description" | "plan_summary
   const source = (task.plan_summary || task.description).trim().split("\n")[0] ?? "";
   const sentence = source.split(/(?<=\.)\s/)[0] ?? source;
   const title = sentence.replace(/\.$/, "");
-  return title.length <= 72 ? title : `${title.slice(0, 71).trimEnd()}…`;
+  return cap(title, 72);
 }
 
+/** `text` within `chars` characters: cut, trailing space dropped, and an ellipsis added. */
 function cap(text: string, chars: number): string {
   return text.length <= chars ? text : `${text.slice(0, chars - 1).trimEnd()}…`;
 }

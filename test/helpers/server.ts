@@ -55,6 +55,25 @@ export interface ApiResponse {
   body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
+/**
+ * Creates a plain-git workspace `name` for the account of `key`, holding one repository named
+ * `repo.name` cloned from the local folder `repo.dir`; gives the workspace's id.
+ */
+export async function addLocalWorkspace(
+  server: TestServer,
+  key: string,
+  repo: { name: string; dir: string },
+  name = "local",
+): Promise<string> {
+  const ws = await server.api("POST", "/workspaces", {
+    key,
+    body: { name, repos: [{ name: repo.name, clone_url: repo.dir }] },
+  });
+  if (ws.status !== 201)
+    throw new Error(`POST /workspaces answered ${ws.status}: ${JSON.stringify(ws.body)}`);
+  return ws.body.id as string;
+}
+
 /** Starts the real service (HTTP on a free port, real database) for one test file. */
 export async function startTestServer(
   options: {

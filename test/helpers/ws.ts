@@ -1,4 +1,5 @@
 import WebSocket from "ws";
+import type { TestServer } from "./server.js";
 
 export interface StreamEvent {
   event_type: string;
@@ -75,4 +76,17 @@ export async function openTaskStream(
     },
     close: () => socket.close(),
   };
+}
+
+/** Creates a task with `body` (POST /tasks, which must answer 201) and opens its stream. */
+export async function startTask(
+  server: TestServer,
+  key: string,
+  body: Record<string, unknown>,
+): Promise<{ id: string; stream: EventStream }> {
+  const created = await server.api("POST", "/tasks", { key, body });
+  if (created.status !== 201)
+    throw new Error(`POST /tasks answered ${created.status}: ${JSON.stringify(created.body)}`);
+  const id = created.body.id as string;
+  return { id, stream: await openTaskStream(server.url, id, key) };
 }

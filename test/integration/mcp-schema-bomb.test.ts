@@ -10,8 +10,8 @@ import {
   type FakeModel,
 } from "../helpers/fake-model.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
-import { startTestServer, type TestServer } from "../helpers/server.js";
-import { openTaskStream } from "../helpers/ws.js";
+import { addLocalWorkspace, startTestServer, type TestServer } from "../helpers/server.js";
+import { startTask } from "../helpers/ws.js";
 
 /*
  * The red team's probe (issue #40, item 2) as a regression test: a repository's stdio MCP
@@ -84,12 +84,7 @@ beforeAll(async () => {
   });
   ({ key } = await server.signup("hostile"));
   ({ key: otherKey } = await server.signup("bystander"));
-  const ws = await server.api("POST", "/workspaces", {
-    key,
-    body: { name: "local", repos: [{ name: "acme/bomb", clone_url: repo.dir }] },
-  });
-  expect(ws.status).toBe(201);
-  workspaceId = ws.body.id;
+  workspaceId = await addLocalWorkspace(server, key, { name: "acme/bomb", dir: repo.dir });
 }, 60_000);
 
 afterAll(async () => {
@@ -137,17 +132,12 @@ function quantile(samples: number[], q: number): number {
 
 describe("a repository's MCP tool schema that fans out through $ref", () => {
   it("is refused with a log line while another account's calls stay fast", async () => {
-    const created = await server.api("POST", "/tasks", {
-      key,
-      body: {
-        workspace_id: workspaceId,
-        repo_id: "acme/bomb",
-        description: "Use the glossary",
-        auto_approve: true,
-      },
+    const { stream } = await startTask(server, key, {
+      workspace_id: workspaceId,
+      repo_id: "acme/bomb",
+      description: "Use the glossary",
+      auto_approve: true,
     });
-    expect(created.status).toBe(201);
-    const stream = await openTaskStream(server.url, created.body.id, key);
     let finished = false;
     const end = stream
       .waitFor((e) => e.event_type === "done" || e.event_type === "error", 180_000)

@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentModel, roleOf, type Script } from "../helpers/agent-model.js";
 import { startFakeModel, type FakeModel, fakeModelEnv } from "../helpers/fake-model.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
-import { startTestServer, type TestServer } from "../helpers/server.js";
-import { openTaskStream } from "../helpers/ws.js";
+import { addLocalWorkspace, startTestServer, type TestServer } from "../helpers/server.js";
+import { startTask } from "../helpers/ws.js";
 import { waitFor } from "../helpers/greeter-stack.js";
 import { volumeSupport } from "../../src/util/workdir-volume.js";
 
@@ -48,58 +48,56 @@ const CASES = [
   ...(support.available ? [{ limitMb: 32, volume: true }] : []),
 ];
 
-describe.each(CASES)("the base commit's checks within TASK_DISK_LIMIT_MB=$limitMb", (c) => {
-  let repo: GitFixture;
-  let model: FakeModel;
-  let server: TestServer;
-
+/**
+ * Registers, in the calling describe, a repository of `files`, the scripted model and the
+ * service with workers (`env` added), started before its tests and stopped after them.
+ */
+function scriptedService(files: Record<string, string>, env: Record<string, string>) {
+  const stack = {} as { repo: GitFixture; model: FakeModel; server: TestServer };
   beforeAll(async () => {
-    repo = await createGitRepo({
+    stack.repo = await createGitRepo(files);
+    stack.model = await startFakeModel(agentModel(script));
+    stack.server = await startTestServer({
+      workers: true,
+      env: { ...fakeModelEnv(stack.model, LLM_KEY), EVENT_POLL_MS: "50", ...env },
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await stack.server?.stop();
+    await stack.model?.close();
+    await stack.repo?.remove();
+  });
+  return stack;
+}
+
+describe.each(CASES)("the base commit's checks within TASK_DISK_LIMIT_MB=$limitMb", (c) => {
+  const stack = scriptedService(
+    {
       "README.md": "# disk\n",
       ".github/foreman.yml": `verify:
   - name: test
     run: if [ -f fixed ]; then echo still wrong; exit 1; fi; i=0; while [ $i -lt 40 ]; do head -c 1000000 /dev/zero > fixture-$i.bin || exit 1; i=$((i+1)); sleep 0.05; done; echo all written
 `,
-    });
-    model = await startFakeModel(agentModel(script));
-    server = await startTestServer({
-      workers: true,
-      env: {
-        ...fakeModelEnv(model, LLM_KEY),
-        EVENT_POLL_MS: "50",
-        TASK_DISK_LIMIT_MB: String(c.limitMb),
-        TASK_DISK_VOLUMES: c.volume ? "auto" : "off",
-        MAX_FIX_ATTEMPTS: "1",
-      },
-    });
-  }, 60_000);
-
-  afterAll(async () => {
-    await server?.stop();
-    await model?.close();
-    await repo?.remove();
-  });
+    },
+    {
+      TASK_DISK_LIMIT_MB: String(c.limitMb),
+      TASK_DISK_VOLUMES: c.volume ? "auto" : "off",
+      MAX_FIX_ATTEMPTS: "1",
+    },
+  );
 
   it("fails the task naming TASK_DISK_LIMIT_MB when the base's test writes past it", async () => {
+    const { server, model, repo } = stack;
     const { key } = await server.signup();
-    const ws = await server.api("POST", "/workspaces", {
-      key,
-      body: { name: "disk", repos: [{ name: "acme/disk", clone_url: repo.dir }] },
+    const workspaceId = await addLocalWorkspace(server, key, { name: "acme/disk", dir: repo.dir });
+    const { id, stream } = await startTask(server, key, {
+      workspace_id: workspaceId,
+      repo_id: "acme/disk",
+      description: "Mark it fixed",
+      auto_approve: true,
     });
-    expect(ws.status).toBe(201);
-    const created = await server.api("POST", "/tasks", {
-      key,
-      body: {
-        workspace_id: ws.body.id,
-        repo_id: "acme/disk",
-        description: "Mark it fixed",
-        auto_approve: true,
-      },
-    });
-    expect(created.status).toBe(201);
-    const stream = await openTaskStream(server.url, created.body.id, key);
     expect(await stream.closed).toBe(1000);
-    const task = (await server.api("GET", `/tasks/${created.body.id}`, { key })).body;
+    const task = (await server.api("GET", `/tasks/${id}`, { key })).body;
     expect(task).toMatchObject({ status: "failed", phase: "FAILED" });
     expect(task.error).toMatch(
       new RegExp(
@@ -130,39 +128,23 @@ async function processesWith(text: string): Promise<number> {
 }
 
 describe("the base commit's checks of a task cancelled at the plan gate", () => {
-  let repo: GitFixture;
-  let model: FakeModel;
-  let server: TestServer;
   // A command no other test runs, to find its processes by.
   const SLEEP = "sleep 47.25";
-
-  beforeAll(async () => {
-    repo = await createGitRepo({
+  const stack = scriptedService(
+    {
       "README.md": "# slow\n",
       ".github/foreman.yml": `verify:\n  - name: test\n    run: ${SLEEP}; true\n`,
-    });
-    model = await startFakeModel(agentModel(script));
-    server = await startTestServer({
-      workers: true,
-      env: { ...fakeModelEnv(model, LLM_KEY), EVENT_POLL_MS: "50", COMMAND_TIMEOUT_S: "120" },
-    });
-  }, 60_000);
-
-  afterAll(async () => {
-    await server?.stop();
-    await model?.close();
-    await repo?.remove();
-  });
+    },
+    { COMMAND_TIMEOUT_S: "120" },
+  );
 
   it("stop when the task is cancelled while its plan waits", async () => {
+    const { server, repo } = stack;
     const { key } = await server.signup();
-    const ws = await server.api("POST", "/workspaces", {
-      key,
-      body: { name: "slow", repos: [{ name: "acme/slow", clone_url: repo.dir }] },
-    });
+    const workspaceId = await addLocalWorkspace(server, key, { name: "acme/slow", dir: repo.dir });
     const created = await server.api("POST", "/tasks", {
       key,
-      body: { workspace_id: ws.body.id, repo_id: "acme/slow", description: "Mark it fixed" },
+      body: { workspace_id: workspaceId, repo_id: "acme/slow", description: "Mark it fixed" },
     });
     expect(created.status).toBe(201);
     const id = created.body.id as string;

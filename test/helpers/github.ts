@@ -3,6 +3,7 @@ import { generateKeyPairSync } from "node:crypto";
 import examplesModule from "@octokit/webhooks-examples";
 import { sign } from "@octokit/webhooks-methods";
 import { watchGithub } from "./github-openapi.js";
+import type { TestServer } from "./server.js";
 
 /** A throwaway RSA key for a test GitHub App (Probot needs a real PEM to sign JWTs). */
 export function testPrivateKey(): string {
@@ -58,4 +59,42 @@ export function mockInstallationToken(installationId: number, token: string): no
     .post(`/app/installations/${installationId}/access_tokens`)
     .reply(201, { token, expires_at: new Date(Date.now() + 3600_000).toISOString() })
     .persist();
+}
+
+/**
+ * Stores a linked GitHub App installation's workspace for the account of the key `keyId`, as
+ * the installation handlers store it: the organisation of `fullName` with that one private
+ * repository on `main`, cloned from the local folder `dir` so git needs no network (the API
+ * calls go to nock). Gives the account's id.
+ */
+export async function linkInstallationWorkspace(
+  server: TestServer,
+  keyId: string,
+  workspace: { id: string; installationId: number; repoId: string; fullName: string; dir: string },
+): Promise<string> {
+  const { models } = server.service.db;
+  const accountId = (await models.ApiKey.findOne({ key_id: keyId }).lean())!.account_id;
+  const [login, name] = workspace.fullName.split("/") as [string, string];
+  await models.Workspace.create({
+    _id: workspace.id,
+    kind: "github",
+    account_id: accountId,
+    name: login,
+    repos: [
+      {
+        repo_id: workspace.repoId,
+        name,
+        full_name: workspace.fullName,
+        clone_url: `file://${workspace.dir}`,
+        default_branch: "main",
+        private: true,
+      },
+    ],
+    github: {
+      installation_id: workspace.installationId,
+      account_login: login,
+      account_type: "Organization",
+    },
+  });
+  return accountId;
 }

@@ -8,7 +8,11 @@ import {
   fakeModelEnv,
 } from "../helpers/fake-model.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
-import { mockInstallationToken, testPrivateKey } from "../helpers/github.js";
+import {
+  linkInstallationWorkspace,
+  mockInstallationToken,
+  testPrivateKey,
+} from "../helpers/github.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { openTaskStream, type StreamEvent } from "../helpers/ws.js";
 
@@ -27,7 +31,6 @@ let repo: GitFixture;
 let model: FakeModel;
 let server: TestServer;
 let key: string;
-let accountId: string;
 const logLines: string[] = [];
 let inFlight = 0;
 let maxInFlight = 0;
@@ -123,26 +126,12 @@ beforeAll(async () => {
   });
   const signup = await server.signup();
   key = signup.key;
-  const keyDoc = await server.service.db.models.ApiKey.findOne({ key_id: signup.id }).lean();
-  accountId = keyDoc!.account_id;
-  // A linked installation, as the installation handlers store it; the clone URL is a local
-  // repository so git needs no network, the API calls go to nock.
-  await server.service.db.models.Workspace.create({
-    _id: "ws_gh_variants",
-    kind: "github",
-    account_id: accountId,
-    name: "acme",
-    repos: [
-      {
-        repo_id: "9001",
-        name: "app",
-        full_name: "acme/app",
-        clone_url: `file://${repo.dir}`,
-        default_branch: "main",
-        private: true,
-      },
-    ],
-    github: { installation_id: 555, account_login: "acme", account_type: "Organization" },
+  await linkInstallationWorkspace(server, signup.id, {
+    id: "ws_gh_variants",
+    installationId: 555,
+    repoId: "9001",
+    fullName: "acme/app",
+    dir: repo.dir,
   });
   nock.disableNetConnect();
   nock.enableNetConnect("127.0.0.1");

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentModel, type Script } from "../helpers/agent-model.js";
 import { fakeModelEnv, startFakeModel, type FakeModel } from "../helpers/fake-model.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
-import { testPrivateKey } from "../helpers/github.js";
+import { linkInstallationWorkspace, testPrivateKey } from "../helpers/github.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { openTaskStream } from "../helpers/ws.js";
 
@@ -67,23 +67,12 @@ beforeAll(async () => {
   });
   const signup = await server.signup();
   key = signup.key;
-  const keyDoc = await server.service.db.models.ApiKey.findOne({ key_id: signup.id }).lean();
-  await server.service.db.models.Workspace.create({
-    _id: "ws_ghe",
-    kind: "github",
-    account_id: keyDoc!.account_id,
-    name: "acme",
-    repos: [
-      {
-        repo_id: "77",
-        name: "app",
-        full_name: "acme/app",
-        clone_url: `file://${repo.dir}`,
-        default_branch: "main",
-        private: true,
-      },
-    ],
-    github: { installation_id: INSTALLATION, account_login: "acme", account_type: "Organization" },
+  await linkInstallationWorkspace(server, signup.id, {
+    id: "ws_ghe",
+    installationId: INSTALLATION,
+    repoId: "77",
+    fullName: "acme/app",
+    dir: repo.dir,
   });
 }, 60_000);
 

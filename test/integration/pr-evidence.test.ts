@@ -4,9 +4,13 @@ import { agentModel, type Script } from "../helpers/agent-model.js";
 import { CALC_FIX, CALC_PLAN, calcRepoFiles } from "../helpers/calc-repo.js";
 import { fakeModelEnv, startFakeModel, type FakeModel } from "../helpers/fake-model.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
-import { mockInstallationToken, testPrivateKey } from "../helpers/github.js";
+import {
+  linkInstallationWorkspace,
+  mockInstallationToken,
+  testPrivateKey,
+} from "../helpers/github.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
-import { openTaskStream } from "../helpers/ws.js";
+import { startTask } from "../helpers/ws.js";
 
 /*
  * The evidence a change carries (SPEC §4c), end to end: a task on a GitHub repository whose
@@ -90,23 +94,12 @@ beforeAll(async () => {
   });
   const signup = await server.signup();
   key = signup.key;
-  const keyDoc = await server.service.db.models.ApiKey.findOne({ key_id: signup.id }).lean();
-  await server.service.db.models.Workspace.create({
-    _id: "ws_gh_evidence",
-    kind: "github",
-    account_id: keyDoc!.account_id,
-    name: "acme",
-    repos: [
-      {
-        repo_id: "7001",
-        name: "calc",
-        full_name: "acme/calc",
-        clone_url: `file://${repo.dir}`,
-        default_branch: "main",
-        private: true,
-      },
-    ],
-    github: { installation_id: 777, account_login: "acme", account_type: "Organization" },
+  await linkInstallationWorkspace(server, signup.id, {
+    id: "ws_gh_evidence",
+    installationId: 777,
+    repoId: "7001",
+    fullName: "acme/calc",
+    dir: repo.dir,
   });
   nock.disableNetConnect();
   nock.enableNetConnect("127.0.0.1");
@@ -137,19 +130,14 @@ describe("the evidence of a change", () => {
       })
       .reply(201, { number: 3, html_url: "https://github.com/acme/calc/pull/3" });
 
-    const created = await server.api("POST", "/tasks", {
-      key,
-      body: {
-        workspace_id: "ws_gh_evidence",
-        repo_id: "7001",
-        description: "Make clamp respect both bounds",
-        auto_approve: true,
-      },
+    const { id, stream } = await startTask(server, key, {
+      workspace_id: "ws_gh_evidence",
+      repo_id: "7001",
+      description: "Make clamp respect both bounds",
+      auto_approve: true,
     });
-    expect(created.status).toBe(201);
-    const stream = await openTaskStream(server.url, created.body.id, key);
     expect(await stream.closed).toBe(1000);
-    const task = (await server.api("GET", `/tasks/${created.body.id}`, { key })).body;
+    const task = (await server.api("GET", `/tasks/${id}`, { key })).body;
     expect(task.error).toBeNull();
     expect(task.status).toBe("completed");
     expect(api.isDone()).toBe(true);

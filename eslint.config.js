@@ -56,7 +56,8 @@ const READ_MESSAGE =
   "Read working copies through src/util/workcopy-fs.ts (it never follows a link out of the working copy).";
 
 export default tseslint.config(
-  { ignores: ["dist/", "node_modules/", ".data/", "coverage/", "fixtures/"] },
+  // test/fixtures/: repositories the tests run real test runners on (CommonJS, jest globals).
+  { ignores: ["dist/", "node_modules/", ".data/", "coverage/", "fixtures/", "test/fixtures/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

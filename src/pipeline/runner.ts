@@ -293,7 +293,7 @@ export function createPipeline(deps: PipelineDeps) {
           );
           await endTask(taskDeps, taskId, {
             status: "failed",
-            error: describeFailure(error, stage.phase),
+            error: describeFailure((await baseFilledDisk(taskId, error)) ?? error, stage.phase),
           });
           recordStage(stage.name, "failed", started);
         } finally {
@@ -330,6 +330,20 @@ export function createPipeline(deps: PipelineDeps) {
       });
       return forgetTask(taskId);
     }
+  }
+
+  /**
+   * The base's checks run beside the stages on the task's volume (pipeline/base.ts): a stage
+   * that ran out of space while they ran past TASK_DISK_LIMIT_MB failed because of them, and
+   * the task fails naming the budget and their command rather than the stage's git error.
+   */
+  async function baseFilledDisk(taskId: string, error: unknown) {
+    const text =
+      error instanceof Error
+        ? `${error.message} ${String((error as { stderr?: unknown }).stderr ?? "")}`
+        : "";
+    if (!/No space left on device|ENOSPC|Disk quota exceeded|EDQUOT/i.test(text)) return undefined;
+    return baseRuns.overBudget(taskId);
   }
 
   /**

@@ -22,6 +22,7 @@ import type { KeptCheckResult, Models } from "../db/models.js";
 import { runGit } from "../util/git.js";
 import { entryInfo, listDir, readBytes } from "../util/workcopy-fs.js";
 import { removeTree } from "../util/sandbox-cache.js";
+import { DiskBudgetError } from "../util/sandbox-disk.js";
 import type { SandboxCache } from "../util/sandbox.js";
 import type { Check, VerifyPlan } from "./checks.js";
 import {
@@ -342,5 +343,18 @@ export class BaseRuns {
   /** Forgets the run of `taskId` (its results are kept in the database). */
   forget(taskId: string): void {
     this.runs.delete(taskId);
+  }
+
+  /**
+   * The DiskBudgetError the run of `taskId` ended with, once it ends; undefined when there is
+   * no run or it ended otherwise. A stage that ran out of space beside it (the base's checkout
+   * is on the task's volume) failed because of the base, and says so with this.
+   */
+  async overBudget(taskId: string): Promise<DiskBudgetError | undefined> {
+    const failure = await this.runs.get(taskId)?.then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    return failure instanceof DiskBudgetError ? failure : undefined;
   }
 }

@@ -7,30 +7,13 @@ import {
   parseRepositoryYaml,
   RepositoryParseError,
 } from "../../src/util/repo-parse.js";
+import { longestStall } from "../helpers/event-loop.js";
 
 /*
  * A repository's YAML (`.github/foreman.yml`) is parsed off the event loop (util/repo-parse.ts,
  * issue #40): the same value as the yaml package gives, a readable error for a bad file,
  * and a file that takes the parser seconds leaves the loop free meanwhile.
  */
-
-/** Runs `work` and gives the longest the event loop went without running a 5 ms timer. */
-async function longestStall<T>(work: () => Promise<T>): Promise<{ value: T; stallMs: number }> {
-  let last = performance.now();
-  let stallMs = 0;
-  const timer = setInterval(() => {
-    const now = performance.now();
-    stallMs = Math.max(stallMs, now - last);
-    last = now;
-  }, 5);
-  try {
-    const value = await work();
-    stallMs = Math.max(stallMs, performance.now() - last);
-    return { value, stallMs };
-  } finally {
-    clearInterval(timer);
-  }
-}
 
 describe("parseRepositoryYaml", () => {
   it("gives what the yaml package gives", async () => {

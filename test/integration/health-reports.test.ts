@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import { rm } from "node:fs/promises";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { promisify } from "node:util";
@@ -242,6 +243,8 @@ beforeAll(async () => {
   const flaky = await fixture(FLAKY_FILES);
   const master = await createGitRepo(MASTER_FILES, "master");
   fixtures.push(master);
+  // A repository that goes away after the workspace is made (a local path must exist then).
+  const gone = await createGitRepo({ "README.md": "gone\n" });
   const ws = await server.api("POST", "/workspaces", {
     key,
     body: {
@@ -252,12 +255,13 @@ beforeAll(async () => {
         { name: "acme/py", clone_url: py.dir },
         { name: "acme/flaky", clone_url: flaky.dir },
         { name: "acme/master", clone_url: master.dir },
-        { name: "acme/gone", clone_url: `${js.dir}-missing` },
+        { name: "acme/gone", clone_url: gone.dir },
       ],
     },
   });
   expect(ws.status).toBe(201);
-  // Branches were not given: each is the remote's HEAD (null when the remote is unreachable).
+  await rm(gone.dir, { recursive: true, force: true });
+  // Branches were not given: each is the remote's HEAD.
   expect(
     (ws.body.repos as Array<{ full_name: string; default_branch: string | null }>).map((r) => [
       r.full_name,
@@ -269,7 +273,7 @@ beforeAll(async () => {
     ["acme/py", "main"],
     ["acme/flaky", "main"],
     ["acme/master", "master"],
-    ["acme/gone", null],
+    ["acme/gone", "main"],
   ]);
   for (const repo of ws.body.repos as Array<{ id: string; full_name: string }>)
     repos[repo.full_name] = { workspace: ws.body.id, id: repo.id };

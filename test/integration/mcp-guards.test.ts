@@ -22,12 +22,18 @@ let base: string;
 const outside: { url: string; authorization: string | undefined }[] = [];
 let repo: GitFixture;
 
-function echoServer(): McpServer {
+/** Answers one request as a stateless MCP server with one tool, echo. */
+function serveEcho(req: http.IncomingMessage, res: http.ServerResponse): void {
   const mcp = new McpServer({ name: "echo", version: "1.0.0" });
   mcp.registerTool("echo", { description: "Echo." }, () => ({
     content: [{ type: "text", text: "echo" }],
   }));
-  return mcp;
+  const transport = new StreamableHTTPServerTransport({
+    sessionIdGenerator: undefined,
+    enableJsonResponse: true,
+  });
+  res.on("close", () => void mcp.close());
+  void mcp.connect(transport).then(() => transport.handleRequest(req, res));
 }
 
 beforeAll(async () => {
@@ -37,24 +43,8 @@ beforeAll(async () => {
       res.writeHead(307, { location: "/admin/mcp" }).end();
       return;
     }
-    if (url === "/mcp/ok") {
-      const mcp = echoServer();
-      const transport = new StreamableHTTPServerTransport({
-        sessionIdGenerator: undefined,
-        enableJsonResponse: true,
-      });
-      res.on("close", () => void mcp.close());
-      void mcp.connect(transport).then(() => transport.handleRequest(req, res));
-      return;
-    }
-    outside.push({ url, authorization: req.headers.authorization });
-    const mcp = echoServer();
-    const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: undefined,
-      enableJsonResponse: true,
-    });
-    res.on("close", () => void mcp.close());
-    void mcp.connect(transport).then(() => transport.handleRequest(req, res));
+    if (url !== "/mcp/ok") outside.push({ url, authorization: req.headers.authorization });
+    serveEcho(req, res);
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   base = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;

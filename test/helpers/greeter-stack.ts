@@ -59,6 +59,24 @@ export async function waitFor<T>(
   }
 }
 
+/** Polls GET /tasks/{id} until the task's status is one of `statuses`; gives the task. */
+export function taskInStatus(
+  server: TestServer,
+  key: string,
+  id: string,
+  statuses: string[],
+  ms = 120_000,
+) {
+  return waitFor(
+    `task ${id} in ${statuses.join("/")}`,
+    async () => {
+      const t = (await server.api("GET", `/tasks/${id}`, { key })).body;
+      return statuses.includes(t.status) ? t : undefined;
+    },
+    ms,
+  );
+}
+
 /**
  * Waits until the task request job of `taskId` (queued by a Slack, Linear or Jira door) has
  * run, whatever it did: created the task, refused it, or found its delivery acted on before.

@@ -5,7 +5,7 @@ import { agentModel, roleOf, userText, type Script } from "../helpers/agent-mode
 import { startFakeModel, type FakeModel, fakeModelEnv } from "../helpers/fake-model.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
-import { waitFor } from "../helpers/greeter-stack.js";
+import { taskInStatus } from "../helpers/greeter-stack.js";
 
 /*
  * The verification baseline (SPEC §4a, §4c; issue 29 item 6, issue 41) on the real service: a repository
@@ -109,30 +109,14 @@ async function runToDiffGate(description: string) {
   });
   expect(res.status).toBe(201);
   const id = res.body.id as string;
-  const at = (statuses: string[]) =>
-    waitFor(
-      `task ${id} in ${statuses.join("/")}`,
-      async () => {
-        const t = (await server.api("GET", `/tasks/${id}`, { key })).body;
-        return statuses.includes(t.status) ? t : undefined;
-      },
-      120_000,
-    );
-  await at(["awaiting_approval"]);
+  await until(id, ["awaiting_approval"]);
   expect((await server.api("POST", `/tasks/${id}/approve`, { key })).status).toBe(200);
-  return at(["awaiting_diff_approval", "failed", "completed"]);
+  return until(id, ["awaiting_diff_approval", "failed", "completed"]);
 }
 
 /** Waits for a task to reach one of `statuses`. */
 function until(id: string, statuses: string[]) {
-  return waitFor(
-    `task ${id} in ${statuses.join("/")}`,
-    async () => {
-      const t = (await server.api("GET", `/tasks/${id}`, { key })).body;
-      return statuses.includes(t.status) ? t : undefined;
-    },
-    120_000,
-  );
+  return taskInStatus(server, key, id, statuses);
 }
 
 /** A task run to DONE: its plan and diff approved, its branch pushed. */

@@ -10,7 +10,7 @@ import {
 } from "../helpers/fake-model.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
-import { waitFor } from "../helpers/greeter-stack.js";
+import { taskInStatus } from "../helpers/greeter-stack.js";
 
 /*
  * Verification judges by tests, not lines (SPEC §4c; issue 41 items 2 and 8), on the real
@@ -281,15 +281,7 @@ async function runToDiffGate(repo: string, description: string) {
   });
   expect(res.status).toBe(201);
   const id = res.body.id as string;
-  const at = (statuses: string[]) =>
-    waitFor(
-      `task ${id} in ${statuses.join("/")}`,
-      async () => {
-        const t = (await server.api("GET", `/tasks/${id}`, { key })).body;
-        return statuses.includes(t.status) ? t : undefined;
-      },
-      120_000,
-    );
+  const at = (statuses: string[]) => taskInStatus(server, key, id, statuses);
   const planned = await at(["awaiting_approval", "failed"]);
   expect(planned.status).toBe("awaiting_approval");
   expect((await server.api("POST", `/tasks/${id}/approve`, { key })).status).toBe(200);

@@ -12,6 +12,18 @@ import {
   withSecretScope,
 } from "../../src/util/redact.js";
 
+/** An info-level logger whose every written line is kept in `lines`. */
+function capturedLogger() {
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      lines.push(chunk.toString());
+      done();
+    },
+  });
+  return { logger: createLogger({ level: "info", destination: sink }), lines };
+}
+
 describe("redaction", () => {
   it("scrubs credential formats and registered values", () => {
     const text = [
@@ -51,14 +63,7 @@ describe("redaction", () => {
   });
 
   it("applies to every log line without the caller asking", () => {
-    const lines: string[] = [];
-    const sink = new Writable({
-      write(chunk, _enc, done) {
-        lines.push(chunk.toString());
-        done();
-      },
-    });
-    const logger = createLogger({ level: "info", destination: sink });
+    const { logger, lines } = capturedLogger();
     logger.info(
       { req: { headers: { "x-api-key": "fmn_QRoZ-FENMdsL9dBS4nPYmgWLVALL5hEHVhemszJxXEs" } } },
       "request",
@@ -137,14 +142,7 @@ describe("redaction scoped to one account's task", () => {
   });
 
   it("redacts a scope's values in log lines written inside it", () => {
-    const lines: string[] = [];
-    const sink = new Writable({
-      write(chunk, _enc, done) {
-        lines.push(chunk.toString());
-        done();
-      },
-    });
-    const logger = createLogger({ level: "info", destination: sink });
+    const { logger, lines } = capturedLogger();
     withSecretScope(new SecretScope("a", ["scoped-log-secret"]), () => {
       logger.info({ detail: "has scoped-log-secret" }, "with scoped-log-secret");
       logger.error({ err: new Error("failed: scoped-log-secret") }, "failed");

@@ -13,6 +13,7 @@ import {
   prepareWorkdir,
   volumeSupport,
 } from "../../src/util/workdir-volume.js";
+import { mountsUnder } from "../helpers/mounts.js";
 
 /*
  * Issue 40 (9): after the service stopped, the working copies' loop mounts stayed (kept
@@ -28,15 +29,6 @@ const execFileAsync = promisify(execFile);
 const root = path.resolve(import.meta.dirname, "../..");
 configureWorkdirVolumes("auto");
 const support = await volumeSupport();
-
-/** The mount points at or under `dir` (this test shares the service's mount namespace). */
-function mountsUnder(dir: string): string[] {
-  return readFileSync("/proc/self/mountinfo", "utf8")
-    .split("\n")
-    .map((line) => line.split(" ")[4] ?? "")
-    .filter((target) => target === dir || target.startsWith(`${dir}/`))
-    .sort();
-}
 
 /** Loop devices whose image is under `dir`. */
 async function loopDevicesUnder(dir: string): Promise<string[]> {
@@ -143,12 +135,14 @@ describe.runIf(support.available)("DATA_DIR's mounts across a stop and a start",
       expect(await stop(service)).toBe(0);
       // Only the kept copy (its bind and its volume's loop mount) and the sibling's.
       const stays = [kept!, `${kept}.vol/mnt`, sibling!, `${sibling}.vol/mnt`];
-      expect(mountsUnder(dataDir)).toEqual(stays.sort());
+      expect(mountsUnder(dataDir).sort()).toEqual(stays.sort());
       expect(existsSync(path.join(running!, "file.txt"))).toBe(false);
 
       const again = await startService();
       // Taken back (a task still running), removed (no such task), kept (still valid).
-      expect(mountsUnder(dataDir)).toEqual([...stays, running!, `${running}.vol/mnt`].sort());
+      expect(mountsUnder(dataDir).sort()).toEqual(
+        [...stays, running!, `${running}.vol/mnt`].sort(),
+      );
       expect(readFileSync(path.join(running!, "file.txt"), "utf8")).toBe("task_running");
       expect(existsSync(`${gone}.vol`)).toBe(false);
       expect(await stop(again)).toBe(0);

@@ -14,6 +14,7 @@ import {
   volumeSupport,
   workdirNames,
 } from "../../src/util/workdir-volume.js";
+import { mountsUnder } from "../helpers/mounts.js";
 
 /*
  * Kept working copies (issue 29's follow-ups; src/pipeline/kept-workdirs.ts): a finished
@@ -25,14 +26,6 @@ import {
 
 configureWorkdirVolumes("auto");
 const support = await volumeSupport();
-
-/** The mount points at or under `dir`. */
-function mountsUnder(dir: string): string[] {
-  return readFileSync("/proc/self/mountinfo", "utf8")
-    .split("\n")
-    .map((line) => line.split(" ")[4] ?? "")
-    .filter((target) => target === dir || target.startsWith(`${dir}/`));
-}
 
 const modes = [
   { name: "a plain folder", limitMb: 0, volume: false },

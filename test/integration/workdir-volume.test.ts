@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -15,6 +15,7 @@ import { startFakeModel, type FakeModel, fakeModelEnv } from "../helpers/fake-mo
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { openTaskStream } from "../helpers/ws.js";
+import { mountsUnder } from "../helpers/mounts.js";
 
 /*
  * Issue 26 (2), the kernel's side: with TASK_DISK_VOLUMES=auto on a host that allows it
@@ -55,14 +56,6 @@ const script: Script = {
     { name: "submit_review", arguments: { verdict: "approve", summary: "Fine.", comments: [] } },
   ],
 };
-
-/** The mount points under `dir` (this process's mount namespace is the host's). */
-function mountsUnder(dir: string): string[] {
-  return readFileSync("/proc/self/mountinfo", "utf8")
-    .split("\n")
-    .map((line) => line.split(" ")[4] ?? "")
-    .filter((target) => target === dir || target.startsWith(`${dir}/`));
-}
 
 async function runTask(
   description: string,

@@ -1,6 +1,6 @@
 /*
  * node:test: a reporter of ours, added through NODE_OPTIONS beside the run's usual one on
- * stdout (`--test-reporter=<ours> --test-reporter-destination=/dev/null`), appends one JSON
+ * stdout (`--test-reporter=<ours> --test-reporter-destination=stderr`, where it prints nothing), appends one JSON
  * line per test event to a file of the run's exchange folder; read here into results with
  * `file > suite > name` ids. The fallback reads node:test's TAP (its default output when
  * stdout is no terminal, up to Node 22).

@@ -123,6 +123,13 @@ class FormIndex {
     for (const form of forms) this.add(form);
   }
 
+  /** Holds exactly `formLists` from now on (a value was forgotten: rare, so built again). */
+  replaceAll(formLists: Iterable<string[]>): void {
+    this.byHead.clear();
+    this.seen.fill(0);
+    for (const forms of formLists) this.addAll(forms);
+  }
+
   get empty(): boolean {
     return this.byHead.size === 0;
   }
@@ -212,7 +219,7 @@ export class SecretScope {
  * request's context does (an AsyncLocalStorage, like github/delivery.ts's).
  */
 const operatorForms = new Map<string, string[]>();
-let operatorIndex = new FormIndex();
+const operatorIndex = new FormIndex();
 const scopes = new AsyncLocalStorage<SecretScope>();
 
 /**
@@ -252,7 +259,7 @@ export function registerSecret(value: string | undefined | null): void {
 /** Removes a value registered with `registerSecret` (tests, expired tokens). */
 export function forgetSecret(value: string): void {
   // Rare (a token used once): the index is built again from the values that stay.
-  if (operatorForms.delete(value)) operatorIndex = new FormIndex(operatorForms.values());
+  if (operatorForms.delete(value)) operatorIndex.replaceAll(operatorForms.values());
 }
 
 /** The text with the operator's values, the current scope's values and credential formats redacted. */

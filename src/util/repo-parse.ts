@@ -32,18 +32,19 @@ const plain = (value) => {
   }
   return value;
 };
-let answer;
-try {
-  const parsed = format === "yaml"
-    ? require(parser).parse(text, { maxAliasCount: 100 })
-    : plain(require(parser).parse(text));
-  // As JSON text: reading it back is a fast JSON.parse, where a structured clone of tens of
-  // thousands of objects held the loop for hundreds of milliseconds.
-  answer = { ok: true, json: JSON.stringify(parsed) ?? "null" };
-} catch (error) {
-  const line = error && typeof error.line === "number" ? error.line : undefined;
-  answer = { ok: false, message: String(error && error.message), line };
-}
+const answer = (() => {
+  try {
+    const parsed = format === "yaml"
+      ? require(parser).parse(text, { maxAliasCount: 100 })
+      : plain(require(parser).parse(text));
+    // As JSON text: reading it back is a fast JSON.parse, where a structured clone of tens of
+    // thousands of objects held the loop for hundreds of milliseconds.
+    return { ok: true, json: JSON.stringify(parsed) ?? "null" };
+  } catch (error) {
+    const line = error && typeof error.line === "number" ? error.line : undefined;
+    return { ok: false, message: String(error && error.message), line };
+  }
+})();
 parentPort.postMessage(answer);
 `;
 

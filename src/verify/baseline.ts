@@ -26,6 +26,7 @@ import { DiskBudgetError } from "../util/sandbox-disk.js";
 import type { SandboxCache } from "../util/sandbox.js";
 import type { Check, VerifyPlan } from "./checks.js";
 import {
+  hashSignature,
   normalizeOutput,
   type BaseCheck,
   type BaseTest,
@@ -93,8 +94,7 @@ const FROM_STATUS = { p: "passed", f: "failed", s: "skipped" } as const;
  * short to be kept compactly.
  */
 export function testSignature(test: ComparedTest, roots: readonly string[]): string {
-  const text = failureSignature({ ...test, status: "failed" }, roots);
-  return text === "" ? "" : createHash("sha256").update(text).digest("base64url").slice(0, 22);
+  return hashSignature(failureSignature({ ...test, status: "failed" }, roots));
 }
 
 /** What one check did, as kept and compared: per test when it could be read so. */

@@ -90,8 +90,12 @@ export interface CheckComparison {
  * nothing left: an empty failure is never "the same" as anything.
  */
 export function normalizeOutput(output: string, roots: readonly string[]): string {
-  const text = failureSignature({ id: "", status: "failed", message: output }, roots);
-  return text === "" ? "" : createHash("sha256").update(text).digest("hex");
+  return hashSignature(failureSignature({ id: "", status: "failed", message: output }, roots));
+}
+
+/** A normalized failure text hashed short, to be kept and compared compactly; "" stays "". */
+export function hashSignature(text: string): string {
+  return text === "" ? "" : createHash("sha256").update(text).digest("base64url").slice(0, 22);
 }
 
 function counts(tests: readonly ComparedTest[]) {

@@ -507,18 +507,11 @@ function providerKey(env: Env, provider: LlmProvider | undefined): string | unde
 }
 
 /**
- * Parses and checks the environment once. Every problem is collected so the operator sees
- * all of them at once; the returned object is frozen.
+ * The rules between settings, checked on the raw values too (`data` is undefined when the
+ * schema refused something), so the operator sees every problem at once.
  */
-export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
-  const parsed = envSchema.safeParse(source);
+function crossFieldProblems(source: NodeJS.ProcessEnv, data: Env | undefined): string[] {
   const problems: string[] = [];
-  if (!parsed.success) {
-    for (const issue of parsed.error.issues) {
-      problems.push(`${issue.path.join(".") || "(environment)"}: ${issue.message}`);
-    }
-  }
-  // Cross-field rules are checked on the raw values too, so every problem shows at once.
   const raw = (name: string) => (source[name] ?? "").trim();
   const providerRaw = raw("LLM_PROVIDER");
   if (providerRaw === "openai-compatible" && !raw("LLM_BASE_URL")) {
@@ -536,45 +529,62 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     }
     if (!raw("WEBHOOK_SECRET")) problems.push("WEBHOOK_SECRET: required when APP_ID is set");
   }
-  if (raw("SANDBOX").toLowerCase() === "none" && openSignup(parsed.data ?? source).open) {
+  if (raw("SANDBOX").toLowerCase() === "none" && openSignup(data ?? source).open) {
     problems.push(
       "SANDBOX: none runs every repository's code with the service's rights, so it is refused while OPEN_SIGNUP is on: install bubblewrap (apt-get install bubblewrap) and unset SANDBOX, or set OPEN_SIGNUP=false",
     );
   }
-  const limits = parsed.data;
-  if (limits && limits.MCP_SESSIONS_PER_ACCOUNT >= limits.MCP_MAX_SESSIONS) {
+  if (data && data.MCP_SESSIONS_PER_ACCOUNT >= data.MCP_MAX_SESSIONS) {
     // One account alone must never fill the process's sessions (and so evict another's).
     problems.push("MCP_SESSIONS_PER_ACCOUNT: must be below MCP_MAX_SESSIONS");
   }
   if (raw("METRICS") === "token" && !raw("METRICS_TOKEN")) {
     problems.push("METRICS_TOKEN: required when METRICS is token");
   }
+  return problems;
+}
+
+/** The GitHub App's settings (APP_ID is set); a key that cannot be read is a problem. */
+function githubAppConfig(env: Env, appId: string, problems: string[]): GithubAppConfig {
+  const privateKey = readPrivateKey(env, problems);
+  const host = env.GHE_HOST;
+  const baseUrl = host ? `${env.GHE_PROTOCOL}://${host}/api/v3` : "https://api.github.com";
+  const webUrl = host ? `${env.GHE_PROTOCOL}://${host}` : "https://github.com";
+  return {
+    appId,
+    privateKey: privateKey ?? "",
+    webhookSecret: env.WEBHOOK_SECRET ?? "",
+    webhookPath: env.WEBHOOK_PATH,
+    baseUrl,
+    webUrl,
+    clientId: env.GITHUB_CLIENT_ID,
+    clientSecret: env.GITHUB_CLIENT_SECRET,
+    slug: env.APP_SLUG,
+    agentLabel: env.AGENT_LABEL,
+    progress: env.GITHUB_PROGRESS,
+  };
+}
+
+/**
+ * Parses and checks the environment once. Every problem is collected so the operator sees
+ * all of them at once; the returned object is frozen.
+ */
+export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = envSchema.safeParse(source);
+  const problems: string[] = [];
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      problems.push(`${issue.path.join(".") || "(environment)"}: ${issue.message}`);
+    }
+  }
+  problems.push(...crossFieldProblems(source, parsed.data));
   if (!parsed.success || problems.length > 0) throw new ConfigError(problems);
   const env = parsed.data;
 
   const provider = inferProvider(env);
   const apiKey = providerKey(env, provider);
 
-  let github: GithubAppConfig | undefined;
-  if (env.APP_ID) {
-    const privateKey = readPrivateKey(env, problems);
-    const host = env.GHE_HOST;
-    const baseUrl = host ? `${env.GHE_PROTOCOL}://${host}/api/v3` : "https://api.github.com";
-    const webUrl = host ? `${env.GHE_PROTOCOL}://${host}` : "https://github.com";
-    github = {
-      appId: env.APP_ID,
-      privateKey: privateKey ?? "",
-      webhookSecret: env.WEBHOOK_SECRET ?? "",
-      webhookPath: env.WEBHOOK_PATH,
-      baseUrl,
-      webUrl,
-      clientId: env.GITHUB_CLIENT_ID,
-      clientSecret: env.GITHUB_CLIENT_SECRET,
-      slug: env.APP_SLUG,
-      agentLabel: env.AGENT_LABEL,
-      progress: env.GITHUB_PROGRESS,
-    };
-  }
+  const github = env.APP_ID ? githubAppConfig(env, env.APP_ID, problems) : undefined;
 
   if (problems.length > 0) throw new ConfigError(problems);
 

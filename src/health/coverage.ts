@@ -46,7 +46,7 @@ import {
 } from "../ecosystems/javascript.js";
 import { parseCoveragePyJson, PYTHON_CANDIDATES, usesPytest } from "../ecosystems/python.js";
 import type { CoverageFigures } from "../ecosystems/types.js";
-import { runWithTests, type TestRun } from "../verify/tests/index.js";
+import { countByStatus, runWithTests, type TestRun } from "../verify/tests/index.js";
 import type { RepoFiles, ScanFile } from "./files.js";
 import { clampScore, type MetricResult } from "./types.js";
 
@@ -102,15 +102,7 @@ export interface TestCounts {
 
 /** The counts of a TestRun. */
 export function countTests(run: TestRun | null): TestCounts | null {
-  if (!run) return null;
-  const count = (status: string) => run.tests.filter((t) => t.status === status).length;
-  return {
-    runner: run.runner,
-    total: run.tests.length,
-    passed: count("passed"),
-    failed: count("failed"),
-    skipped: count("skipped"),
-  };
+  return run ? { runner: run.runner, ...countByStatus(run.tests) } : null;
 }
 
 export interface CoverageOptions {

@@ -16,7 +16,7 @@
  */
 import { createHash } from "node:crypto";
 import type { TestsRecord } from "../db/models.js";
-import { failureSignature } from "./tests/index.js";
+import { countByStatus, failureSignature } from "./tests/index.js";
 
 /** The parts of a test result compared here (src/verify/tests' TestResult fits). */
 export interface ComparedTest {
@@ -98,21 +98,9 @@ export function hashSignature(text: string): string {
   return text === "" ? "" : createHash("sha256").update(text).digest("base64url").slice(0, 22);
 }
 
-function counts(tests: readonly ComparedTest[]) {
-  let passed = 0;
-  let failed = 0;
-  let skipped = 0;
-  for (const t of tests) {
-    if (t.status === "passed") passed++;
-    else if (t.status === "failed") failed++;
-    else skipped++;
-  }
-  return { total: tests.length, passed, failed, skipped };
-}
-
 /** The check as one unit: pre-existing only when it failed the same whole way before. */
 function compareWhole(after: AfterCheck, base: BaseCheck | undefined): CheckComparison {
-  const tally = after.tests ? counts(after.tests.tests) : counts([]);
+  const tally = after.tests ? countByStatus(after.tests.tests) : countByStatus([]);
   const preExisting =
     !after.ok &&
     base !== undefined &&
@@ -156,7 +144,7 @@ export function compareCheck(
   const before = new Map((base?.tests ?? []).map((t) => [t.id, t]));
   const result: CheckComparison = {
     unit: "tests",
-    ...counts(run.tests),
+    ...countByStatus(run.tests),
     newFailures: [],
     stillFailing: [],
     mustPassFailing: [],

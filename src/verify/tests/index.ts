@@ -2,6 +2,6 @@
  * Test results, not log lines (SPEC §4c; CONVENTIONS.md): which tests a check ran and which
  * failed, read from each runner's own report, its output as a fallback.
  */
-export { failureSignature } from "./signature.js";
+export { countByStatus, failureSignature } from "./signature.js";
 export { readOutput, readRun, runWithTests, type TestsRunResult } from "./run.js";
 export type { TestResult, TestRun, TestStatus } from "./types.js";

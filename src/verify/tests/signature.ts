@@ -36,3 +36,16 @@ export function failureSignature(test: TestResult, roots: readonly string[]): st
   text = text.replace(/(\.[cm]?[jt]sx?|\.py|\.go|\.rs):\d+(:\d+)?/g, "$1");
   return text.replace(/\s+/g, " ").trim();
 }
+
+/** How many of `tests` passed, failed and were skipped (verification, health scans). */
+export function countByStatus(tests: readonly { status: string }[]) {
+  let passed = 0;
+  let failed = 0;
+  let skipped = 0;
+  for (const t of tests) {
+    if (t.status === "passed") passed++;
+    else if (t.status === "failed") failed++;
+    else skipped++;
+  }
+  return { total: tests.length, passed, failed, skipped };
+}

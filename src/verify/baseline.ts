@@ -267,8 +267,25 @@ export async function runOnBase(
     return results;
   } finally {
     // The checkout goes, and so does its entry in the working copy's .git.
-    await removeTree(dir).catch(() => undefined);
+    await removeCheckout(dir);
     await runGit(["worktree", "prune"], { cwd: options.workdir }).catch(() => undefined);
+  }
+}
+
+/** Tries to remove the base's checkout for about 2 s, looking again after each failed try. */
+const REMOVE_TRIES = 10;
+const REMOVE_PAUSE_MS = 200;
+
+/**
+ * Removes the base's checkout. A command past the disk budget is reported while the sandbox
+ * is still killing it, and it may write another file meanwhile (rm then meets a folder that is
+ * not empty), so the removal is tried again until the folder is gone.
+ */
+async function removeCheckout(dir: string): Promise<void> {
+  for (let tries = 0; tries < REMOVE_TRIES; tries++) {
+    await removeTree(dir).catch(() => undefined);
+    if (!(await entryInfo(path.dirname(dir), path.basename(dir)))) return;
+    await new Promise((resolve) => setTimeout(resolve, REMOVE_PAUSE_MS));
   }
 }
 

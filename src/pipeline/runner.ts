@@ -342,7 +342,10 @@ export function createPipeline(deps: PipelineDeps) {
       error instanceof Error
         ? `${error.message} ${String((error as { stderr?: unknown }).stderr ?? "")}`
         : "";
-    if (!/No space left on device|ENOSPC|Disk quota exceeded|EDQUOT/i.test(text)) return undefined;
+    // git words it its own way when a write of its index or objects fails ("write error. Out of
+    // diskspace"), seen in a full CI run while the base filled the volume.
+    if (!/No space left on device|ENOSPC|Disk quota exceeded|EDQUOT|Out of diskspace/i.test(text))
+      return undefined;
     return baseRuns.overBudget(taskId);
   }
 

@@ -69,9 +69,11 @@ afterEach(async () => {
 
 describe("the disk budget (TASK_DISK_LIMIT_MB)", () => {
   it("stops a command whose files grow past the budget, naming the limit", async () => {
-    // Many files, none near RLIMIT_FSIZE: only the watcher can stop this.
+    // Many files, none near RLIMIT_FSIZE: only the watcher can stop this. Paced to take 12 s,
+    // so a watcher slowed by a loaded machine (a CI run at load 20 let all 60 through at 3 s)
+    // still has seconds to act; it stops the command after about ten files.
     const result = await runSandboxed(
-      "i=0; while [ $i -lt 60 ]; do head -c 1000000 /dev/zero > part$i; i=$((i+1)); sleep 0.05; done; echo finished",
+      "i=0; while [ $i -lt 60 ]; do head -c 1000000 /dev/zero > part$i; i=$((i+1)); sleep 0.2; done; echo finished",
       { cwd: workdir, timeoutMs: 30_000 },
     );
     expect(result.ok).toBe(false);

@@ -463,7 +463,9 @@ export function verifyStack(
       env: {
         ...fakeModelEnv(fake, "sk-by-test-key-0123456789abcdef"),
         EVENT_POLL_MS: "50",
-        COMMAND_TIMEOUT_S: "120",
+        // go's first run in an account compiles the standard library (75-105 s seen on a
+        // loaded 2-core machine, the base's run of the first task): room for it.
+        COMMAND_TIMEOUT_S: "240",
         MAX_FIX_ATTEMPTS: "1",
       },
     });
@@ -553,7 +555,8 @@ export function runnerScenarios(runners: readonly Runner[], stack: VerifyStack):
       expect(lines.some((l) => l.startsWith("Verification passed apart from pre-existing"))).toBe(
         true,
       );
-    }, 180_000);
+      // The first task of a repository installs its runner and runs the base (COMMAND_TIMEOUT_S).
+    }, 300_000);
 
     it("sends a first attempt still wrong another way to a fix round", async () => {
       const description = `WRONG ${tag}: make add() return the sum.`;

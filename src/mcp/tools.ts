@@ -17,6 +17,7 @@ import {
   listAgentsQuery,
   runAgentBody,
 } from "../http/routes/agents/schema.js";
+import { encodeCursor, pageRequest } from "../http/paging.js";
 import { healthReport, repoPathParams, repoQuery } from "../http/routes/health-reports/schema.js";
 import { skillSummary } from "../http/routes/skills/schema.js";
 import {
@@ -118,19 +119,33 @@ export const MCP_TOOLS: readonly AnyMcpTool[] = [
     name: "list_tasks",
     title: "List tasks",
     description:
-      "The account's tasks, newest first (GET /tasks). `next_before` is the `before` of the next page, null on the last.",
-    input: listTasksQuery.omit({ cursor: true }),
-    output: z.object({ tasks: z.array(task), next_before: z.string().nullable() }),
+      "The account's tasks, newest first (GET /tasks), paged as every list of the API: `limit` and `cursor` in, `next_cursor` (the `cursor` of the next page, null on the last) out. `before`/`next_before` (a task id) are the older names, deprecated but still served.",
+    input: listTasksQuery,
+    output: z.object({
+      tasks: z.array(task),
+      next_cursor: z
+        .string()
+        .nullable()
+        .describe("the `cursor` of the next page (GET /tasks' `X-Next-Cursor`); null on the last"),
+      next_before: z
+        .string()
+        .nullable()
+        .describe("deprecated: the `before` of the next page (a task id); use `next_cursor`"),
+    }),
     readOnly: true,
     async run(input, { principal, deps }) {
+      const page = pageRequest(input);
       const rows = await listTasks(deps.models, principal.accountId, {
         ...input,
-        limit: input.limit + 1,
+        limit: page.limit + 1,
+        after: page.after,
       });
-      const page = rows.slice(0, input.limit).map(toTaskView);
+      const served = rows.slice(0, page.limit).map(toTaskView);
+      const last = rows.length > page.limit ? served.at(-1) : undefined;
       return {
-        tasks: page,
-        next_before: rows.length > input.limit ? (page.at(-1)?.id ?? null) : null,
+        tasks: served,
+        next_cursor: last ? encodeCursor([last.created_at, last.id]) : null,
+        next_before: last?.id ?? null,
       };
     },
   }),

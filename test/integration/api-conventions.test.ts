@@ -1,4 +1,6 @@
 import http from "node:http";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { allRoutes } from "../../src/http/app.js";
@@ -334,6 +336,50 @@ describe("paging", () => {
     expect(second.headers.get("link")).toBeNull();
     const before = await server.api("GET", `/tasks?limit=2&before=${ids[1]}`, { key });
     expect(before.body.map((t: { id: string }) => t.id)).toEqual(ids.slice(2));
+  });
+
+  it("MCP list_tasks pages with the REST fields: `cursor` in, `next_cursor` out; `before` still works", async () => {
+    const { key } = await server.signup();
+    const body = { workspace_id: await workspaceOf(key), repo_id: "acme/app", description: "x" };
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++)
+      ids.unshift((await server.api("POST", "/tasks", { key, body })).body.id);
+    const client = new Client({ name: "paging-test", version: "1.0.0" });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), {
+        requestInit: { headers: { "x-api-key": key } },
+      }),
+    );
+    try {
+      const list = async (args: Record<string, unknown>) => {
+        const res = await client.callTool({ name: "list_tasks", arguments: args });
+        expect(res.isError, JSON.stringify(res.content)).toBeFalsy();
+        return res.structuredContent as {
+          tasks: Array<{ id: string }>;
+          next_cursor: string | null;
+          next_before: string | null;
+        };
+      };
+      const first = await list({ limit: 2 });
+      expect(first.tasks.map((t) => t.id)).toEqual(ids.slice(0, 2));
+      // The same cursor REST gives for the same page, usable on either door.
+      const rest = await server.api("GET", "/tasks?limit=2", { key });
+      expect(first.next_cursor).toBe(rest.headers.get("x-next-cursor"));
+      const second = await list({ limit: 2, cursor: first.next_cursor });
+      expect(second.tasks.map((t) => t.id)).toEqual(ids.slice(2));
+      expect(second.next_cursor).toBeNull();
+      const restSecond = await server.api("GET", `/tasks?limit=2&cursor=${first.next_cursor}`, {
+        key,
+      });
+      expect(restSecond.body.map((t: { id: string }) => t.id)).toEqual(ids.slice(2));
+      // The older names, deprecated, still page.
+      expect(first.next_before).toBe(ids[1]);
+      expect((await list({ limit: 2, before: first.next_before })).tasks.map((t) => t.id)).toEqual(
+        ids.slice(2),
+      );
+    } finally {
+      await client.close();
+    }
   });
 
   it("pages fixed lists too: agents, and skills across own ones and built-ins", async () => {

@@ -13,6 +13,7 @@ import {
   type Workspace,
 } from "../api.js";
 import {
+  Cost,
   Empty,
   ErrorBox,
   Field,
@@ -108,7 +109,12 @@ export type ServiceStatus = {
   public_url: { configured: boolean; value?: string };
   sandbox: { engine: string; network: string };
   missing: { setting: string; why: string }[];
+  /** Who asks: the operator (the service's own machine) or a user. Absent on older services. */
+  viewer?: { operator: boolean };
 };
+
+/** Whether the status is for the operator: only they are shown settings to set. */
+const forOperator = (status: ServiceStatus | null | undefined) => status?.viewer?.operator === true;
 
 let statusCache: Promise<ServiceStatus | null> | undefined;
 /** GET /status once per page load; null when the service does not have the route. */
@@ -117,12 +123,19 @@ export function loadStatus(): Promise<ServiceStatus | null> {
   return statusCache;
 }
 
-function NoModelWarning() {
+function NoModelWarning({ operator }: { operator: boolean }) {
   return (
     <p class="warning" role="alert" data-testid="no-model">
       No model is configured on this service: a task would fail at planning and still use one of
-      this month's tasks. Ask the operator to set <code>LLM_API_KEY</code> (and{" "}
-      <code>LLM_PROVIDER</code> or <code>LLM_BASE_URL</code>) first.
+      this month's tasks.{" "}
+      {operator ? (
+        <>
+          Set <code>LLM_API_KEY</code> (and <code>LLM_PROVIDER</code> or <code>LLM_BASE_URL</code>)
+          first.
+        </>
+      ) : (
+        <>Ask the service's operator to configure one first.</>
+      )}
     </p>
   );
 }
@@ -171,7 +184,7 @@ function CreateTask({
       }}
     >
       <h2>New task</h2>
-      {noModel && <NoModelWarning />}
+      {noModel && <NoModelWarning operator={forOperator(status)} />}
       <Field id="task-repo" label="Repository" error={create.field("repo_id", "workspace_id")}>
         <RepoSelect id="task-repo" value={target} onChange={setTarget} required />
       </Field>
@@ -226,7 +239,10 @@ function CreateTask({
 
 /**
  * First steps, from the service's status and the account's own data: a model configured, a
- * workspace added, a first task. Shown until all three are done.
+ * workspace added, a first task. Shown until all three are done. The settings to set (the
+ * variables, the App's registration page) are the operator's business: they are shown only
+ * when GET /status says the viewer is the operator (until roles, issue 45: a request from
+ * the service's own machine); a user reads what is off and that the operator can turn it on.
  */
 function Checklist({
   status,
@@ -238,6 +254,8 @@ function Checklist({
   hasTasks: boolean | undefined;
 }) {
   if (status === undefined || workspaces === undefined || hasTasks === undefined) return null;
+  const operator = forOperator(status);
+  const noGitHub = status?.github_app.configured === false;
   const steps: { done: boolean; text: ComponentChildren }[] = [
     {
       done: status?.model.configured ?? true,
@@ -246,24 +264,29 @@ function Checklist({
           A model is configured ({status.model.provider}
           {status.model.model ? ` · ${status.model.model}` : ""})
         </>
-      ) : (
+      ) : operator ? (
         <>
-          Configure a model: the operator sets <code>LLM_API_KEY</code>
+          Configure a model: set <code>LLM_API_KEY</code>
         </>
+      ) : (
+        <>A model is not configured yet: ask the service's operator to configure one</>
       ),
     },
     {
       done: workspaces > 0,
       text: (
         <>
-          <Link href="/workspaces">Add a workspace</Link> (a GitHub installation or a git
-          repository)
+          <Link href="/workspaces">Add a workspace</Link>{" "}
+          {noGitHub
+            ? "(a git repository; GitHub repositories need this service's GitHub App, not set up yet)"
+            : "(a GitHub installation or a git repository)"}
         </>
       ),
     },
     { done: hasTasks, text: <>Create your first task (New task, above)</> },
   ];
   if (steps.every((s) => s.done)) return null;
+  const missing = (status?.missing ?? []).filter((m) => !m.setting.startsWith("LLM_"));
   return (
     <section class="card checklist" aria-labelledby="checklist-title" data-testid="checklist">
       <h2 id="checklist-title">Getting started</h2>
@@ -276,13 +299,20 @@ function Checklist({
           </li>
         ))}
       </ol>
-      {(status?.missing ?? [])
-        .filter((m) => m.setting !== "LLM_API_KEY")
-        .map((m) => (
-          <p key={m.setting} class="muted">
-            <code>{m.setting}</code>: {m.why}
+      {operator && missing.length > 0 && (
+        <div data-testid="operator-settings">
+          <h3>For the operator</h3>
+          <p class="muted">
+            Shown because this page was opened from the service's own machine. The same list is in
+            the log at start and in <code>GET /status</code>.
           </p>
-        ))}
+          {missing.map((m) => (
+            <p key={m.setting} class="muted">
+              <code>{m.setting}</code>: {m.why}
+            </p>
+          ))}
+        </div>
+      )}
     </section>
   );
 }
@@ -472,8 +502,13 @@ export function TasksPage() {
                         <StatusBadge status={t.status} /> <span class="phase">{t.phase}</span>{" "}
                         <span class="muted">
                           <span data-testid="repo-name">{repoName(t.workspace_id, t.repo_id)}</span>
-                          {t.agent_name ? ` · agent ${t.agent_name}` : ""} · {duration(t, now)} · $
-                          {t.cost.usd.toFixed(2)} · <Time iso={t.created_at} />
+                          {t.agent_name ? ` · agent ${t.agent_name}` : ""} · {duration(t, now)} ·{" "}
+                          <Cost
+                            usd={t.cost.usd}
+                            tokens={t.cost.input_tokens + t.cost.output_tokens}
+                            digits={2}
+                          />{" "}
+                          · <Time iso={t.created_at} />
                         </span>
                       </span>
                     </Link>

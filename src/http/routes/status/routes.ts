@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { isLoopbackHost } from "../../../config/env.js";
 import { serviceStatus } from "../../../config/status.js";
 import { route } from "../../route.js";
 
@@ -41,6 +42,17 @@ export const serviceStatusSchema = z
         }),
       )
       .describe("empty when everything is configured"),
+    viewer: z
+      .object({
+        operator: z
+          .boolean()
+          .describe(
+            "the request came from a loopback address (after TRUST_PROXY hops): the person at the machine that runs the service",
+          ),
+      })
+      .describe(
+        "who asks (extension): the dashboard shows the operator's settings only to the operator; until roles exist, the operator is whoever reaches the service from its own machine",
+      ),
   })
   .meta({ id: "ServiceStatus" });
 
@@ -56,13 +68,18 @@ export const statusRoutes = [
     auth: "key",
     status: 200,
     response: { description: "The configuration summary", schema: serviceStatusSchema },
-    async handler(_ctx, { deps }) {
+    async handler(ctx, { deps }) {
       const model = deps.modelClient;
-      return serviceStatus(deps.config, {
-        configured: model?.configured ?? false,
-        provider: model?.configured ? model.provider : undefined,
-        modelId: model?.configured ? model.modelId : undefined,
-      });
+      return {
+        ...serviceStatus(deps.config, {
+          configured: model?.configured ?? false,
+          provider: model?.configured ? model.provider : undefined,
+          modelId: model?.configured ? model.modelId : undefined,
+        }),
+        // Until roles (issue 45), the operator is whoever reaches the service from its own
+        // machine: the one who can read its log and set its environment.
+        viewer: { operator: isLoopbackHost(ctx.ip) },
+      };
     },
   }),
 ];

@@ -39,6 +39,11 @@ const IntegrationsPage = lazyPage(
   "integrations",
 );
 
+const SettingsPage = lazyPage(
+  () => import("./pages/settings.js").then((m) => m.SettingsPage),
+  "settings",
+);
+
 const NAV = [
   ["/tasks", "Tasks"],
   ["/prism", "Spec planner"],
@@ -50,6 +55,7 @@ const NAV = [
   ["/health", "Health"],
   ["/analytics", "Analytics"],
   ["/keys", "Keys"],
+  ["/settings", "Settings"],
 ] as const;
 
 function Nav({ onSignOut, awaiting }: { onSignOut: () => void; awaiting: number }) {
@@ -120,7 +126,26 @@ function Nav({ onSignOut, awaiting }: { onSignOut: () => void; awaiting: number 
 /** The tab's title for a path; the task page names its task once loaded. */
 function titleOf(location: string): string {
   if (/^\/tasks\/[^/]+/.test(location)) return "Task";
-  return NAV.find(([href]) => location === href || location.startsWith(href + "/"))?.[1] ?? "Tasks";
+  if (location === "/" || location === "") return "Tasks";
+  return (
+    NAV.find(([href]) => location === href || location.startsWith(href + "/"))?.[1] ?? "Not found"
+  );
+}
+
+/** A dashboard path that is no page: said so, with the way back, rather than a silent redirect. */
+function NotFound() {
+  const [location] = useLocation();
+  return (
+    <section data-testid="not-found">
+      <h1>Page not found</h1>
+      <p>
+        The dashboard has no page at <code>/dashboard{location}</code>.
+      </p>
+      <p>
+        <Link href="/tasks">Go to Tasks</Link>
+      </p>
+    </section>
+  );
 }
 
 /**
@@ -193,8 +218,14 @@ function Shell({ onSignOut }: { onSignOut: () => void }) {
           <Route path="/keys">
             <KeysPage />
           </Route>
-          <Route>
+          <Route path="/settings">
+            <SettingsPage />
+          </Route>
+          <Route path="/">
             <Redirect to="/tasks" replace />
+          </Route>
+          <Route>
+            <NotFound />
           </Route>
         </Switch>
       </main>

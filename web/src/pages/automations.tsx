@@ -1,8 +1,18 @@
 import { useState } from "preact/hooks";
 import { Link } from "wouter-preact";
 import { api, type Automation } from "../api.js";
-import { Empty, ErrorBox, Field, Loaded, Time, useAction, useResource } from "../components.js";
-import { RepoSelect } from "./tasks.js";
+import {
+  CopyButton,
+  Empty,
+  ErrorBox,
+  Field,
+  Loaded,
+  Time,
+  useAction,
+  useResource,
+} from "../components.js";
+import { triggerInWords } from "../trigger-words.js";
+import { loadStatus, RepoSelect, useRepoNames } from "./tasks.js";
 
 type Trigger = "cron" | "webhook" | "ci_failure";
 
@@ -184,8 +194,19 @@ function CreateAutomation({ onCreated }: { onCreated: () => void }) {
   );
 }
 
-function AutomationItem({ a, onChange }: { a: Automation; onChange: () => void }) {
+function AutomationItem({
+  a,
+  repoName,
+  webhookUrl,
+  onChange,
+}: {
+  a: Automation;
+  repoName: string;
+  webhookUrl: string;
+  onChange: () => void;
+}) {
   const [editing, setEditing] = useState(false);
+  const trigger = triggerInWords(a.trigger_type, a.trigger_config, webhookUrl);
   const [template, setTemplate] = useState(a.task_template);
   const act = useAction();
   const patch = (body: Record<string, unknown>) =>
@@ -196,13 +217,27 @@ function AutomationItem({ a, onChange }: { a: Automation; onChange: () => void }
     });
   return (
     <li class="card">
-      <h2>
-        {a.trigger_type} <span class="muted">on {a.repo_id}</span>{" "}
+      <h2 data-testid="trigger">
+        {trigger.text}
+        {trigger.url ? ":" : ""} <span class="muted">on {repoName}</span>{" "}
         {!a.enabled && <span class="badge badge-cancelled">disabled</span>}
       </h2>
-      <p>
-        <code class="wrap">{JSON.stringify(a.trigger_config)}</code>
-      </p>
+      {trigger.url && (
+        <p class="webhook-url">
+          POST to{" "}
+          <code class="wrap" data-testid="webhook-url">
+            {trigger.url}
+          </code>{" "}
+          <CopyButton text={trigger.url} label="Copy URL" />
+        </p>
+      )}
+      {trigger.details.length > 0 && (
+        <ul class="muted trigger-details">
+          {trigger.details.map((d) => (
+            <li key={d}>{d}</li>
+          ))}
+        </ul>
+      )}
       {editing ? (
         <form
           onSubmit={(e) => {
@@ -285,6 +320,11 @@ function AutomationItem({ a, onChange }: { a: Automation; onChange: () => void }
 /** Automations: create for each trigger type, edit, enable/disable, delete; last firing. */
 export function AutomationsPage() {
   const list = useResource(() => api<Automation[]>("GET", "/automations"), []);
+  const repoName = useRepoNames();
+  const status = useResource(() => loadStatus(), []);
+  // The address payloads are POSTed to: the public URL when the operator set one.
+  const base = (status.data?.public_url.value ?? location.origin).replace(/\/$/, "");
+  const webhookUrl = `${base}/automations/webhook`;
   return (
     <section>
       <h1>Automations</h1>
@@ -296,7 +336,13 @@ export function AutomationsPage() {
           ) : (
             <ul class="cards">
               {items.map((a) => (
-                <AutomationItem key={a.id} a={a} onChange={list.reload} />
+                <AutomationItem
+                  key={a.id}
+                  a={a}
+                  repoName={repoName(a.workspace_id, a.repo_id)}
+                  webhookUrl={webhookUrl}
+                  onChange={list.reload}
+                />
               ))}
             </ul>
           )

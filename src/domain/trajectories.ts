@@ -28,6 +28,8 @@ export interface TrajectoryLine {
     cache_write_tokens: number;
   };
   usd: number;
+  /** False when no price was known for the model (its `usd` is 0 then, not free). */
+  priced: boolean;
   ms: number;
 }
 
@@ -77,6 +79,7 @@ export async function recordModelCall(
       cache_write_tokens: call.usage.cacheWriteTokens ?? 0,
     },
     usd: call.usage.usd,
+    priced: call.usage.priced,
     ms: call.ms,
   });
 }
@@ -118,6 +121,11 @@ export async function readTrajectory(
       tool_results: r.tool_results,
       usage: r.usage,
       usd: r.usd,
+      // Calls recorded before `priced` was kept: a cost of 0 for tokens had no price.
+      priced:
+        typeof r.priced === "boolean"
+          ? r.priced
+          : r.usd > 0 || r.usage.input_tokens + r.usage.output_tokens === 0,
       ms: r.ms,
     }));
 }

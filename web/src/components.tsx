@@ -198,3 +198,32 @@ export function Field({
     </div>
   );
 }
+
+/**
+ * A cost in US dollars, or "unpriced" when no price is known for the model: the service
+ * counts such calls at $0, which is not what they cost. `priced` comes from the API where it
+ * says (trajectory lines); otherwise a cost of 0 for tokens used means no price was known.
+ */
+export function Cost({
+  usd,
+  tokens,
+  priced,
+  digits = 4,
+}: {
+  usd: number;
+  tokens: number;
+  priced?: boolean;
+  digits?: number;
+}) {
+  const known = priced ?? !(usd === 0 && tokens > 0);
+  if (!known)
+    return (
+      <span
+        class="unpriced"
+        title="No price is known for this model: the operator can set LLM_PRICE_INPUT_PER_MTOK and LLM_PRICE_OUTPUT_PER_MTOK"
+      >
+        unpriced
+      </span>
+    );
+  return <>${usd.toFixed(digits)}</>;
+}

@@ -5,6 +5,7 @@ import type { TaskEvent } from "../../../src/domain/task-events.js";
 import { ApiError, api, storedKey, taskSocketUrl, type Task } from "../api.js";
 import { awaitingChanged } from "../awaiting.js";
 import {
+  Cost,
   ErrorBox,
   Field,
   Loaded,
@@ -604,7 +605,9 @@ export function TaskPage({ id }: { id: string }) {
                 </div>
                 <div>
                   <dt>Cost</dt>
-                  <dd>${t.cost.usd.toFixed(4)}</dd>
+                  <dd data-testid="task-cost">
+                    <Cost usd={t.cost.usd} tokens={t.cost.input_tokens + t.cost.output_tokens} />
+                  </dd>
                 </div>
               </dl>
               {!TERMINAL.has(t.status) && (
@@ -704,7 +707,7 @@ export function TaskPage({ id }: { id: string }) {
 
             <ChecksBox task={t} />
 
-            <Trajectory taskId={t.id} />
+            <Trajectory taskId={t.id} revisions={t.revisions} />
 
             <section aria-labelledby="log-title">
               <h2 id="log-title">Log</h2>

@@ -37,6 +37,9 @@ export const trajectoryLine = z
       cache_write_tokens: z.number().int(),
     }),
     usd: z.number(),
+    priced: z
+      .boolean()
+      .describe("false when no price is known for the model: `usd` is 0 then, not a free call"),
     ms: z.number().int().describe("the model call's wall time"),
   })
   .meta({ id: "TrajectoryLine" });

@@ -43,14 +43,28 @@ export function LineChart({
       ],
       axes: [{}, { label: yLabel, size: 60 }],
       scales: {
-        // One point (a single day or scan) gets a day either side instead of uPlot's years.
+        // One point (a single day or scan) spans the day around it: uPlot widens a single
+        // time value by 86400 / ms "seconds", which with second timestamps is 1000 days.
         x: {
           time: true,
-          range: (_u, min, max) => (min === max ? [min - 86_400, max + 86_400] : [min, max]),
+          range: (_u, min, max) =>
+            x.length > 0 && x.every((v) => v === x[0])
+              ? [x[0]! - 43_200, x[0]! + 43_200]
+              : [min, max],
         },
         y: { range: (_u, _min, max) => [0, yMax ?? Math.max(1, max * 1.1)] },
       },
       legend: { show: true },
+      hooks: {
+        // The x range drawn, in the page: what the axis spans, for a reader of the DOM.
+        setScale: [
+          (u, key) => {
+            if (key !== "x") return;
+            el.dataset.xMin = String(u.scales.x?.min ?? "");
+            el.dataset.xMax = String(u.scales.x?.max ?? "");
+          },
+        ],
+      },
     };
     const plot = new uPlot(opts, [x, ...series.map((s) => s.values)] as uPlot.AlignedData, el);
     const resize = new ResizeObserver(() =>

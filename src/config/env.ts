@@ -144,6 +144,9 @@ export const envSchema = z.object({
   FOLLOW_UP_KEEP_MAX: z.coerce.number().int().min(0).max(1000).default(4),
   TASK_CONCURRENCY: positiveInt(4, 256),
   COMMAND_TIMEOUT_S: positiveInt(600, 86_400),
+  // The wall time all sandboxed commands of one task may take together (util/command-time.ts):
+  // setup, checks, the model's commands and the base commit's checks, counted as they run.
+  TASK_COMMAND_TIME_LIMIT_S: positiveInt(3600, 604_800),
   JOB_LOCK_LIFETIME_S: positiveInt(120, 86_400),
   SHUTDOWN_GRACE_S: positiveInt(30, 3600),
   ACCOUNT_VIEW_POLL_MS: positiveInt(500, 60_000),
@@ -350,6 +353,8 @@ export interface Config {
     followUpKeepMax: number;
     taskConcurrency: number;
     commandTimeoutS: number;
+    /** TASK_COMMAND_TIME_LIMIT_S: all sandboxed commands of one task together. */
+    commandTimeLimitS: number;
     /** How often each worker looks for queued tasks made by other processes. */
     taskPollMs: number;
     /** Runs of one stage (a worker stopping mid-stage counts) before the task fails. */
@@ -648,6 +653,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       followUpKeepMax: env.FOLLOW_UP_KEEP_MAX,
       taskConcurrency: env.TASK_CONCURRENCY,
       commandTimeoutS: env.COMMAND_TIMEOUT_S,
+      commandTimeLimitS: env.TASK_COMMAND_TIME_LIMIT_S,
       taskPollMs: env.TASK_POLL_MS,
       stageMaxAttempts: env.STAGE_MAX_ATTEMPTS,
       sweepIntervalMs: env.TASK_SWEEP_INTERVAL_S * 1000,

@@ -152,6 +152,11 @@ const taskSchema = new Schema(
       cached_input_tokens: { type: Number, default: 0 },
       cache_write_tokens: { type: Number, default: 0 },
     },
+    /**
+     * Wall time its sandboxed commands took, finished ones, in ms ($inc per command), against
+     * TASK_COMMAND_TIME_LIMIT_S (util/command-time.ts); absent until the first one.
+     */
+    command_ms: { type: Number },
     /** The quota slot this task holds (null on tiers without a limit). */
     quota: { month: { type: String }, slot: { type: Number, default: null } },
     /** Highest event sequence number known to be stored; a hint, events are the truth. */

@@ -67,6 +67,7 @@ function quickSandbox(ctx: StageContext, signal: AbortSignal | undefined): Sandb
       timeoutMs: Math.min(QUICK_COMMAND_S, ctx.config.pipeline.commandTimeoutS) * 1000,
       ...(signal ? { signal } : {}),
       maxOutputBytes: 64 * 1024,
+      timeBudget: ctx.commandTime,
     });
     return { ok: result.ok, output: result.output };
   };
@@ -101,6 +102,7 @@ export async function runAgent(
       onRun: (line) => progress.note(line),
       onHeartbeat: (line) => void ctx.log(line).catch(() => undefined),
       cache,
+      timeBudget: ctx.commandTime,
     }),
     createRememberTool((text) => notes.push(text)),
     ...mcp.tools,

@@ -1,7 +1,9 @@
 /*
  * The task's base results (verify/baseline.ts) as the stages use them: PLANNING starts the
  * base's checks beside the model (startBaseRun), VERIFYING takes that run over, or reads the
- * kept results, or runs what is missing (baseFor).
+ * kept results, or runs what is missing (baseFor). The base's commands count against the
+ * task's disk and time budgets (TASK_DISK_LIMIT_MB, TASK_COMMAND_TIME_LIMIT_S): past either,
+ * the task fails naming it.
  */
 import { z } from "zod";
 import type { ExecutableTool } from "../llm/types.js";
@@ -15,6 +17,7 @@ import {
 } from "../verify/baseline.js";
 import { configNames, detectChecks, type Check } from "../verify/index.js";
 import { hasEnded } from "../domain/tasks/endings.js";
+import { CommandTimeError } from "../util/command-time.js";
 import { DiskBudgetError } from "../util/sandbox-disk.js";
 import type { SandboxCache } from "../util/sandbox.js";
 import { taskCache } from "./agent.js";
@@ -38,6 +41,7 @@ export async function baseOptions(
     timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
     signal: ctx.signal,
     cache: found,
+    timeBudget: ctx.commandTime,
     log: (line) => ctx.log(line),
   };
 }
@@ -99,8 +103,9 @@ function describe(error: unknown): string {
 /**
  * The base's results of `checks` for VERIFYING, by command: the run PLANNING started (if this
  * process has it), then the kept ones; with `runMissing`, the missing ones are run now. A
- * base past the disk budget fails the task (DiskBudgetError); any other failure of the base
- * is logged and leaves those checks without base results (every failure of theirs is new).
+ * base past the disk or time budget fails the task (DiskBudgetError, CommandTimeError); any
+ * other failure of the base is logged and leaves those checks without base results (every
+ * failure of theirs is new).
  */
 export async function baseFor(
   ctx: StageContext,
@@ -117,7 +122,7 @@ export async function baseFor(
       (error: unknown) => error,
     );
     ctx.baseRuns?.forget(ctx.task._id);
-    if (failure instanceof DiskBudgetError) throw failure;
+    if (failure instanceof DiskBudgetError || failure instanceof CommandTimeError) throw failure;
   }
   const scope = {
     accountId: ctx.task.account_id,
@@ -134,7 +139,7 @@ export async function baseFor(
     return await baselineResults(checks, await baseOptions(ctx, cache));
   } catch (error) {
     ctx.signal.throwIfAborted();
-    if (error instanceof DiskBudgetError) throw error;
+    if (error instanceof DiskBudgetError || error instanceof CommandTimeError) throw error;
     await ctx.log(
       `Could not run the checks on the unchanged code (${describe(error)}): every failure counts as new.`,
     );

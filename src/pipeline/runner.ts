@@ -29,6 +29,7 @@ import { stageLease } from "../durable/lease.js";
 import { AppError } from "../errors.js";
 import { stageKey } from "../domain/tasks/revisions.js";
 import { BaseRuns } from "../verify/baseline.js";
+import { CommandTimeBudget } from "../util/command-time.js";
 import { redactError, withSecretScope } from "../util/redact.js";
 import { taskSecretScope } from "./mcp.js";
 
@@ -121,6 +122,8 @@ export function createPipeline(deps: PipelineDeps) {
   const indexes = new Map<string, RepoIndex>();
   // The base runs PLANNING starts beside the model, for VERIFYING (verify/baseline.ts).
   const baseRuns = new BaseRuns();
+  // Each task's TASK_COMMAND_TIME_LIMIT_S, shared by its stages and its base run.
+  const commandTimes = new Map<string, CommandTimeBudget>();
   const holder = `${process.pid}`;
 
   /**
@@ -176,7 +179,30 @@ export function createPipeline(deps: PipelineDeps) {
     } else await endTask(taskDeps, task._id, outcome.end);
   }
 
+  /**
+   * The time budget of `task`'s commands in this process: started from what its finished
+   * commands took (`command_ms`, also another worker's), adding each command's time there.
+   */
+  function commandTimeOf(task: TaskRecord): CommandTimeBudget {
+    const kept = commandTimes.get(task._id);
+    if (kept) {
+      kept.atLeast(task.command_ms ?? 0);
+      return kept;
+    }
+    const made = new CommandTimeBudget(
+      config.pipeline.commandTimeLimitS * 1000,
+      task.command_ms ?? 0,
+      async (ms) => {
+        await tasksOf(models).updateOne({ _id: task._id }, { $inc: { command_ms: ms } });
+      },
+    );
+    if (commandTimes.size >= 256) commandTimes.delete(commandTimes.keys().next().value!);
+    commandTimes.set(task._id, made);
+    return made;
+  }
+
   function forgetTask(taskId: string): void {
+    commandTimes.delete(taskId);
     indexes.delete(taskId);
     events.forget(taskId);
   }
@@ -459,6 +485,7 @@ export function createPipeline(deps: PipelineDeps) {
       },
       github: deps.github,
       baseRuns,
+      commandTime: commandTimeOf(task),
     };
     return ctx;
   }

@@ -7,6 +7,7 @@ import type { GithubClient } from "../github-api/client.js";
 import type { RepoIndex } from "../indexer/index.js";
 import type { ReadyModelClient } from "../llm/provider.js";
 import type { PricedUsage } from "../llm/types.js";
+import type { CommandTimeBudget } from "../util/command-time.js";
 import type { Logger } from "../util/logger.js";
 import type { BaseRuns } from "../verify/baseline.js";
 
@@ -49,6 +50,8 @@ export interface StageContext {
   github: GithubClient;
   /** The base runs going in this process (verify/baseline.ts): PLANNING starts, VERIFYING awaits. */
   baseRuns?: BaseRuns;
+  /** The task's TASK_COMMAND_TIME_LIMIT_S, shared by its stages and base run in this process. */
+  commandTime?: CommandTimeBudget;
 }
 
 export interface Stage {

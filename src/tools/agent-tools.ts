@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { ExecutableTool, ToolSpec } from "../llm/types.js";
+import type { CommandTimeBudget } from "../util/command-time.js";
 import {
   describeResult,
   diskBudgetFailure,
@@ -34,6 +35,8 @@ export function createRunCommandTool(options: {
   cache?: SandboxCache | undefined;
   /** Every SANDBOX_HEARTBEAT_S while a command runs: "still running `…` (40 s)". */
   onHeartbeat?: (line: string) => void;
+  /** The task's TASK_COMMAND_TIME_LIMIT_S (util/command-time.ts). */
+  timeBudget?: CommandTimeBudget | undefined;
 }): ExecutableTool<{ command: string }> {
   // The path the commands see; never the working copy's folder on the host (SANDBOX=none
   // has no other, so none is named).
@@ -50,6 +53,7 @@ export function createRunCommandTool(options: {
         ...(options.signal ? { signal: options.signal } : {}),
         ...(options.cache ? { cache: options.cache } : {}),
         maxOutputBytes: COMMAND_OUTPUT_BYTES,
+        timeBudget: options.timeBudget,
         ...(options.onHeartbeat
           ? { onHeartbeat: (ms: number) => options.onHeartbeat?.(heartbeatLine(command, ms)) }
           : {}),

@@ -56,6 +56,7 @@ import {
   type DiskWatch,
   type DiskWatchStats,
 } from "./sandbox-disk.js";
+import type { CommandTimeBudget } from "./command-time.js";
 import { OVERLAY_SCRATCH_PREFIX, removeTree, type SandboxCache } from "./sandbox-cache.js";
 import { onVolume, overlayPlace, volumeFull, volumeSupport } from "./workdir-volume.js";
 import {
@@ -135,6 +136,8 @@ export type SandboxOptions = {
     prepare(hostDir: string, innerDir: string): Promise<Record<string, string>>;
     collect(hostDir: string): Promise<void>;
   };
+  /** The task's TASK_COMMAND_TIME_LIMIT_S (util/command-time.ts): the run counts against it. */
+  timeBudget?: CommandTimeBudget | undefined;
 };
 
 export type SandboxResult = {
@@ -1169,6 +1172,10 @@ export async function runSandboxed(
   command: string,
   options: SandboxOptions,
 ): Promise<SandboxResult> {
+  if (options.timeBudget) {
+    const { timeBudget, ...rest } = options;
+    return timeBudget.run(command, rest, (within) => runSandboxed(command, within));
+  }
   await assertDirectory(options.cwd);
   const shown = redactText(command);
   const started = performance.now();

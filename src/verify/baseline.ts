@@ -21,6 +21,7 @@ import type { Collection, Document } from "mongodb";
 import type { KeptCheckResult, Models } from "../db/models.js";
 import { runGit } from "../util/git.js";
 import { entryInfo, listDir, readBytes } from "../util/workcopy-fs.js";
+import type { CommandTimeBudget } from "../util/command-time.js";
 import { removeTree } from "../util/sandbox-cache.js";
 import { DiskBudgetError } from "../util/sandbox-disk.js";
 import type { SandboxCache } from "../util/sandbox.js";
@@ -202,6 +203,8 @@ export interface BaseRunOptions {
    * the change's tests, to see them fail on the base (reproduced). Results are then not kept.
    */
   overlay?: readonly string[];
+  /** The task's TASK_COMMAND_TIME_LIMIT_S: the base's commands count against it. */
+  timeBudget?: CommandTimeBudget | undefined;
 }
 
 /**
@@ -256,6 +259,7 @@ export async function runOnBase(
       timeoutMs: options.timeoutMs,
       ...signal,
       ...(options.cache ? { cache: options.cache } : {}),
+      timeBudget: options.timeBudget,
     });
     const ran: KeptResult[] = [];
     for (const done of outcome.results) {

@@ -2,6 +2,7 @@
  * Runs a VerifyPlan through the sandbox and turns the results into text for the model (what
  * failed and why) and for the task log (one line).
  */
+import type { CommandTimeBudget } from "../util/command-time.js";
 import { redactText } from "../util/redact.js";
 import {
   describeResult,
@@ -52,6 +53,8 @@ export interface RunChecksOptions {
   onHeartbeat?(check: Check, elapsedMs: number): void;
   /** The folder whose whole tree the disk budget counts, when cwd is inside it (SandboxOptions). */
   budgetRoot?: string;
+  /** The task's TASK_COMMAND_TIME_LIMIT_S (util/command-time.ts). */
+  timeBudget?: CommandTimeBudget | undefined;
 }
 
 /** Throws the abort reason: a cancelled task stops here rather than reporting a failure. */
@@ -90,6 +93,7 @@ export async function runChecks(
       ...(options.signal ? { signal: options.signal } : {}),
       ...(options.cache ? { cache: options.cache } : {}),
       ...(options.budgetRoot ? { budgetRoot: options.budgetRoot } : {}),
+      ...(options.timeBudget ? { timeBudget: options.timeBudget } : {}),
       ...(options.onHeartbeat
         ? { onHeartbeat: (ms: number) => options.onHeartbeat?.(check, ms) }
         : {}),

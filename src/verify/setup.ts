@@ -22,6 +22,7 @@ import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
 import { ECOSYSTEMS, type Check } from "../ecosystems/index.js";
+import type { CommandTimeBudget } from "../util/command-time.js";
 import { redactText } from "../util/redact.js";
 import {
   describeResult,
@@ -198,6 +199,8 @@ export interface SetupOptions {
   subject?: "task" | "scan";
   /** A line for the task's log (progress, heartbeats, the outcome). */
   log(message: string): Promise<void> | void;
+  /** The task's TASK_COMMAND_TIME_LIMIT_S (util/command-time.ts). */
+  timeBudget?: CommandTimeBudget | undefined;
 }
 
 export interface SetupOutcome {
@@ -338,6 +341,7 @@ export async function runSetup(options: SetupOptions): Promise<SetupOutcome> {
         maxOutputBytes: 256 * 1024,
         ...(options.signal ? { signal: options.signal } : {}),
         cache: existing ?? fresh!.cache,
+        timeBudget: options.timeBudget,
         ...(proxy ? { proxy: { port: proxy.port } } : {}),
         env: { GOFLAGS: "-mod=mod", GOTOOLCHAIN: "local", ...options.env },
         onHeartbeat: (ms) =>

@@ -50,6 +50,7 @@ export async function setUpWorkingCopy(ctx: StageContext): Promise<void> {
     }),
     configNames: configNames(ctx.config.github?.slug),
     log: (message) => ctx.log(message),
+    timeBudget: ctx.commandTime,
   });
   if (!outcome.ok) throw new StageError(outcome.error ?? "The setup step failed.");
   await writeFile(

@@ -220,6 +220,7 @@ export const verifyStage: Stage = {
           timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
           signal: ctx.signal,
           cache,
+          timeBudget: ctx.commandTime,
           onStart: (check, kind) =>
             ctx.log(
               `${kind === "install" ? "Installing" : "Running"} ${check.name}: \`${check.command}\``,

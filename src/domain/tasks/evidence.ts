@@ -46,6 +46,11 @@ export interface TaskEvidence {
   cost: { usd: number; input_tokens: number; output_tokens: number };
   /** From the task's start to its end (or to `now` while it runs); null before it started. */
   duration_ms: number | null;
+  /**
+   * Wall time of the task's finished sandboxed commands (setup, checks, the model's commands,
+   * the base's checks), what TASK_COMMAND_TIME_LIMIT_S bounds (util/command-time.ts).
+   */
+  command_ms: number;
 }
 
 /** A check's per-test summary as verification stores it (SPEC §4c, `checks.results[].tests`). */
@@ -130,7 +135,7 @@ function durationMs(
 export function taskEvidence(
   task: Pick<
     TaskRecord,
-    "checks" | "cost" | "fix_attempts" | "started_at" | "finished_at" | "updated_at"
+    "checks" | "cost" | "fix_attempts" | "started_at" | "finished_at" | "updated_at" | "command_ms"
   >,
   now?: Date,
 ): TaskEvidence | null {
@@ -160,5 +165,6 @@ export function taskEvidence(
       output_tokens: task.cost?.output_tokens ?? 0,
     },
     duration_ms: durationMs(task, now),
+    command_ms: Math.round(task.command_ms ?? 0),
   };
 }

@@ -131,6 +131,12 @@ export const evidence = z
       .describe(
         "from the task's start to its end (or to now while it runs); null before it started",
       ),
+    command_ms: z
+      .number()
+      .int()
+      .describe(
+        "wall time of the task's finished sandboxed commands (setup, checks, the model's commands, the base commit's checks): what TASK_COMMAND_TIME_LIMIT_S bounds",
+      ),
   })
   .meta({ id: "TaskEvidence" });
 

@@ -26,8 +26,8 @@
  *                   outputs by a hash of their inputs; within one account and repository a
  *                   planted output is the account's own doing, which is why it is never
  *                   shared wider. Counted in the budget below like an entry, and removed whole
- *                   when it is the least recently used one over it. Cargo's target/ stays in
- *                   the working copy (cargo keys its fingerprints by the folder's path).
+ *                   when it is the least recently used one over it. Also cargo's target/
+ *                   and jest's cache, mounted where those tools look (buildCacheMounts).
  *
  * Housekeeping: a folder is touched each time a run gets it; entries untouched for
  * SANDBOX_CACHE_MAX_AGE_DAYS are removed, as are entries beyond SANDBOX_CACHE_MAX_MB in all
@@ -40,6 +40,7 @@ import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import {
   chmod,
+  lstat,
   mkdir,
   readdir,
   readFile,
@@ -62,6 +63,9 @@ export interface SandboxCache {
 
 /** The build-cache folder's name in a repository's folder. */
 const BUILD_FOLDER = "build";
+/** Inside the build-cache folder: cargo's target/ and jest's cache (buildCacheMounts). */
+const CARGO_TARGET = "cargo-target";
+const JEST_CACHE = "jest";
 /** An empty folder standing for "no package cache entry" beside a build cache. */
 const NO_ENTRY_FOLDER = "none";
 
@@ -178,11 +182,46 @@ export async function withBuildCache(
   const repoDir = await repoFolder(owner);
   const build = path.join(repoDir, BUILD_FOLDER);
   await mkdir(build, { mode: 0o700 }).catch(() => undefined);
+  await Promise.all(
+    [CARGO_TARGET, JEST_CACHE].map((name) =>
+      mkdir(path.join(build, name), { mode: 0o700 }).catch(() => undefined),
+    ),
+  );
   await touch(build);
   if (entry) return { ...entry, build };
   const none = path.join(repoDir, NO_ENTRY_FOLDER);
   await mkdir(none, { mode: 0o700 }).catch(() => undefined);
   return { dir: none, readOnly: true, build };
+}
+
+/**
+ * bwrap's arguments mounting the build cache's folders where the tools look for their
+ * outputs, so what runs and what it sees stay as without a cache (paths as the command sees
+ * them: `workspaceAt` is the working copy, `uid` the command's user):
+ *
+ * - cargo's `target/` of a Rust working copy (a Cargo.toml at its root; `target` absent or a
+ *   folder): the kept target folder, bound over `<workspaceAt>/target`. Not CARGO_TARGET_DIR:
+ *   a check running `./target/debug/app` still finds it. Cargo keys its fingerprints by
+ *   path, and the working copy is always at the same path inside the sandbox, so the
+ *   dependencies built by an earlier task (or the base's run) are fresh; the repository's own
+ *   crates are rebuilt when their files are newer than the outputs (a new clone's are).
+ *   Concurrent runs of the account's repository take cargo's lock on it in turn. One
+ *   difference: `cargo clean` cannot remove the mount point itself and fails.
+ * - jest's default cache folder (`<tmpdir>/jest_<uid in base 36>`), which would be the run's
+ *   empty /tmp otherwise: its transform cache is keyed by file contents and configuration.
+ */
+export async function buildCacheMounts(
+  build: string,
+  hostWorkspace: string,
+  workspaceAt: string,
+  uid: number,
+): Promise<string[]> {
+  const args = ["--bind", path.join(build, JEST_CACHE), `/tmp/jest_${uid.toString(36)}`];
+  const manifest = await lstat(path.join(hostWorkspace, "Cargo.toml")).catch(() => undefined);
+  const target = await lstat(path.join(hostWorkspace, "target")).catch(() => undefined);
+  if (manifest?.isFile() && (!target || target.isDirectory()))
+    args.push("--bind", path.join(build, CARGO_TARGET), path.join(workspaceAt, "target"));
+  return args;
 }
 
 /** A cache key as a folder name: hex only, bounded. */

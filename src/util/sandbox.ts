@@ -57,7 +57,12 @@ import {
   type DiskWatchStats,
 } from "./sandbox-disk.js";
 import type { CommandTimeBudget } from "./command-time.js";
-import { OVERLAY_SCRATCH_PREFIX, removeTree, type SandboxCache } from "./sandbox-cache.js";
+import {
+  buildCacheMounts,
+  OVERLAY_SCRATCH_PREFIX,
+  removeTree,
+  type SandboxCache,
+} from "./sandbox-cache.js";
 import { onVolume, overlayPlace, volumeFull, volumeSupport } from "./workdir-volume.js";
 import {
   NETWORK_FAILED_EXIT,
@@ -509,6 +514,11 @@ async function bwrapArgs(mounts: RunMounts, network: string[] = []): Promise<str
       "--ro-bind",
       path.join(mounts.workspace, ".git"),
       path.join(mounts.workspaceAt, ".git"),
+    );
+  // Kept build outputs where their tools look (cargo's target/, jest's cache; sandbox-cache.ts).
+  if (mounts.build)
+    args.push(
+      ...(await buildCacheMounts(mounts.build, mounts.hostWorkspace, mounts.workspaceAt, uid)),
     );
   args.push(...network);
   // bwrap's root is a tmpfs holding the mount points; read-only, so a write "outside" fails

@@ -64,7 +64,7 @@ describe("build caches", () => {
     const other = await withBuildCache({ account: "acct_b", repo: "ws_1/calc" }, undefined);
     expect(other.build).not.toBe(cache.build);
     const seen = await runSandboxed(
-      'echo "GOCACHE=$GOCACHE"; ls -A /build-cache | wc -l; ls /cache | wc -l',
+      'echo "GOCACHE=$GOCACHE"; find /build-cache -type f | wc -l; ls /cache | wc -l',
       { cwd: pkg, timeoutMs: 30_000, cache: other },
     );
     expect(seen.ok, seen.output).toBe(true);

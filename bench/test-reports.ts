@@ -16,12 +16,14 @@
  * a load that comes and goes on the machine weighs on both alike. The figure is the median of
  * the pairs' own ratios (reported/plain), with their spread (the middle half, p25–p75, and the
  * lowest and highest): a ratio of two medians taken over minutes of a shared machine's load
- * moved ±20% from one run to the next. Pairs go on until BENCH_TEST_REPORTS_RUNS (default 15)
+ * moved ±20% from one run to the next. The CPU time of each run's whole process tree is
+ * compared the same way: what the report's work costs, which the machine's load hardly moves
+ * (wall time is what a task waits, and moves with the load). Pairs go on until BENCH_TEST_REPORTS_RUNS (default 15)
  * or BENCH_TEST_REPORTS_SECONDS (default 60) per runner, whichever comes first, at least 5.
  * BENCH_TEST_REPORTS_ONLY=go,pytest picks runners. All eight take longer than the default
  * BENCH_TIMEOUT_S on a 2-core machine: give it 1500.
  */
-import { cp, mkdtemp } from "node:fs/promises";
+import { cp, mkdtemp, readFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -108,18 +110,83 @@ function quantile(values: number[], q: number): number {
 }
 
 /** The fewest pairs measured, whatever the time bound. */
-const MIN_PAIRS = 5;
+export const MIN_PAIRS = 5;
+
+/** Paired run times and each pair's ratio (measured/base). */
+export interface Pairs {
+  base: number[];
+  measured: number[];
+  ratios: number[];
+}
 
 /**
- * Pairs of a plain and a reported run of one runner's command, the order swapped each pair,
- * until `maxPairs` or `budgetMs` (at least MIN_PAIRS).
+ * Pairs of a `base` and a `measured` run back to back, the order swapped each pair (so a load
+ * coming and going weighs on both alike), until `maxPairs` or `budgetMs` (at least MIN_PAIRS).
  */
+export async function pairedRuns(
+  base: () => Promise<number>,
+  measured: () => Promise<number>,
+  limits: { maxPairs: number; budgetMs: number },
+): Promise<Pairs> {
+  const out: Pairs = { base: [], measured: [], ratios: [] };
+  const started = performance.now();
+  for (let i = 0; i < Math.max(limits.maxPairs, MIN_PAIRS); i++) {
+    if (i >= MIN_PAIRS && performance.now() - started > limits.budgetMs) break;
+    let a: number;
+    let b: number;
+    if (i % 2 === 0) {
+      a = await base();
+      b = await measured();
+    } else {
+      b = await measured();
+      a = await base();
+    }
+    out.base.push(a);
+    out.measured.push(b);
+    out.ratios.push(b / a);
+  }
+  return out;
+}
+
+/** The pairs' ratio (their median) and its spread: the middle half and the extremes. */
+export function ratioSpread(ratios: number[]) {
+  return {
+    ratio: median(ratios),
+    p25: quantile(ratios, 0.25),
+    p75: quantile(ratios, 0.75),
+    min: Math.min(...ratios),
+    max: Math.max(...ratios),
+  };
+}
+
+/**
+ * CPU time of this process and of its ended children (Linux: /proc/self/stat's utime, stime,
+ * cutime and cstime), in ms. The sandbox's processes are waited for by the process that
+ * started them, up to this one, so a run's whole tree is counted once it has ended; unlike
+ * wall time, a loaded machine hardly moves it.
+ */
+export async function cpuMs(): Promise<number> {
+  const stat = await readFile("/proc/self/stat", "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  // Fields 14–17 of stat(5), counted from the state (field 3) here.
+  const ticks = [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
+  return (ticks * 1000) / CLOCK_TICKS;
+}
+/** sysconf(_SC_CLK_TCK): 100 on every Linux the service runs on. */
+const CLOCK_TICKS = 100;
+
+/** Pairs of a plain and a reported run of one runner's command (pairedRuns). */
 async function measure(
   command: string,
   options: { cwd: string; cache: SandboxCache },
-  maxPairs: number,
-  budgetMs: number,
-): Promise<{ plain: number[]; reported: number[]; ratios: number[]; tests: number }> {
+  limits: { maxPairs: number; budgetMs: number },
+): Promise<{
+  plain: number[];
+  reported: number[];
+  ratios: number[];
+  cpuRatios: number[];
+  tests: number;
+}> {
   const sandbox = { ...options, timeoutMs: 300_000 };
   await runSandboxed(command, sandbox);
   const first = await runWithTests(command, sandbox);
@@ -128,31 +195,26 @@ async function measure(
   // Both timed the same way, around the call (the sandbox's own durationMs leaves out its
   // set-up and clean-up): the reported one is the whole of what verification does, the run
   // with its report and reading it.
-  const timed = async (run: () => Promise<unknown>) => {
-    const started = performance.now();
+  const cpu = { plain: [] as number[], reported: [] as number[] };
+  const timed = async (run: () => Promise<unknown>, into: number[]) => {
+    const [started, cpuStarted] = [performance.now(), await cpuMs()];
     await run();
-    return performance.now() - started;
+    const wall = performance.now() - started;
+    into.push((await cpuMs()) - cpuStarted);
+    return wall;
   };
-  const plainRun = () => timed(() => runSandboxed(command, sandbox));
-  const reportedRun = () => timed(() => runWithTests(command, sandbox));
-  const out = { plain: [] as number[], reported: [] as number[], ratios: [] as number[] };
-  const started = performance.now();
-  for (let i = 0; i < maxPairs; i++) {
-    if (i >= MIN_PAIRS && performance.now() - started > budgetMs) break;
-    let plain: number;
-    let reported: number;
-    if (i % 2 === 0) {
-      plain = await plainRun();
-      reported = await reportedRun();
-    } else {
-      reported = await reportedRun();
-      plain = await plainRun();
-    }
-    out.plain.push(plain);
-    out.reported.push(reported);
-    out.ratios.push(reported / plain);
-  }
-  return { ...out, tests: first.tests.tests.length };
+  const pairs = await pairedRuns(
+    () => timed(() => runSandboxed(command, sandbox), cpu.plain),
+    () => timed(() => runWithTests(command, sandbox), cpu.reported),
+    limits,
+  );
+  return {
+    plain: pairs.base,
+    reported: pairs.measured,
+    ratios: pairs.ratios,
+    cpuRatios: cpu.reported.map((ms, i) => ms / Math.max(cpu.plain[i]!, 1)),
+    tests: first.tests.tests.length,
+  };
 }
 
 const ms = (n: number) => `${n.toFixed(0)} ms`;
@@ -172,16 +234,12 @@ export const testReportsBench: Benchmark = {
       const table: string[] = [];
       for (const { runner, command, install } of selected()) {
         const { dir, cache } = await prepare(cleanup, runner, install === true);
-        const m = await measure(command, { cwd: dir, cache }, runs, budgetMs);
-        const ratio = median(m.ratios);
-        const spread = {
-          p25: quantile(m.ratios, 0.25),
-          p75: quantile(m.ratios, 0.75),
-          min: Math.min(...m.ratios),
-          max: Math.max(...m.ratios),
-        };
+        const m = await measure(command, { cwd: dir, cache }, { maxPairs: runs, budgetMs });
+        const spread = ratioSpread(m.ratios);
+        const ratio = spread.ratio;
         const pct = (r: number) => `${r >= 1 ? "+" : ""}${((r - 1) * 100).toFixed(1)}%`;
-        const line = `${runner} \`${command}\` (${m.tests} tests, ${m.ratios.length} pairs): plain ${ms(median(m.plain))}, with its report ${ms(median(m.reported))}; added ${pct(ratio)} (middle half ${pct(spread.p25)} … ${pct(spread.p75)}, all ${pct(spread.min)} … ${pct(spread.max)})`;
+        const cpu = ratioSpread(m.cpuRatios);
+        const line = `${runner} \`${command}\` (${m.tests} tests, ${m.ratios.length} pairs): plain ${ms(median(m.plain))}, with its report ${ms(median(m.reported))}; wall time added ${pct(ratio)} (middle half ${pct(spread.p25)} … ${pct(spread.p75)}, all ${pct(spread.min)} … ${pct(spread.max)}); CPU time added ${pct(cpu.ratio)} (middle half ${pct(cpu.p25)} … ${pct(cpu.p75)})`;
         console.log(`  ${line}`);
         table.push(line);
         const compared = medianRatioCheck(
@@ -201,6 +259,8 @@ export const testReportsBench: Benchmark = {
           ratios: m.ratios,
           ratio,
           spread,
+          cpuRatios: m.cpuRatios,
+          cpu,
           tests: m.tests,
         };
       }

@@ -27,8 +27,10 @@ import { taskRoutes } from "./routes/tasks/routes.js";
 import { trajectoryRoutes } from "./routes/tasks/trajectory.js";
 import { workspaceRoutes } from "./routes/workspaces/routes.js";
 import type { AppContext, AppState, HttpDeps, VendorEndpoint } from "./types.js";
+import { SERVICE_VERSION } from "../util/version.js";
 
-export const VERSION = "1.3.0";
+/** The version in the OpenAPI and AsyncAPI documents: package.json's (util/version.ts). */
+export const VERSION = SERVICE_VERSION;
 
 /** Every documented route of the API, in one list: the router and the OpenAPI document use it. */
 export function allRoutes(): AnyRoute[] {

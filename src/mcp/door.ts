@@ -13,6 +13,7 @@ import type { ZodError } from "zod";
 import { authenticateKey, isKeyWithdrawn, type Principal } from "../domain/keys.js";
 import { AppError, errors, isAppError, isDatabaseBusy, isDatabaseOutage } from "../errors.js";
 import { boundReached, ConcurrencyBounds, type Holder } from "../util/concurrency-bounds.js";
+import { SERVICE_VERSION } from "../util/version.js";
 import { objectJsonSchema } from "./json-schema.js";
 import { registerTaskResources } from "./resources.js";
 import { MCP_TOOLS, type AnyMcpTool } from "./tools.js";
@@ -28,7 +29,7 @@ import { TaskWaits } from "./wait.js";
  * API processes, route /mcp by its Mcp-Session-Id header (sticky sessions).
  */
 
-const SERVER_INFO = { name: "foreman", version: "1.0.0" };
+const SERVER_INFO = { name: "foreman", version: SERVICE_VERSION };
 /** As the REST door's body limit (SPEC §1). */
 const MAX_BODY_BYTES = 1024 * 1024;
 const KEY_CHECK_MS = 5_000;

@@ -5,6 +5,7 @@ import { setImmediate as nextTurn } from "node:timers/promises";
 import { z } from "zod";
 import type { ExecutableTool } from "../llm/types.js";
 import { redactText } from "../util/redact.js";
+import { SERVICE_VERSION } from "../util/version.js";
 import { SandboxedStdioTransport } from "../util/sandbox-process.js";
 import {
   checkSchema,
@@ -341,7 +342,7 @@ export async function openMcpTools(options: McpToolOptions): Promise<McpToolbox>
           `MCP server ${name}: no MCP secret named ${missing.join(", ")} on this account; starting it without.`,
         );
       const client = new Client(
-        { name: "foreman", version: "1.0.0" },
+        { name: "foreman", version: SERVICE_VERSION },
         { jsonSchemaValidator: UNCHECKED_OUTPUT_SCHEMAS },
       );
       try {

@@ -3,6 +3,7 @@ import dotenv from "dotenv";
 import { ConfigError, loadConfig } from "./config/env.js";
 import { startService } from "./service.js";
 import { createLogger } from "./util/logger.js";
+import { nodeRuntimeWarning } from "./util/version.js";
 
 /**
  * Entry point. `node dist/main.js` serves HTTP and, unless RUN_WORKERS=false, runs the
@@ -27,6 +28,9 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const logger = createLogger({ level: config.logLevel, format: config.logFormat });
+  // First, before the database or the sandbox can fail in a way an older Node explains.
+  const runtimeWarning = nodeRuntimeWarning();
+  if (runtimeWarning) logger.warn({ node: process.version }, runtimeWarning);
   const service = await startService({
     config,
     logger,

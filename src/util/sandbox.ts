@@ -40,6 +40,7 @@ import {
 } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { bwrapFix, HOST_BWRAP_FIX } from "./container.js";
 import { findExecutable } from "./executables.js";
 import { fileURLToPath } from "node:url";
 import { recordSandboxRun } from "../metrics/index.js";
@@ -785,14 +786,6 @@ async function removeCgroup(dir: string | undefined): Promise<void> {
   }
 }
 
-/** The fix an operator needs, for the start-up check's error. */
-const BWRAP_FIX =
-  "install bubblewrap (`apt-get install bubblewrap`) and allow unprivileged user namespaces " +
-  "(`sysctl -w kernel.unprivileged_userns_clone=1` on Debian, " +
-  "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` on Ubuntu 24.04+, " +
-  "`sysctl -w user.max_user_namespaces=15000` where it is 0), " +
-  "or set SANDBOX=none with OPEN_SIGNUP=false if every repository is trusted";
-
 /** What the start-up check found, for the service's log (checkSandbox). */
 export interface SandboxReport {
   /** How the working copy reaches /workspace. */
@@ -840,7 +833,8 @@ export async function checkSandbox(options: { setupProxy?: boolean } = {}): Prom
   }
   if (settings.engine === "none") return { workspaceMount: "host", diskBudget };
   if (!(await findOnPath("bwrap"))) {
-    throw new Error(`SANDBOX=bwrap but bwrap is not on the PATH: ${BWRAP_FIX}.`);
+    // Installing it is the fix on a host and in an image alike: the host's words.
+    throw new Error(`SANDBOX=bwrap but bwrap is not on the PATH: ${HOST_BWRAP_FIX}.`);
   }
   if (!(await findOnPath("prlimit"))) {
     throw new Error(
@@ -896,7 +890,8 @@ export async function checkSandbox(options: { setupProxy?: boolean } = {}): Prom
       throw new Error(
         `SANDBOX_NETWORK=public does not work on this machine (${(failure.stderr ?? "").trim().replace(/\s+/g, " ")}): ${NETWORK_FIX}, or set SANDBOX_NETWORK=none.`,
       );
-    throw new Error(`SANDBOX=bwrap does not work on this machine (${detail}): ${BWRAP_FIX}.`);
+    // In a container, the container's options (util/container.ts), not the host's packages.
+    throw new Error(`SANDBOX=bwrap does not work on this machine (${detail}): ${bwrapFix()}.`);
   } finally {
     await removeTree(probe);
   }

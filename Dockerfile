@@ -5,19 +5,38 @@
 #   --build-arg WITH_FERRETDB=false   no embedded database (set MONGODB_URI); no Go needed
 #   --build-arg NODE_IMAGE=…          the Node base (Debian bookworm: the sandbox's packages
 #                                     come from Debian, scripts/setup.sh)
-ARG NODE_IMAGE=docker.io/library/node:22-bookworm-slim
+#
+# What the image holds (docs/operations.md, "The image"), and why; no compiler, no build tool:
+#   Node 24 (node:24-bookworm-slim, with npm: repositories' own install steps run with it)
+#   git, ca-certificates, curl          clones and pushes over https
+#   bubblewrap, util-linux, slirp4netns, iproute2, tinyproxy
+#                                       the sandbox repository commands run in, its network
+#                                       and the setup step's allowlist (scripts/setup.sh)
+#   python3 with pytest, coverage, pip  Python repositories' checks and health scans
+#   dist/ and the production node_modules, without type declarations and source maps
+#                                       (TypeScript's own lib files stay: health scans read them)
+#   FerretDB, the embedded database, built in its own stage (WITH_FERRETDB=false: none)
+# The build stage's dev dependencies and the Go toolchain stay in their stages. apt installs
+# without recommended packages: python3-pip's would bring gcc, g++ and the Python headers.
+ARG NODE_IMAGE=docker.io/library/node:24-bookworm-slim
 ARG GO_IMAGE=docker.io/library/golang:1.24-bookworm
 
-# 1. The build: dependencies, tsc and the dashboard, then only the runtime dependencies.
+# 1. The build: dependencies, tsc and the dashboard, then only the runtime dependencies, less
+#    what only a compiler or a debugger reads (type declarations, source maps; TypeScript's
+#    lib.*.d.ts stay: src/health/doc-js.ts reads them).
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
-COPY package.json package-lock.json ./
+# npm ci's postinstall (scripts/node-runtime.mjs: nothing to do on this Node) comes first.
+COPY package.json package-lock.json .nvmrc ./
+COPY scripts/node-runtime.mjs ./scripts/node-runtime.mjs
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY scripts ./scripts
 COPY src ./src
 COPY web ./web
-RUN npm run build && npm prune --omit=dev --no-audit --no-fund
+RUN npm run build && npm prune --omit=dev --no-audit --no-fund \
+ && find node_modules -type f \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \) \
+      -not -path 'node_modules/typescript/*' -delete
 
 # 2. FerretDB, the embedded MongoDB-compatible server, built the way the service builds it
 #    on a first start (src/db/embedded.ts, with its patches), into the cache it looks in.
@@ -35,13 +54,14 @@ RUN mkdir -p /opt/foreman-cache/foreman && if [ "$WITH_FERRETDB" = true ]; then 
       && rm -rf /tmp/go /tmp/go-cache; \
     fi
 
-# 3. The runtime: Node, the sandbox's system packages, git, the built service.
+# 3. The runtime: Node 24, the sandbox's system packages, git, the built service. setup.sh
+#    installs without recommended packages too (its Node step needs the checkout: skipped).
 FROM ${NODE_IMAGE} AS runtime
 COPY scripts/setup.sh /tmp/setup.sh
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends git ca-certificates curl \
  && bash /tmp/setup.sh \
- && rm -rf /var/lib/apt/lists/* /tmp/setup.sh
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /tmp/setup.sh
 # A user of its own: bubblewrap then makes unprivileged user namespaces, as on a host
 # (the container needs the security options of docs/operations.md, "In a container").
 RUN useradd --uid 10001 --create-home --home-dir /home/foreman --shell /usr/sbin/nologin foreman \

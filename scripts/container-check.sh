@@ -20,9 +20,11 @@
 #
 # Nothing is pulled from a container registry: the Dockerfile's bases are made here and
 # tagged with the names the Dockerfile uses,
-#   docker.io/library/node:22-bookworm-slim   Debian bookworm (debootstrap, minbase) with Node
+#   docker.io/library/node:24-bookworm-slim   Debian bookworm (debootstrap, minbase) with Node
 #                                             and npm from the npm registry (packages `node`,
-#                                             `npm`), as the official image has them;
+#                                             `npm`), as the official image has them, and its
+#                                             dpkg rules leaving out documentation, manuals
+#                                             and translations, as Debian's slim images do;
 #   docker.io/library/golang:1.24-bookworm    that base with this machine's Go (/usr/local/go
 #                                             or `go env GOROOT`), to build FerretDB.
 # They are made once and kept (podman images); REBASE=1 makes them again.
@@ -32,7 +34,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-NODE_MAJOR="${NODE_MAJOR:-22}"
+NODE_MAJOR="${NODE_MAJOR:-24}"
 NODE_TAG="docker.io/library/node:${NODE_MAJOR}-bookworm-slim"
 GO_TAG="docker.io/library/golang:1.24-bookworm"
 IMAGE="${FOREMAN_IMAGE:-localhost/foreman:local}"
@@ -105,6 +107,15 @@ if [ -n "${REBASE:-}" ] || ! podman image exists "$NODE_TAG"; then
   rootfs="$work/rootfs"
   sudo_ debootstrap --variant=minbase --include=ca-certificates bookworm "$rootfs" "$MIRROR" \
     >"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log"; exit 1; }
+  # Debian's slim images (the official node:*-slim's base) install no documentation, manual
+  # pages or translations: the same rule here, so the image's size compares.
+  sudo_ mkdir -p "$rootfs/etc/dpkg/dpkg.cfg.d"
+  printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' \
+    'path-exclude /usr/share/man/*' 'path-exclude /usr/share/groff/*' 'path-exclude /usr/share/info/*' \
+    'path-exclude /usr/share/lintian/*' 'path-exclude /usr/share/linda/*' 'path-exclude /usr/share/locale/*' |
+    sudo_ tee "$rootfs/etc/dpkg/dpkg.cfg.d/docker" >/dev/null
+  sudo_ find "$rootfs/usr/share/doc" -mindepth 1 -not -name copyright -not -type d -delete
+  sudo_ rm -rf "$rootfs/usr/share/man"/* "$rootfs/usr/share/info"/* "$rootfs/usr/share/locale"/*
   step "Node $NODE_MAJOR and npm from the npm registry (packages node@$NODE_MAJOR, npm@11)"
   npm install --prefix "$work/node" --no-save --no-audit --no-fund "node@$NODE_MAJOR" >/dev/null
   npm install --prefix "$work/npm" --no-save --no-audit --no-fund npm@11 >/dev/null

@@ -247,7 +247,8 @@ export const envSchema = z.object({
   METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   METRICS_HOST: z.string().min(1).default("127.0.0.1"),
   METRICS_DB_READ_S: z.coerce.number().int().min(0).max(3600).default(5),
-  LOG_FORMAT: z.enum(["json", "pretty"]).default("json"),
+  // auto: readable lines on a terminal, JSON lines otherwise (util/logger.ts).
+  LOG_FORMAT: z.enum(["auto", "json", "pretty"]).default("auto"),
   // Registering the GitHub App from app.yml (src/github/manifest.ts) while APP_ID is unset.
   PUBLIC_URL: url,
   GH_ORG: optionalString,
@@ -427,7 +428,7 @@ export interface Config {
     /** Tasks and job-queue gauges are read from the database at most this often. */
     dbReadEveryMs: number;
   };
-  logFormat: "json" | "pretty";
+  logFormat: "auto" | "json" | "pretty";
   /** The App registration flow (used while APP_ID is unset): where GitHub and this service are. */
   manifest: {
     /** The service's public base URL; the request's origin when unset. */

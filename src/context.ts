@@ -185,7 +185,8 @@ async function configureProcess(options: ContextOptions, logger: Logger): Promis
         disk_budget: report.diskBudget,
         data_dir_min_free_mb: config.dataDirMinFreeMb,
       },
-      `sandbox ready: working copies at /workspace (${report.workspaceMount === "overlay" ? "overlay mount" : report.workspaceMount === "bind" ? "bind mount: its host path shows in the sandbox's /proc/self/mountinfo" : "SANDBOX=none: at their host paths"}); disk budget: ${report.diskBudget}`,
+      // The disk budget's mechanism is a paragraph: a field, off the message line.
+      `sandbox ready: working copies at /workspace (${report.workspaceMount === "overlay" ? "overlay mount" : report.workspaceMount === "bind" ? "bind mount: its host path shows in the sandbox's /proc/self/mountinfo" : "SANDBOX=none: at their host paths"})`,
     );
   }
 }
@@ -221,7 +222,8 @@ export async function buildContext(options: ContextOptions): Promise<ServiceCont
     provider: modelClient.configured ? modelClient.provider : undefined,
     modelId: modelClient.configured ? modelClient.modelId : undefined,
   });
-  logger.info({ status }, statusLine(status));
+  // The summary alone (GET /status gives the whole object): one short line at start.
+  logger.info(statusLine(status));
   for (const { setting, why } of status.missing) logger.warn({ setting }, `set ${setting}: ${why}`);
 
   // The rarely changing reads of task creation, cached per process (durable/marker-cache.ts).

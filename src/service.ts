@@ -22,6 +22,7 @@ import type { Scheduler } from "./queue/scheduler.js";
 import { startMetricsServer, type MetricsServer } from "./metrics/http.js";
 import { detachMetricsDatabase } from "./metrics/index.js";
 import type { Logger } from "./util/logger.js";
+import { SERVICE_VERSION } from "./util/version.js";
 import { retakeFromDeadPredecessors } from "./queue/identity.js";
 import { buildContext, type ServiceContext } from "./context.js";
 import { heldElsewhere, reclaimWorkdirs, releaseDataMounts } from "./pipeline/workdir-mounts.js";
@@ -302,11 +303,20 @@ async function startWeb(context: ServiceContext, workers: boolean): Promise<WebR
     stop();
     throw error;
   }
-  logger.info({ url: http.url, workers, github: Boolean(github) }, "listening");
+  // Short lines a person reads on a terminal: where the API, the dashboard and the docs are
+  // (on PUBLIC_URL when it is set: the address people use).
+  const base = (config.manifest.publicUrl ?? http.url).replace(/\/+$/, "");
+  logger.info(
+    { url: http.url, version: SERVICE_VERSION, workers, github: Boolean(github) },
+    `listening on ${http.url}: foreman ${SERVICE_VERSION}, ${workers ? "web and workers" : "web only (RUN_WORKERS=false)"}`,
+  );
+  logger.info(`dashboard: ${base}/dashboard/`);
+  logger.info(
+    `API: ${base}/ (OpenAPI /openapi.json, task events /asyncapi.json, MCP /mcp); docs: README.md "First task", docs/api.md`,
+  );
   // The token is the operator's key to the registration page: it goes to the log, the
   // place only the operator reads (docs/operations.md, "Registering the GitHub App").
   if (setupToken) {
-    const base = (config.manifest.publicUrl ?? http.url).replace(/\/+$/, "");
     logger.info(
       `GitHub App not configured: open ${base}${REGISTER_PATH}?token=${setupToken} to register it`,
     );

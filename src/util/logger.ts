@@ -12,8 +12,13 @@ export function createLogger(
   options: {
     level?: string;
     destination?: pino.DestinationStream;
-    /** LOG_FORMAT: one JSON object a line (default), or readable lines for development. */
-    format?: "json" | "pretty";
+    /**
+     * LOG_FORMAT: `auto` (the default) writes readable lines when stdout is a terminal and one
+     * JSON object a line otherwise (a file, a pipe, a log collector); `json` and `pretty` always.
+     */
+    format?: "auto" | "json" | "pretty";
+    /** Whether stdout is a terminal, for `auto` (tests). */
+    terminal?: boolean;
   } = {},
 ): Logger {
   const config: LoggerOptions = {
@@ -46,6 +51,18 @@ export function createLogger(
   if (options.destination) return pino(config, options.destination);
   // pino-pretty as a stream in this thread (not a transport worker): lines keep their order
   // with console output, and the redaction above has already run on what it prints.
-  if (options.format === "pretty") return pino(config, pretty({ colorize: true, sync: true }));
+  const terminal = options.terminal ?? process.stdout.isTTY === true;
+  if (options.format === "pretty" || ((options.format ?? "auto") === "auto" && terminal))
+    return pino(config, prettyStream(terminal));
   return pino(config);
+}
+
+/** Readable lines: the time of day, the level, the message, then any fields below it. */
+export function prettyStream(colorize: boolean): pino.DestinationStream {
+  return pretty({
+    colorize,
+    sync: true,
+    translateTime: "SYS:HH:MM:ss",
+    ignore: "service",
+  });
 }

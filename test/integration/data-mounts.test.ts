@@ -83,7 +83,7 @@ async function startService(): Promise<ChildProcess> {
   await new Promise<void>((resolve, reject) => {
     child.stdout!.on("data", (c: Buffer) => {
       output += c.toString();
-      if (/"msg":"listening"/.test(output)) resolve();
+      if (/"msg":"listening on /.test(output)) resolve();
     });
     child.once("exit", (code) => reject(new Error(`service exited ${code}: ${output}`)));
   });

@@ -85,6 +85,9 @@ describe("the Dockerfile", () => {
     expect(installs.length).toBeGreaterThanOrEqual(3);
     for (const install of installs) expect(install).toContain("--no-install-recommends");
     for (const run of runs) expect(run).not.toMatch(COMPILERS);
+    // apt's lists and package caches leave with the step that made them.
+    const apt = runs.find((r) => r.includes("apt-get update"))!;
+    expect(apt).toMatch(/rm -rf .*\/var\/lib\/apt\/lists\/\* .*\/var\/cache\/apt\/\*\.bin/);
     // The packages setup.sh may install: none is a compiler.
     const wanted = [...setup.matchAll(/want\+=\(([^)]*)\)/g)].flatMap((m) => m[1]!.split(/\s+/));
     expect(wanted).toContain("python3-pip");

@@ -13,7 +13,7 @@
  * known).
  */
 import { redactText } from "./redact.js";
-import type { SandboxOptions, SandboxResult } from "./sandbox.js";
+import type { SandboxOptions, SandboxResult, SandboxTimeBudget } from "./sandbox.js";
 import { StageError } from "./stage-error.js";
 
 /** A task's sandboxed commands went past TASK_COMMAND_TIME_LIMIT_S: the task fails with it. */
@@ -39,7 +39,7 @@ function oneLine(command: string): string {
 const SLACK_MS = 5;
 
 /** The time budget of one task's sandboxed commands (util/sandbox.ts `timeBudget`). */
-export class CommandTimeBudget {
+export class CommandTimeBudget implements SandboxTimeBudget {
   private finishedMs: number;
   private readonly running = new Map<symbol, { started: number; stop: AbortController }>();
   private timer: NodeJS.Timeout | undefined;

@@ -57,7 +57,6 @@ import {
   type DiskWatch,
   type DiskWatchStats,
 } from "./sandbox-disk.js";
-import type { CommandTimeBudget } from "./command-time.js";
 import {
   buildCacheMounts,
   OVERLAY_SCRATCH_PREFIX,
@@ -92,6 +91,18 @@ export const BUILD_CACHE_MOUNT = "/build-cache";
 export const VENV_DIR = ".venv";
 /** The service's own node_modules (c8 for health-scan coverage), read-only. */
 export const SERVICE_MODULES_MOUNT = "/foreman/node_modules";
+
+/**
+ * Runs a command within a task's time budget (util/command-time.ts `CommandTimeBudget`, which
+ * implements it; declared here so the sandbox does not import its caller).
+ */
+export interface SandboxTimeBudget {
+  run(
+    command: string,
+    options: SandboxOptions,
+    run: (options: SandboxOptions) => Promise<SandboxResult>,
+  ): Promise<SandboxResult>;
+}
 
 export type SandboxOptions = {
   /** The working copy: the command starts in it (at /workspace when sandboxed). */
@@ -143,7 +154,7 @@ export type SandboxOptions = {
     collect(hostDir: string): Promise<void>;
   };
   /** The task's TASK_COMMAND_TIME_LIMIT_S (util/command-time.ts): the run counts against it. */
-  timeBudget?: CommandTimeBudget | undefined;
+  timeBudget?: SandboxTimeBudget | undefined;
 };
 
 export type SandboxResult = {

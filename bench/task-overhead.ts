@@ -20,10 +20,10 @@
  * REVIEWING includes publishing (commit and push): publish has no phase of its own.
  *
  * The base commit's run is part of the service's time (issue 41): verification judges the change
- * against the checks' results on the base commit (SPEC §4c), run beside planning. The fixture's
- * test is red there, so every task runs it; whatever of it the planning does not hide is
- * overhead. A task whose checks record no base commit (`checks.base_commit`) is reported as
- * such, and the check fails: its figures would leave out the base run.
+ * against the checks' results on the base commit (docs/api.md, "Verification baseline"), run beside
+ * planning. The fixture's test is red there, so every task runs it; whatever of it the planning
+ * does not hide is overhead. A task whose checks record no base commit (`checks.base_commit`) is
+ * reported as such, and the check fails: its figures would leave out the base run.
  *
  * The baseline, measured in the same run right after each task: `npm run test` in a clone of
  * the repository with the fix applied, through runSandboxed as verification runs it (after one

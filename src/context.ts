@@ -64,7 +64,7 @@ import { configureWorkdirVolumes } from "./util/workdir-volume.js";
 import { serviceStatus, statusLine } from "./config/status.js";
 
 /*
- * The service's one context (CONVENTIONS.md, "One context, built once"; atproto's
+ * The service's one context (docs/architecture.md, "One context"; atproto's
  * packages/pds/src/context.ts): every part the roles, doors and jobs use, built once from the
  * configuration by `buildContext` and frozen. A room learns its dependencies from its
  * parameter list; nothing patches a part after this function returns. A part that is off is a

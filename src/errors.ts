@@ -168,7 +168,8 @@ export function isDatabaseOutage(error: unknown): boolean {
 
 /*
  * A database that is there but could not serve one call now: the same call a moment later
- * works. Not a bug of the request, so never a 500 (SPEC §1): 503 with Retry-After.
+ * works. Not a bug of the request, so never a 500: 503 with Retry-After
+ * (docs/api.md, "Errors").
  * - the driver's pool had no free connection within waitQueueTimeoutMS (db/connection.ts:
  *   every connection busy with slow calls under load), or a call's own timeoutMS ran out;
  * - MongoDB's transient server answers: WriteConflict (112), LockTimeout (24), LockBusy (46),

@@ -13,7 +13,7 @@ import type { BacktestCase, BacktestReport, CaseResult, CasesFile } from "./type
 import { validateCase } from "./validate.js";
 
 /*
- * The backtest (SPEC §4b; README "Backtest"): mine a repository's history for commits that
+ * The backtest (docs/operations.md, "Backtest"): mine a repository's history for commits that
  * fixed something and tested it, validate them, run each as a real task through the API,
  * score the task's diff against the commit's tests, report.
  */

@@ -1,6 +1,6 @@
 /*
- * The task text of a case whose commit closes an issue (SPEC §4b: "a linked issue's text where
- * the history has one"): a message that says `Fixes #12` (or closes, resolves) on a GitHub
+ * The task text of a case whose commit closes an issue (docs/operations.md,
+ * "Backtest"): a message that says `Fixes #12` (or closes, resolves) on a GitHub
  * repository names the issue a person wrote before the fix, a fairer task than the commit
  * message, which was written after it. The issue is read from GitHub's REST API (a token in
  * GITHUB_TOKEN raises the rate limit and reaches private repositories); an issue that cannot

@@ -15,7 +15,7 @@ export interface MineOptions {
 
 /**
  * Commits of `repo` (a local clone) that change at least one test file and one non-test
- * source file, newest first, merges left out (SPEC §4b, backtests).
+ * source file, newest first, merges left out (docs/operations.md, "Backtest").
  */
 export async function mineCases(
   repo: string,

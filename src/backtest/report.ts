@@ -19,7 +19,7 @@ export function median(values: number[]): number {
 
 const round = (n: number, digits = 4) => Math.round(n * 10 ** digits) / 10 ** digits;
 
-/** report.json (SPEC §4b): the figures over the cases that ran. */
+/** report.json (docs/operations.md, "Backtest"): the figures over the cases that ran. */
 export function buildReport(input: {
   model: string;
   promptHash: string;

@@ -107,9 +107,9 @@ export interface Score {
 }
 
 /**
- * Scoring (SPEC §4b): `diff` applied to a fresh worktree at the parent, the commit's test
- * files laid over it (whatever the diff did to them), fail-to-pass and pass-to-pass run;
- * resolved when all pass.
+ * Scoring (docs/operations.md, "Backtest"): `diff` applied to a fresh worktree at the parent, the
+ * commit's test files laid over it (whatever the diff did to them), fail-to-pass and pass-to-pass
+ * run; resolved when all pass.
  */
 export async function scoreDiff(
   c: BacktestCase,

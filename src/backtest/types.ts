@@ -1,6 +1,6 @@
 /*
- * The harness's records: a mined case, its validation, and its result (SPEC §4b,
- * `cases.json` and `report.json`).
+ * The harness's records: a mined case, its validation, and its result (`cases.json`
+ * and `report.json`, docs/operations.md "Backtest").
  */
 
 /** A commit that changed tests and source: a candidate case. */

@@ -6,9 +6,9 @@ import { runTests, sameResults, setupTree, type RunSettings, type TestRun } from
 import type { BacktestCase, MinedCase } from "./types.js";
 
 /**
- * Validates a mined case (SPEC §4b): the commit's test files laid over its parent, and the
- * commit itself, each run twice. Fail-to-pass: fails over the parent, passes at the commit;
- * pass-to-pass: passes at both. Valid with at least one fail-to-pass test and the same
+ * Validates a mined case (docs/operations.md, "Backtest"): the commit's test files laid over its
+ * parent, and the commit itself, each run twice. Fail-to-pass: fails over the parent, passes at the
+ * commit; pass-to-pass: passes at both. Valid with at least one fail-to-pass test and the same
  * results in both rounds (else flaky).
  */
 export async function validateCase(

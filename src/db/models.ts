@@ -525,7 +525,8 @@ export interface CheckRecord {
   /** Where the checks came from (".github/foreman.yml", "package.json", …); null: none found. */
   source: string | null;
   fix_attempts: number;
-  /** The commit the results were compared with (SPEC §4c); null: no base results. */
+  /** The commit the results were compared with (docs/api.md, "Verification baseline"); null: no
+   * base results. */
   base_commit?: string | null;
   /** The plan's targets: test ids the change was to make pass. */
   targets?: string[];
@@ -560,7 +561,7 @@ export interface KeptCheckResult {
   output: string;
 }
 
-/** What the change did in one check, test by test (SPEC §4c; lists capped at 50). */
+/** What the change did in one check, test by test (docs/api.md, "Verification baseline"). */
 export interface TestsRecord {
   /** The runner read (verify/tests): "node:test", "pytest", … */
   runner?: string;

@@ -79,8 +79,8 @@ function testLine(evidence: TaskEvidence): string {
 }
 
 /**
- * The evidence as Markdown (SPEC §4c): commands run, tests fixed (red → green), added and
- * reproduced, still failing as on the base, new failures, fix rounds, cost and time.
+ * The evidence as Markdown (docs/api.md, "Evidence"): commands run, tests fixed (red → green),
+ * added and reproduced, still failing as on the base, new failures, fix rounds, cost and time.
  */
 export function evidenceMarkdown(evidence: TaskEvidence): string {
   const reproduced = new Set(evidence.reproduced.ids);

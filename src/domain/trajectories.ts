@@ -6,7 +6,8 @@ import { redactDeep } from "../util/redact.js";
 import { tasksOf } from "./tasks/model.js";
 
 /*
- * A task's trajectory: every model call it made, as the model saw it (SPEC §4b). One
+ * A task's trajectory: every model call it made, as the model saw it (docs/api.md,
+ * "GET /tasks/{id}/trajectory"). One
  * document per call, appended once (no update, no transaction), read back in `_id` order.
  * Redacted like logs before it is stored, and kept TRAJECTORY_RETENTION_DAYS after the task
  * ended (jobs/housekeeping.ts prunes).
@@ -130,7 +131,8 @@ export async function readTrajectory(
     }));
 }
 
-/** Drops the model calls recorded before `cutoff` (housekeeping; a call outlives its task's end). */
+/** Drops the model calls recorded before `cutoff` (housekeeping; a call outlives its task's end).
+ * */
 export async function pruneTrajectories(models: Models, cutoff: Date): Promise<number> {
   const result = await stepsOf(models).deleteMany({ at: { $lt: cutoff } });
   return result.deletedCount;

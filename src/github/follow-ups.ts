@@ -28,8 +28,8 @@ export const githubFollowUpMarker = markerKind(
 );
 
 /*
- * Feedback on a pull request a task opened (docs/github.md, "Follow-ups on a task's pull
- * request"; SPEC §4a): a review that requests changes or comments, an inline comment, a
+ * Feedback on a pull request a task opened (docs/api.md, "Follow-ups on a task's pull
+ * request"): a review that requests changes or comments, an inline comment, a
  * comment that mentions the App. From a user with write access it becomes a follow-up task
  * on the pull request's branch (followUpTask) or, while the pull request's newest task waits
  * at a gate, a revision of it (reviseTask). The handlers only queue a job; the job reads the

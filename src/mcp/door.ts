@@ -21,7 +21,7 @@ import type { McpDeps } from "./types.js";
 import { TaskWaits } from "./wait.js";
 
 /*
- * The fourth door (docs/mcp.md; SPEC §13): the Model Context Protocol's Streamable HTTP
+ * The fourth door (docs/mcp.md, "The MCP door"): the Model Context Protocol's Streamable HTTP
  * transport at /mcp, on the API's own server. Every request carries the API key (X-API-Key,
  * or Authorization: Bearer) and is authenticated like a REST call; a session is bound to the
  * key that opened it, and ends when that key is revoked (checked on each request, and every
@@ -30,7 +30,7 @@ import { TaskWaits } from "./wait.js";
  */
 
 const SERVER_INFO = { name: "foreman", version: SERVICE_VERSION };
-/** As the REST door's body limit (SPEC §1). */
+/** As the REST door's body limit (docs/api.md, "Errors": 413 over 1 MiB). */
 const MAX_BODY_BYTES = 1024 * 1024;
 const KEY_CHECK_MS = 5_000;
 /** A session nobody used for this long is closed (a client opens a new one). */

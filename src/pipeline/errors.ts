@@ -5,7 +5,7 @@ import { redactText } from "../util/redact.js";
 
 /*
  * The one place that turns a pipeline failure into the `error` a user reads on the task
- * (CONVENTIONS: "pipeline failures map to task outcomes in one place").
+ * (docs/architecture.md, "Failures").
  */
 
 import { StageError } from "../util/stage-error.js";

@@ -37,7 +37,7 @@ interface Hold {
 /** The longest Retry-After a refusal names: a client checks back at least this often. */
 const MAX_RETRY_AFTER_S = 600;
 
-/** 429 `rate_limited` for a bound that is full (the SPEC §1 body, with Retry-After). */
+/** 429 `rate_limited` for a bound that is full (docs/api.md, "Bounds per key and account"). */
 export function boundReached(message: string, retryAfterS: number, details?: unknown): AppError {
   return new AppError(
     429,

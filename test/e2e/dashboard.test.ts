@@ -557,9 +557,9 @@ describe("the dashboard", () => {
       },
     });
     await untilStatus(key, created.body.id, "completed").finally(() => green.remove());
-    // The last verification's results per test, as VERIFYING stores them (SPEC §4c): one
-    // test fixed, one added and reproduced, one red before and still, one check that failed
-    // the same way before the change, and a capped list with its full count.
+    // The last verification's results per test, as VERIFYING stores them (docs/api.md,
+    // "Verification baseline"): one test fixed, one added and reproduced, one red before and still,
+    // one check that failed the same way before the change, and a capped list with its full count.
     const stillFailing = Array.from({ length: 50 }, (_, i) => `test/old.test.js > legacy ${i}`);
     await server.service.db.models.Task.updateOne(
       { _id: created.body.id },

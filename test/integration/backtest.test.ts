@@ -12,12 +12,12 @@ import { startFakeModel, type FakeModel, fakeModelEnv } from "../helpers/fake-mo
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 /*
- * The backtest end to end (SPEC §4b): a repository with a history built here, mined and
- * validated for real (git worktrees, node:test in the sandbox), each valid case run as a
- * task through the real service with a scripted model, scored, reported. An oracle model
- * that writes the commit's own change resolves every valid case; a model that changes
- * nothing resolves none; one that only edits tests is not counted; a flaky case is dropped,
- * a case whose new test already passes at the parent is not a case.
+ * The backtest end to end (docs/operations.md, "Backtest"): a repository with a history built here,
+ * mined and validated for real (git worktrees, node:test in the sandbox), each valid case run as a
+ * task through the real service with a scripted model, scored, reported. An oracle model that
+ * writes the commit's own change resolves every valid case; a model that changes nothing resolves
+ * none; one that only edits tests is not counted; a flaky case is dropped, a case whose new test
+ * already passes at the parent is not a case.
  */
 
 let repo: BacktestRepo;

@@ -15,7 +15,7 @@ import { fakeGithub, gh, until, type GithubFake } from "../helpers/github-fake.j
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 /*
- * Feedback on a pull request a task opened (SPEC §4a, docs/github.md "Follow-ups on a task's
+ * Feedback on a pull request a task opened (docs/api.md, "Follow-ups on a task's
  * pull request"): reviews, inline comments and `/task` become a follow-up on the same branch
  * (or a revision of a task waiting at a gate). The payloads are @octokit/webhooks-examples'
  * (Codertocat/Hello-World), pointed at pull requests that tasks opened; GitHub is nock and

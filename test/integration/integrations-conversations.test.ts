@@ -8,11 +8,11 @@ import type { TestServer } from "../helpers/server.js";
 import { startGreeterStack, waitFor } from "../helpers/greeter-stack.js";
 
 /*
- * Feedback from chat and trackers (SPEC §4a; issue 29 item 3): a reply in a task's Slack
- * thread, or a comment on its Linear or Jira issue, revises the task at its gate and, once the
- * task is done with a branch, makes a follow-up task; nothing the integration itself writes
- * acts. One service with the three vendors faked at their HTTP boundary; deliveries are signed
- * as each vendor signs them.
+ * Feedback from chat and trackers (docs/api.md, "From chat and trackers"; issue 29 item 3): a reply
+ * in a task's Slack thread, or a comment on its Linear or Jira issue, revises the task at its gate
+ * and, once the task is done with a branch, makes a follow-up task; nothing the integration itself
+ * writes acts. One service with the three vendors faked at their HTTP boundary; deliveries are
+ * signed as each vendor signs them.
  */
 
 const SLACK_SECRET = "slack-signing-secret-conv-0123456789";

@@ -8,7 +8,7 @@ import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 /*
- * The MCP door (SPEC §13, docs/mcp.md) with the SDK's own client over Streamable HTTP against
+ * The MCP door (docs/mcp.md, "The MCP door") with the SDK's own client over Streamable HTTP against
  * the real service: a task from creation through both gates to DONE, watched with
  * wait_for_task's progress notifications; accounts isolated; bad and revoked keys refused.
  */

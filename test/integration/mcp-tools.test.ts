@@ -20,13 +20,13 @@ import { startTestServer, type TestServer } from "../helpers/server.js";
 import { openTaskStream } from "../helpers/ws.js";
 
 /*
- * MCP servers as the agent's tools (SPEC §13, docs/mcp.md): a repository's
- * .github/foreman.yml names a stdio server committed in it (fixtures/mcp/probe-server.mjs).
- * Planning sees only its read-only tool; implementing calls its other tool, whose result
- * reaches the model, and shows the server ran inside the sandbox: the working copy readable,
- * a host file outside it and the host's loopback not. An HTTP server in MCP_ALLOWED_URLS is
- * used (the SDK's own server), one outside it is never contacted, a server that cannot start fails nothing, and the
- * account's setting adds servers and write-only secrets.
+ * MCP servers as the agent's tools (docs/mcp.md, "MCP servers as the agent's tools"): a
+ * repository's .github/foreman.yml names a stdio server committed in it
+ * (fixtures/mcp/probe-server.mjs). Planning sees only its read-only tool; implementing calls its
+ * other tool, whose result reaches the model, and shows the server ran inside the sandbox: the
+ * working copy readable, a host file outside it and the host's loopback not. An HTTP server in
+ * MCP_ALLOWED_URLS is used (the SDK's own server), one outside it is never contacted, a server that
+ * cannot start fails nothing, and the account's setting adds servers and write-only secrets.
  */
 
 const SECRET_TEXT = "HOST-SECRET-OUTSIDE-THE-WORKING-COPY";

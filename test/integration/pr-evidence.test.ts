@@ -13,13 +13,13 @@ import { startTestServer, type TestServer } from "../helpers/server.js";
 import { startTask } from "../helpers/ws.js";
 
 /*
- * The evidence a change carries (SPEC §4c), end to end: a task on a GitHub repository whose
- * node:test suite is red on the base commit (clamp ignores its bounds, and an unrelated date
- * test fails) is fixed by the scripted model, which also adds a test of its own; the real
- * checks run in the sandbox on the base and after the change, and the pull request GitHub
- * receives (its API faked with nock at the HTTP boundary) says what ran, what the change
- * fixed, the test it added and reproduced, what was red before and still is, fix rounds,
- * cost and time, as `GET /tasks/{id}` `evidence` does.
+ * The evidence a change carries (docs/api.md, "Evidence"), end to end: a task on a GitHub
+ * repository whose node:test suite is red on the base commit (clamp ignores its bounds, and an
+ * unrelated date test fails) is fixed by the scripted model, which also adds a test of its own; the
+ * real checks run in the sandbox on the base and after the change, and the pull request GitHub
+ * receives (its API faked with nock at the HTTP boundary) says what ran, what the change fixed, the
+ * test it added and reproduced, what was red before and still is, fix rounds, cost and time, as
+ * `GET /tasks/{id}` `evidence` does.
  */
 
 /** The calc fixture's way of loading its TypeScript module from a plain .mjs test. */

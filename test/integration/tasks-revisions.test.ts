@@ -8,7 +8,7 @@ import { startTestServer, type TestServer } from "../helpers/server.js";
 import { openTaskStream, type EventStream, type StreamEvent } from "../helpers/ws.js";
 
 /*
- * Working with people (SPEC §4a, docs/api.md "Revisions, follow-ups and retries"), end to end
+ * Working with people (docs/api.md, "Revisions, follow-ups and retries"), end to end
  * on the real service with a scripted model and a real local git remote: revisions at both
  * gates, the revision limit, reject reasons, a retry after failed verification, a follow-up on
  * the same branch, and the AI review's one round of changes.

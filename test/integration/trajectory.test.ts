@@ -7,9 +7,10 @@ import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 /*
- * SPEC §4b: a finished task's trajectory replays its model calls in order (what each call
- * was sent, what the model answered, what its tools gave back), redacted; another account
- * gets 404. And `base_sha`: the task starts from the pinned commit, not the branch's head.
+ * docs/api.md, "GET /tasks/{id}/trajectory": a finished task's trajectory replays its model calls
+ * in order (what each call was sent, what the model answered, what its tools gave back), redacted;
+ * another account gets 404. And `base_sha`: the task starts from the pinned commit, not the
+ * branch's head.
  */
 
 const SECRET = "ghp_trajectorySecretToken0123456789abcdef";

@@ -8,14 +8,14 @@ import { startTestServer, type TestServer } from "../helpers/server.js";
 import { taskInStatus } from "../helpers/greeter-stack.js";
 
 /*
- * The verification baseline (SPEC §4a, §4c; issue 29 item 6, issue 41) on the real service: a repository
- * whose test suite already has a failing test. A change that leaves that failure as it was
- * is not failed and uses no fix round (the check is reported pre-existing, with its result
- * on the unchanged code); a change that breaks another test of the same suite still gets a fix
- * round. The unchanged code's results are kept per commit and command: the second task on the
- * same commit does not run them again. A finished task's last verification is kept for the
- * commit it pushed: its follow-up runs nothing on the unchanged code, unless someone pushed to
- * the branch meanwhile (another commit, run as any other).
+ * The verification baseline (docs/api.md, "Verification baseline"; issue 29 item 6, issue 41) on
+ * the real service: a repository whose test suite already has a failing test. A change that leaves
+ * that failure as it was is not failed and uses no fix round (the check is reported pre-existing,
+ * with its result on the unchanged code); a change that breaks another test of the same suite still
+ * gets a fix round. The unchanged code's results are kept per commit and command: the second task
+ * on the same commit does not run them again. A finished task's last verification is kept for the
+ * commit it pushed: its follow-up runs nothing on the unchanged code, unless someone pushed to the
+ * branch meanwhile (another commit, run as any other).
  */
 
 const files = {

@@ -11,7 +11,7 @@ import {
 } from "../helpers/verify-scenarios.js";
 
 /*
- * Verification judges by tests, not lines (SPEC §4c; issue 41 items 2 and 8): the four
+ * Verification judges by tests, not lines (docs/api.md, "Verification baseline"; issue 41 items 2 and 8): the four
  * scenarios of test/helpers/verify-scenarios.ts on node:test, pytest and vitest (installed
  * by the setup step from the registry), and beside them:
  * - a change that adds a test has it run on the base too (reproduced);

@@ -4,8 +4,8 @@ import { changeRequestBody, GITHUB_BODY_LIMIT } from "../../src/domain/change-re
 import { taskEvidence } from "../../src/domain/tasks/evidence.js";
 
 /*
- * The evidence a change carries (SPEC §4c), as `GET /tasks/{id}` serves it and as the
- * forge-neutral pull-request body renders it: merged over checks, capped with counts, and a
+ * The evidence a change carries (docs/api.md, "Evidence"), as `GET /tasks/{id}` serves it and as
+ * the forge-neutral pull-request body renders it: merged over checks, capped with counts, and a
  * body that stays within GitHub's 65,536 characters whatever the lists, plan and review hold.
  */
 

@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import type { TaskRecord } from "../../src/db/models.js";
 import { planText } from "../../src/github/notices.js";
 
-/* The plan gate's comment on a GitHub issue names the plan's targets (SPEC §4c). */
+/* The plan gate's comment on a GitHub issue names the plan's targets (docs/api.md, "Verification
+ * baseline"). */
 
 const task = (targets?: string[]) =>
   ({

@@ -19,8 +19,9 @@ import {
 import type { CheckOutcome, VerifyOutcome } from "../../src/verify/run.js";
 
 /*
- * What a change did, test by test (SPEC §4c), without running anything: the comparison of
- * one check after the change with the base's kept results, and the round's judgement.
+ * What a change did, test by test (docs/api.md, "Verification baseline"), without running anything:
+ * the comparison of one check after the change with the base's kept results, and the round's
+ * judgement.
  */
 
 const ROOTS = ["/data/work/t1", "/workspace"];

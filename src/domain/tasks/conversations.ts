@@ -3,14 +3,16 @@ import { tasksOf, type TaskDeps } from "./model.js";
 import { followUpTask, reviseTask } from "./revisions.js";
 
 /*
- * A person answering a task where it reports (SPEC §4a; docs/api.md, "Revisions, follow-ups
- * and retries"): a comment on its pull request, a reply in its Slack thread, a comment on its
- * Linear or Jira issue. Every door asks `respondToConversation` what the words do: a revision
- * while the conversation's newest task waits at a gate, a follow-up task on the branch of its
- * newest task that ended DONE with one, otherwise nothing, with the reason to answer.
+ * A person answering a task where it reports (docs/api.md, "Revisions, follow-ups and
+ * retries", "From chat and trackers"): a comment on its pull request, a reply in its Slack
+ * thread, a comment on its Linear or Jira issue. Every door asks `respondToConversation` what the
+ * words do: a revision while the conversation's newest task waits at a gate, a follow-up task on
+ * the branch of its newest task that ended DONE with one, otherwise nothing, with the reason to
+ * answer.
  */
 
-/** The longest follow-up description (SPEC §4: 20,000) and revision feedback (SPEC §4a). */
+/** The longest follow-up description and revision feedback (docs/api.md, "Revisions,
+ * follow-ups and retries"). */
 const MAX_DESCRIPTION = 20_000;
 const MAX_FEEDBACK = 10_000;
 

@@ -34,7 +34,8 @@ export interface CreateTaskInput {
   /** A follow-up: the task it follows up and the branch and pull request it updates. */
   parent_task_id?: string | undefined;
   follow_up?: FollowUpRecord | undefined;
-  /** Start from this commit (full or abbreviated id) instead of the branch's head (SPEC §4b). */
+  /** Start from this commit (full or abbreviated id) instead of the branch's head (docs/api.md,
+   * `POST /tasks`). */
   base_sha?: string | undefined;
 }
 

@@ -1,13 +1,13 @@
 /*
- * The evidence a change carries (SPEC §4c): what verification ran, what the change fixed,
- * which tests it added and reproduced, what was red before and still is, fix rounds, model
+ * The evidence a change carries (docs/api.md, "Evidence"): what verification ran, what the change
+ * fixed, which tests it added and reproduced, what was red before and still is, fix rounds, model
  * cost and time. Derived from the task record alone (its `checks`, `cost` and times), so
- * `GET /tasks/{id}` and every forge's pull-request body (domain/change-request-text.ts) say
- * the same thing.
+ * `GET /tasks/{id}` and every forge's pull-request body (domain/change-request-text.ts) say the
+ * same thing.
  */
 import type { CheckRecord, TaskRecord } from "../../db/models.js";
 
-/** Ids shown per list of the evidence (SPEC §4c: lists capped at 50, with counts). */
+/** Ids shown per list of the evidence (docs/api.md, "Evidence": the first 50, with counts). */
 export const EVIDENCE_LIST_CAP = 50;
 
 /** Test ids and how many there are in all (`ids` stops at EVIDENCE_LIST_CAP). */
@@ -53,7 +53,8 @@ export interface TaskEvidence {
   command_ms: number;
 }
 
-/** A check's per-test summary as verification stores it (SPEC §4c, `checks.results[].tests`). */
+/** A check's per-test summary as verification stores it (docs/api.md, "Verification baseline":
+ * `checks.results[].tests`). */
 interface StoredTests {
   total?: number;
   passed?: number;

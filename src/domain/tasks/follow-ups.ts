@@ -2,7 +2,7 @@ import { collectionOf, type Models, type TaskRecord } from "../../db/models.js";
 
 /*
  * The tasks of one pull request a task opened: the task that opened it and the follow-ups
- * that push to its branch (docs/github.md, "Follow-ups on a task's pull request"). Doors ask
+ * that push to its branch (docs/api.md, "Follow-ups on a task's pull request"). Doors ask
  * which of them feedback on the pull request is for.
  */
 

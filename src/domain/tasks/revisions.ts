@@ -29,7 +29,7 @@ export const taskRetryMarker = markerKind(
 );
 
 /*
- * Working with people (docs/api.md, "Revisions, follow-ups and retries"; SPEC §4a): feedback
+ * Working with people (docs/api.md, "Revisions, follow-ups and retries"): feedback
  * at a gate (reviseTask), a failed task restarted where it failed (retryTask), and a new task
  * on a finished task's branch (followUpTask). Every door (REST, GitHub, chat, trackers) calls
  * these functions.

@@ -83,9 +83,9 @@ async function verifiedRecord(
 }
 
 /**
- * The tests the change adds or edits that fail on the base and pass now (SPEC §4c,
- * reproduced): the checks holding them run once more on the base, with the change's test
- * files copied over it. Run at a passing verification only; [] without a base.
+ * The tests the change adds or edits that fail on the base and pass now (reproduced:
+ * docs/api.md, "Verification baseline"): the checks holding them run once more on the base, with
+ * the change's test files copied over it. Run at a passing verification only; [] without a base.
  */
 async function reproducedTests(
   ctx: StageContext,
@@ -176,7 +176,7 @@ function checkRecord(
 
 /**
  * VERIFYING ⇄ FIXING: the repository's own checks run in the sandbox and are judged test by
- * test against the base commit (SPEC §4c; verify/judge.ts): new failures, tests failing
+ * test against the base commit (docs/api.md, "Verification baseline"): new failures, tests failing
  * differently than on the base, and failing tests the task is about go back to an agent with
  * the same tools, at most MAX_FIX_ATTEMPTS times; tests failing the same way as on the base
  * are named, not chased. The count of finished rounds is kept on the task, so a resumed stage

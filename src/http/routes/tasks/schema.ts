@@ -33,7 +33,7 @@ export const createTaskBody = z.strictObject({
     .regex(/^[0-9a-f]{7,40}$/, "must be a commit id: 7 to 40 hexadecimal characters")
     .optional()
     .describe(
-      "start from this commit (full or abbreviated id, reachable in the repository) instead of the branch's head (extension; SPEC §4b)",
+      "start from this commit (full or abbreviated id, reachable in the repository) instead of the branch's head (extension)",
     ),
 });
 
@@ -244,7 +244,7 @@ export const task = z
               .nullable()
               .optional()
               .describe(
-                "what the change did in this check, test by test (SPEC §4c); null: its output could not be read per test",
+                "what the change did in this check, test by test; null: its output could not be read per test",
               ),
           }),
         ),
@@ -262,9 +262,7 @@ export const task = z
       .describe("the last verification run (extension)"),
     evidence: evidence
       .nullable()
-      .describe(
-        "what the change did, as its pull request says it (SPEC §4c); null until verification ran",
-      ),
+      .describe("what the change did, as its pull request says it; null until verification ran"),
     memories_used: z
       .array(
         z.object({

@@ -4,7 +4,8 @@ import { route, type AnyRoute } from "../../route.js";
 import { timestamp } from "../../schemas.js";
 import { taskParams } from "./schema.js";
 
-/** One line of the trajectory (SPEC §4b): one model call of the task. */
+/** One line of the trajectory (docs/api.md, "GET /tasks/{id}/trajectory"): one model call of the
+ * task. */
 export const trajectoryLine = z
   .object({
     stage: z
@@ -52,7 +53,7 @@ export const trajectoryRoutes: AnyRoute[] = [
     tag: "tasks",
     summary: "The task's model transcript (NDJSON)",
     description:
-      "Every model call of the task in order, one JSON object per line (`application/x-ndjson`), redacted like logs. Kept TRAJECTORY_RETENTION_DAYS: 410 after that (extension; SPEC §4b).",
+      "Every model call of the task in order, one JSON object per line (`application/x-ndjson`), redacted like logs. Kept TRAJECTORY_RETENTION_DAYS: 410 after that (extension).",
     auth: "key",
     params: taskParams,
     status: 200,

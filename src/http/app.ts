@@ -26,7 +26,8 @@ import { statusRoutes } from "./routes/status/routes.js";
 import { taskRoutes } from "./routes/tasks/routes.js";
 import { trajectoryRoutes } from "./routes/tasks/trajectory.js";
 import { workspaceRoutes } from "./routes/workspaces/routes.js";
-import type { AppContext, AppState, HttpDeps, VendorEndpoint } from "./types.js";
+import type { VendorEndpoint } from "../domain/integrations/endpoint.js";
+import type { AppContext, AppState, HttpDeps } from "./types.js";
 import { SERVICE_VERSION } from "../util/version.js";
 
 /** The version in the OpenAPI and AsyncAPI documents: package.json's (util/version.ts). */

@@ -1,7 +1,7 @@
 import { z, type ZodType } from "zod";
 import { isIdempotent, type AnyRoute } from "./route.js";
 import { errorBody } from "./schemas.js";
-import type { VendorEndpoint } from "./types.js";
+import type { VendorEndpoint } from "../domain/integrations/endpoint.js";
 
 type JsonSchema = Record<string, unknown>;
 

@@ -11,6 +11,7 @@ import type { CronJobs } from "../domain/automations.js";
 import type { HealthScans } from "../domain/health-reports.js";
 import type { Principal } from "../domain/keys.js";
 import type { TaskDeps } from "../domain/tasks/model.js";
+import type { VendorEndpoint } from "../domain/integrations/endpoint.js";
 import type { Logger } from "../util/logger.js";
 import type { RateLimiterAbstract } from "rate-limiter-flexible";
 import type { GithubReceiver } from "../github-api/receiver.js";
@@ -59,32 +60,6 @@ export interface NodeDoor {
 
 /** The `mountPages` of a server with no pages of another door: nothing to mount. */
 export function noPages(): void {}
-
-/**
- * A vendor's signed endpoint (Slack, Linear, Jira...): no API key, the raw body read by its
- * handler, which checks the signature itself. The description feeds the OpenAPI document.
- */
-export interface VendorEndpoint {
-  method: "post";
-  /** Koa-router style path, e.g. `/integrations/:id/linear/webhook`. */
-  path: string;
-  /** The vendor: every path under `/integrations/{id}/<type>/` is read raw. */
-  type: string;
-  operationId: string;
-  summary: string;
-  description: string;
-  params: Readonly<Record<string, { description: string; values?: readonly string[] }>>;
-  /** Header name → what it carries, and whether a request without it is refused. */
-  headers: Readonly<Record<string, { description: string; required: boolean }>>;
-  contentTypes: readonly string[];
-  /** What a 200 answers. */
-  ok: string;
-  handle(request: {
-    params: Readonly<Record<string, string>>;
-    readBody(): Promise<string>;
-    header(name: string): string;
-  }): Promise<{ status: number; body: unknown }>;
-}
 
 export interface AppState {
   principal?: Principal;

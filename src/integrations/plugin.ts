@@ -1,5 +1,11 @@
 import type { z } from "zod";
+import type { Config } from "../config/env.js";
 import type { TaskRecord } from "../db/models.js";
+import type {
+  VendorAnswer,
+  VendorEndpoint,
+  VendorRequest,
+} from "../domain/integrations/endpoint.js";
 import type { IntegrationRecord } from "../domain/integrations/store.js";
 import type { IntegrationKind, IntegrationType, TaskSource } from "../domain/integrations/types.js";
 import type { Marker } from "../durable/markers.js";
@@ -31,57 +37,26 @@ export interface IntegrationDeps {
   logger: Logger;
   /** Queues a task asked for at a vendor (the task request job creates it). */
   requestTask: RequestTask;
-  /** Slack's Web API base (tests point it at a fake); https://slack.com/api/ by default. */
-  slackApiUrl?: string | undefined;
-  /** The Slack app's own signing secret (SLACK_SIGNING_SECRET), for its app-wide URLs. */
-  slackSigningSecret?: string | undefined;
-  /** Linear's GraphQL endpoint (tests point it at a fake). */
-  linearApiUrl?: string | undefined;
-  /** Jira sites may be http:// or non-public hosts (ALLOW_LOCAL_REPOS). */
-  allowLocalSites?: boolean | undefined;
+  /**
+   * Each vendor's own settings, by type, as its plugin's `settings` reads them from the
+   * config (registry.ts); the vendor's folder reads its entry (tests set it directly).
+   */
+  vendors: VendorSettings;
   /** Waits between attempts of the shared jobs (ms); tests shorten it. */
   backoffMs?: number;
 }
 
-/** What the shared jobs need: the vendors' endpoints, without the door's request queue. */
-export type IntegrationJobDeps = Omit<IntegrationDeps, "requestTask" | "slackSigningSecret">;
+/** Each vendor's settings from the config (its API base, its app's secret...), by type. */
+export type VendorSettings = Readonly<Partial<Record<IntegrationType, object>>>;
 
-/** A vendor request as its route reads it: the raw signed body, its path values and headers. */
-export interface VendorRequest {
-  params: Readonly<Record<string, string>>;
-  /** Reads the raw body (413 over 1 MiB); a handler reads it once it knows the path holds. */
-  readBody(): Promise<string>;
-  /** A request header's value, "" when absent. */
-  header(name: string): string;
-}
+/** What the shared jobs need: the vendors' settings, without the door's request queue. */
+export type IntegrationJobDeps = Omit<IntegrationDeps, "requestTask">;
 
-/** What the vendor is answered. */
-export interface VendorAnswer {
-  status: number;
-  body: unknown;
-}
-
-/**
- * One signed vendor endpoint, described for the OpenAPI document. The body is read raw (up
- * to 1 MiB) and checked by the handler: signature first (401), then its shape (400).
- */
-export interface VendorRoute {
-  method: "post";
-  /** Koa-router style path, e.g. `/integrations/:id/linear/webhook`. */
-  path: string;
-  operationId: string;
-  summary: string;
-  description: string;
-  /** The path values, each with its description (and its values, when they are few). */
-  params: Readonly<Record<string, { description: string; values?: readonly string[] }>>;
-  /** The headers the vendor signs and identifies a delivery with; the signature is required. */
-  headers: Readonly<Record<string, { description: string; required: boolean }>>;
-  /** The media types the vendor sends the body as. */
-  contentTypes: readonly string[];
-  /** What a 200 answers. */
-  ok: string;
-  handle(deps: IntegrationDeps, request: VendorRequest): Promise<VendorAnswer>;
-}
+/** A vendor endpoint's handler as its plugin declares it: the service's parts first. */
+export type PluginHandler = (
+  deps: IntegrationDeps,
+  request: VendorRequest,
+) => Promise<VendorAnswer>;
 
 /** One vendor: everything the service knows of it goes through this shape. */
 export interface IntegrationPlugin<T extends IntegrationType = IntegrationType> {
@@ -89,7 +64,9 @@ export interface IntegrationPlugin<T extends IntegrationType = IntegrationType> 
   /** Its settings and write-only secrets (zod), as the /integrations resource checks them. */
   kind: IntegrationKind<z.ZodType, z.ZodType>;
   /** Its signed endpoints (no API key), mounted and documented by the HTTP door. */
-  routes: readonly VendorRoute[];
+  routes: readonly VendorEndpoint<PluginHandler, T>[];
+  /** Its settings from the service's configuration (`IntegrationDeps.vendors[type]`). */
+  settings(config: Config): object;
   /**
    * Defines its own background jobs on the scheduler (none of today's vendors has one: the
    * task request and notice jobs are shared, shared/task-requests.ts and shared/notices.ts).

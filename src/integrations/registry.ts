@@ -3,13 +3,12 @@ import type { IntegrationType } from "../domain/integrations/types.js";
 import type { JobKind } from "../queue/scheduler.js";
 import { jiraPlugin } from "./jira/index.js";
 import { linearPlugin } from "./linear/index.js";
+import type { VendorEndpoint } from "../domain/integrations/endpoint.js";
 import type {
   IntegrationDeps,
   IntegrationJobDeps,
   IntegrationPlugin,
-  VendorAnswer,
-  VendorRequest,
-  VendorRoute,
+  VendorSettings,
 } from "./plugin.js";
 import { slackPlugin } from "./slack/index.js";
 
@@ -33,35 +32,17 @@ export function integrationPlugins(): IntegrationPlugin[] {
   return Object.values(INTEGRATION_PLUGINS);
 }
 
-/**
- * What the configuration sets for the vendors (config/env.ts): their API bases (tests point
- * them at fakes), the Slack app's signing secret, whether a Jira site may be local.
- */
-export function vendorSettings(
-  config: Config,
-): Omit<IntegrationDeps, "tasks" | "logger" | "requestTask" | "backoffMs"> {
-  return {
-    slackApiUrl: config.slackApiUrl,
-    slackSigningSecret: config.slackOAuth.signingSecret,
-    linearApiUrl: config.linearApiUrl,
-    allowLocalSites: config.allowLocalRepos,
-  };
+/** Each vendor's settings read from the config by its own plugin, by type. */
+export function vendorSettings(config: Config): VendorSettings {
+  return Object.fromEntries(integrationPlugins().map((p) => [p.type, p.settings(config)]));
 }
 
-/** A vendor route bound to the service's parts: what the HTTP door mounts and documents. */
-export type BoundVendorRoute = Omit<VendorRoute, "handle"> & {
-  /** The folder all of the vendor's paths are under (`/integrations/{id}/<type>/`). */
-  type: IntegrationType;
-  handle(request: VendorRequest): Promise<VendorAnswer>;
-};
-
 /** Every vendor's routes, bound to `deps` once (src/context.ts), mounted by the HTTP door. */
-export function vendorRoutes(deps: IntegrationDeps): BoundVendorRoute[] {
+export function vendorRoutes(deps: IntegrationDeps): VendorEndpoint[] {
   return integrationPlugins().flatMap((plugin) =>
-    plugin.routes.map(({ handle, ...spec }) => ({
+    plugin.routes.map(({ handle, ...spec }): VendorEndpoint => ({
       ...spec,
-      type: plugin.type,
-      handle: (request: VendorRequest) => handle(deps, request),
+      handle: (request) => handle(deps, request),
     })),
   );
 }

@@ -96,7 +96,7 @@ function job() {
   return taskRequestJob({
     tasks: server.service.pipeline.taskDeps,
     logger: server.service.logger,
-    linearApiUrl: linear.url,
+    vendors: { linear: { apiUrl: linear.url } },
     backoffMs: 5,
   });
 }

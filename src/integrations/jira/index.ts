@@ -1,7 +1,8 @@
 import { jiraKind } from "../../domain/integrations/kinds.js";
 import { jiraDeliveryMarker } from "./door.js";
 import { redactText } from "../../util/redact.js";
-import type { IntegrationPlugin } from "../plugin.js";
+import type { Config } from "../../config/env.js";
+import type { IntegrationJobDeps, IntegrationPlugin } from "../plugin.js";
 import { trackerTaskInput } from "../shared/task-request.js";
 import { commentOnJiraIssue, handleJira, jiraClient, postJiraNotice } from "./door.js";
 
@@ -10,12 +11,23 @@ import { commentOnJiraIssue, handleJira, jiraClient, postJiraNotice } from "./do
  * settings' `started` transition with the plan and `done` on the merge.
  */
 
+/** What the service's configuration sets for Jira (`IntegrationDeps.vendors.jira`). */
+interface JiraServiceSettings {
+  /** Jira sites may be http:// or non-public hosts (ALLOW_LOCAL_REPOS). */
+  allowLocalSites?: boolean | undefined;
+}
+
+function jiraSettingsOf(deps: Pick<IntegrationJobDeps, "vendors">): JiraServiceSettings {
+  return (deps.vendors.jira ?? {}) as JiraServiceSettings;
+}
+
 export const jiraPlugin = {
   type: "jira",
   kind: jiraKind,
   routes: [
     {
       method: "post",
+      type: "jira",
       path: "/integrations/:id/jira/webhook",
       operationId: "jiraWebhook",
       summary: "Jira's webhook deliveries to one integration (issues, comments)",
@@ -41,7 +53,7 @@ export const jiraPlugin = {
             tasks: deps.tasks,
             logger: deps.logger,
             requestTask: deps.requestTask,
-            allowLocal: deps.allowLocalSites,
+            allowLocal: jiraSettingsOf(deps).allowLocalSites,
           },
           request.params.id ?? "",
           {
@@ -53,11 +65,19 @@ export const jiraPlugin = {
       },
     },
   ],
+  settings: (config: Config): JiraServiceSettings => ({
+    allowLocalSites: config.allowLocalRepos,
+  }),
   jobs() {},
   install: null,
   reportsMerges: true,
   async notice(deps, integration, task, kind) {
-    await postJiraNotice({ allowLocal: deps.allowLocalSites }, integration, task, kind);
+    await postJiraNotice(
+      { allowLocal: jiraSettingsOf(deps).allowLocalSites },
+      integration,
+      task,
+      kind,
+    );
   },
   async taskInput(_deps, _integration, request) {
     return trackerTaskInput(request);
@@ -66,7 +86,7 @@ export const jiraPlugin = {
   async reply(deps, integration, request, text) {
     if (request.type !== "jira") return;
     await commentOnJiraIssue(
-      await jiraClient(integration, deps.allowLocalSites),
+      await jiraClient(integration, jiraSettingsOf(deps).allowLocalSites),
       request.report_to.ref.issue_key ?? "",
       redactText(text),
     );

@@ -1,7 +1,8 @@
 import { linearKind } from "../../domain/integrations/kinds.js";
 import { linearDeliveryMarker } from "./door.js";
 import { redactText } from "../../util/redact.js";
-import type { IntegrationPlugin } from "../plugin.js";
+import type { Config } from "../../config/env.js";
+import type { IntegrationJobDeps, IntegrationPlugin } from "../plugin.js";
 import { trackerTaskInput } from "../shared/task-request.js";
 import { commentOnIssue, handleLinear, linearClient, postLinearNotice } from "./door.js";
 
@@ -10,12 +11,23 @@ import { commentOnIssue, handleLinear, linearClient, postLinearNotice } from "./
  * issue moves to started with the plan and to completed on the merge.
  */
 
+/** What the service's configuration sets for Linear (`IntegrationDeps.vendors.linear`). */
+interface LinearServiceSettings {
+  /** Linear's GraphQL endpoint (LINEAR_API_URL; tests point it at a fake). */
+  apiUrl?: string | undefined;
+}
+
+function linearSettingsOf(deps: Pick<IntegrationJobDeps, "vendors">): LinearServiceSettings {
+  return (deps.vendors.linear ?? {}) as LinearServiceSettings;
+}
+
 export const linearPlugin = {
   type: "linear",
   kind: linearKind,
   routes: [
     {
       method: "post",
+      type: "linear",
       path: "/integrations/:id/linear/webhook",
       operationId: "linearWebhook",
       summary: "Linear's webhook deliveries to one integration (issues, comments)",
@@ -40,7 +52,7 @@ export const linearPlugin = {
             tasks: deps.tasks,
             logger: deps.logger,
             requestTask: deps.requestTask,
-            apiUrl: deps.linearApiUrl,
+            apiUrl: linearSettingsOf(deps).apiUrl,
           },
           request.params.id ?? "",
           {
@@ -52,11 +64,12 @@ export const linearPlugin = {
       },
     },
   ],
+  settings: (config: Config): LinearServiceSettings => ({ apiUrl: config.linearApiUrl }),
   jobs() {},
   install: null,
   reportsMerges: true,
   async notice(deps, integration, task, kind) {
-    await postLinearNotice({ apiUrl: deps.linearApiUrl }, integration, task, kind);
+    await postLinearNotice({ apiUrl: linearSettingsOf(deps).apiUrl }, integration, task, kind);
   },
   async taskInput(_deps, _integration, request) {
     return trackerTaskInput(request);
@@ -65,7 +78,7 @@ export const linearPlugin = {
   async reply(deps, integration, request, text) {
     if (request.type !== "linear") return;
     await commentOnIssue(
-      linearClient(integration, deps.linearApiUrl),
+      linearClient(integration, linearSettingsOf(deps).apiUrl),
       request.report_to.ref.issue_id ?? "",
       redactText(text),
     );

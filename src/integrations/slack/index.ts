@@ -5,7 +5,9 @@ import {
 } from "../../domain/integrations/slack-install.js";
 import { slackDeliveryMarker } from "./door.js";
 import { errors } from "../../errors.js";
-import type { IntegrationDeps, IntegrationPlugin, VendorRequest, VendorRoute } from "../plugin.js";
+import type { VendorEndpoint, VendorRequest } from "../../domain/integrations/endpoint.js";
+import type { IntegrationDeps, IntegrationPlugin, PluginHandler } from "../plugin.js";
+import { slackServiceSettings, slackSettingsOf } from "./settings.js";
 import {
   handleSlack,
   handleSlackApp,
@@ -69,14 +71,15 @@ function doorDeps(deps: IntegrationDeps) {
     tasks: deps.tasks,
     logger: deps.logger,
     requestTask: deps.requestTask,
-    apiUrl: deps.slackApiUrl,
+    apiUrl: slackSettingsOf(deps).apiUrl,
   };
 }
 
-const routes: readonly VendorRoute[] = [
+const routes: readonly VendorEndpoint<PluginHandler, "slack">[] = [
   {
     method: "post",
     path: "/integrations/slack/:endpoint",
+    type: "slack",
     operationId: "slackAppRequest",
     summary: "The Slack app's own URLs: a request from any workspace the app is installed in",
     description:
@@ -88,7 +91,7 @@ const routes: readonly VendorRoute[] = [
     async handle(deps, request) {
       const endpoint = endpointOf(request);
       return handleSlackApp(
-        { ...doorDeps(deps), signingSecret: deps.slackSigningSecret },
+        { ...doorDeps(deps), signingSecret: slackSettingsOf(deps).signingSecret },
         endpoint,
         await signed(request),
       );
@@ -97,6 +100,7 @@ const routes: readonly VendorRoute[] = [
   {
     method: "post",
     path: "/integrations/:id/slack/:endpoint",
+    type: "slack",
     operationId: "slackRequest",
     summary: "A Slack request to one integration (slash command, gate button, mention)",
     description:
@@ -116,6 +120,7 @@ export const slackPlugin = {
   type: "slack",
   kind: slackKind,
   routes,
+  settings: slackServiceSettings,
   jobs() {},
   install: {
     start: "/integrations/{id}/slack/install",
@@ -126,7 +131,7 @@ export const slackPlugin = {
   async notice(deps, integration, task, kind) {
     if (kind === "merged") return;
     await postSlackNotice(
-      { tasks: deps.tasks, logger: deps.logger, apiUrl: deps.slackApiUrl },
+      { tasks: deps.tasks, logger: deps.logger, apiUrl: slackSettingsOf(deps).apiUrl },
       integration,
       task,
       kind,
@@ -140,7 +145,8 @@ export const slackPlugin = {
     if (request.type === "slack") await announceSlackTask(deps, integration, request, repo);
   },
   async reply(deps, integration, request, text) {
-    if (request.type === "slack") await replyInSlack(integration, request, text, deps.slackApiUrl);
+    if (request.type === "slack")
+      await replyInSlack(integration, request, text, slackSettingsOf(deps).apiUrl);
   },
   markers: [slackDeliveryMarker, slackInstallStateMarker, slackInstallStateUsedMarker],
 } satisfies IntegrationPlugin<"slack">;

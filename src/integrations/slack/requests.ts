@@ -7,6 +7,7 @@ import type { RepoTarget, TaskSource } from "../../domain/integrations/types.js"
 import type { IntegrationJobDeps } from "../plugin.js";
 import { noRepoText, REPO_NAME, usageText, type SlackTaskRequest } from "../shared/task-request.js";
 import { slackClient } from "./door.js";
+import { slackSettingsOf } from "./settings.js";
 
 /*
  * A task asked for in Slack, as the task request job (shared/task-requests.ts) creates it:
@@ -80,7 +81,7 @@ export async function announceSlackTask(
   request: SlackTaskRequest,
   repo: string,
 ): Promise<void> {
-  const client = slackClient(integration, deps.slackApiUrl);
+  const client = slackClient(integration, slackSettingsOf(deps).apiUrl);
   const res = await client.chat.postMessage({
     channel: request.channel,
     ...(request.thread_ts ? { thread_ts: request.thread_ts } : {}),

@@ -174,6 +174,93 @@ export function declaredTypeDocs(fileName: string, text: string): Map<string, Me
   return types;
 }
 
+/** Local declarations by name, with the node their doc comment sits on. */
+type Locals = Map<string, { node: ts.Node; value: ts.Node | undefined }>;
+
+function localDeclarations(source: ts.SourceFile): Locals {
+  const locals: Locals = new Map();
+  for (const statement of source.statements) {
+    if (
+      (ts.isFunctionDeclaration(statement) ||
+        ts.isClassDeclaration(statement) ||
+        ts.isInterfaceDeclaration(statement) ||
+        ts.isTypeAliasDeclaration(statement) ||
+        ts.isEnumDeclaration(statement)) &&
+      statement.name
+    )
+      locals.set(statement.name.text, { node: statement, value: statement });
+    else if (ts.isVariableStatement(statement))
+      for (const decl of statement.declarationList.declarations)
+        if (ts.isIdentifier(decl.name))
+          locals.set(decl.name.text, { node: statement, value: decl.initializer });
+  }
+  return locals;
+}
+
+/** Imported names: the module and the name it exports (null: default or namespace). */
+type ImportedNames = Map<string, { specifier: string; name: string | null }>;
+
+function importedNames(source: ts.SourceFile): ImportedNames {
+  const imported: ImportedNames = new Map();
+  for (const statement of source.statements)
+    if (
+      ts.isImportDeclaration(statement) &&
+      statement.importClause &&
+      ts.isStringLiteral(statement.moduleSpecifier)
+    ) {
+      const clause = statement.importClause;
+      const specifier = statement.moduleSpecifier.text;
+      if (clause.name) imported.set(clause.name.text, { specifier, name: null });
+      if (clause.namedBindings && ts.isNamedImports(clause.namedBindings))
+        for (const element of clause.namedBindings.elements)
+          imported.set(element.name.text, {
+            specifier,
+            name: (element.propertyName ?? element.name).text,
+          });
+      else if (clause.namedBindings)
+        imported.set(clause.namedBindings.name.text, { specifier, name: null });
+    }
+  return imported;
+}
+
+/** A CommonJS assignment chain at the top of a file (`a = b = value`). */
+interface ExportChain {
+  statement: ts.Node;
+  targets: ts.Expression[];
+  value: ts.Expression;
+}
+
+/**
+ * CommonJS: which local names are the exported object (`var app = exports = module.exports =
+ * {}`), and the file's assignment chains.
+ */
+function commonJsExports(source: ts.SourceFile): { exported: Set<string>; chains: ExportChain[] } {
+  const exported = new Set<string>();
+  const chains: ExportChain[] = [];
+  for (const statement of source.statements) {
+    if (ts.isExpressionStatement(statement)) {
+      const chain = assignmentChain(statement.expression);
+      if (chain.targets.length > 0) chains.push({ statement, ...chain });
+    } else if (ts.isVariableStatement(statement)) {
+      for (const decl of statement.declarationList.declarations) {
+        if (!decl.initializer || !ts.isIdentifier(decl.name)) continue;
+        const chain = assignmentChain(decl.initializer);
+        if (chain.targets.some(isModuleExports)) {
+          exported.add(decl.name.text);
+          chains.push({ statement, targets: chain.targets, value: chain.value });
+        }
+      }
+    }
+  }
+  for (const { targets, value } of chains)
+    if (targets.some(isModuleExports)) {
+      if (ts.isIdentifier(value)) exported.add(value.text);
+      for (const target of targets) if (ts.isIdentifier(target)) exported.add(target.text);
+    }
+  exported.delete("exports");
+  return { exported, chains };
+}
+
 /**
  * Public symbols of one file's text. `importedTypes` reads the interfaces and classes that
  * other files of the project declare, for the docs a member inherits from them.
@@ -205,43 +292,8 @@ export function jsDocSymbols(
     out.push(symbol);
   };
 
-  // Local declarations by name, with the node their doc comment sits on.
-  const locals = new Map<string, { node: ts.Node; value: ts.Node | undefined }>();
-  for (const statement of source.statements) {
-    if (
-      (ts.isFunctionDeclaration(statement) ||
-        ts.isClassDeclaration(statement) ||
-        ts.isInterfaceDeclaration(statement) ||
-        ts.isTypeAliasDeclaration(statement) ||
-        ts.isEnumDeclaration(statement)) &&
-      statement.name
-    )
-      locals.set(statement.name.text, { node: statement, value: statement });
-    else if (ts.isVariableStatement(statement))
-      for (const decl of statement.declarationList.declarations)
-        if (ts.isIdentifier(decl.name))
-          locals.set(decl.name.text, { node: statement, value: decl.initializer });
-  }
-  /** Imported names: the module and the name it exports (null: default or namespace). */
-  const imported = new Map<string, { specifier: string; name: string | null }>();
-  for (const statement of source.statements)
-    if (
-      ts.isImportDeclaration(statement) &&
-      statement.importClause &&
-      ts.isStringLiteral(statement.moduleSpecifier)
-    ) {
-      const clause = statement.importClause;
-      const specifier = statement.moduleSpecifier.text;
-      if (clause.name) imported.set(clause.name.text, { specifier, name: null });
-      if (clause.namedBindings && ts.isNamedImports(clause.namedBindings))
-        for (const element of clause.namedBindings.elements)
-          imported.set(element.name.text, {
-            specifier,
-            name: (element.propertyName ?? element.name).text,
-          });
-      else if (clause.namedBindings)
-        imported.set(clause.namedBindings.name.text, { specifier, name: null });
-    }
+  const locals = localDeclarations(source);
+  const imported = importedNames(source);
   const importedDocs = (base: string): MemberDocs => {
     const from = imported.get(base);
     if (!from?.name || !importedTypes) return [];
@@ -346,30 +398,7 @@ export function jsDocSymbols(
     }
   };
 
-  // CommonJS: which local names are the exported object (`var app = exports = module.exports = {}`).
-  const exported = new Set<string>();
-  const chains: Array<{ statement: ts.Node; targets: ts.Expression[]; value: ts.Expression }> = [];
-  for (const statement of source.statements) {
-    if (ts.isExpressionStatement(statement)) {
-      const chain = assignmentChain(statement.expression);
-      if (chain.targets.length > 0) chains.push({ statement, ...chain });
-    } else if (ts.isVariableStatement(statement)) {
-      for (const decl of statement.declarationList.declarations) {
-        if (!decl.initializer || !ts.isIdentifier(decl.name)) continue;
-        const chain = assignmentChain(decl.initializer);
-        if (chain.targets.some(isModuleExports)) {
-          exported.add(decl.name.text);
-          chains.push({ statement, targets: chain.targets, value: chain.value });
-        }
-      }
-    }
-  }
-  for (const { targets, value } of chains)
-    if (targets.some(isModuleExports)) {
-      if (ts.isIdentifier(value)) exported.add(value.text);
-      for (const target of targets) if (ts.isIdentifier(target)) exported.add(target.text);
-    }
-  exported.delete("exports");
+  const { exported, chains } = commonJsExports(source);
 
   /** `X.name`, `X.prototype.name` or `exports.name` with X exported: the symbol's name. */
   const memberName = (target: ts.Expression): string | null => {
@@ -389,100 +418,113 @@ export function jsDocSymbols(
     return null;
   };
 
-  for (const statement of source.statements) {
-    // --- ES modules
-    if (
-      (ts.isFunctionDeclaration(statement) ||
-        ts.isClassDeclaration(statement) ||
-        ts.isInterfaceDeclaration(statement) ||
-        ts.isTypeAliasDeclaration(statement) ||
-        ts.isEnumDeclaration(statement) ||
-        ts.isModuleDeclaration(statement)) &&
-      hasModifier(statement, ts.SyntaxKind.ExportKeyword)
-    ) {
-      const name =
-        statement.name && ts.isIdentifier(statement.name) ? statement.name.text : "default";
-      add(name, statement, [statement]);
-      if (ts.isClassDeclaration(statement)) classMembers(name, statement);
-      continue;
-    }
-    if (ts.isVariableStatement(statement) && hasModifier(statement, ts.SyntaxKind.ExportKeyword)) {
-      for (const decl of statement.declarationList.declarations)
-        if (ts.isIdentifier(decl.name)) add(decl.name.text, decl, [statement, decl]);
-      continue;
-    }
-    if (ts.isExportDeclaration(statement)) {
-      if (statement.moduleSpecifier || !statement.exportClause) continue; // re-export
-      if (ts.isNamedExports(statement.exportClause))
-        for (const element of statement.exportClause.elements) {
-          const local = locals.get((element.propertyName ?? element.name).text);
-          if (!local) continue;
-          add(element.name.text, element, [local.node, statement]);
-          if (ts.isClassDeclaration(local.node)) classMembers(element.name.text, local.node);
-        }
-      continue;
-    }
-    if (ts.isExportAssignment(statement)) {
-      const local = ts.isIdentifier(statement.expression)
-        ? ownLocal(statement.expression.text)
-        : undefined;
-      if (ts.isIdentifier(statement.expression) && !local) continue;
-      add("default", statement, local ? [local.node, statement] : [statement]);
-      continue;
-    }
-    // --- CommonJS calls: defineGetter(req, "protocol", function protocol() {…})
-    if (ts.isExpressionStatement(statement) && ts.isCallExpression(statement.expression)) {
-      const [owner, key, fn] = statement.expression.arguments;
+  moduleStatementSymbols();
+  commonJsSymbols();
+
+  /** The ES module exports and CommonJS `defineGetter`-style calls, statement by statement. */
+  function moduleStatementSymbols(): void {
+    for (const statement of source.statements) {
+      // --- ES modules
       if (
-        owner &&
-        key &&
-        fn &&
-        ts.isIdentifier(owner) &&
-        exported.has(owner.text) &&
-        ts.isStringLiteral(key) &&
-        (ts.isFunctionExpression(fn) || ts.isArrowFunction(fn) || ts.isObjectLiteralExpression(fn))
-      )
-        add(`${owner.text}.${key.text}`, statement, [statement]);
+        (ts.isFunctionDeclaration(statement) ||
+          ts.isClassDeclaration(statement) ||
+          ts.isInterfaceDeclaration(statement) ||
+          ts.isTypeAliasDeclaration(statement) ||
+          ts.isEnumDeclaration(statement) ||
+          ts.isModuleDeclaration(statement)) &&
+        hasModifier(statement, ts.SyntaxKind.ExportKeyword)
+      ) {
+        const name =
+          statement.name && ts.isIdentifier(statement.name) ? statement.name.text : "default";
+        add(name, statement, [statement]);
+        if (ts.isClassDeclaration(statement)) classMembers(name, statement);
+        continue;
+      }
+      if (
+        ts.isVariableStatement(statement) &&
+        hasModifier(statement, ts.SyntaxKind.ExportKeyword)
+      ) {
+        for (const decl of statement.declarationList.declarations)
+          if (ts.isIdentifier(decl.name)) add(decl.name.text, decl, [statement, decl]);
+        continue;
+      }
+      if (ts.isExportDeclaration(statement)) {
+        if (statement.moduleSpecifier || !statement.exportClause) continue; // re-export
+        if (ts.isNamedExports(statement.exportClause))
+          for (const element of statement.exportClause.elements) {
+            const local = locals.get((element.propertyName ?? element.name).text);
+            if (!local) continue;
+            add(element.name.text, element, [local.node, statement]);
+            if (ts.isClassDeclaration(local.node)) classMembers(element.name.text, local.node);
+          }
+        continue;
+      }
+      if (ts.isExportAssignment(statement)) {
+        const local = ts.isIdentifier(statement.expression)
+          ? ownLocal(statement.expression.text)
+          : undefined;
+        if (ts.isIdentifier(statement.expression) && !local) continue;
+        add("default", statement, local ? [local.node, statement] : [statement]);
+        continue;
+      }
+      // --- CommonJS calls: defineGetter(req, "protocol", function protocol() {…})
+      if (ts.isExpressionStatement(statement) && ts.isCallExpression(statement.expression)) {
+        const [owner, key, fn] = statement.expression.arguments;
+        if (
+          owner &&
+          key &&
+          fn &&
+          ts.isIdentifier(owner) &&
+          exported.has(owner.text) &&
+          ts.isStringLiteral(key) &&
+          (ts.isFunctionExpression(fn) ||
+            ts.isArrowFunction(fn) ||
+            ts.isObjectLiteralExpression(fn))
+        )
+          add(`${owner.text}.${key.text}`, statement, [statement]);
+      }
     }
   }
 
-  // --- CommonJS assignments
-  for (const { statement, targets, value } of chains) {
-    if (targets.some(isModuleExports)) {
-      // The module itself: its value's definition carries the doc.
+  /** CommonJS assignments: `module.exports = …`, `exports.name = …`, `X.prototype.name = …`. */
+  function commonJsSymbols(): void {
+    for (const { statement, targets, value } of chains) {
+      if (targets.some(isModuleExports)) {
+        // The module itself: its value's definition carries the doc.
+        if (ts.isIdentifier(value)) {
+          const local = ownLocal(value.text);
+          if (local) {
+            add(value.text, statement, [local.node, statement]);
+            if (ts.isClassDeclaration(local.node)) classMembers(value.text, local.node);
+            if (
+              local.value &&
+              ts.isExpression(local.value as ts.Expression) &&
+              ts.isObjectLiteralExpression(local.value as ts.Expression)
+            )
+              objectMembers(value.text, local.value as ts.ObjectLiteralExpression);
+          }
+        } else if (ts.isObjectLiteralExpression(value)) objectMembers(null, value);
+        else if (isDefinition(value)) {
+          const name =
+            (ts.isFunctionExpression(value) || ts.isClassExpression(value)) && value.name
+              ? value.name.text
+              : "module.exports";
+          add(name, statement, [statement, value]);
+          if (ts.isClassExpression(value)) classMembers(name, value);
+        }
+        continue;
+      }
+      // An alias chain (`res.contentType = res.type = function contentType(…)`) is one
+      // function under several names: one symbol, under the first name, as a re-export counts
+      // where it is defined.
+      const name = targets.map(memberName).find((n) => n !== null);
+      if (!name) continue;
       if (ts.isIdentifier(value)) {
         const local = ownLocal(value.text);
-        if (local) {
-          add(value.text, statement, [local.node, statement]);
-          if (ts.isClassDeclaration(local.node)) classMembers(value.text, local.node);
-          if (
-            local.value &&
-            ts.isExpression(local.value as ts.Expression) &&
-            ts.isObjectLiteralExpression(local.value as ts.Expression)
-          )
-            objectMembers(value.text, local.value as ts.ObjectLiteralExpression);
-        }
-      } else if (ts.isObjectLiteralExpression(value)) objectMembers(null, value);
-      else if (isDefinition(value)) {
-        const name =
-          (ts.isFunctionExpression(value) || ts.isClassExpression(value)) && value.name
-            ? value.name.text
-            : "module.exports";
+        if (local) add(name, statement, [statement, local.node]);
+      } else if (!ts.isPropertyAccessExpression(value) && !isRequireCall(value))
         add(name, statement, [statement, value]);
-        if (ts.isClassExpression(value)) classMembers(name, value);
-      }
-      continue;
     }
-    // An alias chain (`res.contentType = res.type = function contentType(…)`) is one
-    // function under several names: one symbol, under the first name, as a re-export counts
-    // where it is defined.
-    const name = targets.map(memberName).find((n) => n !== null);
-    if (!name) continue;
-    if (ts.isIdentifier(value)) {
-      const local = ownLocal(value.text);
-      if (local) add(name, statement, [statement, local.node]);
-    } else if (!ts.isPropertyAccessExpression(value) && !isRequireCall(value))
-      add(name, statement, [statement, value]);
   }
 
   function objectMembers(prefix: string | null, literal: ts.ObjectLiteralExpression): void {

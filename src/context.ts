@@ -205,123 +205,17 @@ export async function buildContext(options: ContextOptions): Promise<ServiceCont
     concurrency: config.pipeline.taskConcurrency,
     lockLifetimeMs: config.jobs.lockLifetimeMs,
   });
-  const probot = config.github
-    ? createProbot(config.github, logger, { testing: options.testing ?? false })
-    : undefined;
-  const githubClient =
-    probot && config.github ? createGithubClient(probot, config.github) : noGithubClient;
+  const { probot, githubClient } = githubApp(options, logger);
   const events = new TaskEventLog(models);
   const modelClient = createModelClient(modelSettings(config));
-  // What is configured and what is missing, with the variable to set (GET /status too).
-  const status = serviceStatus(config, {
-    configured: modelClient.configured,
-    provider: modelClient.configured ? modelClient.provider : undefined,
-    modelId: modelClient.configured ? modelClient.modelId : undefined,
-  });
-  // The summary alone (GET /status gives the whole object): one short line at start.
-  logger.info(statusLine(status));
-  for (const { setting, why } of status.missing) logger.warn({ setting }, `set ${setting}: ${why}`);
-
-  // The rarely changing reads of task creation, cached per process (durable/marker-cache.ts).
-  const tierCache = new MarkerCache<Tier>(models, TIERS_MARKER, config.accountViewPollMs, (id) =>
-    findTier(models, id),
-  );
-  const workspaceCache = new MarkerCache<WorkspaceRecord>(
-    models,
-    WORKSPACES_MARKER,
-    config.accountViewPollMs,
-    (id) => findWorkspace(models, id),
-  );
-  await tierCache.start();
-  await workspaceCache.start();
-  const integrationCache = await startIntegrationCache(models, config.accountViewPollMs);
-
-  // The place a task reports to: its GitHub thread (when the App is configured) and the chat
-  // thread or tracker issue it was asked from (integrations/shared/notices.ts).
-  const notifyGithub = githubClient.configured
-    ? createThreadNotifier(models, scheduler)
-    : undefined;
-  const notifyIntegration = createIntegrationNotifier(models, scheduler);
-  async function notifyThread(taskId: string, kind: ThreadNotice): Promise<void> {
-    // A merge is news only for tracker issues (their done state); GitHub shows it itself.
-    if (notifyGithub && kind !== "merged") await notifyGithub(taskId, kind);
-    await notifyIntegration(taskId, kind);
-  }
+  logStatus(config, modelClient, logger);
+  const caches = await startReadCaches(config, models);
   const kicks = new IntakeKicks();
-  const tasks: TaskDeps = Object.freeze({
-    models,
-    events,
-    enqueueStage: (taskId, stage, round) => enqueueStage(scheduler, taskId, stage, round),
-    maxRevisions: config.pipeline.maxRevisions,
-    kick: kicks.kick,
-    signalQueued: () => signalQueued(models),
-    insertTask: createInsertBatcher(newTaskCollection(models)),
-    cache: Object.freeze({
-      tier: (id: string) => tierCache.get(id),
-      workspace: (id: string) => workspaceCache.get(id),
-    }),
-    workdirOf: (taskId) => workdirFor(config, taskId),
-    checkStorage,
-    notifyThread,
-    // Phase changes of GitHub tasks show on a check run (docs/api.md, "Progress on GitHub").
-    reportProgress:
-      githubClient.configured && config.github?.progress
-        ? createProgressReporter(models, scheduler, logger)
-        : noProgress,
-  } satisfies TaskDeps);
-
-  const pipeline = createPipeline({
-    config,
-    models,
-    events,
-    scheduler,
-    tasks,
-    logger,
-    modelClient: () => requireModel(modelClient),
-    buildIndex: (root) => buildIndex(root),
-    github: githubClient,
-    async cloneUrl(task) {
-      if (task.repo.kind !== "github") return task.repo.clone_url;
-      if (!githubClient.configured || task.repo.installation_id == null)
-        throw new StageError(
-          "This repository belongs to a GitHub App installation, but the GitHub App is not configured on this worker (APP_ID, PRIVATE_KEY).",
-        );
-      return githubClient.cloneUrl(task.repo.installation_id, task.repo.clone_url);
-    },
-  });
-
-  const github: GithubParts | undefined =
-    probot && config.github
-      ? Object.freeze({
-          probot,
-          client: githubClient,
-          deps: Object.freeze({
-            config,
-            github: config.github,
-            models,
-            tasks,
-            client: githubClient,
-            logger,
-            scheduler,
-            modelClient,
-          }),
-        })
-      : undefined;
-
-  // The vendors (integrations/registry.ts): their endpoints, read from the config once.
-  // Tasks asked for in Slack, Linear and Jira are created by a job the door queues, answered
-  // once the job is in the database: the scheduler groups the inserts of one turn into one
-  // insertMany (db/insert-batcher.ts), well inside Slack's 3-second deadline.
-  const requestTask: RequestTask = (request) =>
-    scheduler.enqueue(TASK_REQUEST_JOB, request, {
-      unique: { "data.task_id": request.task_id },
-    });
-  const integrations: IntegrationDeps = Object.freeze({
-    tasks,
-    logger,
-    vendors: vendorSettings(config),
-    requestTask,
-  });
+  const parts = { config, logger, models, scheduler, events, githubClient };
+  const tasks = taskDeps({ ...parts, caches, kicks, checkStorage });
+  const pipeline = pipelineOf({ ...parts, tasks, modelClient });
+  const github = githubParts({ ...parts, probot, tasks, modelClient });
+  const integrations = integrationDeps(config, logger, scheduler, tasks);
 
   const context: ServiceContext = Object.freeze({
     config,
@@ -346,13 +240,189 @@ export async function buildContext(options: ContextOptions): Promise<ServiceCont
     housekeeping: pruneOnceMarkers(models, config.trajectoryRetentionDays),
     checkStorage,
     close() {
-      tierCache.stop();
-      workspaceCache.stop();
-      integrationCache.stop();
+      caches.tier.stop();
+      caches.workspace.stop();
+      caches.integration.stop();
     },
   });
   defineJobs(context);
   return context;
+}
+
+/** The parts most builders below take. */
+interface CoreParts {
+  config: Config;
+  logger: Logger;
+  models: Models;
+  scheduler: Scheduler;
+  events: TaskEventLog;
+  githubClient: GithubClient;
+}
+
+/** The GitHub App's Probot and installation clients; refusing ones when it is not configured. */
+function githubApp(
+  options: ContextOptions,
+  logger: Logger,
+): { probot: Probot | undefined; githubClient: GithubClient } {
+  const { config } = options;
+  const probot = config.github
+    ? createProbot(config.github, logger, { testing: options.testing ?? false })
+    : undefined;
+  const githubClient =
+    probot && config.github ? createGithubClient(probot, config.github) : noGithubClient;
+  return { probot, githubClient };
+}
+
+/** What is configured and what is missing, with the variable to set (GET /status too). */
+function logStatus(config: Config, modelClient: ModelClient, logger: Logger): void {
+  const status = serviceStatus(config, {
+    configured: modelClient.configured,
+    provider: modelClient.configured ? modelClient.provider : undefined,
+    modelId: modelClient.configured ? modelClient.modelId : undefined,
+  });
+  // The summary alone (GET /status gives the whole object): one short line at start.
+  logger.info(statusLine(status));
+  for (const { setting, why } of status.missing) logger.warn({ setting }, `set ${setting}: ${why}`);
+}
+
+/** The rarely changing reads of task creation, cached per process (durable/marker-cache.ts). */
+async function startReadCaches(config: Config, models: Models) {
+  const tier = new MarkerCache<Tier>(models, TIERS_MARKER, config.accountViewPollMs, (id) =>
+    findTier(models, id),
+  );
+  const workspace = new MarkerCache<WorkspaceRecord>(
+    models,
+    WORKSPACES_MARKER,
+    config.accountViewPollMs,
+    (id) => findWorkspace(models, id),
+  );
+  await tier.start();
+  await workspace.start();
+  const integration = await startIntegrationCache(models, config.accountViewPollMs);
+  return { tier, workspace, integration };
+}
+
+/**
+ * The place a task reports to: its GitHub thread (when the App is configured) and the chat
+ * thread or tracker issue it was asked from (integrations/shared/notices.ts).
+ */
+function threadNotifier(
+  models: Models,
+  scheduler: Scheduler,
+  githubClient: GithubClient,
+): TaskDeps["notifyThread"] {
+  const notifyGithub = githubClient.configured
+    ? createThreadNotifier(models, scheduler)
+    : undefined;
+  const notifyIntegration = createIntegrationNotifier(models, scheduler);
+  return async function notifyThread(taskId: string, kind: ThreadNotice): Promise<void> {
+    // A merge is news only for tracker issues (their done state); GitHub shows it itself.
+    if (notifyGithub && kind !== "merged") await notifyGithub(taskId, kind);
+    await notifyIntegration(taskId, kind);
+  };
+}
+
+/** The task operations every door and the pipeline share. */
+function taskDeps(
+  parts: CoreParts & {
+    caches: Awaited<ReturnType<typeof startReadCaches>>;
+    kicks: IntakeKicks;
+    checkStorage: StorageCheck;
+  },
+): TaskDeps {
+  const { config, logger, models, scheduler, events, githubClient, caches, kicks } = parts;
+  const notifyThread = threadNotifier(models, scheduler, githubClient);
+  return Object.freeze({
+    models,
+    events,
+    enqueueStage: (taskId, stage, round) => enqueueStage(scheduler, taskId, stage, round),
+    maxRevisions: config.pipeline.maxRevisions,
+    kick: kicks.kick,
+    signalQueued: () => signalQueued(models),
+    insertTask: createInsertBatcher(newTaskCollection(models)),
+    cache: Object.freeze({
+      tier: (id: string) => caches.tier.get(id),
+      workspace: (id: string) => caches.workspace.get(id),
+    }),
+    workdirOf: (taskId) => workdirFor(config, taskId),
+    checkStorage: parts.checkStorage,
+    notifyThread,
+    // Phase changes of GitHub tasks show on a check run (docs/api.md, "Progress on GitHub").
+    reportProgress:
+      githubClient.configured && config.github?.progress
+        ? createProgressReporter(models, scheduler, logger)
+        : noProgress,
+  } satisfies TaskDeps);
+}
+
+/** The stages and their job, over the task operations. */
+function pipelineOf(parts: CoreParts & { tasks: TaskDeps; modelClient: ModelClient }): Pipeline {
+  const { config, models, events, scheduler, tasks, logger, modelClient, githubClient } = parts;
+  return createPipeline({
+    config,
+    models,
+    events,
+    scheduler,
+    tasks,
+    logger,
+    modelClient: () => requireModel(modelClient),
+    buildIndex: (root) => buildIndex(root),
+    github: githubClient,
+    async cloneUrl(task) {
+      if (task.repo.kind !== "github") return task.repo.clone_url;
+      if (!githubClient.configured || task.repo.installation_id == null)
+        throw new StageError(
+          "This repository belongs to a GitHub App installation, but the GitHub App is not configured on this worker (APP_ID, PRIVATE_KEY).",
+        );
+      return githubClient.cloneUrl(task.repo.installation_id, task.repo.clone_url);
+    },
+  });
+}
+
+/** The GitHub door's parts; undefined when the App is not configured. */
+function githubParts(
+  parts: CoreParts & { probot: Probot | undefined; tasks: TaskDeps; modelClient: ModelClient },
+): GithubParts | undefined {
+  const { config, probot, githubClient, models, tasks, logger, scheduler, modelClient } = parts;
+  if (!probot || !config.github) return undefined;
+  return Object.freeze({
+    probot,
+    client: githubClient,
+    deps: Object.freeze({
+      config,
+      github: config.github,
+      models,
+      tasks,
+      client: githubClient,
+      logger,
+      scheduler,
+      modelClient,
+    }),
+  });
+}
+
+/**
+ * The vendors (integrations/registry.ts): their settings, read from the config once by each
+ * plugin. Tasks asked for in Slack, Linear and Jira are created by a job the door queues,
+ * answered once the job is in the database: the scheduler groups the inserts of one turn into
+ * one insertMany (db/insert-batcher.ts), well inside Slack's 3-second deadline.
+ */
+function integrationDeps(
+  config: Config,
+  logger: Logger,
+  scheduler: Scheduler,
+  tasks: TaskDeps,
+): IntegrationDeps {
+  const requestTask: RequestTask = (request) =>
+    scheduler.enqueue(TASK_REQUEST_JOB, request, {
+      unique: { "data.task_id": request.task_id },
+    });
+  return Object.freeze({
+    tasks,
+    logger,
+    vendors: vendorSettings(config),
+    requestTask,
+  });
 }
 
 /** Every job kind of the service, defined on the context's scheduler (workers run them). */

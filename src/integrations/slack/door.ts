@@ -454,107 +454,132 @@ async function actOn(
   const settings = integration.settings as SlackSettings;
   const logger = deps.logger.child({ integration: integration._id, slack: body.endpoint });
   if (!integration.enabled) return { status: 200, body: { text: "This integration is disabled." } };
+  if (body.endpoint === "events")
+    return actOnEvent(deps, integration, body.envelope, request, logger);
+  if (body.endpoint === "commands")
+    return actOnCommand(deps, integration, body.command, request, settings);
+  return actOnGatePress(deps, integration, body.payload, settings, logger);
+}
 
-  if (body.endpoint === "events") {
-    const { type, challenge, event, event_id, team_id } = body.envelope;
-    if (type === "url_verification") return { status: 200, body: { challenge } };
-    if (type !== "event_callback" || !event || !(isMention(event) || isMessage(event)))
-      return { status: 200, body: {} };
-    if (writtenByBot(integration, event)) return { status: 200, body: {} };
-    if (wrongTeam(integration, team_id)) {
-      logger.warn({ team: team_id }, "slack event from another team ignored");
-      return { status: 200, body: {} };
-    }
-    if (!event.channel) return { status: 200, body: {} };
-    const text = (event.text ?? "").replace(/<@[A-Z0-9]+>/g, " ").trim();
-    // A reply in a thread a task reports in (a mention there too) is feedback for its task.
-    const reply = event.thread_ts && event.ts && event.thread_ts !== event.ts && event.user;
-    const conversation = reply
-      ? await chatThreadTasks(
-          deps.tasks.models,
-          integration.account_id,
-          integration._id,
-          event.channel,
-          event.thread_ts!,
-        )
-      : [];
-    if (conversation.length > 0) {
-      // Edits, deletions, joins: only a person's new message is feedback.
-      if (isMention(event) || !event.subtype || event.subtype === "thread_broadcast")
-        await answerInThread(
-          deps,
-          integration,
-          conversation,
-          {
-            text,
-            user: event.user!,
-            channel: event.channel,
-            thread_ts: event.thread_ts!,
-            ts: event.ts!,
-          },
-          isMention(event),
-          logger,
-        );
-      return { status: 200, body: {} };
-    }
-    // Outside a task's thread, only a mention asks for something.
-    if (!isMention(event)) return { status: 200, body: {} };
-    const thread_ts = event.thread_ts ?? event.ts;
-    const answer = await queueTask(deps, integration, {
-      text: text.replace(/^task\s+/i, ""),
-      user: event.user ?? "unknown",
-      channel: event.channel,
-      thread_ts,
-      via: "mention",
-      delivery: deliveryKey(event_id ?? `${event.channel}:${event.ts}`, request.rawBody),
-    });
-    // What the request lacks is said in its thread (the request itself is answered at once);
-    // a queued task announces itself there.
-    if (typeof answer === "object")
-      await slackClient(integration, deps.apiUrl)
-        .chat.postMessage({ channel: event.channel, thread_ts, text: answer.refusal })
-        .catch((err: unknown) => logger.warn({ err }, "slack reply failed"));
+/** An event: a reply in a task's thread is feedback for it; a mention elsewhere asks for a task. */
+async function actOnEvent(
+  deps: SlackDeps,
+  integration: IntegrationRecord,
+  envelope: z.infer<typeof eventEnvelope>,
+  request: SlackRequest,
+  logger: Logger,
+): Promise<DoorAnswer> {
+  const { type, challenge, event, event_id, team_id } = envelope;
+  if (type === "url_verification") return { status: 200, body: { challenge } };
+  if (type !== "event_callback" || !event || !(isMention(event) || isMessage(event)))
+    return { status: 200, body: {} };
+  if (writtenByBot(integration, event)) return { status: 200, body: {} };
+  if (wrongTeam(integration, team_id)) {
+    logger.warn({ team: team_id }, "slack event from another team ignored");
     return { status: 200, body: {} };
   }
-
-  if (body.endpoint === "commands") {
-    const cmd = body.command;
-    if (wrongTeam(integration, cmd.team_id))
-      return {
-        status: 200,
-        body: {
-          response_type: "ephemeral",
-          text: "This integration belongs to another Slack workspace.",
+  if (!event.channel) return { status: 200, body: {} };
+  const text = (event.text ?? "").replace(/<@[A-Z0-9]+>/g, " ").trim();
+  // A reply in a thread a task reports in (a mention there too) is feedback for its task.
+  const reply = event.thread_ts && event.ts && event.thread_ts !== event.ts && event.user;
+  const conversation = reply
+    ? await chatThreadTasks(
+        deps.tasks.models,
+        integration.account_id,
+        integration._id,
+        event.channel,
+        event.thread_ts!,
+      )
+    : [];
+  if (conversation.length > 0) {
+    // Edits, deletions, joins: only a person's new message is feedback.
+    if (isMention(event) || !event.subtype || event.subtype === "thread_broadcast")
+      await answerInThread(
+        deps,
+        integration,
+        conversation,
+        {
+          text,
+          user: event.user!,
+          channel: event.channel,
+          thread_ts: event.thread_ts!,
+          ts: event.ts!,
         },
-      };
-    const [verb = "help", ...words] = sanitizeUntrusted(cmd.text).split(/\s+/).filter(Boolean);
-    if (verb.toLowerCase() === "task") {
-      const answer = await queueTask(deps, integration, {
-        text: words.join(" "),
-        user: cmd.user_id,
-        channel: cmd.channel_id,
-        via: "command",
-        // Slack gives every invocation its own trigger_id; the signed body is the fallback.
-        delivery: deliveryKey(cmd.trigger_id, request.rawBody),
-      });
-      // A retry of a delivery queued before is answered as Slack's retries expect: nothing.
-      if (answer === "duplicate") return { status: 200, body: {} };
-      const text =
-        answer === "queued"
-          ? "On it: the task is being created; it will post here with its plan for approval."
-          : answer.refusal;
-      return { status: 200, body: { response_type: "ephemeral", text } };
-    }
-    if (verb.toLowerCase() === "status")
-      return {
-        status: 200,
-        body: { response_type: "ephemeral", text: await statusText(deps, integration, words) },
-      };
-    return { status: 200, body: { response_type: "ephemeral", text: helpText(settings) } };
+        isMention(event),
+        logger,
+      );
+    return { status: 200, body: {} };
   }
+  // Outside a task's thread, only a mention asks for something.
+  if (!isMention(event)) return { status: 200, body: {} };
+  const thread_ts = event.thread_ts ?? event.ts;
+  const answer = await queueTask(deps, integration, {
+    text: text.replace(/^task\s+/i, ""),
+    user: event.user ?? "unknown",
+    channel: event.channel,
+    thread_ts,
+    via: "mention",
+    delivery: deliveryKey(event_id ?? `${event.channel}:${event.ts}`, request.rawBody),
+  });
+  // What the request lacks is said in its thread (the request itself is answered at once);
+  // a queued task announces itself there.
+  if (typeof answer === "object")
+    await slackClient(integration, deps.apiUrl)
+      .chat.postMessage({ channel: event.channel, thread_ts, text: answer.refusal })
+      .catch((err: unknown) => logger.warn({ err }, "slack reply failed"));
+  return { status: 200, body: {} };
+}
 
-  // interactions: a gate button
-  const payload = body.payload;
+/** A slash command: `task …` asks for a task, `status` lists tasks, anything else is help. */
+async function actOnCommand(
+  deps: SlackDeps,
+  integration: IntegrationRecord,
+  cmd: z.infer<typeof commandForm>,
+  request: SlackRequest,
+  settings: SlackSettings,
+): Promise<DoorAnswer> {
+  if (wrongTeam(integration, cmd.team_id))
+    return {
+      status: 200,
+      body: {
+        response_type: "ephemeral",
+        text: "This integration belongs to another Slack workspace.",
+      },
+    };
+  const [verb = "help", ...words] = sanitizeUntrusted(cmd.text).split(/\s+/).filter(Boolean);
+  if (verb.toLowerCase() === "task") {
+    const answer = await queueTask(deps, integration, {
+      text: words.join(" "),
+      user: cmd.user_id,
+      channel: cmd.channel_id,
+      via: "command",
+      // Slack gives every invocation its own trigger_id; the signed body is the fallback.
+      delivery: deliveryKey(cmd.trigger_id, request.rawBody),
+    });
+    // A retry of a delivery queued before is answered as Slack's retries expect: nothing.
+    if (answer === "duplicate") return { status: 200, body: {} };
+    const text =
+      answer === "queued"
+        ? "On it: the task is being created; it will post here with its plan for approval."
+        : answer.refusal;
+    return { status: 200, body: { response_type: "ephemeral", text } };
+  }
+  if (verb.toLowerCase() === "status")
+    return {
+      status: 200,
+      body: { response_type: "ephemeral", text: await statusText(deps, integration, words) },
+    };
+  return { status: 200, body: { response_type: "ephemeral", text: helpText(settings) } };
+}
+
+/** An interaction: a gate button pressed by an allowed user decides the task's gate. */
+async function actOnGatePress(
+  deps: SlackDeps,
+  integration: IntegrationRecord,
+  payload: z.infer<typeof interactionPayload>,
+  settings: SlackSettings,
+  logger: Logger,
+): Promise<DoorAnswer> {
   const action = payload.actions[0];
   const decision = action ? GATE_ACTIONS[action.action_id] : undefined;
   if (payload.type !== "block_actions" || !action?.value || !decision)

@@ -184,6 +184,115 @@ function attemptOf(
   return adapter.measure(context);
 }
 
+/** Source and test files and lines of one language, and its coverage adapter. */
+interface LanguageStats {
+  adapter: CoverageAdapter;
+  sourceFiles: number;
+  sourceLines: number;
+  testFiles: number;
+  testLines: number;
+}
+
+/** The files of each language a coverage adapter measures, generated files left out. */
+function languageStats(files: RepoFiles["files"]): Map<CoverageLanguage, LanguageStats> {
+  const stats = new Map<CoverageLanguage, LanguageStats>();
+  for (const file of files) {
+    const group = coverageOf(file);
+    if (!group || file.generated) continue;
+    const entry = stats.get(group.id) ?? {
+      adapter: group.adapter,
+      sourceFiles: 0,
+      sourceLines: 0,
+      testFiles: 0,
+      testLines: 0,
+    };
+    if (file.test) {
+      entry.testFiles++;
+      entry.testLines += file.codeLines;
+    } else {
+      entry.sourceFiles++;
+      entry.sourceLines += file.codeLines;
+    }
+    stats.set(group.id, entry);
+  }
+  return stats;
+}
+
+/** One language's figures: measured by its adapter, or estimated from its lines. */
+function languageCoverage(
+  language: CoverageLanguage,
+  s: LanguageStats,
+  attempt: CoverageAttempt,
+  tests: LanguageCoverage["tests"],
+): LanguageCoverage {
+  const base = {
+    language,
+    source_files: s.sourceFiles,
+    source_lines: s.sourceLines,
+    test_files: s.testFiles,
+    test_lines: s.testLines,
+  };
+  if (attempt.ok)
+    return {
+      ...base,
+      measured: true,
+      covered: attempt.figures.covered,
+      total: attempt.figures.total,
+      unit: attempt.unit,
+      percent: clampScore((100 * attempt.figures.covered) / attempt.figures.total),
+      command: attempt.command,
+      method: attempt.method,
+      tests_passed: attempt.testsPassed,
+      tests,
+      notes:
+        attempt.figures.excluded_test_files > 0
+          ? [
+              ...attempt.notes,
+              `${attempt.figures.excluded_test_files} test file(s) in the report left out.`,
+            ]
+          : attempt.notes,
+    };
+  return {
+    ...base,
+    measured: false,
+    covered: null,
+    total: null,
+    unit: null,
+    percent: estimateCoverage(s.testLines, s.sourceLines),
+    command: attempt.command,
+    method: "estimate from the ratio of test lines to source lines",
+    tests_passed: null,
+    tests,
+    reason: attempt.reason,
+    notes: attempt.notes,
+  };
+}
+
+/** The metric over the languages: their percents weighed by source lines, and a summary. */
+function coverageResult(results: LanguageCoverage[]): MetricResult {
+  // Languages weigh by their source lines; measured counts are used where known.
+  const weightOf = (r: LanguageCoverage) => r.source_lines;
+  const weights = results.reduce((sum, r) => sum + weightOf(r), 0);
+  const percent =
+    weights > 0
+      ? results.reduce((sum, r) => sum + r.percent * weightOf(r), 0) / weights
+      : results.reduce((sum, r) => sum + r.percent, 0) / results.length;
+  const score = clampScore(percent);
+  const measured = results.every((r) => r.measured);
+  const parts = results.map((r) =>
+    r.measured
+      ? `${r.language} ${r.percent}% of ${r.unit}${r.covered !== null ? ` (${r.covered}/${r.total})` : ""}, measured with ${r.method}`
+      : `${r.language} estimated at ${r.percent}% (${r.test_lines} test lines for ${r.source_lines} source lines)`,
+  );
+  const details: Record<string, unknown> = { languages: results };
+  if (!measured)
+    details.reason = results
+      .filter((r) => !r.measured)
+      .map((r) => `${r.language}: ${r.reason}`)
+      .join("; ");
+  return { score, summary: `Coverage ${score}%: ${parts.join("; ")}.`, details, measured };
+}
+
 /** The test-coverage metric of a cloned repository. */
 export async function measureCoverage(
   repo: RepoFiles,
@@ -209,35 +318,7 @@ export async function measureCoverage(
       run(command, options, budget, env, seen),
     outOfTime: () => outOfTime(budget),
   };
-  const stats = new Map<
-    CoverageLanguage,
-    {
-      adapter: CoverageAdapter;
-      sourceFiles: number;
-      sourceLines: number;
-      testFiles: number;
-      testLines: number;
-    }
-  >();
-  for (const file of repo.files) {
-    const group = coverageOf(file);
-    if (!group || file.generated) continue;
-    const entry = stats.get(group.id) ?? {
-      adapter: group.adapter,
-      sourceFiles: 0,
-      sourceLines: 0,
-      testFiles: 0,
-      testLines: 0,
-    };
-    if (file.test) {
-      entry.testFiles++;
-      entry.testLines += file.codeLines;
-    } else {
-      entry.sourceFiles++;
-      entry.sourceLines += file.codeLines;
-    }
-    stats.set(group.id, entry);
-  }
+  const stats = languageStats(repo.files);
   const languages = [...stats.entries()].filter(([, s]) => s.sourceFiles > 0);
   if (languages.length === 0)
     return {
@@ -249,75 +330,13 @@ export async function measureCoverage(
 
   const results: LanguageCoverage[] = [];
   for (const [language, s] of languages) {
-    const base = {
-      language,
-      source_files: s.sourceFiles,
-      source_lines: s.sourceLines,
-      test_files: s.testFiles,
-      test_lines: s.testLines,
-    };
     const attempt: CoverageAttempt =
       s.testFiles === 0 && s.adapter.needsTestFiles
         ? { ok: false, reason: "no test files", command: null, notes: [] }
         : await attemptOf(s.adapter, context, seen);
     options.signal?.throwIfAborted();
-    if (attempt.ok) {
-      results.push({
-        ...base,
-        measured: true,
-        covered: attempt.figures.covered,
-        total: attempt.figures.total,
-        unit: attempt.unit,
-        percent: clampScore((100 * attempt.figures.covered) / attempt.figures.total),
-        command: attempt.command,
-        method: attempt.method,
-        tests_passed: attempt.testsPassed,
-        tests: countTests(seen.tests),
-        notes:
-          attempt.figures.excluded_test_files > 0
-            ? [
-                ...attempt.notes,
-                `${attempt.figures.excluded_test_files} test file(s) in the report left out.`,
-              ]
-            : attempt.notes,
-      });
-    } else {
-      results.push({
-        ...base,
-        measured: false,
-        covered: null,
-        total: null,
-        unit: null,
-        percent: estimateCoverage(s.testLines, s.sourceLines),
-        command: attempt.command,
-        method: "estimate from the ratio of test lines to source lines",
-        tests_passed: null,
-        tests: countTests(seen.tests),
-        reason: attempt.reason,
-        notes: attempt.notes,
-      });
-    }
+    results.push(languageCoverage(language, s, attempt, countTests(seen.tests)));
   }
 
-  // Languages weigh by their source lines; measured counts are used where known.
-  const weightOf = (r: LanguageCoverage) => r.source_lines;
-  const weights = results.reduce((sum, r) => sum + weightOf(r), 0);
-  const percent =
-    weights > 0
-      ? results.reduce((sum, r) => sum + r.percent * weightOf(r), 0) / weights
-      : results.reduce((sum, r) => sum + r.percent, 0) / results.length;
-  const score = clampScore(percent);
-  const measured = results.every((r) => r.measured);
-  const parts = results.map((r) =>
-    r.measured
-      ? `${r.language} ${r.percent}% of ${r.unit}${r.covered !== null ? ` (${r.covered}/${r.total})` : ""}, measured with ${r.method}`
-      : `${r.language} estimated at ${r.percent}% (${r.test_lines} test lines for ${r.source_lines} source lines)`,
-  );
-  const details: Record<string, unknown> = { languages: results };
-  if (!measured)
-    details.reason = results
-      .filter((r) => !r.measured)
-      .map((r) => `${r.language}: ${r.reason}`)
-      .join("; ");
-  return { score, summary: `Coverage ${score}%: ${parts.join("; ")}.`, details, measured };
+  return coverageResult(results);
 }

@@ -253,6 +253,115 @@ function namedBody(
   return ref(name);
 }
 
+/** A route's success answer: its status, headers and content. */
+function successResponse(
+  r: AnyRoute,
+  components: Record<string, JsonSchema>,
+): Record<string, unknown> {
+  const responses: Record<string, unknown> = {};
+  const successContent =
+    r.status === 204 || !r.response.schema
+      ? undefined
+      : {
+          [r.response.contentType ?? "application/json"]: {
+            schema: toSchema(r.response.schema, "output", components),
+          },
+        };
+  const successHeaders: Record<string, unknown> = {
+    ...(r.location
+      ? {
+          Location: {
+            description:
+              r.status === 202 ? "Where to follow the queued work" : "The created resource",
+            schema: { type: "string" },
+          },
+        }
+      : {}),
+    ...(r.page ? PAGE_HEADERS : {}),
+    ...(r.rateLimited ? RATE_LIMIT_HEADERS : {}),
+    ...(isIdempotent(r)
+      ? {
+          "Idempotent-Replayed": {
+            description: "`true` on the stored answer to a repeated Idempotency-Key",
+            schema: { type: "string", enum: ["true"] },
+          },
+        }
+      : {}),
+  };
+  responses[String(r.status)] = {
+    description: r.response.description,
+    ...(Object.keys(successHeaders).length > 0 ? { headers: successHeaders } : {}),
+    ...(successContent ? { content: successContent } : {}),
+  };
+  return responses;
+}
+
+/** A route's error answers: the statuses it declares and those its checks imply. */
+function errorResponses(r: AnyRoute, errorRef: JsonSchema): Record<string, unknown> {
+  const responses: Record<string, unknown> = {};
+  const statuses = new Set<number>(r.errors ?? []);
+  if (isIdempotent(r)) {
+    statuses.add(409);
+    statuses.add(422);
+  }
+  if (r.body || r.query || r.params) statuses.add(400);
+  if (r.body) {
+    statuses.add(413);
+    statuses.add(415);
+  }
+  if (r.auth === "key" || r.auth === "optional-key") statuses.add(401);
+  for (const status of [...statuses].sort()) {
+    const headers =
+      status === 429
+        ? {
+            "Retry-After": { description: "Seconds to wait", schema: { type: "integer" } },
+            ...(r.rateLimited ? RATE_LIMIT_HEADERS : {}),
+          }
+        : undefined;
+    responses[String(status)] = {
+      description: ERROR_TEXT[status] ?? "Error",
+      ...(headers ? { headers } : {}),
+      content: { "application/json": { schema: errorRef } },
+    };
+  }
+  return responses;
+}
+
+/** One route's OpenAPI operation. */
+function routeOperation(
+  r: AnyRoute,
+  components: Record<string, JsonSchema>,
+  errorRef: JsonSchema,
+): Record<string, unknown> {
+  const responses = { ...successResponse(r, components), ...errorResponses(r, errorRef) };
+  const operation: Record<string, unknown> = {
+    operationId: r.operationId,
+    summary: r.summary,
+    ...(r.description ? { description: r.description } : {}),
+    tags: [r.tag],
+    parameters: [
+      ...parametersOf(r.params, "path", components),
+      ...parametersOf(r.query, "query", components),
+      ...(isIdempotent(r) ? [IDEMPOTENCY_KEY] : []),
+    ],
+    responses,
+    security:
+      r.auth === "key" ? [{ apiKey: [] }] : r.auth === "optional-key" ? [{}, { apiKey: [] }] : [],
+  };
+  if (r.body) {
+    operation.requestBody = {
+      // An optional body (e.g. reject's `{reason}`) may be left out altogether.
+      required: !r.body.safeParse(undefined).success,
+      content: {
+        "application/json": {
+          schema: namedBody(r.operationId, toSchema(r.body, "input", components), components),
+        },
+      },
+    };
+  }
+  return operation;
+}
+
 /** The OpenAPI 3.1 document, generated from the same zod schemas that validate requests. */
 export function buildOpenApi(
   routes: AnyRoute[],
@@ -268,93 +377,8 @@ export function buildOpenApi(
   for (const r of routes) if (r.response.schema) toSchema(r.response.schema, "output", components);
   for (const r of routes) {
     const path = r.path.replace(/:([A-Za-z_]+)/g, "{$1}");
-    const responses: Record<string, unknown> = {};
-    const successContent =
-      r.status === 204 || !r.response.schema
-        ? undefined
-        : {
-            [r.response.contentType ?? "application/json"]: {
-              schema: toSchema(r.response.schema, "output", components),
-            },
-          };
-    const successHeaders: Record<string, unknown> = {
-      ...(r.location
-        ? {
-            Location: {
-              description:
-                r.status === 202 ? "Where to follow the queued work" : "The created resource",
-              schema: { type: "string" },
-            },
-          }
-        : {}),
-      ...(r.page ? PAGE_HEADERS : {}),
-      ...(r.rateLimited ? RATE_LIMIT_HEADERS : {}),
-      ...(isIdempotent(r)
-        ? {
-            "Idempotent-Replayed": {
-              description: "`true` on the stored answer to a repeated Idempotency-Key",
-              schema: { type: "string", enum: ["true"] },
-            },
-          }
-        : {}),
-    };
-    responses[String(r.status)] = {
-      description: r.response.description,
-      ...(Object.keys(successHeaders).length > 0 ? { headers: successHeaders } : {}),
-      ...(successContent ? { content: successContent } : {}),
-    };
-    const statuses = new Set<number>(r.errors ?? []);
-    if (isIdempotent(r)) {
-      statuses.add(409);
-      statuses.add(422);
-    }
-    if (r.body || r.query || r.params) statuses.add(400);
-    if (r.body) {
-      statuses.add(413);
-      statuses.add(415);
-    }
-    if (r.auth === "key" || r.auth === "optional-key") statuses.add(401);
-    for (const status of [...statuses].sort()) {
-      const headers =
-        status === 429
-          ? {
-              "Retry-After": { description: "Seconds to wait", schema: { type: "integer" } },
-              ...(r.rateLimited ? RATE_LIMIT_HEADERS : {}),
-            }
-          : undefined;
-      responses[String(status)] = {
-        description: ERROR_TEXT[status] ?? "Error",
-        ...(headers ? { headers } : {}),
-        content: { "application/json": { schema: errorRef } },
-      };
-    }
-    const operation: Record<string, unknown> = {
-      operationId: r.operationId,
-      summary: r.summary,
-      ...(r.description ? { description: r.description } : {}),
-      tags: [r.tag],
-      parameters: [
-        ...parametersOf(r.params, "path", components),
-        ...parametersOf(r.query, "query", components),
-        ...(isIdempotent(r) ? [IDEMPOTENCY_KEY] : []),
-      ],
-      responses,
-      security:
-        r.auth === "key" ? [{ apiKey: [] }] : r.auth === "optional-key" ? [{}, { apiKey: [] }] : [],
-    };
-    if (r.body) {
-      operation.requestBody = {
-        // An optional body (e.g. reject's `{reason}`) may be left out altogether.
-        required: !r.body.safeParse(undefined).success,
-        content: {
-          "application/json": {
-            schema: namedBody(r.operationId, toSchema(r.body, "input", components), components),
-          },
-        },
-      };
-    }
     paths[path] ??= {};
-    paths[path][r.method] = operation;
+    paths[path][r.method] = routeOperation(r, components, errorRef);
   }
   for (const v of vendorRoutes) {
     const path = v.path.replace(/:([A-Za-z_]+)/g, "{$1}");

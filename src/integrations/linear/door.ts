@@ -251,83 +251,124 @@ export async function handleLinear(
     "The Linear delivery's signed webhookTimestamp",
   );
   const { type } = signedShape(envelope, payload, "body", "Linear webhook body");
-  const logger = deps.logger.child({ integration: integration._id, linear: "webhook" });
   if (!integration.enabled) return OK;
-  const settings = integration.settings as LinearSettings;
+  const delivery = linearDelivery(deps, integration, request);
+  if (type === "Issue") return onIssue(delivery, payload);
+  if (type === "Comment") await onComment(delivery, payload);
+  return OK;
+}
+
+/** One verified delivery of an enabled integration, as the event handlers below take it. */
+interface LinearDelivery {
+  deps: LinearDeps;
+  integration: IntegrationRecord;
+  request: LinearRequest;
+  settings: LinearSettings;
+  logger: Logger;
+  marker: (id: string) => ReturnType<typeof linearDeliveryMarker>;
+  /** Claims the delivery: true the first time. */
+  once: () => Promise<boolean>;
+  taskId: string;
+}
+
+function linearDelivery(
+  deps: LinearDeps,
+  integration: IntegrationRecord,
+  request: LinearRequest,
+): LinearDelivery {
   const marker = (id: string) => linearDeliveryMarker(integration._id, id);
-  const once = () => claimDelivery(deps.tasks.models, marker, request.delivery, request.rawBody);
-  const taskId = deliveryTaskId(integration._id, deliveryKey(request.delivery, request.rawBody));
+  return {
+    deps,
+    integration,
+    request,
+    settings: integration.settings as LinearSettings,
+    logger: deps.logger.child({ integration: integration._id, linear: "webhook" }),
+    marker,
+    once: () => claimDelivery(deps.tasks.models, marker, request.delivery, request.rawBody),
+    taskId: deliveryTaskId(integration._id, deliveryKey(request.delivery, request.rawBody)),
+  };
+}
 
-  if (type === "Issue") {
-    const { action, data, updatedFrom } = signedShape(
-      issueEvent,
-      payload,
-      "body",
-      "Linear Issue event",
+/** An Issue event: a labelled (or assigned) issue asks for a task. */
+async function onIssue(
+  { deps, integration, request, settings, logger, marker, taskId }: LinearDelivery,
+  payload: Record<string, unknown>,
+): Promise<{ status: number; body: unknown }> {
+  const event = signedShape(issueEvent, payload, "body", "Linear Issue event");
+  const { data } = event;
+  if (!startsTask(settings, event)) return OK;
+  const teamId = data.team?.id ?? data.teamId ?? "";
+  const target =
+    (data.team?.key ? settings.teams[data.team.key] : undefined) ?? settings.teams[teamId];
+  // An unmapped team makes no task; its issue is answered with what to set (by the job).
+  const unmapped = target ? undefined : (data.team?.key ?? teamId);
+  if (unmapped)
+    logger.info(
+      { team: unmapped, issue: data.identifier ?? data.id },
+      "linear issue of an unmapped team: no task, the issue is told what to set",
     );
-    const label = settings.label.toLowerCase();
-    const labelled = data.labels.find((l) => l.name.toLowerCase() === label);
-    const trigger =
-      (labelled &&
-        (action === "create" ||
-          (action === "update" &&
-            updatedFrom?.labelIds !== undefined &&
-            !updatedFrom.labelIds.includes(labelled.id)))) ||
-      (settings.agent_user_id &&
-        data.assigneeId === settings.agent_user_id &&
-        (action === "create" ||
-          (action === "update" &&
-            updatedFrom !== undefined &&
-            "assigneeId" in updatedFrom &&
-            updatedFrom.assigneeId !== data.assigneeId)));
-    if (!trigger) return OK;
-    const teamId = data.team?.id ?? data.teamId ?? "";
-    const target =
-      (data.team?.key ? settings.teams[data.team.key] : undefined) ?? settings.teams[teamId];
-    // An unmapped team makes no task; its issue is answered with what to set (by the job).
-    const unmapped = target ? undefined : (data.team?.key ?? teamId);
-    if (unmapped)
-      logger.info(
-        { team: unmapped, issue: data.identifier ?? data.id },
-        "linear issue of an unmapped team: no task, the issue is told what to set",
-      );
-    const fresh = await deps.requestTask({
-      type: "linear",
+  const fresh = await deps.requestTask({
+    type: "linear",
+    integration_id: integration._id,
+    task_id: taskId,
+    claims: deliveryMarkers(marker, request.delivery, request.rawBody),
+    target: target ?? null,
+    ...(unmapped ? { unmapped } : {}),
+    description: issueText(
+      sanitizeUntrusted(data.title),
+      sanitizeUntrusted(data.description ?? ""),
+    ),
+    origin: {
       integration_id: integration._id,
-      task_id: taskId,
-      claims: deliveryMarkers(marker, request.delivery, request.rawBody),
-      target: target ?? null,
-      ...(unmapped ? { unmapped } : {}),
-      description: issueText(
-        sanitizeUntrusted(data.title),
-        sanitizeUntrusted(data.description ?? ""),
-      ),
-      origin: {
-        integration_id: integration._id,
-        linear_issue: data.identifier ?? data.id,
-        ...(data.url ? { url: data.url } : {}),
+      linear_issue: data.identifier ?? data.id,
+      ...(data.url ? { url: data.url } : {}),
+    },
+    report_to: {
+      integration_id: integration._id,
+      type: "linear",
+      ref: {
+        issue_id: data.id,
+        team_id: teamId,
+        ...(data.identifier ? { identifier: data.identifier } : {}),
       },
-      report_to: {
-        integration_id: integration._id,
-        type: "linear",
-        ref: {
-          issue_id: data.id,
-          team_id: teamId,
-          ...(data.identifier ? { identifier: data.identifier } : {}),
-        },
-      },
-    });
-    return unmapped ? OK : queuedAnswer(fresh, taskId);
-  }
+    },
+  });
+  return unmapped ? OK : queuedAnswer(fresh, taskId);
+}
 
-  const comment =
-    type === "Comment" ? signedShape(commentEvent, payload, "body", "Linear Comment event") : null;
-  if (comment?.action === "create") {
+/** Whether an Issue event starts a task: the label added, or the agent user assigned. */
+function startsTask(settings: LinearSettings, event: z.infer<typeof issueEvent>): boolean {
+  const { action, data, updatedFrom } = event;
+  const label = settings.label.toLowerCase();
+  const labelled = data.labels.find((l) => l.name.toLowerCase() === label);
+  return Boolean(
+    (labelled &&
+      (action === "create" ||
+        (action === "update" &&
+          updatedFrom?.labelIds !== undefined &&
+          !updatedFrom.labelIds.includes(labelled.id)))) ||
+    (settings.agent_user_id &&
+      data.assigneeId === settings.agent_user_id &&
+      (action === "create" ||
+        (action === "update" &&
+          updatedFrom !== undefined &&
+          "assigneeId" in updatedFrom &&
+          updatedFrom.assigneeId !== data.assigneeId))),
+  );
+}
+
+/** A Comment event: a gate command, or feedback for the issue's task. */
+async function onComment(
+  { deps, integration, logger, once }: LinearDelivery,
+  payload: Record<string, unknown>,
+): Promise<void> {
+  const comment = signedShape(commentEvent, payload, "body", "Linear Comment event");
+  if (comment.action === "create") {
     const { data } = comment;
     const decision = commentCommand(data.body);
     const userId = data.userId ?? data.user?.id;
     const issueId = data.issueId;
-    if (!userId || !issueId) return OK;
+    if (!userId || !issueId) return;
     const client = linearClient(integration, deps.apiUrl);
     const common = {
       tasks: deps.tasks,
@@ -359,9 +400,7 @@ export async function handleLinear(
         refusal: "Only members of the issue's team may revise or follow up this task.",
         writtenBySelf: async () => userId === (await viewerId(integration, client)),
       });
-    return OK;
   }
-  return OK;
 }
 
 /**

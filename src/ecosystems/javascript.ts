@@ -313,43 +313,34 @@ export function coverageStep(script: string, runs: RegExp): string | null {
 const JEST = /(^|[\s;&|(/])jest(?=\s|$)/;
 const VITEST = /(^|[\s;&|(/])vitest(?=\s|$)/;
 
-async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt> {
-  const notes: string[] = [];
-  const manifest = ctx.files.get("package.json");
-  if (!manifest)
-    return { ok: false, reason: "no package.json at the repository root", command: null, notes };
-  let pkg: Record<string, unknown>;
-  try {
-    pkg = JSON.parse(manifest.text) as Record<string, unknown>;
-  } catch {
-    return { ok: false, reason: "package.json is not valid JSON", command: null, notes };
-  }
-  const scripts = (pkg.scripts ?? {}) as Record<string, unknown>;
-  const script = typeof scripts.test === "string" ? scripts.test.trim() : "";
-  if (script === "" || /no test specified/.test(script))
-    return { ok: false, reason: "package.json has no test script", command: null, notes };
+/** How the tests run with coverage: the command, where its report is, and what else to try. */
+interface CoveragePlan {
+  command: string;
+  method: string;
+  summaryFile: string;
+  /** A command that reports the tool's last run again (a config moved the report). */
+  fallback: string | null;
+  /** The coverage tool's own step run alone, when the whole script wrote no report. */
+  alone: { command: string; summaryFile: string } | null;
+}
 
+/**
+ * The repository's own coverage script when its tool is installed, else `npm test` with
+ * jest's or vitest's coverage options, else c8 around `npm test`.
+ */
+async function coveragePlan(
+  ctx: CoverageContext,
+  script: string,
+  scripts: Record<string, unknown>,
+): Promise<CoveragePlan> {
   const root = ctx.root;
-  const declares = nonEmpty(pkg.dependencies) || nonEmpty(pkg.devDependencies);
-  // The scan's setup step installed them (verify/setup.ts); its commands have no network.
-  if (declares && !(await exists(root, "node_modules")))
-    return {
-      ok: false,
-      reason: `the dependencies are not installed: ${ctx.setupFailure ?? "the setup step installed none"}`,
-      command: null,
-      notes,
-    };
-
   const bin = path.join(root, "node_modules", ".bin");
-  const binSeen = path.posix.join(ctx.sandboxRoot, "node_modules", ".bin");
-  const pathEnv = { PATH: `${binSeen}:${process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin"}` };
   const own = findCoverageScript(scripts);
   let command: string;
   let method: string;
   let summaryFile: string;
   let fallback: string | null = null;
-  // The coverage tool's own step run alone, when the whole script wrote no report.
-  let alone: { command: string; summaryFile: string } | null = null;
+  let alone: CoveragePlan["alone"] = null;
   if (own && (await exists(root, path.join(bin, own.tool)))) {
     const added = withJsonSummary(own.script, own.tool);
     command = added.command;
@@ -388,6 +379,41 @@ async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt
     method = "c8 around npm test";
     summaryFile = path.join(root, REPORT_DIR, "coverage-summary.json");
   }
+  return { command, method, summaryFile, fallback, alone };
+}
+
+async function javascriptCoverage(ctx: CoverageContext): Promise<CoverageAttempt> {
+  const notes: string[] = [];
+  const manifest = ctx.files.get("package.json");
+  if (!manifest)
+    return { ok: false, reason: "no package.json at the repository root", command: null, notes };
+  let pkg: Record<string, unknown>;
+  try {
+    pkg = JSON.parse(manifest.text) as Record<string, unknown>;
+  } catch {
+    return { ok: false, reason: "package.json is not valid JSON", command: null, notes };
+  }
+  const scripts = (pkg.scripts ?? {}) as Record<string, unknown>;
+  const script = typeof scripts.test === "string" ? scripts.test.trim() : "";
+  if (script === "" || /no test specified/.test(script))
+    return { ok: false, reason: "package.json has no test script", command: null, notes };
+
+  const root = ctx.root;
+  const declares = nonEmpty(pkg.dependencies) || nonEmpty(pkg.devDependencies);
+  // The scan's setup step installed them (verify/setup.ts); its commands have no network.
+  if (declares && !(await exists(root, "node_modules")))
+    return {
+      ok: false,
+      reason: `the dependencies are not installed: ${ctx.setupFailure ?? "the setup step installed none"}`,
+      command: null,
+      notes,
+    };
+
+  const binSeen = path.posix.join(ctx.sandboxRoot, "node_modules", ".bin");
+  const pathEnv = { PATH: `${binSeen}:${process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin"}` };
+  const plan = await coveragePlan(ctx, script, scripts);
+  const { method, summaryFile, fallback, alone } = plan;
+  let command = plan.command;
   await removeReport(root, summaryFile);
   let result = await ctx.run(command, pathEnv);
   if (!result) return { ok: false, reason: ctx.outOfTime(), command, notes };

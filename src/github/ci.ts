@@ -8,6 +8,8 @@ import type { JobKind } from "../queue/scheduler.js";
 import { configNames } from "../verify/checks.js";
 import { redactText } from "../util/redact.js";
 import type { InstallationOctokit } from "../github-api/client.js";
+import type { WorkspaceRecord } from "../domain/workspaces.js";
+import type { Logger } from "../util/logger.js";
 import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
 import { sanitizeUntrusted } from "../github-api/sanitize.js";
@@ -323,6 +325,85 @@ function fixDescription(job: CiJob, log: string | null): string {
     .slice(0, 20_000);
 }
 
+/** The pull request a failure is reported on, when it has one. */
+function threadOf(job: CiJob): Thread | undefined {
+  return job.pr_number !== null
+    ? {
+        installation_id: job.installation_id,
+        repo_full_name: job.repo_full_name,
+        number: job.pr_number,
+        is_pull_request: true,
+      }
+    : undefined;
+}
+
+/**
+ * Whether the default branch fails the same check (then this branch did not cause it: the
+ * thread is told, no fix task starts). Never on the default branch itself.
+ */
+async function failsOnDefaultBranch(
+  octokit: InstallationOctokit,
+  job: CiJob,
+  thread: Thread | undefined,
+  log: Logger,
+): Promise<boolean> {
+  if (job.check.head_branch === job.default_branch) return false;
+  const base = await baseConclusion(octokit, job).catch(() => null);
+  if (!base || !FAILING.has(base)) return false;
+  log.info("CI failure ignored: the default branch fails the same check");
+  if (thread)
+    await reply(
+      octokit,
+      thread,
+      `The check "${job.check.name}" failed here, but it fails on \`${job.default_branch}\` too, so this branch did not cause it. No fix task was started; fix \`${job.default_branch}\` first.`,
+    );
+  return true;
+}
+
+/**
+ * The fix tasks of a failure: one from the repository's CI config (`config`), else those the
+ * account's ci_failure automations start. Their ids.
+ */
+async function startFixTasks(
+  deps: GithubHandlerDeps,
+  workspace: WorkspaceRecord & { account_id: string },
+  job: CiJob,
+  config: RepoCiConfig | null,
+  thread: Thread | undefined,
+  logText: string | null,
+): Promise<string[]> {
+  const origin = { kind: "ci_failure", source: job.source, check: job.check };
+  if (config) {
+    const task = await createTask(deps.tasks, workspace.account_id, {
+      workspace_id: workspace._id,
+      repo_id: job.repo_id,
+      description: fixDescription(job, logText),
+      auto_approve: config.auto_approve,
+      base_branch: job.check.head_branch,
+      source: "ci_failure",
+      origin,
+      ...(thread ? { thread } : {}),
+    });
+    return [task._id];
+  }
+  const fired = await fireCiFailureAutomations(
+    deps.tasks,
+    {
+      account_id: workspace.account_id,
+      workspace_id: workspace._id,
+      repo_id: job.repo_id,
+      check: {
+        ...job.check,
+        summary: sanitizeUntrusted(
+          `${job.check.summary}${logText ? `\n\nEnd of the failing job's log:\n${logText}` : ""}`,
+        ),
+      },
+    },
+    { base_branch: job.check.head_branch, ...(thread ? { thread } : {}) },
+  );
+  return fired.tasks_created;
+}
+
 /** The job that decides whether a failure gets a fix task, and creates it. */
 export function ciJob(deps: GithubHandlerDeps): JobKind<CiJob> {
   const logger = deps.logger.child({ component: "github-ci" });
@@ -369,65 +450,22 @@ export function ciJob(deps: GithubHandlerDeps): JobKind<CiJob> {
         log.info("CI failure ignored: this fix branch already had its fix attempt");
         return;
       }
-      const thread: Thread | undefined =
-        job.pr_number !== null
-          ? {
-              installation_id: job.installation_id,
-              repo_full_name: job.repo_full_name,
-              number: job.pr_number,
-              is_pull_request: true,
-            }
-          : undefined;
-      if (job.check.head_branch !== job.default_branch) {
-        const base = await baseConclusion(octokit, job).catch(() => null);
-        if (base && FAILING.has(base)) {
-          log.info("CI failure ignored: the default branch fails the same check");
-          if (thread)
-            await reply(
-              octokit,
-              thread,
-              `The check "${job.check.name}" failed here, but it fails on \`${job.default_branch}\` too, so this branch did not cause it. No fix task was started; fix \`${job.default_branch}\` first.`,
-            );
-          return;
-        }
-      }
+      const thread = threadOf(job);
+      if (await failsOnDefaultBranch(octokit, job, thread, log)) return;
       const logText = await logExcerpt(octokit, job).catch((error: unknown) => {
         log.warn({ err: error }, "could not read the failing job's log");
         return null;
       });
-      const origin = { kind: "ci_failure", source: job.source, check: job.check };
-      const created: string[] = [];
+      let created: string[];
       try {
-        if (byConfig) {
-          const task = await createTask(deps.tasks, workspace.account_id, {
-            workspace_id: workspace._id,
-            repo_id: job.repo_id,
-            description: fixDescription(job, logText),
-            auto_approve: config.auto_approve,
-            base_branch: job.check.head_branch,
-            source: "ci_failure",
-            origin,
-            ...(thread ? { thread } : {}),
-          });
-          created.push(task._id);
-        } else {
-          const fired = await fireCiFailureAutomations(
-            deps.tasks,
-            {
-              account_id: workspace.account_id,
-              workspace_id: workspace._id,
-              repo_id: job.repo_id,
-              check: {
-                ...job.check,
-                summary: sanitizeUntrusted(
-                  `${job.check.summary}${logText ? `\n\nEnd of the failing job's log:\n${logText}` : ""}`,
-                ),
-              },
-            },
-            { base_branch: job.check.head_branch, ...(thread ? { thread } : {}) },
-          );
-          created.push(...fired.tasks_created);
-        }
+        created = await startFixTasks(
+          deps,
+          workspace,
+          job,
+          byConfig ? config : null,
+          thread,
+          logText,
+        );
       } catch (error) {
         if (!isAppError(error) || error.status >= 500) throw error;
         log.info({ reason: error.message }, "CI fix task refused");

@@ -20,23 +20,25 @@ import { runBacktest } from "./index.js";
 const USAGE =
   "usage: npm run backtest -- --repo <path|url> [--cases N] [--since DATE] [--until DATE] [--cases-file F] [--out DIR] [--max-usd X] [--setup CMD]";
 
-async function main(): Promise<number> {
-  let values;
+const OPTIONS = {
+  repo: { type: "string" },
+  cases: { type: "string" },
+  since: { type: "string" },
+  until: { type: "string" },
+  "cases-file": { type: "string" },
+  out: { type: "string" },
+  "max-usd": { type: "string" },
+  setup: { type: "string" },
+  help: { type: "boolean" },
+} as const;
+
+type Options = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; strict: true }>>["values"];
+
+/** The command line's options, or the exit code when there is nothing to run. */
+function readOptions(): (Options & { repo: string }) | number {
+  let values: Options;
   try {
-    ({ values } = parseArgs({
-      options: {
-        repo: { type: "string" },
-        cases: { type: "string" },
-        since: { type: "string" },
-        until: { type: "string" },
-        "cases-file": { type: "string" },
-        out: { type: "string" },
-        "max-usd": { type: "string" },
-        setup: { type: "string" },
-        help: { type: "boolean" },
-      },
-      strict: true,
-    }));
+    ({ values } = parseArgs({ options: OPTIONS, strict: true }));
   } catch (error) {
     console.error(`${(error as Error).message}\n${USAGE}`);
     return 2;
@@ -49,13 +51,21 @@ async function main(): Promise<number> {
     console.error(`--repo is required\n${USAGE}`);
     return 2;
   }
-  const number = (name: string, raw: string | undefined, integer: boolean) => {
-    if (raw === undefined) return undefined;
-    const n = Number(raw);
-    if (!Number.isFinite(n) || n < 0 || (integer && !Number.isInteger(n)))
-      throw new ConfigError([`--${name} must be a ${integer ? "whole " : ""}number ≥ 0`]);
-    return n;
-  };
+  return { ...values, repo: values.repo };
+}
+
+/** A numeric option's value (undefined when not given); a ConfigError when it is not one. */
+function number(name: string, raw: string | undefined, integer: boolean): number | undefined {
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < 0 || (integer && !Number.isInteger(n)))
+    throw new ConfigError([`--${name} must be a ${integer ? "whole " : ""}number ≥ 0`]);
+  return n;
+}
+
+async function main(): Promise<number> {
+  const values = readOptions();
+  if (typeof values === "number") return values;
   dotenv.config({ path: process.env.ENV_FILE || ".env", quiet: true });
   const out = path.resolve(values.out ?? `backtest-${new Date().toISOString().slice(0, 10)}`);
   let service: Service | undefined;

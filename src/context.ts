@@ -8,7 +8,7 @@ import type { Models, Tier } from "./db/models.js";
 import { findTier } from "./domain/accounts.js";
 import type { CronJobs } from "./domain/automations.js";
 import type { HealthScans } from "./domain/health-reports.js";
-import type { VendorEndpoint } from "./domain/integrations/endpoint.js";
+import type { VendorEndpoint, VendorInstalls } from "./domain/integrations/endpoint.js";
 import { startIntegrationCache } from "./domain/integrations/store.js";
 import { TIERS_MARKER } from "./domain/quota.js";
 import { createStorageCheck, type StorageCheck } from "./domain/storage.js";
@@ -30,7 +30,12 @@ import { createThreadNotifier } from "./github/notices.js";
 import { createProgressReporter } from "./github/progress.js";
 import { buildIndex } from "./indexer/index.js";
 import type { IntegrationDeps, IntegrationJobDeps } from "./integrations/plugin.js";
-import { defineVendorJobs, vendorRoutes, vendorSettings } from "./integrations/registry.js";
+import {
+  defineVendorJobs,
+  vendorInstalls,
+  vendorRoutes,
+  vendorSettings,
+} from "./integrations/registry.js";
 import { createIntegrationNotifier, integrationNoticeJob } from "./integrations/shared/notices.js";
 import { TASK_REQUEST_JOB, type RequestTask } from "./integrations/shared/task-request.js";
 import { taskRequestJob } from "./integrations/shared/task-requests.js";
@@ -115,6 +120,8 @@ export interface ServiceContext {
   readonly integrations: IntegrationDeps;
   /** The vendors' signed endpoints, bound to `integrations` (integrations/registry.ts). */
   readonly vendorRoutes: readonly VendorEndpoint[];
+  /** The vendors' OAuth install flows (integrations/registry.ts). */
+  readonly vendorInstalls: VendorInstalls;
   /** The hourly pruning job the worker role schedules. */
   readonly housekeeping: JobKind<Record<string, never>>;
   readonly checkStorage: StorageCheck;
@@ -237,6 +244,7 @@ export async function buildContext(options: ContextOptions): Promise<ServiceCont
     }),
     integrations,
     vendorRoutes: Object.freeze(vendorRoutes(integrations)),
+    vendorInstalls: Object.freeze(vendorInstalls()),
     housekeeping: pruneOnceMarkers(models, config.trajectoryRetentionDays),
     checkStorage,
     close() {

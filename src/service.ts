@@ -286,6 +286,7 @@ async function startWeb(context: ServiceContext, workers: boolean): Promise<WebR
             })
           : noGithubApp,
       vendorRoutes: context.vendorRoutes,
+      vendorInstalls: context.vendorInstalls,
       mountPages: setupToken
         ? (router) => mountManifestFlow(router, { config, logger, setupToken })
         : noPages,

@@ -79,6 +79,17 @@ export async function markerExists(models: Models, marker: Marker): Promise<bool
   return Boolean(await models.Once.exists({ _id: marker.id }));
 }
 
+/** The fields a claimed marker was stored with (`claimMarker`'s extra fields); null: unclaimed. */
+export async function markerFields(
+  models: Models,
+  marker: Marker,
+): Promise<Record<string, unknown> | null> {
+  return (await collectionOf<OnceRecord>(models.Once).findOne({ _id: marker.id })) as Record<
+    string,
+    unknown
+  > | null;
+}
+
 /** Drops claimed markers, so that the work they stand for may be done again. */
 export async function dropMarkers(models: Models, claimed: readonly Marker[]): Promise<void> {
   await models.Once.deleteMany({ _id: { $in: claimed.map((marker) => marker.id) } });

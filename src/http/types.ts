@@ -11,7 +11,7 @@ import type { CronJobs } from "../domain/automations.js";
 import type { HealthScans } from "../domain/health-reports.js";
 import type { Principal } from "../domain/keys.js";
 import type { TaskDeps } from "../domain/tasks/model.js";
-import type { VendorEndpoint } from "../domain/integrations/endpoint.js";
+import type { VendorEndpoint, VendorInstalls } from "../domain/integrations/endpoint.js";
 import type { Logger } from "../util/logger.js";
 import type { RateLimiterAbstract } from "rate-limiter-flexible";
 import type { GithubReceiver } from "../github-api/receiver.js";
@@ -37,6 +37,8 @@ export interface HttpDeps {
    * mounted and documented in a loop, no vendor named here.
    */
   readonly vendorRoutes: readonly VendorEndpoint[];
+  /** The vendors' OAuth install flows, by type (integrations/registry.ts, via src/context.ts). */
+  readonly vendorInstalls: VendorInstalls;
   /** Pages another door mounts on this server (github/manifest.ts before an App exists). */
   mountPages(router: Router): void;
   /** Handles a GitHub webhook delivery (`noGithubApp` when the App is not configured: 404). */

@@ -4,6 +4,7 @@ import type { TaskRecord } from "../db/models.js";
 import type {
   VendorAnswer,
   VendorEndpoint,
+  VendorInstall,
   VendorRequest,
 } from "../domain/integrations/endpoint.js";
 import type { IntegrationRecord } from "../domain/integrations/store.js";
@@ -23,8 +24,8 @@ import type { NoticeKind } from "./shared/tracker.js";
  * shared/task-requests.ts) report back through it, all from the registry: nothing outside
  * the vendor's folder names the vendor. Its settings and secrets (domain/integrations/
  * kinds.ts) stay below the doors, where the integration store needs them; its once-marker
- * kinds are declared in its folder (`markerKind`, durable/once.ts), the install states in
- * domain/integrations/ beside the install flow that claims them; the plugin names them all.
+ * kinds are declared in its folder (`markerKind`, durable/once.ts), the install states beside
+ * the install flow that claims them (slack/install.ts); the plugin names them all.
  *
  * An inbound handler gets the task operations (`deps.tasks`), so what a vendor's message
  * asks of a task (a gate decision today; a revision or follow-up from a reply in the task's
@@ -74,10 +75,11 @@ export interface IntegrationPlugin<T extends IntegrationType = IntegrationType> 
   jobs(deps: IntegrationJobDeps, define: <D>(kind: JobKind<D>) => void): void;
   /**
    * How its app is installed through the vendor's OAuth flow, when it has one (Slack: the
-   * routes of /integrations/{id}/slack/install in http/routes/integrations, over
-   * domain/integrations/slack-install.ts); null when an account pastes its secrets.
+   * routes of /integrations/{id}/slack/install in http/routes/integrations call
+   * slack/install.ts through `HttpDeps.vendorInstalls`); null when an account pastes its
+   * secrets.
    */
-  install: { start: string; callback: string } | null;
+  install: VendorInstall | null;
   /** Whether the pull request's merge is news for it (a tracker moves the issue to done). */
   reportsMerges: boolean;
   /** Posts a task's notice (its plan, its change, its end) where the task was asked for. */

@@ -3,7 +3,7 @@ import type { IntegrationType } from "../domain/integrations/types.js";
 import type { JobKind } from "../queue/scheduler.js";
 import { jiraPlugin } from "./jira/index.js";
 import { linearPlugin } from "./linear/index.js";
-import type { VendorEndpoint } from "../domain/integrations/endpoint.js";
+import type { VendorEndpoint, VendorInstalls } from "../domain/integrations/endpoint.js";
 import type {
   IntegrationDeps,
   IntegrationJobDeps,
@@ -35,6 +35,13 @@ export function integrationPlugins(): IntegrationPlugin[] {
 /** Each vendor's settings read from the config by its own plugin, by type. */
 export function vendorSettings(config: Config): VendorSettings {
   return Object.fromEntries(integrationPlugins().map((p) => [p.type, p.settings(config)]));
+}
+
+/** The install flows of the vendors that have one, for the HTTP door's install routes. */
+export function vendorInstalls(): VendorInstalls {
+  return Object.fromEntries(
+    integrationPlugins().flatMap((p) => (p.install ? [[p.type, p.install]] : [])),
+  );
 }
 
 /** Every vendor's routes, bound to `deps` once (src/context.ts), mounted by the HTTP door. */

@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   SLACK_BOT_SCOPES,
   startSlackInstall,
-} from "../../src/domain/integrations/slack-install.js";
+} from "../../src/integrations/slack/install.js";
 import { isAppError } from "../../src/errors.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 

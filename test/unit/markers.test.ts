@@ -11,7 +11,7 @@ import { healthEndMarker } from "../../src/domain/health-reports.js";
 import {
   slackInstallStateMarker,
   slackInstallStateUsedMarker,
-} from "../../src/domain/integrations/slack-install.js";
+} from "../../src/integrations/slack/install.js";
 import {
   githubLinkMarker,
   linkStateMarker,

@@ -1,3 +1,6 @@
+import type { Config } from "../../config/env.js";
+import type { Models } from "../../db/models.js";
+import type { Logger } from "../../util/logger.js";
 import type { IntegrationType } from "./types.js";
 
 /*
@@ -48,3 +51,29 @@ export interface VendorEndpoint<H = VendorHandler, T extends IntegrationType = I
   ok: string;
   handle: H;
 }
+
+/** What a vendor's OAuth install flow uses of the service. */
+export interface InstallParts {
+  models: Models;
+  config: Config;
+  logger: Logger;
+}
+
+/**
+ * A vendor's OAuth install flow, in its folder; the HTTP door's install routes call it
+ * (bound by src/context.ts). `start` and `callback` are the routes' paths.
+ */
+export interface VendorInstall {
+  start: string;
+  callback: string;
+  /** A single-use state for one of the account's integrations, and where to send the user. */
+  begin(parts: InstallParts, accountId: string, integrationId: string): Promise<unknown>;
+  /** The vendor's redirect: the state used once, the app's credentials stored. */
+  complete(
+    parts: InstallParts,
+    query: { state?: string | undefined; code?: string | undefined; error?: string | undefined },
+  ): Promise<unknown>;
+}
+
+/** The install flows of the vendors that have one, by type. */
+export type VendorInstalls = Readonly<Partial<Record<IntegrationType, VendorInstall>>>;

@@ -32,7 +32,7 @@ export interface IntegrationRecord {
   updated_at: Date;
 }
 
-/** What an OAuth install of the Slack app left on the integration (slack-install.ts). */
+/** What an OAuth install of the Slack app left on the integration (slack/install.ts). */
 export interface SlackInstall {
   team_id: string;
   team_name: string | null;
@@ -245,7 +245,44 @@ export async function findIntegration(
   return doc && doc.type === type ? remember(doc) : null;
 }
 
-/** The Slack integration the app was installed into `teamId` for (slack-install.ts). */
+/** Another Slack integration than `exceptId` the app was installed into `teamId` for. */
+export async function otherSlackInstall(
+  models: Models,
+  teamId: string,
+  exceptId: string,
+): Promise<boolean> {
+  const other = await integrationsOf(models).findOne(
+    { type: "slack", "install.team_id": teamId, _id: { $ne: exceptId } },
+    { projection: { _id: 1 } },
+  );
+  return other !== null;
+}
+
+/**
+ * Stores an OAuth install on the account's integration as it was read (`integration`), with
+ * its bot token; false when the integration is gone.
+ */
+export async function storeSlackInstall(
+  models: Models,
+  accountId: string,
+  integration: IntegrationRecord,
+  token: string,
+  install: SlackInstall,
+  now: Date,
+): Promise<boolean> {
+  const { matchedCount } = await integrationsOf(models).replaceOne(
+    { _id: integration._id, account_id: accountId },
+    {
+      ...integration,
+      secrets: { ...integration.secrets, bot_token: token },
+      install,
+      updated_at: now,
+    },
+  );
+  return matchedCount > 0;
+}
+
+/** The Slack integration the app was installed into `teamId` for (slack/install.ts). */
 export async function findSlackInstall(
   models: Models,
   teamId: string,

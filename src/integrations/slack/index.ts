@@ -1,8 +1,5 @@
 import { slackKind } from "../../domain/integrations/kinds.js";
-import {
-  slackInstallStateMarker,
-  slackInstallStateUsedMarker,
-} from "../../domain/integrations/slack-install.js";
+import { slackInstall, slackInstallStateMarker, slackInstallStateUsedMarker } from "./install.js";
 import { slackDeliveryMarker } from "./door.js";
 import { errors } from "../../errors.js";
 import type { VendorEndpoint, VendorRequest } from "../../domain/integrations/endpoint.js";
@@ -122,10 +119,7 @@ export const slackPlugin = {
   routes,
   settings: slackServiceSettings,
   jobs() {},
-  install: {
-    start: "/integrations/{id}/slack/install",
-    callback: "/integrations/slack/oauth/callback",
-  },
+  install: slackInstall,
   // A Slack thread has the pull request's link already.
   reportsMerges: false,
   async notice(deps, integration, task, kind) {

@@ -8,12 +8,8 @@ import {
   updateIntegration,
   type IntegrationView,
 } from "../../../domain/integrations/store.js";
-import {
-  completeSlackInstall,
-  startSlackInstall,
-  type SlackOAuthConfig,
-} from "../../../domain/integrations/slack-install.js";
-import type { Config } from "../../../config/env.js";
+import type { VendorInstall, VendorInstalls } from "../../../domain/integrations/endpoint.js";
+import { errors } from "../../../errors.js";
 import { pageQuery } from "../../paging.js";
 import { route, type AnyRoute } from "../../route.js";
 import { noContent } from "../../schemas.js";
@@ -28,13 +24,11 @@ import {
   type SlackInstallResultView,
 } from "./schema.js";
 
-function slackOAuth(config: Config): SlackOAuthConfig {
-  return {
-    clientId: config.slackOAuth.clientId,
-    clientSecret: config.slackOAuth.clientSecret,
-    publicUrl: config.manifest.publicUrl,
-    apiUrl: config.slackApiUrl,
-  };
+/** The install flow of an integration type (its plugin's, bound by src/context.ts). */
+function installOf(installs: VendorInstalls, type: "slack"): VendorInstall {
+  const install = installs[type];
+  if (!install) throw errors.notFound(`${type} install`);
+  return install;
 }
 
 function escapeHtml(text: string): string {
@@ -131,12 +125,12 @@ export const integrationRoutes: AnyRoute[] = [
     response: { description: "The state and where to send the user", schema: slackInstallStart },
     errors: [404, 503],
     async handler(_ctx, { params, principal, deps }) {
-      return startSlackInstall(
-        deps.models,
-        slackOAuth(deps.config),
+      const start = await installOf(deps.vendorInstalls, "slack").begin(
+        deps,
         principal.accountId,
         params.id,
       );
+      return start as z.infer<typeof slackInstallStart>;
     },
   }),
   route({
@@ -155,10 +149,10 @@ export const integrationRoutes: AnyRoute[] = [
     errors: [404, 409, 502, 503],
     html: installedPage,
     async handler(_ctx, { query, deps }) {
-      const result = await completeSlackInstall(
-        { models: deps.models, config: slackOAuth(deps.config), logger: deps.logger },
-        query,
-      );
+      const result = (await installOf(deps.vendorInstalls, "slack").complete(deps, query)) as Omit<
+        SlackInstallResultView,
+        "installed" | "message"
+      >;
       return {
         installed: true as const,
         message: `The Slack app is installed in ${result.team_name ?? result.team_id} for integration ${result.integration_id}.`,

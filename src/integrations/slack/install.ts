@@ -1,17 +1,21 @@
 import { ErrorCode as SlackErrorCode, WebClient } from "@slack/web-api";
 import { randomBytes } from "node:crypto";
-import { collectionOf, type Models, type OnceRecord } from "../../db/models.js";
+import type { Models } from "../../db/models.js";
 import { errors } from "../../errors.js";
+import type { Config } from "../../config/env.js";
+import type { VendorInstall } from "../../domain/integrations/endpoint.js";
 import type { Logger } from "../../util/logger.js";
 import { registerSecret } from "../../util/redact.js";
-import { claimMarker, markerKind, stateHash } from "../../durable/markers.js";
+import { claimMarker, markerFields, markerKind, stateHash } from "../../durable/markers.js";
 import {
   getIntegrationRecord,
   integrationChanged,
+  otherSlackInstall,
+  storeSlackInstall,
   SLACK_OAUTH_CALLBACK_PATH,
   type IntegrationRecord,
   type SlackInstall,
-} from "./store.js";
+} from "../../domain/integrations/store.js";
 
 /** A Slack install state of `POST /integrations/{id}/slack/install`, by its hash. */
 export const slackInstallStateMarker = markerKind(
@@ -154,9 +158,11 @@ async function consumeInstallState(
   state: string,
   now: Date,
 ): Promise<{ accountId: string; integrationId: string }> {
-  const doc = (await collectionOf<OnceRecord>(models.Once).findOne({
-    _id: slackInstallStateMarker(state).id,
-  })) as { account_id?: string; integration_id?: string; expires_at?: Date } | null;
+  const doc = (await markerFields(models, slackInstallStateMarker(state))) as {
+    account_id?: string;
+    integration_id?: string;
+    expires_at?: Date;
+  } | null;
   if (!doc?.account_id || !doc.integration_id || !doc.expires_at)
     throw badInstall("state", "The install state is not known.");
   if (doc.expires_at.getTime() <= now.getTime())
@@ -279,18 +285,7 @@ export async function completeSlackInstall(
     scopes: (answer.scope ?? "").split(",").filter(Boolean),
     installed_at: now,
   };
-  const { matchedCount } = await collectionOf<IntegrationRecord>(
-    deps.models.Integration,
-  ).replaceOne(
-    { _id: integrationId, account_id: accountId },
-    {
-      ...integration,
-      secrets: { ...integration.secrets, bot_token: token },
-      install,
-      updated_at: now,
-    },
-  );
-  if (matchedCount === 0) {
+  if (!(await storeSlackInstall(deps.models, accountId, integration, token, install, now))) {
     await revoke(ready, token, log);
     throw errors.notFound("integration");
   }
@@ -313,11 +308,30 @@ async function teamRefusal(
   const pinned = (integration.settings as { team_id?: string }).team_id;
   if (pinned && pinned !== teamId)
     return `This integration is for Slack workspace ${pinned} (settings.team_id), but the app was installed into ${teamId}; nothing was changed.`;
-  const other = await collectionOf<IntegrationRecord>(models.Integration).findOne(
-    { type: "slack", "install.team_id": teamId, _id: { $ne: integration._id } },
-    { projection: { _id: 1 } },
-  );
-  if (other)
+  if (await otherSlackInstall(models, teamId, integration._id))
     return `Slack workspace ${teamId} is already connected to another integration; remove that one first.`;
   return null;
 }
+
+/** The Slack app's OAuth settings of the service's configuration. */
+function slackOAuth(config: Config): SlackOAuthConfig {
+  return {
+    clientId: config.slackOAuth.clientId,
+    clientSecret: config.slackOAuth.clientSecret,
+    publicUrl: config.manifest.publicUrl,
+    apiUrl: config.slackApiUrl,
+  };
+}
+
+/** Slack's install flow as the plugin offers it to the HTTP door's install routes. */
+export const slackInstall: VendorInstall = {
+  start: "/integrations/{id}/slack/install",
+  callback: "/integrations/slack/oauth/callback",
+  begin: (parts, accountId, integrationId) =>
+    startSlackInstall(parts.models, slackOAuth(parts.config), accountId, integrationId),
+  complete: (parts, query) =>
+    completeSlackInstall(
+      { models: parts.models, config: slackOAuth(parts.config), logger: parts.logger },
+      query,
+    ),
+};

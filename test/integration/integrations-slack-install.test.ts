@@ -3,10 +3,7 @@ import { createHmac } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import {
-  SLACK_BOT_SCOPES,
-  startSlackInstall,
-} from "../../src/integrations/slack/install.js";
+import { SLACK_BOT_SCOPES, startSlackInstall } from "../../src/integrations/slack/install.js";
 import { isAppError } from "../../src/errors.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 

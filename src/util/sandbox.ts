@@ -22,7 +22,7 @@
  */
 import { execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, constants as fsConstants, openSync, readFileSync } from "node:fs";
+import { closeSync, existsSync, constants as fsConstants, openSync, readFileSync } from "node:fs";
 import { Socket } from "node:net";
 import { promisify } from "node:util";
 import {
@@ -556,19 +556,34 @@ async function bwrapArgs(mounts: RunMounts, network: string[] = []): Promise<str
  * kind (the folder and an empty one as its two lower layers, mountinfo shows `mods.l:mods.e`),
  * so the service's checkout path does not show either.
  *
+ * All of a run's overlays are mounted by one `mount -a` over an fstab of the run folder (one
+ * process: each `mount` costs a few milliseconds of start-up, and a run has three to five).
+ * Each mount point holds a marker file until something is mounted over it; when `mount -a`
+ * reports a failure, the names whose marker still shows are mounted one by one as before.
+ * The same shell then opens bwrap's options file (see bwrapFromFile) and execs bwrap, so the
+ * options need no shell of their own.
+ *
  * Unprivileged overlay mounts need Linux 5.11+; where the start-up probe finds none, or one
  * mount fails, the folder is bind-mounted as before (at /workspace all the same; only
- * mountinfo then shows its host path). checkSandbox reports which.
+ * mountinfo then shows its host path). checkSandbox reports which: `<name>.mode` says `bind`
+ * for a folder bound, and is absent for an overlay.
  */
-const MOUNT_SCRIPT = `d=$1; mount=$2; shift 2
+/** The fstab of a run's overlays, in the run folder (see MOUNT_SCRIPT). */
+const FSTAB = "overlays.fstab";
+/** A file in each overlay's mount point, hidden once the overlay is mounted over it. */
+const UNMOUNTED = ".foreman-unmounted";
+
+const MOUNT_SCRIPT = `d=$1; mount=$2; args=$3; shift 3
 cd "$d" || exit 125
+"$mount" -a -T ./${FSTAB} 2>/dev/null && all=1 || all=
 while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
   n=$1; shift
+  [ -z "$all" ] && [ -e "$n/${UNMOUNTED}" ] || continue
   o="lowerdir=$n.l,upperdir=$n.u,workdir=$n.w,userxattr"; b="$n.u"
   # No upper folder: a read-only overlay (two lower layers, the second one empty).
   [ -e "$n.u" ] || { o="lowerdir=$n.l:$n.e"; b="$n.l"; }
   if "$mount" -t overlay overlay -o "$o,uuid=off" "$n" 2>/dev/null || "$mount" -t overlay overlay -o "$o" "$n" 2>/dev/null; then
-    echo overlay >"$n.mode"
+    :
   elif "$mount" --bind "$b" "$n"; then
     echo bind >"$n.mode"
   else
@@ -576,8 +591,44 @@ while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
   fi
 done
 shift
+if [ -n "$args" ]; then exec 3<"$args" || exit 125; fi
+unset PWD OLDPWD
 exec "$@"
 `;
+
+/**
+ * The argv that mounts `overlays` (names of mount points in `run`, prepared by prepareOverlay,
+ * layerOver or prepareReadOnlyOverlay) and then runs `command` with bwrap's options file
+ * `args` open as descriptor 3 (none: ""). Writes the run's fstab: relative names only, the
+ * script runs in `run`.
+ */
+async function mountArgv(
+  run: string,
+  tools: OverlayTools,
+  overlays: string[],
+  args: string,
+  command: string[],
+): Promise<string[]> {
+  const lines = overlays.map((n) => {
+    const options = existsSync(path.join(run, `${n}.u`))
+      ? `lowerdir=${n}.l,upperdir=${n}.u,workdir=${n}.w,userxattr`
+      : `lowerdir=${n}.l:${n}.e`;
+    return `overlay ${n} overlay ${options},uuid=off 0 0\n`;
+  });
+  await writeFile(path.join(run, FSTAB), lines.join(""), { mode: 0o600 });
+  return [
+    "/bin/sh",
+    "-c",
+    MOUNT_SCRIPT,
+    "sh",
+    run,
+    tools.mount,
+    args,
+    ...overlays,
+    "--",
+    ...command,
+  ];
+}
 
 interface OverlayTools {
   unshare: string;
@@ -606,6 +657,7 @@ async function probeOverlay(): Promise<OverlayTools | undefined> {
     await mkdir(run);
     const overlay = await prepareOverlay(run, "ws", upper);
     if (!overlay) return undefined;
+    const tools = { unshare, mount };
     await execFileAsync(
       unshare,
       [
@@ -613,25 +665,24 @@ async function probeOverlay(): Promise<OverlayTools | undefined> {
         "--map-root-user",
         "--mount",
         "--",
-        "/bin/sh",
-        "-c",
-        MOUNT_SCRIPT,
-        "sh",
-        run,
-        mount,
-        "ws",
-        "--",
-        "/bin/true",
+        ...(await mountArgv(run, tools, ["ws"], "", ["/bin/true"])),
       ],
       { timeout: 15_000, env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } },
     );
-    const mode = await readFile(path.join(run, "ws.mode"), "utf8").catch(() => "");
-    return mode.trim() === "overlay" ? { unshare, mount } : undefined;
+    // No mode file: mounted as an overlay (MOUNT_SCRIPT writes `bind` for a fallback).
+    const mode = await readFile(path.join(run, "ws.mode"), "utf8").catch(() => "overlay");
+    return mode.trim() === "overlay" ? tools : undefined;
   } catch {
     return undefined;
   } finally {
     await removeTree(probe);
   }
+}
+
+/** An overlay's mount point `name` in `run`, with MOUNT_SCRIPT's marker in it. */
+async function mountPoint(run: string, name: string): Promise<void> {
+  await mkdir(path.join(run, name));
+  await writeFile(path.join(run, name, UNMOUNTED), "");
 }
 
 /**
@@ -650,16 +701,21 @@ async function prepareOverlay(
     `${OVERLAY_SCRATCH_PREFIX}${randomBytes(6).toString("hex")}`,
   );
   try {
-    await mkdir(path.join(scratch, "lower"), { recursive: true, mode: 0o700 });
-    await mkdir(path.join(scratch, "work"), { mode: 0o700 });
+    await mkdir(scratch, { mode: 0o700 });
+    await Promise.all([
+      mkdir(path.join(scratch, "lower"), { mode: 0o700 }),
+      mkdir(path.join(scratch, "work"), { mode: 0o700 }),
+    ]);
   } catch {
     await removeTree(scratch);
     return undefined;
   }
-  await mkdir(path.join(run, name));
-  await symlink(place.upper, path.join(run, `${name}.u`));
-  await symlink(path.join(scratch, "lower"), path.join(run, `${name}.l`));
-  await symlink(path.join(scratch, "work"), path.join(run, `${name}.w`));
+  await Promise.all([
+    mountPoint(run, name),
+    symlink(place.upper, path.join(run, `${name}.u`)),
+    symlink(path.join(scratch, "lower"), path.join(run, `${name}.l`)),
+    symlink(path.join(scratch, "work"), path.join(run, `${name}.w`)),
+  ]);
   return scratch;
 }
 
@@ -682,11 +738,13 @@ async function layerOver(
   const upper = path.join(scratch, "upper");
   await mkdir(upper, { recursive: true, mode: 0o700 });
   if (tools) {
-    await mkdir(path.join(scratch, "work"), { mode: 0o700 });
-    await mkdir(path.join(run, "cache"));
-    await symlink(upper, path.join(run, "cache.u"));
-    await symlink(lower, path.join(run, "cache.l"));
-    await symlink(path.join(scratch, "work"), path.join(run, "cache.w"));
+    await Promise.all([
+      mkdir(path.join(scratch, "work"), { mode: 0o700 }),
+      mountPoint(run, "cache"),
+      symlink(upper, path.join(run, "cache.u")),
+      symlink(lower, path.join(run, "cache.l")),
+      symlink(path.join(scratch, "work"), path.join(run, "cache.w")),
+    ]);
     return { source: path.join(run, "cache"), overlay: true, scratch, writes: upper };
   }
   await execFileAsync("cp", ["-a", "--reflink=auto", "--", `${lower}/.`, upper]);
@@ -699,9 +757,11 @@ async function layerOver(
  * but the run folder. Answers the mount point, which bwrap binds.
  */
 async function prepareReadOnlyOverlay(run: string, name: string, lower: string): Promise<string> {
-  await mkdir(path.join(run, name));
-  await mkdir(path.join(run, `${name}.e`));
-  await symlink(lower, path.join(run, `${name}.l`));
+  await Promise.all([
+    mountPoint(run, name),
+    mkdir(path.join(run, `${name}.e`)),
+    symlink(lower, path.join(run, `${name}.l`)),
+  ]);
   return path.join(run, name);
 }
 
@@ -891,7 +951,7 @@ export async function checkSandbox(options: { setupProxy?: boolean } = {}): Prom
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
     });
     const mode = overlays.length
-      ? (await readFile(path.join(probe, "ws.mode"), "utf8").catch(() => "")).trim()
+      ? (await readFile(path.join(probe, "ws.mode"), "utf8").catch(() => "overlay")).trim()
       : "bind";
     return { workspaceMount: mode === "overlay" ? "overlay" : "bind", diskBudget };
   } catch (error) {
@@ -921,28 +981,17 @@ async function sandboxArgv(parts: {
   net: Awaited<ReturnType<typeof publicNetwork>> | undefined;
   diskLimitMb: number;
 }): Promise<string[]> {
-  let argv = [
-    ...(await bwrapFromFile(parts.run, parts.bwrap)),
-    ...limitArgs(parts.diskLimitMb),
-    ...parts.command,
-  ];
+  const { file, argv: bwrap } = await bwrapFromFile(parts.run, parts.bwrap);
+  const inner = [...bwrap, ...limitArgs(parts.diskLimitMb), ...parts.command];
   const tools = parts.tools;
-  if (tools && parts.overlays.length > 0)
-    argv = [
-      "/bin/sh",
-      "-c",
-      MOUNT_SCRIPT,
-      "sh",
-      parts.run,
-      tools.mount,
-      ...parts.overlays,
-      "--",
-      ...argv,
-    ];
+  const mounted = tools && parts.overlays.length > 0;
+  // The mount script opens the options file itself; without overlays a shell of its own does.
+  const argv = mounted
+    ? await mountArgv(parts.run, tools, parts.overlays, file, inner)
+    : ["/bin/sh", "-c", BWRAP_SHIM, "sh", file, ...inner];
   // The network's launcher has a user and mount namespace of its own already.
   if (parts.net) return parts.net.wrap(argv);
-  if (tools && parts.overlays.length > 0)
-    return [tools.unshare, "--user", "--map-root-user", "--mount", "--", ...argv];
+  if (mounted) return [tools.unshare, "--user", "--map-root-user", "--mount", "--", ...argv];
   return argv;
 }
 
@@ -951,13 +1000,20 @@ async function sandboxArgv(parts: {
  * command can read that process's /proc/1/cmdline and /proc/1/environ: bwrap's own arguments
  * (every bind's host source) and the environment it was started with. So bwrap reads its
  * options from a file of the run folder (`--args 3`, a descriptor it closes before the command
- * starts), and a last shell drops PWD and OLDPWD (the launchers' host folders) before it execs
- * bwrap; the rest of that environment is buildEnv's, the command's own.
+ * starts), and the last shell before it (MOUNT_SCRIPT, or this one without overlays) drops
+ * PWD and OLDPWD (the launchers' host folders) before it execs bwrap; the rest of that
+ * environment is buildEnv's, the command's own.
  */
 const BWRAP_SHIM = 'exec 3<"$1" || exit 125; shift; unset PWD OLDPWD; exec "$@"';
 
-/** `bwrap … --` as an argv whose options are read from a file in `run` (see BWRAP_SHIM). */
-async function bwrapFromFile(run: string, bwrap: string[]): Promise<string[]> {
+/**
+ * `bwrap … --` as bwrap reading its options from a file in `run` (descriptor 3, opened by
+ * the shell that execs it: see BWRAP_SHIM): the file, and the argv up to the `--`.
+ */
+async function bwrapFromFile(
+  run: string,
+  bwrap: string[],
+): Promise<{ file: string; argv: string[] }> {
   const [binary, ...options] = bwrap;
   const end = options.lastIndexOf("--");
   const file = path.join(run, "bwrap.args");
@@ -969,7 +1025,7 @@ async function bwrapFromFile(run: string, bwrap: string[]): Promise<string[]> {
       .join(""),
     { mode: 0o600 },
   );
-  return ["/bin/sh", "-c", BWRAP_SHIM, "sh", file, binary!, "--args", "3", "--"];
+  return { file, argv: [binary!, "--args", "3", "--"] };
 }
 
 /**

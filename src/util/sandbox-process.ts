@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { redactText } from "./redact.js";
-import { sandboxedProcessArgv } from "./sandbox.js";
+import { removeRunFolders, sandboxedProcessArgv } from "./sandbox.js";
 import { removeTree } from "./sandbox-cache.js";
 
 /*
@@ -138,8 +138,8 @@ export class SandboxedStdioTransport implements Transport {
     if (this.closed) return;
     this.closed = true;
     this.buffer.clear();
-    if (this.run) await rm(this.run, { recursive: true, force: true }).catch(() => undefined);
-    for (const dir of this.scratch) await removeTree(dir).catch(() => undefined);
+    if (this.run) await removeRunFolders(this.run, this.scratch);
+    else for (const dir of this.scratch) await removeTree(dir).catch(() => undefined);
     this.onclose?.();
   }
 }

@@ -26,6 +26,7 @@ import { closeSync, existsSync, constants as fsConstants, openSync, readFileSync
 import { Socket } from "node:net";
 import { promisify } from "node:util";
 import {
+  chmod,
   lstat,
   mkdir,
   mkdtemp,
@@ -563,6 +564,15 @@ async function bwrapArgs(mounts: RunMounts, network: string[] = []): Promise<str
  * The same shell then opens bwrap's options file (see bwrapFromFile) and execs bwrap, so the
  * options need no shell of their own.
  *
+ * Writable overlays are `volatile`: without it, taking an overlay down (when the run's last
+ * process exits) syncs the whole filesystem of its upper folder, every task's dirty data on
+ * it, once per overlay and command (about 15-25 ms a command on a busy host, more under heavy
+ * writes). Writes still land in the folder itself as they did and reach the disk with the
+ * kernel's normal writeback; only the command's own fsync calls no longer force them there
+ * (what a command writes is rebuilt by running it again; the service's own git runs outside).
+ * A volatile overlay leaves mode-000 folders in its work folder: openLeftovers makes them
+ * removable before the run folder and the scratch folders go.
+ *
  * Unprivileged overlay mounts need Linux 5.11+; where the start-up probe finds none, or one
  * mount fails, the folder is bind-mounted as before (at /workspace all the same; only
  * mountinfo then shows its host path). checkSandbox reports which: `<name>.mode` says `bind`
@@ -579,7 +589,7 @@ cd "$d" || exit 125
 while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
   n=$1; shift
   [ -z "$all" ] && [ -e "$n/${UNMOUNTED}" ] || continue
-  o="lowerdir=$n.l,upperdir=$n.u,workdir=$n.w,userxattr"; b="$n.u"
+  o="lowerdir=$n.l,upperdir=$n.u,workdir=$n.w,userxattr,volatile"; b="$n.u"
   # No upper folder: a read-only overlay (two lower layers, the second one empty).
   [ -e "$n.u" ] || { o="lowerdir=$n.l:$n.e"; b="$n.l"; }
   if "$mount" -t overlay overlay -o "$o,uuid=off" "$n" 2>/dev/null || "$mount" -t overlay overlay -o "$o" "$n" 2>/dev/null; then
@@ -611,7 +621,7 @@ async function mountArgv(
 ): Promise<string[]> {
   const lines = overlays.map((n) => {
     const options = existsSync(path.join(run, `${n}.u`))
-      ? `lowerdir=${n}.l,upperdir=${n}.u,workdir=${n}.w,userxattr`
+      ? `lowerdir=${n}.l,upperdir=${n}.u,workdir=${n}.w,userxattr,volatile`
       : `lowerdir=${n}.l:${n}.e`;
     return `overlay ${n} overlay ${options},uuid=off 0 0\n`;
   });
@@ -677,6 +687,26 @@ async function probeOverlay(): Promise<OverlayTools | undefined> {
   } finally {
     await removeTree(probe);
   }
+}
+
+/** Folders of an overlay's work folder that the kernel makes mode 000, parents first. */
+const WORK_LEFTOVERS = ["work", "work/work", "work/work/incompat", "work/work/incompat/volatile"];
+
+/**
+ * Makes what an overlay left in the scratch folder `folder` (its work folder, see
+ * prepareOverlay and layerOver) removable by the service's user: as root in its namespace the
+ * kernel made them mode 000, which a non-root service cannot read to remove.
+ */
+async function openLeftovers(folder: string): Promise<void> {
+  for (const dir of WORK_LEFTOVERS)
+    await chmod(path.join(folder, dir), 0o700).catch(() => undefined);
+}
+
+/** Removes a run folder and its overlays' scratch folders (some of them inside it). */
+export async function removeRunFolders(run: string, scratch: string[]): Promise<void> {
+  await Promise.all(scratch.map(openLeftovers));
+  await rm(run, { recursive: true, force: true }).catch(() => undefined);
+  await Promise.all(scratch.map((folder) => removeTree(folder).catch(() => undefined)));
 }
 
 /** An overlay's mount point `name` in `run`, with MOUNT_SCRIPT's marker in it. */
@@ -1583,8 +1613,7 @@ export async function runSandboxed(
   } finally {
     watch?.cancel();
     output?.close();
-    await rm(run, { recursive: true, force: true }).catch(() => undefined);
-    for (const folder of scratch) await removeTree(folder);
+    await removeRunFolders(run, scratch);
     // In the background: the PID namespace dies asynchronously, and the result need not wait.
     void removeCgroup(cgroup);
   }

@@ -294,6 +294,29 @@ describe("the working copy at /workspace", () => {
     // No overlay scratch folder is left beside the working copy.
     expect((await readdir(path.dirname(workdir))).filter((n) => n.startsWith("."))).toEqual([]);
   });
+
+  /*
+   * Issue 42 (9): taking a plain overlay down syncs the whole file system of its upper folder
+   * after every command; the writable ones are volatile. Their work folders keep mode-000
+   * folders the service removes all the same (it runs as root here: mode 000 stops only a
+   * non-root service, so this checks the overlays are volatile and that nothing is left).
+   */
+  it("mounts its writable overlays volatile, and leaves nothing behind", async () => {
+    const result = await runSandboxed(
+      "echo x > /tmp/f; echo y > made.txt; cat /proc/self/mountinfo",
+      {
+        cwd: workdir,
+        timeoutMs: 20_000,
+      },
+    );
+    expect(result.ok, result.output).toBe(true);
+    const mounts = result.output.split("\n");
+    for (const at of [" /workspace ", " /tmp ", " /cache "])
+      expect(mounts.find((line) => line.includes(at)) ?? at).toMatch(/ overlay .*volatile/);
+    expect(mounts.find((line) => line.includes(" /foreman/node_modules "))).not.toMatch(/volatile/);
+    expect(await readFile(path.join(workdir, "made.txt"), "utf8")).toBe("y\n");
+    expect((await readdir(path.dirname(workdir))).filter((n) => n.startsWith("."))).toEqual([]);
+  });
 });
 
 describe("package caches per account", () => {

@@ -196,11 +196,19 @@ export function watchDisk(options: {
     timer.unref();
   }
 
-  // A first walk only for a working copy not seen before; otherwise the first look decides.
+  // A first walk only for a working copy not seen before; otherwise the first look decides,
+  // the filesystems' (statfs) for small folders too: they are walked when that look says
+  // they may have grown or something freed space meanwhile, else at the next look (a second
+  // on) and after the command. A walk as the command starts cost a du process per command
+  // beside its own start-up, for the same figure the last command's walk left.
   const known = lastKnown.get(options.key);
   if (known) {
     last = { ...known, at: performance.now(), took: 0 };
-    running = tick();
+    running = growth().then(async (level) => {
+      if (level > 0 && !stopped) await walk();
+      else stats.skipped++;
+      schedule();
+    });
   } else running = walk().then(schedule);
   return {
     stats,

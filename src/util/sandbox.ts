@@ -22,7 +22,14 @@
  */
 import { execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, existsSync, constants as fsConstants, openSync, readFileSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  constants as fsConstants,
+  openSync,
+  readFileSync,
+  writeFileSync,
+} from "node:fs";
 import { Socket } from "node:net";
 import { promisify } from "node:util";
 import {
@@ -559,7 +566,7 @@ async function bwrapArgs(mounts: RunMounts, network: string[] = []): Promise<str
  *
  * All of a run's overlays are mounted by one `mount -a` over an fstab of the run folder (one
  * process: each `mount` costs a few milliseconds of start-up, and a run has three to five).
- * Each mount point holds a marker file until something is mounted over it; when `mount -a`
+ * Each mount point holds a marker folder until something is mounted over it; when `mount -a`
  * reports a failure, the names whose marker still shows are mounted one by one as before.
  * The same shell then opens bwrap's options file (see bwrapFromFile) and execs bwrap, so the
  * options need no shell of their own.
@@ -580,7 +587,7 @@ async function bwrapArgs(mounts: RunMounts, network: string[] = []): Promise<str
  */
 /** The fstab of a run's overlays, in the run folder (see MOUNT_SCRIPT). */
 const FSTAB = "overlays.fstab";
-/** A file in each overlay's mount point, hidden once the overlay is mounted over it. */
+/** A folder in each overlay's mount point, hidden once the overlay is mounted over it. */
 const UNMOUNTED = ".foreman-unmounted";
 
 const MOUNT_SCRIPT = `d=$1; mount=$2; args=$3; shift 3
@@ -625,7 +632,9 @@ async function mountArgv(
       : `lowerdir=${n}.l:${n}.e`;
     return `overlay ${n} overlay ${options},uuid=off 0 0\n`;
   });
-  await writeFile(path.join(run, FSTAB), lines.join(""), { mode: 0o600 });
+  // Synchronous, as bwrap's options file: a few hundred bytes in the run folder, where the
+  // thread pool's open, write and close would be three round trips before every command.
+  writeFileSync(path.join(run, FSTAB), lines.join(""), { mode: 0o600 });
   return [
     "/bin/sh",
     "-c",
@@ -698,6 +707,8 @@ const WORK_LEFTOVERS = ["work", "work/work", "work/work/incompat", "work/work/in
  * kernel made them mode 000, which a non-root service cannot read to remove.
  */
 async function openLeftovers(folder: string): Promise<void> {
+  // Root removes them as they are.
+  if (process.getuid?.() === 0) return;
   for (const dir of WORK_LEFTOVERS)
     await chmod(path.join(folder, dir), 0o700).catch(() => undefined);
 }
@@ -709,10 +720,9 @@ export async function removeRunFolders(run: string, scratch: string[]): Promise<
   await Promise.all(scratch.map((folder) => removeTree(folder).catch(() => undefined)));
 }
 
-/** An overlay's mount point `name` in `run`, with MOUNT_SCRIPT's marker in it. */
+/** An overlay's mount point `name` in `run`, with MOUNT_SCRIPT's marker (a folder) in it. */
 async function mountPoint(run: string, name: string): Promise<void> {
-  await mkdir(path.join(run, name));
-  await writeFile(path.join(run, name, UNMOUNTED), "");
+  await mkdir(path.join(run, name, UNMOUNTED), { recursive: true });
 }
 
 /**
@@ -1047,7 +1057,7 @@ async function bwrapFromFile(
   const [binary, ...options] = bwrap;
   const end = options.lastIndexOf("--");
   const file = path.join(run, "bwrap.args");
-  await writeFile(
+  writeFileSync(
     file,
     options
       .slice(0, end)
@@ -1339,33 +1349,40 @@ export async function runSandboxed(
         overlays.push(name);
         return path.join(run, name);
       };
-      const workspace = await mountSource("ws", cwd);
       // The run's own /tmp and empty cache live in the run folder, whose host path (in the
       // OS temp folder) is kept out of mountinfo the same way.
       // A read-only cache is the lower layer of an overlay whose upper layer is the run's
       // own: the command may write (npm needs to), nothing it writes reaches the cache.
-      let cacheSource = cacheDir;
-      if (options.cache && cacheReadOnly) {
+      const layerCache = async (): Promise<string> => {
         const layered = await layerOver(run, cacheDir, tools);
         scratch.push(layered.scratch);
         cacheWrites = layered.writes;
         if (layered.overlay) overlays.push("cache");
-        cacheSource = layered.source;
-      } else cacheSource = await mountSource("cache", cacheDir);
-      const net = options.proxy
-        ? await proxyNetwork(run, options.proxy.port)
-        : settings.network === "public"
-          ? await publicNetwork(run)
-          : undefined;
+        return layered.source;
+      };
+      // Each mount is prepared beside the others (a few file operations each, on the thread
+      // pool): one after another they were a dozen round trips before every command.
+      const [workspace, cacheSource, tmpSource, buildSource, modules, net] = await Promise.all([
+        mountSource("ws", cwd),
+        options.cache && cacheReadOnly ? layerCache() : mountSource("cache", cacheDir),
+        mountSource("t", tmp),
+        buildDir && mountSource("build", buildDir),
+        modulesOverlay(run, tools, overlays),
+        options.proxy
+          ? proxyNetwork(run, options.proxy.port)
+          : settings.network === "public"
+            ? publicNetwork(run)
+            : undefined,
+      ]);
       const bwrap = await bwrapArgs(
         {
           workspace,
           hostWorkspace: cwd,
           workspaceAt: mode === "host" ? cwd : WORKSPACE,
-          tmp: await mountSource("t", tmp),
+          tmp: tmpSource,
           cache: { source: cacheSource, readOnly: false },
-          build: buildDir && (await mountSource("build", buildDir)),
-          modules: await modulesOverlay(run, tools, overlays),
+          build: buildSource,
+          modules,
           diskLimitMb,
         },
         net?.bwrapOptions,

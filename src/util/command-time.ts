@@ -1,5 +1,5 @@
 /*
- * TASK_COMMAND_TIME_LIMIT_S (SPEC §4c, last bullet): the wall time all sandboxed commands of
+ * TASK_COMMAND_TIME_LIMIT_S (docs/operations.md, "Time budget"): the wall time all sandboxed commands of
  * one task may take together: its setup step, its checks, the model's commands (run_command,
  * grep and syntax checks) and the base commit's checks, which run beside PLANNING and are
  * counted while they run, in parallel with the rest. One budget per task and process

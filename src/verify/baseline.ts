@@ -1,5 +1,5 @@
 /*
- * The verification baseline (SPEC §4c; docs/api.md, "Verification baseline"): the task's
+ * The verification baseline (docs/api.md, "Verification baseline"): the task's
  * checks on its base commit, per test, to tell what the change did (verify/compare.ts) from
  * what was there before.
  *

@@ -1,5 +1,5 @@
 /*
- * What a change did, test by test (SPEC §4c): one check's results after the change against
+ * What a change did, test by test (docs/api.md, "Verification baseline"): one check's results after the change against
  * the same check on the base commit. Pure: no I/O, no clock; verify/baseline.ts keeps the base
  * side (BaseCheck) and pipeline/stages/verify.ts acts on the answer.
  *
@@ -175,7 +175,7 @@ export function compareCheck(
   return result;
 }
 
-/** Ids kept per list in records and events (SPEC §4c: lists capped at 50, with counts). */
+/** Ids kept per list in records and events (docs/api.md, "Verification baseline": lists capped at 50, with counts). */
 export const MAX_LISTED_IDS = 50;
 
 /** The record of a comparison; null when the check was not read per test. */

@@ -1,5 +1,5 @@
 /*
- * One verification round judged test by test (SPEC §4c): each check's outcome compared with
+ * One verification round judged test by test (docs/api.md, "Verification baseline"): each check's outcome compared with
  * the base (verify/compare.ts), which tests the task is about, the round's line for the task
  * log, and what the fix round's model reads: the new failures by id with their messages and
  * output first, the tests red before, raw output tails after.

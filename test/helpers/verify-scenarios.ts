@@ -13,7 +13,7 @@ import { startTestServer, type TestServer } from "./server.js";
 import { taskInStatus } from "./greeter-stack.js";
 
 /*
- * Verification judges by tests, not lines (SPEC §4c; issue 41 items 2 and 8), on the real
+ * Verification judges by tests, not lines (docs/api.md, "Verification baseline"; issue 41 items 2 and 8), on the real
  * service with a scripted model and real test runners in the sandbox. Each runner's
  * repository has a wrong add() (its test red), a green v and an unrelated red date test; the
  * base commit's results are read per test (they run beside planning) and each round is

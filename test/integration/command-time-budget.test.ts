@@ -7,7 +7,7 @@ import { addLocalWorkspace, startTestServer, type TestServer } from "../helpers/
 import { startTask } from "../helpers/ws.js";
 
 /*
- * Issue 41 item 6 (SPEC §4c, last bullet): every command a task runs counts against its time
+ * Issue 41 item 6 (docs/operations.md, "Time budget"): every command a task runs counts against its time
  * budget, TASK_COMMAND_TIME_LIMIT_S, the base commit's checks included. Each check sleeps
  * far longer than the budget (but within COMMAND_TIMEOUT_S) on one side of the change: after
  * it, the check is stopped when the budget is used up; before it (the base's run beside

@@ -1,5 +1,5 @@
 /*
- * Test results, not log lines (SPEC §4c; CONVENTIONS.md): which tests a check ran and which
+ * Test results, not log lines (docs/api.md, "Verification baseline"; docs/architecture.md): which tests a check ran and which
  * failed, read from each runner's own report, its output as a fallback.
  */
 export { countByStatus, failureSignature } from "./signature.js";

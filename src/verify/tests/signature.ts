@@ -1,6 +1,6 @@
 /*
  * A failure's normalized signature: tells "fails the same way as on the base" from "fails
- * differently now" (SPEC §4c). Two runs of one failure differ in where the checkout is, in
+ * differently now" (docs/api.md, "Verification baseline"). Two runs of one failure differ in where the checkout is, in
  * timings, addresses and ids of processes; those are taken out, the values the test saw stay.
  */
 import type { TestResult } from "./types.js";

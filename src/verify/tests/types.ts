@@ -1,5 +1,5 @@
 /*
- * What a test run did, test by test (SPEC §4c): the one answer to "which tests failed" for
+ * What a test run did, test by test (docs/api.md, "Verification baseline"): the one answer to "which tests failed" for
  * verification, the baseline, the fix prompt, the backtest and the health scan.
  */
 

@@ -1,6 +1,6 @@
 /*
  * A task's Checks box: each check of the last verification, and what the change did test by
- * test (the task's `evidence`, SPEC §4c): new failures, tests fixed, tests added (and
+ * test (the task's `evidence`, docs/api.md, "Evidence"): new failures, tests fixed, tests added (and
  * reproduced), and the tests that failed before the change and still do, marked pre-existing.
  */
 import type { Task } from "../api.js";

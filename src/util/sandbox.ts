@@ -384,7 +384,11 @@ async function hostLayout(hidden: string[]): Promise<string[]> {
     const real = await realpath(found).catch(() => found);
     for (const root of [toolRoot(found), toolRoot(real)]) {
       if (mounted.some((m) => isInside(root, m))) continue;
-      const exposes = root === "/" || root === home || hidden.some((h) => isInside(h, root));
+      // Nor a folder inside a hidden one: the service's own node_modules/.bin is on PATH under
+      // npm (`node` there is a link to the Node the set-up provides), and mounting it would
+      // show the checkout's path and its tools; the link's real folder is mounted instead.
+      const exposes =
+        root === "/" || root === home || hidden.some((h) => isInside(h, root) || isInside(root, h));
       if (!exposes) roots.add(root);
     }
   }

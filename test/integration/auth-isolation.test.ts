@@ -381,6 +381,7 @@ beforeAll(async () => {
           "public_url",
           "sandbox",
           "signup",
+          "viewer",
         ]);
       },
     },

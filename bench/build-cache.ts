@@ -41,7 +41,6 @@ import { configureSandboxCaches, removeTree, withBuildCache } from "../src/util/
 import { runSandboxed } from "../src/util/sandbox.js";
 import {
   activeCleanups,
-  alternateRuns,
   BenchError,
   Cleanup,
   envInt,

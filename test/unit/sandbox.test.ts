@@ -425,7 +425,6 @@ describe("sandbox configuration", () => {
       diskVolumes: "auto",
       cacheMaxAgeDays: 14,
       cacheMaxMb: 10_240,
-      goBuildSeed: true,
       setupAllow: [
         "registry.npmjs.org",
         "registry.yarnpkg.com",
@@ -451,7 +450,6 @@ describe("sandbox configuration", () => {
       loadConfig({ SANDBOX_MEMORY_MB: "512", SANDBOX_MAX_PROCS: "64", SANDBOX_MAX_FILE_MB: "8" })
         .sandbox,
     ).toMatchObject({ memoryMb: 512, maxProcs: 64, maxFileMb: 8 });
-    expect(loadConfig({ SANDBOX_GO_BUILD_SEED: "false" }).sandbox.goBuildSeed).toBe(false);
   });
 
   it("refuses SANDBOX=none while OPEN_SIGNUP is on, naming the fix", () => {

@@ -23,12 +23,6 @@
  * 2-core machine gave 1.59× and 2.63× in two runs. Target: ≤ 2×. BENCH_BUILD_CACHE_RUNS
  * (default 15) pairs at most, or BENCH_BUILD_CACHE_SECONDS (default 40) per command, at
  * least 5.
- *
- * Then the first run of a new account (a build cache of its own, empty) with and without the
- * Go build seed (util/go-build-seed.ts), alternating, each run a new account:
- * `go test -count=1 ./...`. The seed is built once first (its time is reported). Target: the
- * seeded first run takes at most a quarter of the unseeded one (medians).
- * BENCH_BUILD_CACHE_FIRST_RUNS (default 3; 0 skips it) runs of each.
  */
 import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
@@ -36,7 +30,6 @@ import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { promisify } from "node:util";
-import { buildGoSeed } from "../src/util/go-build-seed.js";
 import { configureSandboxCaches, removeTree, withBuildCache } from "../src/util/sandbox-cache.js";
 import { runSandboxed } from "../src/util/sandbox.js";
 import {
@@ -54,8 +47,6 @@ import { MIN_PAIRS, pairedRuns, ratioSpread } from "./test-reports.js";
 
 /** The sandboxed run may take at most this many times the warm host run. */
 export const TARGET_RATIO = 2;
-/** A new account's first run with the seed may take at most this share of one without. */
-export const SEED_TARGET_RATIO = 0.25;
 const execFileAsync = promisify(execFile);
 /** Each command and the package it runs in. */
 const COMMANDS = [
@@ -105,8 +96,8 @@ async function hostRun(command: string, cwd: string, caches: string): Promise<nu
   return performance.now() - started;
 }
 
-async function sandboxRun(command: string, cwd: string, account = "acct_bench"): Promise<number> {
-  const cache = await withBuildCache({ account, repo: "ws/calc" }, undefined);
+async function sandboxRun(command: string, cwd: string): Promise<number> {
+  const cache = await withBuildCache({ account: "acct_bench", repo: "ws/calc" }, undefined);
   const result = await runSandboxed(command, { cwd, timeoutMs: 600_000, cache });
   if (!result.ok)
     throw new BenchError(`\`${command}\` failed in the sandbox:\n${result.output.slice(-2000)}`);
@@ -183,40 +174,6 @@ export const buildCacheBench: Benchmark = {
           ratios: pairs.ratios,
           spread,
         };
-      }
-      const firstRuns = envInt("BENCH_BUILD_CACHE_FIRST_RUNS", 3, 0, 20);
-      if (firstRuns > 0) {
-        const root = path.join(tmp, "caches");
-        configureSandboxCaches({ root, goBuildSeed: true });
-        const started = performance.now();
-        const seed = await buildGoSeed(runSandboxed);
-        const seedMs = performance.now() - started;
-        if (!seed) throw new BenchError("the Go build seed could not be built");
-        console.log(`  the seed built in ${ms(seedMs)}`);
-        let accounts = 0;
-        const firstRun = (seeded: boolean) => {
-          configureSandboxCaches({ root, goBuildSeed: seeded });
-          return sandboxRun("go test -count=1 ./...", pkg, `acct_first_${accounts++}`);
-        };
-        const { base: unseeded, measured: seeded } = await alternateRuns(
-          firstRuns,
-          () => firstRun(false),
-          () => firstRun(true),
-        );
-        configureSandboxCaches({ root });
-        const compared = medianRatioCheck(
-          "new account's first go test: seeded/unseeded",
-          { label: "first run without the seed", ms: unseeded },
-          { label: "first run with the seed", ms: seeded },
-          SEED_TARGET_RATIO,
-          `${ms(median(seeded))} with the seed / ${ms(median(unseeded))} without (medians of ${firstRuns}); the seed took ${ms(seedMs)} to build once`,
-        );
-        console.log(
-          `  a new account's first \`go test -count=1 ./...\`: without the seed ${unseeded.map(ms).join(", ")}; with it ${seeded.map(ms).join(", ")}`,
-        );
-        latencies.push(...compared.latencies);
-        checks.push(compared.check);
-        info.firstRun = { seedBuildMs: seedMs, unseededMs: unseeded, seededMs: seeded };
       }
       return {
         subjects: [],

@@ -49,20 +49,9 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { findExecutable } from "./executables.js";
-import {
-  goBuildSeedEnabled,
-  removeTree,
-  sandboxCacheRoot,
-  type SandboxCache,
-} from "./sandbox-cache.js";
+import { goBuildSeedEnabled, removeTree, sandboxCacheRoot } from "./sandbox-cache.js";
 
 const execFileAsync = promisify(execFile);
-
-/** util/sandbox.ts's runSandboxed, handed in (sandbox.ts imports this file). */
-export type SeedRunner = (
-  command: string,
-  options: { cwd: string; timeoutMs: number; cache: SandboxCache },
-) => Promise<{ ok: boolean }>;
 
 /** The seeds' folder in the cache root (never an account's: those never start with "."). */
 export const SEED_FOLDER = ".go-build-seed";
@@ -132,7 +121,6 @@ export async function readyGoSeed(): Promise<string | undefined> {
 export async function goBuildSeedLayer(
   buildDir: string,
   overlay: boolean,
-  run: SeedRunner,
 ): Promise<string | undefined> {
   try {
     if (!goBuildSeedEnabled()) return undefined;
@@ -141,7 +129,7 @@ export async function goBuildSeedLayer(
     const own = path.join(buildDir, "go-build");
     const seed = await readyGoSeed();
     if (!seed) {
-      if (await exists(own)) void buildGoSeed(run).catch(() => undefined);
+      if (await exists(own)) void buildGoSeed().catch(() => undefined);
       return undefined;
     }
     if (overlay) return seed;
@@ -156,11 +144,10 @@ export async function goBuildSeedLayer(
 /**
  * Builds the current toolchain's seed unless it is there or being built (a lock folder, so
  * one build at a time on the host). Answers the seed's folder, or undefined when there is
- * no go, another build holds the lock, or the build failed. `run`: util/sandbox.ts's
- * runSandboxed.
+ * no go, another build holds the lock, or the build failed. Imports util/sandbox.ts lazily
+ * (sandbox.ts imports this file).
  */
 export async function buildGoSeed(
-  run: SeedRunner,
   options: { timeoutMs?: number } = {},
 ): Promise<string | undefined> {
   const key = await goSeedKey();
@@ -194,7 +181,8 @@ export async function buildGoSeed(
     await writeFile(path.join(pkg, "go.mod"), "module foremanseed\n");
     await writeFile(path.join(pkg, "seed.go"), "package seed\n");
     await writeFile(path.join(pkg, "seed.sh"), SEED_SCRIPT);
-    const result = await run("nice -n 10 sh seed.sh", {
+    const { runSandboxed } = await import("./sandbox.js");
+    const result = await runSandboxed("nice -n 10 sh seed.sh", {
       cwd: pkg,
       timeoutMs: options.timeoutMs ?? BUILD_TIMEOUT_MS,
       cache: { dir: empty, readOnly: true, build: partial },

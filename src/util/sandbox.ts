@@ -1374,9 +1374,7 @@ export async function runSandboxed(
         mountSource("t", tmp),
         // Go's standard library compiled once per host, read-only below (go-build-seed.ts).
         buildDir &&
-          goBuildSeedLayer(buildDir, !!tools, runSandboxed).then((seed) =>
-            mountSource("build", buildDir, seed),
-          ),
+          goBuildSeedLayer(buildDir, !!tools).then((seed) => mountSource("build", buildDir, seed)),
         modulesOverlay(run, tools, overlays),
         options.proxy
           ? proxyNetwork(run, options.proxy.port)
@@ -1401,7 +1399,7 @@ export async function runSandboxed(
       cgroup = await createPidsCgroup(settings.maxProcs);
     } else {
       await mkdir(home);
-      if (buildDir) await goBuildSeedLayer(buildDir, false, runSandboxed); // a copy (go-build-seed.ts)
+      if (buildDir) await goBuildSeedLayer(buildDir, false); // a copy (go-build-seed.ts)
       // Unsandboxed, a read-only cache is a copy of the run's own (it goes with the run).
       if (options.cache && cacheReadOnly) {
         cacheSeen = path.join(run, "cache-copy");

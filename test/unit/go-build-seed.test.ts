@@ -75,15 +75,15 @@ describe("the Go build seed", () => {
     const lock = path.join(path.dirname(goSeedDir(key)), ".building");
     // A build cache without a Go cache (Go not seen in use yet): nothing is started.
     const none = await withBuildCache({ account: "acct_none", repo: "ws/calc" }, undefined);
-    expect(await goBuildSeedLayer(none.build!, true, runSandboxed)).toBeUndefined();
+    expect(await goBuildSeedLayer(none.build!, true)).toBeUndefined();
     expect(await stat(lock).catch(() => null)).toBeNull();
     // Go in use on this host (a build cache holding a Go cache) and no seed: the next run's
     // mount starts the seed's build in the background, one at a time.
     const user = await withBuildCache({ account: "acct_user", repo: "ws/calc" }, undefined);
     await mkdir(path.join(user.build!, "go-build"));
-    expect(await goBuildSeedLayer(user.build!, true, runSandboxed)).toBeUndefined();
+    expect(await goBuildSeedLayer(user.build!, true)).toBeUndefined();
     await expect.poll(() => stat(lock).catch(() => null)).toBeTruthy();
-    expect(await buildGoSeed(runSandboxed)).toBeUndefined(); // the lock is held
+    expect(await buildGoSeed()).toBeUndefined(); // the lock is held
     await expect.poll(() => readyGoSeed(), { timeout: 890_000, interval: 2000 }).toBeDefined();
     seed = await readyGoSeed();
   }, 900_000);
@@ -132,16 +132,16 @@ describe("the Go build seed", () => {
   it("is copied into a new build cache where there is no overlay, never over an account's own", async () => {
     const fresh = path.join(dir, "fresh-build");
     await mkdir(fresh);
-    expect(await goBuildSeedLayer(fresh, false, runSandboxed)).toBeUndefined();
+    expect(await goBuildSeedLayer(fresh, false)).toBeUndefined();
     expect((await files(fresh)).length).toBe((await files(seed!)).length);
 
     const used = path.join(dir, "used-build");
     await mkdir(path.join(used, "go-build"), { recursive: true });
     await writeFile(path.join(used, "go-build", "own"), "x");
-    await goBuildSeedLayer(used, false, runSandboxed);
+    await goBuildSeedLayer(used, false);
     expect(await readdir(path.join(used, "go-build"))).toEqual(["own"]);
     // With an overlay, the seed's folder is the lower layer.
-    expect(await goBuildSeedLayer(used, true, runSandboxed)).toBe(seed);
+    expect(await goBuildSeedLayer(used, true)).toBe(seed);
   });
 
   it("counts once in the cache budget, as a build cache", async () => {

@@ -173,7 +173,6 @@ async function configureProcess(options: ContextOptions, logger: Logger): Promis
     root: path.join(config.dataDir, "sandbox-cache"),
     maxAgeDays: config.sandbox.cacheMaxAgeDays,
     maxMb: config.sandbox.cacheMaxMb,
-    goBuildSeed: config.sandbox.goBuildSeed,
   });
   if (config.sandbox.engine === "none") {
     logger.warn(

@@ -235,10 +235,6 @@ export const envSchema = z.object({
   PIP_INDEX_URL: url,
   // What all package cache entries together may take (util/sandbox-cache.ts).
   SANDBOX_CACHE_MAX_MB: positiveInt(10_240, 16_777_216),
-  // Go's build caches start from the standard library compiled once per host, in the
-  // background at low priority once Go is in use (util/go-build-seed.ts); counted in
-  // SANDBOX_CACHE_MAX_MB once. false: each account's first go run compiles it.
-  SANDBOX_GO_BUILD_SEED: flag(true),
   // How often a long sandboxed command logs "still running …" on its task.
   SANDBOX_HEARTBEAT_S: positiveInt(10, 3600),
   // Free space under DATA_DIR below which new tasks and scans are refused (503); 0: never.
@@ -406,8 +402,6 @@ export interface Config {
     cacheMaxAgeDays: number;
     /** SANDBOX_CACHE_MAX_MB: what all package cache entries together may take. */
     cacheMaxMb: number;
-    /** SANDBOX_GO_BUILD_SEED: Go's build caches start from a seed of the standard library. */
-    goBuildSeed: boolean;
     /** SANDBOX_SETUP_ALLOW: the hosts the setup step may reach (empty: SANDBOX_NETWORK's). */
     setupAllow: string[];
     /** SANDBOX_SETUP_ALLOW_ADDRESSES: non-public ranges the setup step may reach anyway. */
@@ -693,7 +687,6 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
       diskVolumes: env.TASK_DISK_VOLUMES,
       cacheMaxAgeDays: env.SANDBOX_CACHE_MAX_AGE_DAYS,
       cacheMaxMb: env.SANDBOX_CACHE_MAX_MB,
-      goBuildSeed: env.SANDBOX_GO_BUILD_SEED,
       setupAllow: env.SANDBOX_SETUP_ALLOW,
       setupAllowAddresses: env.SANDBOX_SETUP_ALLOW_ADDRESSES,
       pipIndexUrl: env.PIP_INDEX_URL ?? null,

@@ -80,8 +80,6 @@ interface CacheSettings {
   maxAgeDays: number;
   /** SANDBOX_CACHE_MAX_MB in bytes: what all entries together may take. */
   maxBytes: number;
-  /** SANDBOX_GO_BUILD_SEED: Go's build caches start from a seed (util/go-build-seed.ts). */
-  goBuildSeed: boolean;
 }
 
 const DEFAULT_MAX_AGE_DAYS = 14;
@@ -101,7 +99,6 @@ let settings: CacheSettings = {
   root: defaultRoot(),
   maxAgeDays: DEFAULT_MAX_AGE_DAYS,
   maxBytes: DEFAULT_MAX_MB * 1024 * 1024,
-  goBuildSeed: false,
 };
 let lastPrune = 0;
 
@@ -115,24 +112,17 @@ export function configureSandboxCaches(next: {
   root?: string;
   maxAgeDays?: number;
   maxMb?: number;
-  /** Off unless asked (the service asks per SANDBOX_GO_BUILD_SEED). */
-  goBuildSeed?: boolean;
 }): void {
   settings = {
     root: next.root ?? defaultRoot(),
     maxAgeDays: next.maxAgeDays ?? DEFAULT_MAX_AGE_DAYS,
     maxBytes: (next.maxMb ?? DEFAULT_MAX_MB) * 1024 * 1024,
-    goBuildSeed: next.goBuildSeed ?? false,
   };
   lastPrune = 0;
 }
 
 export function sandboxCacheRoot(): string {
   return settings.root;
-}
-
-export function goBuildSeedEnabled(): boolean {
-  return settings.goBuildSeed;
 }
 
 /** A path component from an identifier: readable, bounded, and never `.`/`..`. */

@@ -50,7 +50,6 @@ import os from "node:os";
 import path from "node:path";
 import { bwrapFix, HOST_BWRAP_FIX } from "./container.js";
 import { findExecutable } from "./executables.js";
-import { goBuildSeedLayer } from "./go-build-seed.js";
 import { fileURLToPath } from "node:url";
 import { recordSandboxRun } from "../metrics/index.js";
 import { redactText } from "./redact.js";
@@ -739,7 +738,6 @@ async function prepareOverlay(
   run: string,
   name: string,
   upper: string,
-  lower?: string,
 ): Promise<string | undefined> {
   const place = overlayPlace(upper);
   const scratch = path.join(
@@ -759,7 +757,7 @@ async function prepareOverlay(
   await Promise.all([
     mountPoint(run, name),
     symlink(place.upper, path.join(run, `${name}.u`)),
-    symlink(lower ?? path.join(scratch, "lower"), path.join(run, `${name}.l`)),
+    symlink(path.join(scratch, "lower"), path.join(run, `${name}.l`)),
     symlink(path.join(scratch, "work"), path.join(run, `${name}.w`)),
   ]);
   return scratch;
@@ -1346,10 +1344,10 @@ export async function runSandboxed(
       const tools = mode === "workspace" ? await overlayTools() : undefined;
       const overlays: string[] = [];
       // Through an overlay of the run's own (see MOUNT_SCRIPT), or bound as it is.
-      const mountSource = async (name: string, folder: string, lower?: string): Promise<string> => {
+      const mountSource = async (name: string, folder: string): Promise<string> => {
         // A working copy on a volume is neutral bound as it is (util/workdir-volume.ts).
         if (!tools || (name === "ws" && onVolume(folder))) return folder;
-        const made = await prepareOverlay(run, name, folder, lower);
+        const made = await prepareOverlay(run, name, folder);
         if (!made) return folder;
         scratch.push(made);
         overlays.push(name);
@@ -1372,9 +1370,7 @@ export async function runSandboxed(
         mountSource("ws", cwd),
         options.cache && cacheReadOnly ? layerCache() : mountSource("cache", cacheDir),
         mountSource("t", tmp),
-        // Go's standard library compiled once per host, read-only below (go-build-seed.ts).
-        buildDir &&
-          goBuildSeedLayer(buildDir, !!tools).then((seed) => mountSource("build", buildDir, seed)),
+        buildDir && mountSource("build", buildDir),
         modulesOverlay(run, tools, overlays),
         options.proxy
           ? proxyNetwork(run, options.proxy.port)
@@ -1399,7 +1395,6 @@ export async function runSandboxed(
       cgroup = await createPidsCgroup(settings.maxProcs);
     } else {
       await mkdir(home);
-      if (buildDir) await goBuildSeedLayer(buildDir, false); // a copy (go-build-seed.ts)
       // Unsandboxed, a read-only cache is a copy of the run's own (it goes with the run).
       if (options.cache && cacheReadOnly) {
         cacheSeen = path.join(run, "cache-copy");

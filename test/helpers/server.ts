@@ -31,8 +31,6 @@ export function testConfig(env: Record<string, string | undefined> = {}): Config
     // Working copies as plain folders: a test's temporary DATA_DIR must be removable even
     // when a task was left mid-way. The volumes are tested on their own (workdir-volume).
     TASK_DISK_VOLUMES: "off",
-    // No Go build seed made in the background of other tests (build-cache.test.ts has its own).
-    SANDBOX_GO_BUILD_SEED: "false",
     ...env,
   });
 }

@@ -23,8 +23,6 @@ export function spawnWorker(env: Record<string, string>): ChildProcess {
       // Plain folders, as in testConfig (test/helpers/server.ts): a killed worker's DATA_DIR
       // must stay removable.
       TASK_DISK_VOLUMES: "off",
-      // No Go build seed made in the background of other tests (build-cache.test.ts has its own).
-      SANDBOX_GO_BUILD_SEED: "false",
       ...env,
     },
     stdio: ["ignore", "ignore", "inherit"],

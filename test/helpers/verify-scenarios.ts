@@ -314,10 +314,7 @@ fn v_is_one() {
   ids: { add: /tests::add_sums/, date: /tests::the_epoch_is_in_1971/, v: /tests::v_is_one/ },
 };
 
-/**
- * Python's unittest (a plain `python3 -m unittest` in foreman.yml: verification adds -v, so a
- * fixed test is named); ids `module.Class.test`.
- */
+/** Python's unittest (`python3 -m unittest -v`, named in foreman.yml); ids `module.Class.test`. */
 const unittestFile = (imports: string, cls: string, name: string, body: string) =>
   `import unittest\n${imports}\n\n\nclass ${cls}(unittest.TestCase):\n    def ${name}(self):\n        ${body}\n`;
 export const UNITTEST: Runner = {
@@ -325,7 +322,7 @@ export const UNITTEST: Runner = {
   name: "unittest",
   repo: "acme/unittest",
   files: {
-    ".github/foreman.yml": "verify:\n  - name: test\n    run: python3 -m unittest\n",
+    ".github/foreman.yml": "verify:\n  - name: test\n    run: python3 -m unittest -v\n",
     "calc.py": "def add(a, b):\n    return a - b\n",
     "v.py": "v = 1\n",
     "tests/__init__.py": "",

@@ -8,10 +8,7 @@
  *   or to `npm test`/`npm run X` whose script is one;
  * - go: `-json` after `go test` of a plain `go test` command (GOFLAGS=-json would also turn
  *   `go vet`'s findings into JSON with exit status 0, changing the verdict);
- * - unittest: `-v` after `-m unittest` (or `-m unittest discover`) of a plain invocation, or
- *   at the end of `npm test`/`npm run X` whose script is one, unless it chooses its verbosity
- *   (-v, -q): without it unittest names only its failures, so a test the change fixed is
- *   never seen passing. Its text is read, as cargo's (nothing to add there).
+ * - cargo and unittest: nothing to add (their text is read).
  */
 import { readText } from "../../util/workcopy-fs.js";
 
@@ -19,7 +16,7 @@ import { readText } from "../../util/workcopy-fs.js";
 export const EXCHANGE_VAR = "FOREMAN_TEST_REPORT_DIR";
 export const PYTEST_REPORT = "pytest.xml";
 
-export type FlagRunner = "vitest" | "jest" | "mocha" | "go" | "unittest";
+export type FlagRunner = "vitest" | "jest" | "mocha" | "go";
 
 export interface Instrumentation {
   /** The command to run: the check's, or with a runner's report flags appended. */
@@ -99,25 +96,6 @@ function choosesReporter(text: string): boolean {
   return /(^|\s)(--reporters?\b|--json\b|--outputFile\b|-R\s|--reporter-options?\b)/.test(text);
 }
 
-/*
- * `python -m unittest [discover]`: an interpreter by name or path (python, python3,
- * python3.12, .venv/bin/python), options without values before -m (-B, -u…), variables first.
- */
-const UNITTEST = new RegExp(
-  String.raw`^(\s*${ENV_PREFIX}(?:\S*/)?python(?:\d+(?:\.\d+)?)?\s+(?:-[bBdEiIOqsSuvx]+\s+)*-m\s+unittest(?:\s+discover)?)(?=\s|$)`,
-);
-/** unittest's verbosity options (the check chose how much it prints). */
-const UNITTEST_VERBOSITY = /(^|\s)(-[a-zA-Z]*[vq][a-zA-Z]*|--verbose|--quiet)(\s|$)/;
-
-/** The command's unittest invocation with -v inserted, if it is a plain one without it. */
-function unittestVerbose(command: string): string | undefined {
-  if (!isSimpleCommand(command)) return undefined;
-  const m = UNITTEST.exec(command);
-  if (!m) return undefined;
-  if (UNITTEST_VERBOSITY.test(command.slice(m[0].length))) return undefined;
-  return `${m[1]} -v${command.slice(m[0].length)}`;
-}
-
 const NODE_TEST = /(^|[\s;&|(])node\s(?:[^;&|]*\s)?--test(?:\s|=|$)/;
 const GO_TEST = /^(\s*go\s+test)(\s|$)/;
 
@@ -149,20 +127,12 @@ export async function instrument(
       goVerbose: verbose,
     };
   }
-  const unittest = unittestVerbose(command);
-  if (unittest) return { ...plain, command: unittest, flags: "unittest" };
   const direct = directRunner(command);
   if (direct && !choosesReporter(command))
     return {
       ...plain,
       command: `${command} ${reportFlags(direct, files.mochaReporter, files)}`,
       flags: direct,
-    };
-  if (npm && unittestVerbose(npm.script) && !UNITTEST_VERBOSITY.test(command))
-    return {
-      ...plain,
-      command: `${command.trimEnd()}${npm.hasArgs ? "" : " --"} -v`,
-      flags: "unittest",
     };
   if (npm) {
     const runner = directRunner(npm.script);

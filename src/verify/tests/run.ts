@@ -47,12 +47,6 @@ import { readUnittestOutput } from "./unittest.js";
 const GENERATED_XML = /^-* generated xml file: \S*foreman-exchange\/pytest\.xml -*\n/m;
 /** A go -json run's output kept before it is rendered back to text. */
 const GO_JSON_OUTPUT_BYTES = 16 * 1024 * 1024;
-/**
- * A run given unittest's -v kept whole up to this before it is read (a line per test: the
- * sandbox's usual 64 KiB would cut the middle of a suite of a thousand tests), then cut as
- * the sandbox cuts.
- */
-const UNITTEST_VERBOSE_OUTPUT_BYTES = 8 * 1024 * 1024;
 /** The rendered text kept, as the sandbox keeps output: head and tail. */
 const RENDERED_OUTPUT_CHARS = 64 * 1024;
 
@@ -128,9 +122,6 @@ export async function runWithTests(
     ...(plan.goJson
       ? { maxOutputBytes: Math.max(options.maxOutputBytes ?? 0, GO_JSON_OUTPUT_BYTES) }
       : {}),
-    ...(plan.flags === "unittest"
-      ? { maxOutputBytes: Math.max(options.maxOutputBytes ?? 0, UNITTEST_VERBOSE_OUTPUT_BYTES) }
-      : {}),
   });
   let used = plan;
   if (!result.ok && !result.aborted && reports.size === 0 && REFUSED.test(result.output)) {
@@ -193,8 +184,6 @@ export async function readRun(
     source = "output";
     for (const [runner, found] of readOutput(output, roots)) add(runner, found);
   }
-  // unittest's -v kept whole for reading; what is kept of it, as without it.
-  if (plan.flags === "unittest") output = headAndTail(output);
   if (runners.length === 0) return { tests: null, output };
   return { tests: testRun(runners, source, tests, result), output };
 }

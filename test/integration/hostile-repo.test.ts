@@ -118,7 +118,14 @@ async function collect(
   const bases: Recorded[] = [];
   const { dir, attempts, loot } = await waitForRecord(path.join(dataDir, area), bases);
   const snapshot = path.join(hookMarkerDir, "..", `${path.basename(hookMarkerDir)}-snapshot`);
-  await cp(dir, snapshot, { recursive: true });
+  // Without the base commit's checkout in .git (and its worktree record): the base's run
+  // removes it when it ends, which may be while this copies it (ENOENT mid-copy, seen once
+  // in a full CI run). The attack's working copy is what the test looks at.
+  const baseCheckout = /[\\/]\.git[\\/](foreman-base-|worktrees[\\/]foreman-base-)/;
+  await cp(dir, snapshot, {
+    recursive: true,
+    filter: (source) => !baseCheckout.test(source),
+  });
   // Content in the file the script made (helpers/hostile-repo.ts says why not a new file).
   await writeFile(path.join(dir, "release"), "go");
   return { attempts, loot, snapshot, bases };

@@ -1,6 +1,7 @@
 import { readdir, readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { agentModel, roleOf, type Script } from "../helpers/agent-model.js";
+import { agentModel, roleOf } from "../helpers/agent-model.js";
+import { MARK_FIXED_SCRIPT } from "../helpers/mark-fixed-model.js";
 import { startFakeModel, type FakeModel, fakeModelEnv } from "../helpers/fake-model.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 import { addLocalWorkspace, startTestServer, type TestServer } from "../helpers/server.js";
@@ -19,22 +20,7 @@ import { volumeSupport } from "../../src/util/workdir-volume.js";
 
 const LLM_KEY = "sk-base-budget-key-0011223344556677";
 
-const script: Script = {
-  plan: () => [
-    {
-      name: "submit_plan",
-      arguments: {
-        summary: "Mark it fixed.",
-        steps: [{ title: "Mark", description: "Add the marker.", files: ["fixed"] }],
-      },
-    },
-  ],
-  implement: (_request, n) =>
-    n > 0
-      ? [{ name: "finish", arguments: { summary: "Marked." } }]
-      : [{ name: "write_file", arguments: { path: "fixed", content: "yes\n" } }],
-  fix: () => [{ name: "finish", arguments: { summary: "Nothing to fix." } }],
-};
+const script = MARK_FIXED_SCRIPT;
 
 const support = await volumeSupport();
 

@@ -63,8 +63,8 @@ export async function startBaseRun(
   if (plan.checks.length === 0) return {};
   await removeStaleBases(ctx.workdir);
   const options = await baseOptions(ctx);
-  const run = ctx.baseRuns.start(ctx.task._id, () =>
-    untilEnded(ctx, (signal) => baselineResults(plan.checks, { ...options, signal })),
+  const run = ctx.baseRuns.start(ctx.task._id, (stopped) =>
+    untilEnded(ctx, stopped, (signal) => baselineResults(plan.checks, { ...options, signal })),
   );
   run.catch((error: unknown) =>
     ctx.log(`The checks on the unchanged code stopped: ${describe(error)}`).catch(() => undefined),
@@ -76,12 +76,18 @@ export async function startBaseRun(
 const ENDED_CHECK_MS = 2_000;
 
 /**
- * Runs `work` with a signal of its own, aborted when the task ends: the base run outlives
- * the stage that started it (the plan gate may wait), so the stage's signal does not stop it,
- * but a task cancelled meanwhile does.
+ * Runs `work` with a signal of its own, aborted when the task ends or `stopped` is: the base
+ * run outlives the stage that started it (the plan gate may wait), so the stage's signal does
+ * not stop it, but a task cancelled meanwhile (in any process) does.
  */
-async function untilEnded<T>(ctx: StageContext, work: (signal: AbortSignal) => Promise<T>) {
+async function untilEnded<T>(
+  ctx: StageContext,
+  stopped: AbortSignal,
+  work: (signal: AbortSignal) => Promise<T>,
+) {
   const controller = new AbortController();
+  const stop = () => controller.abort(stopped.reason);
+  stopped.addEventListener("abort", stop, { once: true });
   const check = setInterval(() => {
     hasEnded(ctx.models, ctx.task._id).then(
       (ended) => ended && controller.abort(new Error("task ended")),
@@ -93,6 +99,7 @@ async function untilEnded<T>(ctx: StageContext, work: (signal: AbortSignal) => P
     return await work(controller.signal);
   } finally {
     clearInterval(check);
+    stopped.removeEventListener("abort", stop);
   }
 }
 

@@ -317,9 +317,13 @@ export function createPipeline(deps: PipelineDeps) {
             { err: error, ms: Math.round(performance.now() - started) },
             "stage failed; failing the task",
           );
+          const cause = (await baseFilledDisk(taskId, error)) ?? error;
+          // The base's checks may still run beside the stage (started while planning): they
+          // stop, and their checkout goes, before the task is seen failed.
+          await baseRuns.stop(taskId);
           await endTask(taskDeps, taskId, {
             status: "failed",
-            error: describeFailure((await baseFilledDisk(taskId, error)) ?? error, stage.phase),
+            error: describeFailure(cause, stage.phase),
           });
           recordStage(stage.name, "failed", started);
         } finally {

@@ -101,6 +101,8 @@ let settings: CacheSettings = {
   maxBytes: DEFAULT_MAX_MB * 1024 * 1024,
 };
 let lastPrune = 0;
+/** The background prune repoFolder() started, while it runs. */
+let pruning: Promise<unknown> | undefined;
 
 /** Without a DATA_DIR (tests, benchmarks): the service user's cache folder or the temp dir. */
 function defaultRoot(): string {
@@ -160,9 +162,22 @@ async function repoFolder(owner: CacheOwner): Promise<string> {
   await touch(dir);
   if (Date.now() - lastPrune >= PRUNE_EVERY_MS) {
     lastPrune = Date.now();
-    void pruneSandboxCaches().catch(() => undefined);
+    const run = pruneSandboxCaches()
+      .catch(() => undefined)
+      .finally(() => {
+        if (pruning === run) pruning = undefined;
+      });
+    pruning = run;
   }
   return dir;
+}
+
+/**
+ * Resolves when the background prune (if one runs) has ended: what it listed before a
+ * caller changed the caches can no longer remove anything after this.
+ */
+export async function backgroundPruneDone(): Promise<void> {
+  while (pruning) await pruning;
 }
 
 async function touch(dir: string): Promise<void> {

@@ -343,17 +343,34 @@ const MAX_BASE_RUNS = 64;
  */
 export class BaseRuns {
   private readonly runs = new Map<string, Promise<Map<string, BaseCheck>>>();
+  private readonly controllers = new Map<string, AbortController>();
 
-  /** Starts `run` for `taskId` unless one was started; the same promise either way. */
-  start(taskId: string, run: () => Promise<Map<string, BaseCheck>>) {
+  /**
+   * Starts `run` for `taskId` unless one was started; the same promise either way. `run`'s
+   * signal is aborted by stop().
+   */
+  start(taskId: string, run: (signal: AbortSignal) => Promise<Map<string, BaseCheck>>) {
     const going = this.runs.get(taskId);
     if (going) return going;
-    const started = run();
+    const controller = new AbortController();
+    const started = run(controller.signal);
     // Observed here so a run nobody awaits yet is not an unhandled rejection.
     started.catch(() => undefined);
-    if (this.runs.size >= MAX_BASE_RUNS) this.runs.delete(this.runs.keys().next().value!);
+    if (this.runs.size >= MAX_BASE_RUNS) this.forget(this.runs.keys().next().value!);
     this.runs.set(taskId, started);
+    this.controllers.set(taskId, controller);
     return started;
+  }
+
+  /**
+   * Stops the run of `taskId` (if one is going) and resolves once it has ended, its checkout
+   * removed: a task failing beside its base run ends with nothing of the run left on disk.
+   */
+  async stop(taskId: string): Promise<void> {
+    const going = this.runs.get(taskId);
+    this.controllers.get(taskId)?.abort(new Error("task ended"));
+    this.forget(taskId);
+    await going?.catch(() => undefined);
   }
 
   /** The run started for `taskId`, if any, left for a later look. */
@@ -364,6 +381,7 @@ export class BaseRuns {
   /** Forgets the run of `taskId` (its results are kept in the database). */
   forget(taskId: string): void {
     this.runs.delete(taskId);
+    this.controllers.delete(taskId);
   }
 
   /**

@@ -3,6 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  backgroundPruneDone,
   configureSandboxCaches,
   enforceCacheBudget,
   removeTree,
@@ -76,6 +77,9 @@ describe("build caches", () => {
     try {
       const old = await withBuildCache({ account: "acct_c", repo: "ws/old" }, undefined);
       const recent = await withBuildCache({ account: "acct_c", repo: "ws/recent" }, undefined);
+      // The first use after configuring starts a prune in the background: it must not judge
+      // these caches by the times of a moment while the test is still setting them.
+      await backgroundPruneDone();
       for (const { build } of [old, recent])
         await writeFile(path.join(build!, "blob"), Buffer.alloc(700_000, 1));
       const now = Date.now();

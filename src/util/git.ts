@@ -1,4 +1,4 @@
-import { execFile } from "node:child_process";
+import { execFile } from "./launcher.js";
 import { randomBytes } from "node:crypto";
 import { lstat, readFile, rename, rm, writeFile } from "node:fs/promises";
 import path from "node:path";

@@ -36,7 +36,7 @@
  * entry (each worker machine prunes its own).
  */
 import { createHash } from "node:crypto";
-import { execFile } from "node:child_process";
+import { execFile } from "./launcher.js";
 import { randomBytes } from "node:crypto";
 import {
   chmod,
@@ -298,7 +298,7 @@ export async function createCacheEntry(owner: CacheOwner, key: string): Promise<
 /** Bytes under `dir` (du: apparent sizes of what is on disk). */
 function measure(dir: string): Promise<number> {
   return new Promise((resolve) =>
-    execFile("du", ["-sk", "--", dir], (error, stdout) => {
+    execFile("du", ["-sk", "--", dir], {}, (error, stdout) => {
       const kib = Number(/^(\d+)/.exec(String(stdout))?.[1]);
       resolve(error || !Number.isFinite(kib) ? 0 : kib * 1024);
     }),
@@ -429,7 +429,7 @@ export async function removeTree(dir: string): Promise<void> {
     // fall through: make every folder writable, then again
   }
   await new Promise<void>((resolve) =>
-    execFile("chmod", ["-R", "u+rwX", "--", dir], () => resolve()),
+    execFile("chmod", ["-R", "u+rwX", "--", dir], {}, () => resolve()),
   );
   await rm(dir, { recursive: true, force: true }).catch(() => undefined);
 }

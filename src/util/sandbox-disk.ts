@@ -36,7 +36,7 @@
  * Between two measurements a command can write more (about one second of its write speed);
  * the budget bounds what stays, not the peak.
  */
-import { execFile } from "node:child_process";
+import { execFile } from "./launcher.js";
 import { readdirSync, readFileSync } from "node:fs";
 import { readdir, readlink, stat, statfs } from "node:fs/promises";
 import { StageError } from "./stage-error.js";

@@ -20,7 +20,7 @@
  * In both, the environment is built from scratch (never the service's secrets), the output
  * is bounded and redacted, and a timeout or cancel kills everything the command started.
  */
-import { execFile, spawn } from "node:child_process";
+import { execFileAsync, launchDetached, type Launched } from "./launcher.js";
 import { randomBytes } from "node:crypto";
 import {
   closeSync,
@@ -31,7 +31,6 @@ import {
   writeFileSync,
 } from "node:fs";
 import { Socket } from "node:net";
-import { promisify } from "node:util";
 import {
   chmod,
   lstat,
@@ -190,7 +189,6 @@ export type SandboxResult = {
 const DEFAULT_MAX_OUTPUT = 64 * 1024;
 /** The `exchange` folder's name in the run's /tmp. */
 const EXCHANGE_NAME = ".foreman-exchange";
-const execFileAsync = promisify(execFile);
 /** Between SIGTERM to the group and SIGKILL. */
 const KILL_GRACE_MS = 2_000;
 /** After the shell exits, how long leftover holders of the pipes may delay the result. */
@@ -1437,17 +1435,16 @@ export async function runSandboxed(
       ...(cacheWrites ? [cacheWrites] : []),
       ...(buildDir ? [buildDir] : []),
     ];
-    const result = await new Promise<SandboxResult>((resolve, reject) => {
-      const collector = createCollector(options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT);
-      let outputClosed = false;
-      let exited = false;
-      // The command writes to a FIFO, stderr joined to stdout (one stream keeps the true
-      // order of writes to both). Not Node's "pipe" stdio: that is a socket, and a Node
-      // program that prints a lot and then calls process.exit() (tsc, many test runners)
-      // loses whatever is still queued for a socket, while pipe writes are synchronous. The
-      // shell execs the real one (bwrap, or the command's shell): same pid, so the same
-      // process group. bwrap dies with its group on a kill, and its PID namespace with it.
-      const child = spawn(
+    // The command writes to a FIFO, stderr joined to stdout (one stream keeps the true order
+    // of writes to both). Not Node's "pipe" stdio: that is a socket, and a Node program that
+    // prints a lot and then calls process.exit() (tsc, many test runners) loses whatever is
+    // still queued for a socket, while pipe writes are synchronous. The shell execs the real
+    // one (bwrap, or the command's shell): same pid, so the same process group. bwrap dies
+    // with its group on a kill, and its PID namespace with it. Started by the launcher
+    // (util/launcher.ts): a fork of the service's whole process would stall it.
+    let child: Launched;
+    try {
+      child = await launchDetached(
         "/bin/sh",
         [
           "-c",
@@ -1458,14 +1455,16 @@ export async function runSandboxed(
           cgroup ?? "",
           ...argv,
         ],
-        {
-          cwd,
-          env,
-          detached: true,
-          stdio: "ignore",
-        },
+        { cwd, env },
       );
-      const pid = child.pid;
+    } catch (error) {
+      throw new Error(`sandbox: could not run command: ${redactText((error as Error).message)}`);
+    }
+    const result = await new Promise<SandboxResult>((resolve) => {
+      const collector = createCollector(options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT);
+      let outputClosed = false;
+      let exited = false;
+      const pid: number | undefined = child.pid;
 
       let timedOut = false;
       let aborted = false;
@@ -1599,15 +1598,7 @@ export async function runSandboxed(
         outputClosed = true;
         if (exited) void finish();
       });
-      child.on("error", (error) => {
-        if (settled) return;
-        settled = true;
-        cleanup();
-        watch?.cancel();
-        if (pid !== undefined) killGroup(pid, "SIGKILL");
-        reject(new Error(`sandbox: could not run command: ${redactText(error.message)}`));
-      });
-      child.on("exit", (code, signal) => {
+      void child.exited.then(({ code, signal }) => {
         exitCode = code;
         exitSignal = signal;
         exited = true;

@@ -22,7 +22,7 @@
  * volumes are off or unavailable, a working copy is a plain folder and the watcher alone
  * keeps the budget; `volumeSupport()` says which runs, for the start-up log.
  */
-import { execFile } from "node:child_process";
+import { execFileAsync } from "./launcher.js";
 import { existsSync } from "node:fs";
 import {
   mkdir,
@@ -36,10 +36,8 @@ import {
   writeFile,
 } from "node:fs/promises";
 import path from "node:path";
-import { promisify } from "node:util";
 import { findExecutable } from "./executables.js";
 
-const execFileAsync = promisify(execFile);
 const MIB = 1024 * 1024;
 /** ext4 needs a little room of its own; below this a volume is not made. */
 const MIN_VOLUME_MB = 16;

@@ -12,11 +12,10 @@
  * another task on the same commit does not run them again; a task that pushes a commit keeps
  * its last verification as that commit's results (stages/publish.ts).
  */
-import { execFile } from "node:child_process";
+import { execFileAsync } from "../util/launcher.js";
 import { createHash, randomBytes } from "node:crypto";
 import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { promisify } from "node:util";
 import type { Collection, Document } from "mongodb";
 import type { KeptCheckResult, Models } from "../db/models.js";
 import { runGit } from "../util/git.js";
@@ -37,7 +36,6 @@ import {
 import { runChecks, type CheckOutcome } from "./run.js";
 import { failureSignature } from "./tests/index.js";
 
-const execFileAsync = promisify(execFile);
 
 /** What identifies a base: whose, which repository, which commit. */
 export interface BaselineScope {

@@ -16,11 +16,10 @@
  * The pipeline (pipeline/stages/setup.ts) and the health scan (domain/health-scan.ts) call
  * runSetup; neither runs installs of its own.
  */
-import { execFile } from "node:child_process";
+import { execFileAsync } from "../util/launcher.js";
 import { createHash } from "node:crypto";
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
-import { promisify } from "node:util";
 import { ECOSYSTEMS, type Check } from "../ecosystems/index.js";
 import type { CommandTimeBudget } from "../util/command-time.js";
 import { redactText } from "../util/redact.js";
@@ -43,7 +42,6 @@ import { startSetupProxy, type SetupProxy } from "../util/setup-proxy.js";
 import { entryInfo, readBytes } from "../util/workcopy-fs.js";
 import { DEFAULT_CONFIG_NAMES, readRepoConfig } from "./checks.js";
 
-const execFileAsync = promisify(execFile);
 
 export interface SetupPlan {
   /** Where the steps came from: ".github/foreman.yml", "package.json, go.mod"; null: none. */

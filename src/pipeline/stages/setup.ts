@@ -1,7 +1,7 @@
-import { execFile } from "node:child_process";
+import { execFileAsync } from "../../util/launcher.js";
 import { mkdir, rename, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { isDeepStrictEqual, promisify } from "node:util";
+import { isDeepStrictEqual } from "node:util";
 import type { CacheOwner, SandboxCache } from "../../util/sandbox-cache.js";
 import { findCacheEntry } from "../../util/sandbox-cache.js";
 import { entryInfo, readText } from "../../util/workcopy-fs.js";
@@ -21,7 +21,6 @@ import type { StageContext } from "../stage.js";
  * find it (setupCache).
  */
 
-const execFileAsync = promisify(execFile);
 
 /** In the working copy's .git: which cache entry its setup used. */
 const MARKER = ".git/foreman-setup.json";

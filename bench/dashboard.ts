@@ -15,7 +15,7 @@
 import { existsSync } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
 import path from "node:path";
-import { eventId } from "../src/domain/task-events.js";
+import { eventId } from "../src/domain/tasks/events.js";
 import { DASHBOARD_DIR } from "../src/http/dashboard.js";
 import WebSocket from "ws";
 import { launchBrowser } from "../test/helpers/browser.js";

@@ -21,12 +21,12 @@ import Koa from "koa";
 import os from "node:os";
 import getRawBody from "raw-body";
 import { registerModels, type Models } from "../src/db/models.js";
-import { accountChanged } from "../src/domain/account-views.js";
-import { authenticateKey } from "../src/domain/keys.js";
-import { findTier } from "../src/domain/accounts.js";
+import { accountChanged } from "../src/domain/accounts/views.js";
+import { authenticateKey } from "../src/domain/accounts/keys.js";
+import { findTier } from "../src/domain/accounts/accounts.js";
 import { createTask } from "../src/domain/tasks/create.js";
 import { newTaskCollection, noProgress, type TaskDeps } from "../src/domain/tasks/model.js";
-import { findWorkspace, resolveRepo } from "../src/domain/workspaces.js";
+import { findWorkspace, resolveRepo } from "../src/domain/workspaces/workspaces.js";
 import { type Service } from "../src/service.js";
 import { newId } from "../src/util/ids.js";
 import {

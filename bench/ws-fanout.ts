@@ -34,7 +34,7 @@ import os from "node:os";
 import { performance } from "node:perf_hooks";
 import WebSocket, { WebSocketServer } from "ws";
 import { registerModels } from "../src/db/models.js";
-import { eventId, TaskEventLog } from "../src/domain/task-events.js";
+import { eventId, TaskEventLog } from "../src/domain/tasks/events.js";
 import {
   activeCleanups,
   BenchError,

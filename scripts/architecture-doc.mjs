@@ -25,6 +25,7 @@ const LAYERS = [
       "ecosystems",
       "llm",
       "github-api",
+      "text",
       "queue",
       "db",
       "metrics",

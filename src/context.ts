@@ -5,21 +5,25 @@ import { registerConfigSecrets } from "./config/env.js";
 import { connectDatabase, type Database } from "./db/connection.js";
 import { createInsertBatcher } from "./db/insert-batcher.js";
 import type { Models, Tier } from "./db/models.js";
-import { findTier } from "./domain/accounts.js";
-import type { CronJobs } from "./domain/automations.js";
-import type { HealthScans } from "./domain/health-reports.js";
+import { findTier } from "./domain/accounts/accounts.js";
+import type { CronJobs } from "./domain/automations/automations.js";
+import type { HealthScans } from "./domain/health/reports.js";
 import type { VendorEndpoint, VendorInstalls } from "./domain/integrations/endpoint.js";
 import { startIntegrationCache } from "./domain/integrations/store.js";
-import { TIERS_MARKER } from "./domain/quota.js";
+import { TIERS_MARKER } from "./domain/accounts/quota.js";
 import { createStorageCheck, type StorageCheck } from "./domain/storage.js";
-import { TaskEventLog } from "./domain/task-events.js";
+import { TaskEventLog } from "./domain/tasks/events.js";
 import {
   newTaskCollection,
   noProgress,
   type TaskDeps,
   type ThreadNotice,
 } from "./domain/tasks/model.js";
-import { findWorkspace, WORKSPACES_MARKER, type WorkspaceRecord } from "./domain/workspaces.js";
+import {
+  findWorkspace,
+  WORKSPACES_MARKER,
+  type WorkspaceRecord,
+} from "./domain/workspaces/workspaces.js";
 import { MarkerCache } from "./durable/marker-cache.js";
 import { createProbot } from "./github-api/app.js";
 import { createGithubClient, noGithubClient, type GithubClient } from "./github-api/client.js";

@@ -1,9 +1,9 @@
 import type { Config } from "./config/env.js";
 import type { Database } from "./db/connection.js";
-import { AccountViewCache } from "./domain/account-views.js";
-import { loadAccountView } from "./domain/keys.js";
-import { TaskEventHub } from "./domain/task-event-hub.js";
-import type { TaskEventLog } from "./domain/task-events.js";
+import { AccountViewCache } from "./domain/accounts/views.js";
+import { loadAccountView } from "./domain/accounts/keys.js";
+import { TaskEventHub } from "./domain/tasks/event-hub.js";
+import type { TaskEventLog } from "./domain/tasks/events.js";
 import { noGithubApp } from "./github-api/receiver.js";
 import { createMcpDoor, type McpDoor } from "./mcp/door.js";
 import { createTaskStreams } from "./http/task-streams.js";

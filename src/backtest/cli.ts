@@ -5,8 +5,8 @@ import dotenv from "dotenv";
 import { ConfigError, loadConfig } from "../config/env.js";
 import { startService, type Service } from "../service.js";
 import { createLogger } from "../util/logger.js";
-import { setTier } from "../domain/accounts.js";
-import { createAccountWithKey } from "../domain/keys.js";
+import { setTier } from "../domain/accounts/accounts.js";
+import { createAccountWithKey } from "../domain/accounts/keys.js";
 import { runBacktest } from "./index.js";
 
 /*

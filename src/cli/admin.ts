@@ -8,8 +8,14 @@ import { ConfigError, loadConfig, registerConfigSecrets, type Config } from "../
 import { runningServer } from "../db/embedded.js";
 import { connectDatabase, withDatabaseName, type Database } from "../db/connection.js";
 import type { Models, Tier } from "../db/models.js";
-import { getAccount, isTier, listAccounts, revokeAnyKey, setTier } from "../domain/accounts.js";
-import { createAccountWithKey, type KeyListing } from "../domain/keys.js";
+import {
+  getAccount,
+  isTier,
+  listAccounts,
+  revokeAnyKey,
+  setTier,
+} from "../domain/accounts/accounts.js";
+import { createAccountWithKey, type KeyListing } from "../domain/accounts/keys.js";
 import { isAppError } from "../errors.js";
 import { createLogger, type Logger } from "../util/logger.js";
 import { redactText } from "../util/redact.js";

@@ -22,7 +22,7 @@ const accountSchema = new Schema(
   {
     _id: { type: String, required: true },
     tier: { type: String, enum: TIERS, default: "free", required: true },
-    /** Last known quota usage; a hint only, the slots are the truth (domain/quota.ts). */
+    /** Last known quota usage; a hint only, the slots are the truth (domain/accounts/quota.ts). */
     usage: {
       month: { type: String, default: "" },
       hint: { type: Number, default: 0 },
@@ -174,7 +174,7 @@ const taskSchema = new Schema(
      * shown): a stage resumed on another worker restores the work from it.
      */
     work_diff: { type: String, default: null },
-    /** Repository memories read into this task's prompts (domain/memory.ts views). */
+    /** Repository memories read into this task's prompts (domain/agents/memory.ts views). */
     memories_used: { type: [Schema.Types.Mixed], default: undefined },
     /** What VERIFYING ran: where the checks came from and which passed or failed. */
     checks: { type: Schema.Types.Mixed, default: null },
@@ -285,7 +285,7 @@ const repoMemorySchema = new Schema(
 repoMemorySchema.index({ workspace_id: 1, repo_id: 1, created_at: -1 });
 
 /**
- * A skill of one account (built-ins live in code, domain/skills.ts). `_id` is
+ * A skill of one account (built-ins live in code, domain/agents/skills.ts). `_id` is
  * `${account_id}:${name}`, so a second skill of one name in one account is a duplicate-key
  * error, atomic on FerretDB too; `id` is the opaque id the API shows. A published skill is
  * a marketplace listing under that same `id`; an installed copy names it in `installed_from`.
@@ -314,7 +314,7 @@ export const AUTOMATION_TRIGGERS = ["cron", "webhook", "ci_failure"] as const;
 export type AutomationTrigger = (typeof AUTOMATION_TRIGGERS)[number];
 
 /**
- * A rule that creates tasks (docs/api.md, "Automations"; domain/automations.ts).
+ * A rule that creates tasks (docs/api.md, "Automations"; domain/automations/automations.ts).
  * `trigger_config` is stored in a storage-safe form: a webhook's `match` is a list of
  * `{path, json}` pairs, because its keys are dot-paths and its values may hold any JSON (dots
  * and `$` in keys included).
@@ -347,7 +347,7 @@ export type HealthReportStatus = (typeof HEALTH_REPORT_STATUSES)[number];
 
 /**
  * A health scan of one repository (docs/api.md, "Health reports and analytics";
- * domain/health-reports.ts): queued `pending`, `running` while a worker measures it (with a
+ * domain/health/reports.ts): queued `pending`, `running` while a worker measures it (with a
  * heartbeat), then `completed` with score, grade and metrics or `failed` with an error. Only
  * ids are stored, never the clone URL.
  */
@@ -414,7 +414,7 @@ const idempotencyRecordSchema = new Schema(
 idempotencyRecordSchema.index({ expires_at: 1 });
 
 /**
- * When a key last authenticated a request, to the minute (domain/keys.ts). Kept apart from
+ * When a key last authenticated a request, to the minute (domain/accounts/keys.ts). Kept apart from
  * the key: FerretDB's updates rewrite the whole document without atomicity, so a usage
  * write racing a revocation on the key itself could undo the revocation.
  */
@@ -428,7 +428,7 @@ const keyUseSchema = new Schema(
 );
 
 /**
- * One model call of a task (GET /tasks/{id}/trajectory; domain/trajectories.ts), appended
+ * One model call of a task (GET /tasks/{id}/trajectory; domain/tasks/trajectories.ts), appended
  * once and never updated. `_id` is `${task}:${time}:${random}` so a task's calls read back in
  * order by `_id` alone.
  */
@@ -453,7 +453,7 @@ const trajectoryStepSchema = new Schema(
 trajectoryStepSchema.index({ at: 1 });
 
 /**
- * An account's MCP servers for its tasks' agents (domain/mcp-settings.ts), one document per
+ * An account's MCP servers for its tasks' agents (domain/agents/mcp-settings.ts), one document per
  * account (`_id` is the account id). `secrets` are write-only: the API answers their names.
  */
 const mcpSettingSchema = new Schema(
@@ -510,7 +510,7 @@ export interface OnceRecord {
 export function collectionOf<T extends Document>(model: { collection: object }): Collection<T> {
   return model.collection as unknown as Collection<T>;
 }
-/** A monthly quota slot as stored (domain/quota.ts). */
+/** A monthly quota slot as stored (domain/accounts/quota.ts). */
 export type QuotaSlotRecord = InferRawDocTypeFromSchema<typeof quotaSlotSchema> & {
   created_at: Date;
   updated_at: Date;

@@ -19,7 +19,7 @@ export const stageLease = markerKind(
   (taskId: string, stage: string, attempt: number) => [taskId, stage, attempt],
 );
 
-/** Attempt `attempt` of a health scan's lease (domain/health-scan.ts). */
+/** Attempt `attempt` of a health scan's lease (domain/health/scan.ts). */
 export const healthLease = markerKind(
   "health-lease",
   "health-lease",

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { claimMarker, dropMarkers, markerKind } from "../durable/markers.js";
-import { autoReviewPullRequest } from "../domain/pr-help.js";
+import { autoReviewPullRequest } from "../domain/pull-requests/help.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
 import { queueForDelivery } from "./delivery.js";

@@ -1,6 +1,9 @@
 import picomatch from "picomatch";
 import { z } from "zod";
-import { fireCiFailureAutomations, hasCiFailureAutomation } from "../domain/automations.js";
+import {
+  fireCiFailureAutomations,
+  hasCiFailureAutomation,
+} from "../domain/automations/automations.js";
 import { claimMarker, markerExists, markerKind } from "../durable/markers.js";
 import { createTask } from "../domain/tasks/create.js";
 import { isAppError } from "../errors.js";
@@ -8,11 +11,11 @@ import type { JobKind } from "../queue/scheduler.js";
 import { configNames } from "../verify/checks.js";
 import { redactText } from "../util/redact.js";
 import type { InstallationOctokit } from "../github-api/client.js";
-import type { WorkspaceRecord } from "../domain/workspaces.js";
+import type { WorkspaceRecord } from "../domain/workspaces/workspaces.js";
 import type { Logger } from "../util/logger.js";
 import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
-import { sanitizeUntrusted } from "../github-api/sanitize.js";
+import { sanitizeUntrusted } from "../text/sanitize.js";
 import {
   ownerAndRepo,
   reply,

@@ -1,8 +1,12 @@
 import { z } from "zod";
 import type { TaskRecord } from "../db/models.js";
-import { agentTaskDescription, BUILTIN_AGENTS, findAgent } from "../domain/agents.js";
-import { askAboutPullRequest, describePullRequest, improvePullRequest } from "../domain/pr-help.js";
-import { reviewPullRequest, type PrReviewDeps } from "../domain/pr-review.js";
+import { agentTaskDescription, BUILTIN_AGENTS, findAgent } from "../domain/agents/agents.js";
+import {
+  askAboutPullRequest,
+  describePullRequest,
+  improvePullRequest,
+} from "../domain/pull-requests/help.js";
+import { reviewPullRequest, type PrReviewDeps } from "../domain/pull-requests/review.js";
 import { claimMarker, markerKind } from "../durable/markers.js";
 import { createTask } from "../domain/tasks/create.js";
 import { decide, type Decision } from "../domain/tasks/gates.js";
@@ -14,7 +18,7 @@ import type { InstallationOctokit } from "../github-api/client.js";
 import { helpText, parseCommand, type Command, type CommandName } from "./command-parser.js";
 import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
-import { sanitizeUntrusted } from "../github-api/sanitize.js";
+import { sanitizeUntrusted } from "../text/sanitize.js";
 import { actOnFeedback, feedbackText, mentionsApp, queueMention } from "./follow-ups.js";
 import { pullRequestTasks } from "../domain/tasks/follow-ups.js";
 import {

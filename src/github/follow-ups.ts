@@ -5,7 +5,7 @@ import { pullRequestTasks } from "../domain/tasks/follow-ups.js";
 import { respondToConversation } from "../domain/tasks/conversations.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
-import { sanitizeUntrusted } from "../github-api/sanitize.js";
+import { sanitizeUntrusted } from "../text/sanitize.js";
 import type { InstallationOctokit } from "../github-api/client.js";
 import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";

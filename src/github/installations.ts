@@ -5,7 +5,7 @@ import {
   recordInstallation,
   removeInstallationRepos,
   setInstallationSuspended,
-} from "../domain/linking.js";
+} from "../domain/workspaces/linking.js";
 import type { HandlerGroup } from "./deps.js";
 import { claimDelivery } from "./delivery.js";
 
@@ -14,7 +14,7 @@ import { claimDelivery } from "./delivery.js";
  * step with GitHub. Each handler is one or two writes (no GitHub calls), so it finishes
  * inside the webhook request, after claiming the delivery id so that a redelivery (possibly
  * stale by then) is not applied again. Nothing here links an installation to an account: that is
- * the setup flow's job (domain/linking.ts), after GitHub vouched for the user.
+ * the setup flow's job (domain/workspaces/linking.ts), after GitHub vouched for the user.
  */
 export const installationHandlers: HandlerGroup = (probot, deps) => {
   const { models, logger } = deps;

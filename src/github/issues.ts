@@ -6,7 +6,7 @@ import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
 import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
-import { sanitizeUntrusted } from "../github-api/sanitize.js";
+import { sanitizeUntrusted } from "../text/sanitize.js";
 import {
   hasWriteAccess,
   howToLink,

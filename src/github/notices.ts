@@ -4,7 +4,7 @@ import type { JobKind, Scheduler } from "../queue/scheduler.js";
 import type { Models } from "../db/models.js";
 import type { ReviewResult } from "../tools/review-tool.js";
 import { claimMarker, markerKind } from "../durable/markers.js";
-import { planMarkdown } from "../domain/plan-text.js";
+import { planMarkdown } from "../domain/pull-requests/plan-text.js";
 import { taskById } from "../domain/tasks/queries.js";
 import type { GithubHandlerDeps } from "./deps.js";
 import type { InstallationOctokit } from "../github-api/client.js";

@@ -10,7 +10,7 @@ import {
   releaseProgressLock,
   reportsProgress,
   takeProgressLock,
-} from "../domain/progress.js";
+} from "../domain/tasks/progress.js";
 import type { JobKind, Scheduler } from "../queue/scheduler.js";
 import type { InstallationOctokit } from "../github-api/client.js";
 import type { Logger } from "../util/logger.js";

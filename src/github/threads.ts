@@ -1,6 +1,6 @@
 import type { Models } from "../db/models.js";
-import { installationWorkspaceId } from "../domain/linking.js";
-import { findWorkspace, type WorkspaceRecord } from "../domain/workspaces.js";
+import { installationWorkspaceId } from "../domain/workspaces/linking.js";
+import { findWorkspace, type WorkspaceRecord } from "../domain/workspaces/workspaces.js";
 import { redactText } from "../util/redact.js";
 import type { InstallationOctokit } from "../github-api/client.js";
 

@@ -1,5 +1,5 @@
 import { z, type ZodType } from "zod";
-import { taskEventMessages, type TaskEventName } from "../domain/task-event-schema.js";
+import { taskEventMessages, type TaskEventName } from "../domain/tasks/event-schema.js";
 
 type JsonSchema = Record<string, unknown>;
 
@@ -44,7 +44,7 @@ const idOf = (schema: ZodType): string => (schema.meta() as { id: string }).id;
 /**
  * The AsyncAPI 3 document of the task WebSocket (`GET /asyncapi.json`; docs/api.md,
  * "WebSocket /tasks/{id}/ws"), generated from the zod schemas the event log's types come
- * from (domain/task-event-schema.ts).
+ * from (domain/tasks/event-schema.ts).
  */
 export function buildAsyncApi(info: { version: string; serverUrl?: string }): JsonSchema {
   const schemas: Record<string, JsonSchema> = {};

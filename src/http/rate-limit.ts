@@ -13,7 +13,7 @@ export type { NamedLimiter, RateLimiters };
  * with findOneAndUpdate + `$inc`, which FerretDB v1 (the embedded database) runs as a read
  * and a rewrite: 20 concurrent sign-ups against a limit of 5 all passed. Here each counted
  * request inserts one slot document `<key>:<window>:<n>` for the first free n (a unique
- * `_id` insert, atomic everywhere, as domain/quota.ts claims the monthly allowance), in
+ * `_id` insert, atomic everywhere, as domain/accounts/quota.ts claims the monthly allowance), in
  * fixed windows of `duration` seconds; the library does the rest (results, headers' data).
  */
 /** One counted request of a window: `<key>:<window>:<n>`, unique by `_id`. */

@@ -2,7 +2,7 @@ import type Router from "@koa/router";
 import type { RouterMiddleware } from "@koa/router";
 import type { z } from "zod";
 import { type ZodType } from "zod";
-import type { Principal } from "../domain/keys.js";
+import type { Principal } from "../domain/accounts/keys.js";
 import type { TaskDeps } from "../domain/tasks/model.js";
 import { errors } from "../errors.js";
 import type { AppContext, HttpDeps } from "./types.js";

@@ -1,8 +1,8 @@
 import type { WebSocket } from "ws";
 import type { Models } from "../db/models.js";
-import { isKeyWithdrawn, type Principal } from "../domain/keys.js";
-import { subscribeOrdered, type TaskEventHub } from "../domain/task-event-hub.js";
-import { isTerminalEvent, type TaskEvent, type TaskEventLog } from "../domain/task-events.js";
+import { isKeyWithdrawn, type Principal } from "../domain/accounts/keys.js";
+import { subscribeOrdered, type TaskEventHub } from "../domain/tasks/event-hub.js";
+import { isTerminalEvent, type TaskEvent, type TaskEventLog } from "../domain/tasks/events.js";
 import { findTask } from "../domain/tasks/queries.js";
 import { isTerminal } from "../domain/tasks/model.js";
 import type { TaskRecord } from "../db/models.js";

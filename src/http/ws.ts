@@ -2,7 +2,7 @@ import { STATUS_CODES } from "node:http";
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import { WebSocketServer, type WebSocket } from "ws";
-import { authenticateKey, type Principal } from "../domain/keys.js";
+import { authenticateKey, type Principal } from "../domain/accounts/keys.js";
 import type { Models } from "../db/models.js";
 import type { Logger } from "../util/logger.js";
 import { isAppError, isTransientDatabaseError } from "../errors.js";

@@ -2,8 +2,12 @@ import type { Agenda } from "agenda";
 import type { Db, ObjectId } from "mongodb";
 import { z } from "zod";
 import type { Models } from "../db/models.js";
-import { DEFAULT_TIMEZONE } from "../domain/automation-cron.js";
-import { enabledCronSchedules, runCronJob, type CronJobs } from "../domain/automations.js";
+import { DEFAULT_TIMEZONE } from "../domain/automations/cron.js";
+import {
+  enabledCronSchedules,
+  runCronJob,
+  type CronJobs,
+} from "../domain/automations/automations.js";
 import type { TaskDeps } from "../domain/tasks/model.js";
 import type { Logger } from "../util/logger.js";
 import type { JobKind } from "../queue/scheduler.js";
@@ -11,9 +15,10 @@ import type { JobKind } from "../queue/scheduler.js";
 /*
  * Cron automations on Agenda: one repeating job per automation (name CRON_JOB_NAME, unique
  * by `data.automation_id`), whose repeat interval is the automation's five-field schedule in
- * its time zone. The job only says "a slot may be due"; domain/automations.ts decides which
- * slot and fires it once across all workers (a unique marker per slot), so a job run twice
- * (two workers locking it on FerretDB, a stale copy after a re-schedule) creates one task.
+ * its time zone. The job only says "a slot may be due"; domain/automations/automations.ts
+ * decides which slot and fires it once across all workers (a unique marker per slot), so a job
+ * run twice (two workers locking it on FerretDB, a stale copy after a re-schedule) creates one
+ * task.
  */
 
 export const CRON_JOB_NAME = "automations.cron";

@@ -1,13 +1,13 @@
 import { z } from "zod";
 import type { Config } from "../config/env.js";
-import { sweepHealthReports } from "../domain/health-reports.js";
-import { runHealthScan, type HealthScanDeps } from "../domain/health-scan.js";
+import { sweepHealthReports } from "../domain/health/reports.js";
+import { runHealthScan, type HealthScanDeps } from "../domain/health/scan.js";
 import type { JobKind, Scheduler } from "../queue/scheduler.js";
 
 /*
  * The health-scan job (docs/api.md, "How scans run"): its payload names a report, and the
- * domain runs the scan (domain/health-scan.ts runHealthScan: lease, clone, metrics, report,
- * clone removed). The sweep job fails what no worker finishes (domain/health-reports.ts
+ * domain runs the scan (domain/health/scan.ts runHealthScan: lease, clone, metrics, report,
+ * clone removed). The sweep job fails what no worker finishes (domain/health/reports.ts
  * sweepHealthReports).
  */
 

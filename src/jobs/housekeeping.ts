@@ -4,7 +4,7 @@ import { pruneFinishedJobs, type JobKind } from "../queue/scheduler.js";
 import { pruneIdempotencyRecords, pruneRateLimits } from "../durable/request-records.js";
 import { pruneMarkers } from "../durable/markers.js";
 import { jobLock } from "../durable/exclusive-locks.js";
-import { pruneTrajectories } from "../domain/trajectories.js";
+import { pruneTrajectories } from "../domain/tasks/trajectories.js";
 
 /** Markers older than this are dropped; GitHub does not redeliver after a few days. */
 export const ONCE_MARKER_RETENTION_DAYS = 14;

@@ -10,7 +10,7 @@ import {
   type CallToolResult,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { ZodError } from "zod";
-import { authenticateKey, isKeyWithdrawn, type Principal } from "../domain/keys.js";
+import { authenticateKey, isKeyWithdrawn, type Principal } from "../domain/accounts/keys.js";
 import { AppError, errors, isAppError, isDatabaseBusy, isDatabaseOutage } from "../errors.js";
 import { boundReached, ConcurrencyBounds, type Holder } from "../util/concurrency-bounds.js";
 import { SERVICE_VERSION } from "../util/version.js";

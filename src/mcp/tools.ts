@@ -1,9 +1,9 @@
 import { z, type ZodType } from "zod";
-import { listAgents, runAgentTask, toAgentSummary } from "../domain/agents.js";
-import { latestReport, requestScan, toHealthReportView } from "../domain/health-reports.js";
-import type { Principal } from "../domain/keys.js";
-import { reviewPullRequest } from "../domain/pr-review.js";
-import { listSkills } from "../domain/skills.js";
+import { listAgents, runAgentTask, toAgentSummary } from "../domain/agents/agents.js";
+import { latestReport, requestScan, toHealthReportView } from "../domain/health/reports.js";
+import type { Principal } from "../domain/accounts/keys.js";
+import { reviewPullRequest } from "../domain/pull-requests/review.js";
+import { listSkills } from "../domain/agents/skills.js";
 import { createTask } from "../domain/tasks/create.js";
 import { decide, type Decision } from "../domain/tasks/gates.js";
 import { getTask, listTasks } from "../domain/tasks/queries.js";

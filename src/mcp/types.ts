@@ -1,9 +1,9 @@
 import type { Config } from "../config/env.js";
 import type { Models } from "../db/models.js";
-import type { HealthScans } from "../domain/health-reports.js";
-import type { Principal } from "../domain/keys.js";
-import type { TaskEventHub } from "../domain/task-event-hub.js";
-import type { TaskEventLog } from "../domain/task-events.js";
+import type { HealthScans } from "../domain/health/reports.js";
+import type { Principal } from "../domain/accounts/keys.js";
+import type { TaskEventHub } from "../domain/tasks/event-hub.js";
+import type { TaskEventLog } from "../domain/tasks/events.js";
 import type { TaskDeps } from "../domain/tasks/model.js";
 import type { GithubClient } from "../github-api/client.js";
 import type { ModelClient } from "../llm/provider.js";

@@ -1,15 +1,15 @@
 import { z } from "zod";
 import type { Models, TaskRecord, TaskStatus } from "../db/models.js";
-import { subscribeOrdered } from "../domain/task-event-hub.js";
-import { isTerminalEvent, type TaskEvent } from "../domain/task-events.js";
+import { subscribeOrdered } from "../domain/tasks/event-hub.js";
+import { isTerminalEvent, type TaskEvent } from "../domain/tasks/events.js";
 import { isTerminal } from "../domain/tasks/model.js";
 import { getTask } from "../domain/tasks/queries.js";
 import { toTaskView } from "../domain/tasks/views.js";
 import { task, taskParams } from "../http/routes/tasks/schema.js";
 import type { ConcurrencyBounds } from "../util/concurrency-bounds.js";
-import type { Principal } from "../domain/keys.js";
-import type { TaskEventHub } from "../domain/task-event-hub.js";
-import type { TaskEventLog } from "../domain/task-events.js";
+import type { Principal } from "../domain/accounts/keys.js";
+import type { TaskEventHub } from "../domain/tasks/event-hub.js";
+import type { TaskEventLog } from "../domain/tasks/events.js";
 
 /** What the waits read through (the door's McpDeps fits; named here so types.ts can name TaskWaits). */
 interface WaitDeps {
@@ -26,7 +26,7 @@ interface WaitCall {
 }
 
 /*
- * wait_for_task: the task's event log (domain/task-events.ts) through the process's event hub,
+ * wait_for_task: the task's event log (domain/tasks/events.ts) through the process's event hub,
  * the same feed as /tasks/{id}/ws. Each phase event is an MCP progress notification; the call
  * answers at the next gate or the end, or when its bound runs out. A client's request timeout
  * (60 s in the SDK's) is reset by each notification when it asks so (resetTimeoutOnProgress).

@@ -1,5 +1,5 @@
 import { collectionOf, type Models, type TaskRecord } from "../db/models.js";
-import { mcpSecretValues, mcpSettingsForTask } from "../domain/mcp-settings.js";
+import { mcpSecretValues, mcpSettingsForTask } from "../domain/agents/mcp-settings.js";
 import {
   limitRepositorySecrets,
   NO_MCP_TOOLS,
@@ -14,9 +14,10 @@ import { configNames } from "../verify/checks.js";
 import type { StageContext } from "./stage.js";
 
 /*
- * The MCP servers a stage's agent gets (tools/mcp-tools.ts): the account's (domain/mcp-settings.ts)
- * and the repository's `.github/foreman.yml` `mcp_servers:` (the repository's win on a shared
- * name, and may use only the secrets the account attached to its own server of that name).
+ * The MCP servers a stage's agent gets (tools/mcp-tools.ts): the account's
+ * (domain/agents/mcp-settings.ts) and the repository's `.github/foreman.yml` `mcp_servers:` (the
+ * repository's win on a shared name, and may use only the secrets the account attached to its
+ * own server of that name).
  * Started for one model loop and closed after it; every start, failure and call is a line of
  * the task's log.
  */

@@ -1,5 +1,5 @@
-import { findAgent } from "../domain/agents.js";
-import type { SkillDefinition } from "../domain/skills.js";
+import { findAgent } from "../domain/agents/agents.js";
+import type { SkillDefinition } from "../domain/agents/skills.js";
 import { loadPrompt } from "../util/prompt-file.js";
 import { readText } from "../util/workcopy-fs.js";
 

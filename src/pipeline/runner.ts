@@ -9,7 +9,7 @@ import {
   type TaskPhase,
   type TaskRecord,
 } from "../db/models.js";
-import { isTerminalEvent, type TaskEventLog } from "../domain/task-events.js";
+import { isTerminalEvent, type TaskEventLog } from "../domain/tasks/events.js";
 import { endTask, hasEnded, repairEnding } from "../domain/tasks/endings.js";
 import { isTerminal, STAGE_NAMES, type StageName, type TaskDeps } from "../domain/tasks/model.js";
 import { moveTo } from "../domain/tasks/gates.js";
@@ -21,7 +21,7 @@ import type { Logger } from "../util/logger.js";
 import type { GithubClient } from "../github-api/client.js";
 import { BudgetExceededError, describeFailure, StageError } from "./errors.js";
 import { STAGES } from "./stages/index.js";
-import { resolveRepo } from "../domain/workspaces.js";
+import { resolveRepo } from "../domain/workspaces/workspaces.js";
 import { claimMarker, markerExists } from "../durable/markers.js";
 import { gateMarker } from "../domain/tasks/gates.js";
 import { stageDoneMarker } from "../domain/tasks/model.js";

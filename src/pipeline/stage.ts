@@ -1,6 +1,6 @@
 import type { Config } from "../config/env.js";
 import type { Models, TaskPhase, TaskRecord, TaskStatus } from "../db/models.js";
-import type { TaskEventPayload } from "../domain/task-events.js";
+import type { TaskEventPayload } from "../domain/tasks/events.js";
 import type { Ending } from "../domain/tasks/endings.js";
 import type { StageName } from "../domain/tasks/model.js";
 import type { GithubClient } from "../github-api/client.js";

@@ -1,10 +1,10 @@
-import { recordModelCall } from "../domain/trajectories.js";
+import { recordModelCall } from "../domain/tasks/trajectories.js";
 import type { ModelCallRecord } from "../llm/types.js";
 import type { StageContext } from "./stage.js";
 
 /**
  * The tool loop's `onCall` for a stage: appends each model call to the task's trajectory
- * (domain/trajectories.ts). A failed write is logged, never the task's failure.
+ * (domain/tasks/trajectories.ts). A failed write is logged, never the task's failure.
  */
 export function trajectoryRecorder(
   ctx: Pick<StageContext, "models" | "task" | "logger">,

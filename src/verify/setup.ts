@@ -13,7 +13,7 @@
  * setup with no entry yet writes a new one. Every later command (checks, run_command,
  * health-scan tests) gets the entry read-only and the network of SANDBOX_NETWORK.
  *
- * The pipeline (pipeline/stages/setup.ts) and the health scan (domain/health-scan.ts) call
+ * The pipeline (pipeline/stages/setup.ts) and the health scan (domain/health/scan.ts) call
  * runSetup; neither runs installs of its own.
  */
 import { execFileAsync } from "../util/launcher.js";

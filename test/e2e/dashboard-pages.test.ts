@@ -1,7 +1,7 @@
 /// <reference lib="dom" />
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { recordModelCall } from "../../src/domain/trajectories.js";
+import { recordModelCall } from "../../src/domain/tasks/trajectories.js";
 import { expectAccessible, launchBrowser, screenshot } from "../helpers/browser.js";
 import { placeholderRepo } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";

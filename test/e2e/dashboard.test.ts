@@ -1,7 +1,7 @@
 /// <reference lib="dom" />
 import type { Browser, BrowserContext, Dialog, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { setTier } from "../../src/domain/accounts.js";
+import { setTier } from "../../src/domain/accounts/accounts.js";
 import { agentModel, type Script } from "../helpers/agent-model.js";
 import { expectAccessible, launchBrowser, screenshot } from "../helpers/browser.js";
 import {

@@ -4,7 +4,7 @@ import {
   runCronJob,
   type CronFiring,
   type CronJobs,
-} from "../../src/domain/automations.js";
+} from "../../src/domain/automations/automations.js";
 import type { TaskDeps } from "../../src/domain/tasks/model.js";
 import {
   CRON_JOB_NAME,

@@ -1,6 +1,9 @@
 import { createHmac, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fireCiFailureAutomations, type CiFailure } from "../../src/domain/automations.js";
+import {
+  fireCiFailureAutomations,
+  type CiFailure,
+} from "../../src/domain/automations/automations.js";
 import { findCronJobs } from "../../src/jobs/cron.js";
 import { placeholderRepo } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";

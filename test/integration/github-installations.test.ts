@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml } from "yaml";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { linkStateId } from "../../src/domain/linking.js";
+import { linkStateId } from "../../src/domain/workspaces/linking.js";
 import { createGitRepo } from "../helpers/git-repo.js";
 import { examplePayload, signedDelivery, testPrivateKey } from "../helpers/github.js";
 import {

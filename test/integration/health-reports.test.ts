@@ -5,7 +5,7 @@ import type { AddressInfo } from "node:net";
 import { promisify } from "node:util";
 import nock from "nock";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { sweepHealthReports } from "../../src/domain/health-reports.js";
+import { sweepHealthReports } from "../../src/domain/health/reports.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 import { mockInstallationToken, testPrivateKey } from "../helpers/github.js";
 import { startTestServer, type ApiResponse, type TestServer } from "../helpers/server.js";

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { claimQuota, currentUsage } from "../../src/domain/quota.js";
+import { claimQuota, currentUsage } from "../../src/domain/accounts/quota.js";
 import { AppError } from "../../src/errors.js";
 import { placeholderRepo } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";

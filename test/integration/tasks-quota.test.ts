@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { setTier } from "../../src/domain/accounts.js";
+import { setTier } from "../../src/domain/accounts/accounts.js";
 import { placeholderRepo } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 

@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { githubLinkMarker, recordInstallation } from "../../src/domain/linking.js";
+import { githubLinkMarker, recordInstallation } from "../../src/domain/workspaces/linking.js";
 import { endTask } from "../../src/domain/tasks/endings.js";
 import { claimMarker } from "../../src/durable/markers.js";
 import { findCronJobs } from "../../src/jobs/cron.js";

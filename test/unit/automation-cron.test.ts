@@ -7,7 +7,7 @@ import {
   normalizeSchedule,
   scheduleProblem,
   timezoneProblem,
-} from "../../src/domain/automation-cron.js";
+} from "../../src/domain/automations/cron.js";
 
 /** Cron schedules of automations: validation, slots and the calendar date of a slot. */
 

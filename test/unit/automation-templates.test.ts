@@ -8,7 +8,7 @@ import {
   renderTemplate,
   toText,
   verifySignature,
-} from "../../src/domain/automation-templates.js";
+} from "../../src/domain/automations/templates.js";
 
 /** The pure rules of automations: dot-paths, `match`, templates, signatures and globs. */
 

@@ -1,6 +1,9 @@
 import { describe, expect, it } from "vitest";
 import type { TaskRecord } from "../../src/db/models.js";
-import { changeRequestBody, GITHUB_BODY_LIMIT } from "../../src/domain/change-request-text.js";
+import {
+  changeRequestBody,
+  GITHUB_BODY_LIMIT,
+} from "../../src/domain/pull-requests/change-request-text.js";
 import { taskEvidence } from "../../src/domain/tasks/evidence.js";
 
 /*

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { parseCommand } from "../../src/github/command-parser.js";
 import { excerpt } from "../../src/github/ci.js";
 import { diffStat } from "../../src/github/notices.js";
-import { sanitizeUntrusted } from "../../src/github-api/sanitize.js";
+import { sanitizeUntrusted } from "../../src/text/sanitize.js";
 
 describe("parseCommand", () => {
   it("finds a slash command and keeps the lines below it as its text", () => {

@@ -6,8 +6,8 @@ import {
   generationMarker,
   type Marker,
 } from "../../src/durable/once.js";
-import { cronSlotMarker } from "../../src/domain/automations.js";
-import { healthEndMarker } from "../../src/domain/health-reports.js";
+import { cronSlotMarker } from "../../src/domain/automations/automations.js";
+import { healthEndMarker } from "../../src/domain/health/reports.js";
 import {
   slackInstallStateMarker,
   slackInstallStateUsedMarker,
@@ -17,8 +17,8 @@ import {
   linkStateMarker,
   linkStateUsedMarker,
   workspaceLockMarker,
-} from "../../src/domain/linking.js";
-import { githubProgressLockMarker, githubProgressMarker } from "../../src/domain/progress.js";
+} from "../../src/domain/workspaces/linking.js";
+import { githubProgressLockMarker, githubProgressMarker } from "../../src/domain/tasks/progress.js";
 import { taskEndMarker } from "../../src/domain/tasks/endings.js";
 import { gateMarker } from "../../src/domain/tasks/gates.js";
 import { stageDoneMarker } from "../../src/domain/tasks/model.js";
@@ -39,7 +39,7 @@ import { slackDeliveryMarker } from "../../src/integrations/slack/door.js";
 import { taskSweepMarker } from "../../src/pipeline/sweeper.js";
 // Declare the generation markers that their modules keep to themselves.
 import "../../src/pipeline/intake.js";
-import "../../src/domain/account-views.js";
+import "../../src/domain/accounts/views.js";
 import type { OnceRecord } from "../../src/db/models.js";
 
 /*

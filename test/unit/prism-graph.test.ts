@@ -5,7 +5,7 @@ import {
   findCycle,
   taskGraphProblems,
   type PlannedTask,
-} from "../../src/domain/prism.js";
+} from "../../src/domain/prism/prism.js";
 
 /** The graph rules of the spec planner: levels, dependency order, cycles, unknown ids. */
 

@@ -11,7 +11,7 @@ import {
   PROMPTS as SPEC_PROMPTS,
   specPlannerSystemPrompt,
   specPlannerUserPrompt,
-} from "../../src/domain/prism-prompts.js";
+} from "../../src/domain/prism/prompts.js";
 import {
   agentSystemPrompt,
   fixUserPrompt,

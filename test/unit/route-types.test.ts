@@ -1,6 +1,6 @@
 import { describe, expect, expectTypeOf, it } from "vitest";
 import { z } from "zod";
-import type { Principal } from "../../src/domain/keys.js";
+import type { Principal } from "../../src/domain/accounts/keys.js";
 import { route, type AnyRoute, type HandlerResult } from "../../src/http/route.js";
 import { noContent } from "../../src/http/schemas.js";
 

@@ -2,7 +2,7 @@ import type { z } from "zod";
 import { collectionOf, type Models } from "../../db/models.js";
 import { bumpMarker, MarkerCache } from "../../durable/marker-cache.js";
 import { generationMarker } from "../../durable/markers.js";
-import { resolveRepo } from "../workspaces.js";
+import { resolveRepo } from "../workspaces/workspaces.js";
 import { errors } from "../../errors.js";
 import { newId } from "../../util/ids.js";
 import { currentSecretScope } from "../../util/redact.js";

@@ -3,10 +3,10 @@ import { type FollowUpRecord, type Models, type TaskRecord } from "../../db/mode
 import { errors } from "../../errors.js";
 import { newId } from "../../util/ids.js";
 import { isDuplicateKey } from "../../util/duplicate-key.js";
-import { findAgent } from "../agent-catalog.js";
-import { claimQuota } from "../quota.js";
-import { findSkill } from "../skills.js";
-import { resolveRepo } from "../workspaces.js";
+import { findAgent } from "../agents/catalog.js";
+import { claimQuota } from "../accounts/quota.js";
+import { findSkill } from "../agents/skills.js";
+import { resolveRepo } from "../workspaces/workspaces.js";
 import { notificationTarget } from "../integrations/notify.js";
 import type { NewTask, TaskDeps } from "./model.js";
 import { tasksOf, newTaskCollection } from "./model.js";

@@ -1,6 +1,6 @@
 import { isKept, removeWorkdir } from "../../util/workdir-volume.js";
 import { type Models, type TaskPhase, type TaskStatus } from "../../db/models.js";
-import { isTerminalEvent } from "../task-events.js";
+import { isTerminalEvent } from "./events.js";
 import { claimMarker, markerKind } from "../../durable/markers.js";
 import { recordTaskEnded } from "../../metrics/index.js";
 import type { TaskDeps } from "./model.js";

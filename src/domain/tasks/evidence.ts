@@ -2,8 +2,8 @@
  * The evidence a change carries (docs/api.md, "Evidence"): what verification ran, what the change
  * fixed, which tests it added and reproduced, what was red before and still is, fix rounds, model
  * cost and time. Derived from the task record alone (its `checks`, `cost` and times), so
- * `GET /tasks/{id}` and every forge's pull-request body (domain/change-request-text.ts) say the
- * same thing.
+ * `GET /tasks/{id}` and every forge's pull-request body
+ * (domain/pull-requests/change-request-text.ts) say the same thing.
  */
 import type { CheckRecord, TaskRecord } from "../../db/models.js";
 

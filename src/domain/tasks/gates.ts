@@ -1,7 +1,7 @@
 import { type Models, type TaskPhase, type TaskRecord, type TaskStatus } from "../../db/models.js";
 import { errors } from "../../errors.js";
-import { memoryScopeOf, remember, rememberFeedback } from "../memory.js";
-import { sanitizeUntrusted } from "../../github-api/sanitize.js";
+import { memoryScopeOf, remember, rememberFeedback } from "../agents/memory.js";
+import { sanitizeUntrusted } from "../../text/sanitize.js";
 import { type MarkerPart, claimMarker, markerKind } from "../../durable/markers.js";
 import { endTask, hasEnded, repairEnding } from "./endings.js";
 import type { TaskDeps } from "./model.js";

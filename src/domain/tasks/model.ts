@@ -6,8 +6,8 @@ import {
   type TaskStatus,
   type Tier,
 } from "../../db/models.js";
-import { type TaskEventLog } from "../task-events.js";
-import { type WorkspaceRecord } from "../workspaces.js";
+import { type TaskEventLog } from "./events.js";
+import { type WorkspaceRecord } from "../workspaces/workspaces.js";
 import { markerKind } from "../../durable/markers.js";
 
 /** A stage's stored outcome (pipeline/runner.ts), by task and stage key. */
@@ -76,7 +76,7 @@ export interface TaskDeps {
    */
   notifyThread(taskId: string, kind: ThreadNotice): Promise<void>;
   /**
-   * Tells the task's GitHub check run (domain/progress.ts) that its phase changed; `at` is
+   * Tells the task's GitHub check run (domain/tasks/progress.ts) that its phase changed; `at` is
    * the phase event's sequence number, or `end`. Returns at once: the report is queued in
    * the background and its failures never reach the task. `noProgress` when the GitHub App
    * is not configured or GITHUB_PROGRESS is off.

@@ -8,14 +8,14 @@ import {
   type TaskRecord,
 } from "../../db/models.js";
 import { errors } from "../../errors.js";
-import { sanitizeUntrusted } from "../../github-api/sanitize.js";
+import { sanitizeUntrusted } from "../../text/sanitize.js";
 import { redactText } from "../../util/redact.js";
 import { claimMarker, dropMarkers, markerExists, markerKind } from "../../durable/markers.js";
 import { taskEndMarker } from "./endings.js";
 import { gateMarker } from "./gates.js";
 import { stageDoneMarker } from "./model.js";
-import { rememberFeedback } from "../memory.js";
-import { getWorkspace } from "../workspaces.js";
+import { rememberFeedback } from "../agents/memory.js";
+import { getWorkspace } from "../workspaces/workspaces.js";
 import { createTask, type CreateTaskInput } from "./create.js";
 import { getTask } from "./queries.js";
 import { moveTo } from "./gates.js";

@@ -5,7 +5,7 @@ import {
   type TaskRecord,
   type TaskStatus,
 } from "../../db/models.js";
-import { type MemoryView } from "../memory.js";
+import { type MemoryView } from "../agents/memory.js";
 import { taskEvidence, type TaskEvidence } from "./evidence.js";
 import type { ReviewResult } from "../../tools/review-tool.js";
 

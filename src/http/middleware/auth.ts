@@ -1,5 +1,5 @@
 import type { Next } from "koa";
-import { authenticateKey } from "../../domain/keys.js";
+import { authenticateKey } from "../../domain/accounts/keys.js";
 import { errors } from "../../errors.js";
 import type { AppContext, HttpDeps } from "../types.js";
 

@@ -11,7 +11,7 @@ import { markerKind } from "../../durable/markers.js";
 import type { TaskRecord } from "../../db/models.js";
 import type { TaskDeps } from "../../domain/tasks/model.js";
 import { errors } from "../../errors.js";
-import { sanitizeUntrusted } from "../../github-api/sanitize.js";
+import { sanitizeUntrusted } from "../../text/sanitize.js";
 import type { Logger } from "../../util/logger.js";
 import { redactText } from "../../util/redact.js";
 import { findIntegration, type IntegrationRecord } from "../../domain/integrations/store.js";

@@ -8,7 +8,7 @@ import { integrationTasks, setReportThread } from "../../domain/tasks/threads.js
 import { type TaskDeps } from "../../domain/tasks/model.js";
 import { chatThreadTasks, respondToConversation } from "../../domain/tasks/conversations.js";
 import { errors, isAppError } from "../../errors.js";
-import { sanitizeUntrusted } from "../../github-api/sanitize.js";
+import { sanitizeUntrusted } from "../../text/sanitize.js";
 import type { Logger } from "../../util/logger.js";
 import { redactText } from "../../util/redact.js";
 import { deliveryKey, outcomeSentence } from "../shared/tracker.js";

@@ -1,6 +1,6 @@
 import { setReportThread } from "../../domain/tasks/threads.js";
 import { type CreateTaskInput } from "../../domain/tasks/create.js";
-import { accountRepos } from "../../domain/workspaces.js";
+import { accountRepos } from "../../domain/workspaces/workspaces.js";
 import type { IntegrationRecord } from "../../domain/integrations/store.js";
 import type { SlackSettings } from "../../domain/integrations/kinds.js";
 import type { RepoTarget, TaskSource } from "../../domain/integrations/types.js";

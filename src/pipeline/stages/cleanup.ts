@@ -1,6 +1,6 @@
 import { removeWorkdir } from "../../util/workdir-volume.js";
 import type { MemoryKind } from "../../db/models.js";
-import { memoryScopeOf, remember } from "../../domain/memory.js";
+import { memoryScopeOf, remember } from "../../domain/agents/memory.js";
 import { keepWorkdir } from "../kept-workdirs.js";
 import type { Stage } from "../stage.js";
 

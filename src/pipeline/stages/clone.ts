@@ -1,6 +1,6 @@
 import path from "node:path";
 import { adoptWorkdir, prepareWorkdir, removeWorkdir } from "../../util/workdir-volume.js";
-import { recordDefaultBranch } from "../../domain/linking.js";
+import { recordDefaultBranch } from "../../domain/workspaces/linking.js";
 import { headCommit, runGit, shallowClone } from "../../util/git.js";
 import { remoteGitArgs, RemoteUrlError } from "../../util/remote-url.js";
 import { StageError } from "../errors.js";

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { trajectoryRecorder } from "../trajectory.js";
 import { planningContext } from "../../indexer/planning-context.js";
 import { createReadTools } from "../../tools/read-tools.js";
-import { memoryScopeOf, recall } from "../../domain/memory.js";
+import { memoryScopeOf, recall } from "../../domain/agents/memory.js";
 import { recordRevisionResult } from "../../domain/tasks/revisions.js";
 import type { PlanStep } from "../../db/models.js";
 import { runToolLoop } from "../../llm/tool-loop.js";

@@ -5,7 +5,7 @@ import { redactText } from "../../util/redact.js";
 import { StageError } from "../errors.js";
 import type { Stage, StageContext } from "../stage.js";
 import { ensureWorkingCopy } from "./working-copy.js";
-import { changeRequestBody, changeTitle } from "../../domain/change-request-text.js";
+import { changeRequestBody, changeTitle } from "../../domain/pull-requests/change-request-text.js";
 import { keepBaselines } from "../../verify/baseline.js";
 
 /** The branch a task's change is pushed to: readable, and unique per task. */

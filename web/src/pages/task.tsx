@@ -1,7 +1,7 @@
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { useLocation } from "wouter-preact";
 import { TASK_PHASES } from "../../../src/db/task-states.js";
-import type { TaskEvent } from "../../../src/domain/task-events.js";
+import type { TaskEvent } from "../../../src/domain/tasks/events.js";
 import { ApiError, api, storedKey, taskSocketUrl, type Task } from "../api.js";
 import { awaitingChanged } from "../awaiting.js";
 import {

@@ -7,7 +7,7 @@ import {
   listAgents,
   runAgentTask,
   toAgentSummary,
-} from "../../../domain/agents.js";
+} from "../../../domain/agents/agents.js";
 import { toTaskView } from "../../../domain/tasks/views.js";
 import { route, tasksOf, type AnyRoute } from "../../route.js";
 import { task } from "../tasks/schema.js";

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { pageFields } from "../../paging.js";
-import { AGENT_CATEGORIES } from "../../../domain/agents.js";
+import { AGENT_CATEGORIES } from "../../../domain/agents/agents.js";
 import { opaqueId } from "../../schemas.js";
 import { skillName } from "../skills/schema.js";
 

@@ -9,7 +9,7 @@ import {
   toAutomationView,
   updateAutomation,
   type AutomationView,
-} from "../../../domain/automations.js";
+} from "../../../domain/automations/automations.js";
 import { errors } from "../../../errors.js";
 import { parseInput, reservedKeys } from "../../middleware/validate.js";
 import type { AppContext } from "../../types.js";

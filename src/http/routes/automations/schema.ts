@@ -1,8 +1,8 @@
 import { z } from "zod";
 import { AUTOMATION_TRIGGERS } from "../../../domain/vocabulary.js";
-import { scheduleProblem, timezoneProblem } from "../../../domain/automation-cron.js";
-import { DOT_PATH, isValidGlob } from "../../../domain/automation-templates.js";
-import { SECRET_PLACEHOLDER, TEMPLATE_MAX_CHARS } from "../../../domain/automations.js";
+import { scheduleProblem, timezoneProblem } from "../../../domain/automations/cron.js";
+import { DOT_PATH, isValidGlob } from "../../../domain/automations/templates.js";
+import { SECRET_PLACEHOLDER, TEMPLATE_MAX_CHARS } from "../../../domain/automations/automations.js";
 import { jsonValue, opaqueId, timestamp } from "../../schemas.js";
 
 const repoRef = z

@@ -1,4 +1,4 @@
-import { completeLink } from "../../../domain/linking.js";
+import { completeLink } from "../../../domain/workspaces/linking.js";
 import { route } from "../../route.js";
 import { setupQuery, setupResult, type SetupResult } from "./schema.js";
 

@@ -6,7 +6,7 @@ import {
   requestScan,
   toHealthReportView,
   type HealthReportView,
-} from "../../../domain/health-reports.js";
+} from "../../../domain/health/reports.js";
 import { route, type AnyRoute } from "../../route.js";
 import type { HttpDeps } from "../../types.js";
 import {

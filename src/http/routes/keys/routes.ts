@@ -7,7 +7,7 @@ import {
   revokeKey,
   type KeyListing,
   type NewKey,
-} from "../../../domain/keys.js";
+} from "../../../domain/accounts/keys.js";
 import { errors } from "../../../errors.js";
 import { consume } from "../../rate-limit.js";
 import { route } from "../../route.js";

@@ -1,4 +1,4 @@
-import { getMcpSettings, updateMcpSettings } from "../../../domain/mcp-settings.js";
+import { getMcpSettings, updateMcpSettings } from "../../../domain/agents/mcp-settings.js";
 import { route, type AnyRoute } from "../../route.js";
 import { mcpSettings, updateMcpSettingsBody } from "./schema.js";
 

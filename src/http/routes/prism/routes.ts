@@ -1,4 +1,4 @@
-import { parseSpec, queuePlannedTasks } from "../../../domain/prism.js";
+import { parseSpec, queuePlannedTasks } from "../../../domain/prism/prism.js";
 import { route, tasksOf, type AnyRoute } from "../../route.js";
 import { parseSpecBody, plannedTasks, queuedTasks, queueTasksBody } from "./schema.js";
 

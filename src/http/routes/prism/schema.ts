@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { MAX_SPEC_CHARS, plannedTaskInput, plannedTaskList } from "../../../domain/prism.js";
+import { MAX_SPEC_CHARS, plannedTaskInput, plannedTaskList } from "../../../domain/prism/prism.js";
 import { opaqueId } from "../../schemas.js";
 
 export const parseSpecBody = z.strictObject({

@@ -12,7 +12,7 @@ import {
   type ListingSummaryView,
   type SkillSummaryView,
   type SkillView,
-} from "../../../domain/skills.js";
+} from "../../../domain/agents/skills.js";
 import { pageQuery, positionKey } from "../../paging.js";
 import { route, type AnyRoute } from "../../route.js";
 import {

@@ -3,8 +3,8 @@ import { cancelTask, decide, type Decision } from "../../../domain/tasks/gates.j
 import { createTask } from "../../../domain/tasks/create.js";
 import { getTask, listTasks } from "../../../domain/tasks/queries.js";
 import { toTaskView, type TaskView } from "../../../domain/tasks/views.js";
-import type { Principal } from "../../../domain/keys.js";
-import { reviewPullRequest } from "../../../domain/pr-review.js";
+import type { Principal } from "../../../domain/accounts/keys.js";
+import { reviewPullRequest } from "../../../domain/pull-requests/review.js";
 import { followUpTask, retryTask, reviseTask } from "../../../domain/tasks/revisions.js";
 import { route, tasksOf, type AnyRoute } from "../../route.js";
 import {

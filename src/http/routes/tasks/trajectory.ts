@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { readTrajectory } from "../../../domain/trajectories.js";
+import { readTrajectory } from "../../../domain/tasks/trajectories.js";
 import { route, type AnyRoute } from "../../route.js";
 import { timestamp } from "../../schemas.js";
 import { taskParams } from "./schema.js";

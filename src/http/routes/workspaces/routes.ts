@@ -1,6 +1,6 @@
 import path from "node:path";
 import { z } from "zod";
-import { deleteWorkspace } from "../../../domain/workspace-deletion.js";
+import { deleteWorkspace } from "../../../domain/workspaces/deletion.js";
 import {
   createGitWorkspace,
   getWorkspace,
@@ -8,9 +8,9 @@ import {
   toRepoView,
   toWorkspaceView,
   type WorkspaceView,
-} from "../../../domain/workspaces.js";
+} from "../../../domain/workspaces/workspaces.js";
 import { pageQuery, positionKey } from "../../paging.js";
-import { startLink } from "../../../domain/linking.js";
+import { startLink } from "../../../domain/workspaces/linking.js";
 import { route, tasksOf } from "../../route.js";
 import { noContent } from "../../schemas.js";
 import {

@@ -50,7 +50,7 @@ export interface PricedUsage extends Usage {
 export type ModelProvider = "anthropic" | "openai" | "openai-compatible";
 
 /**
- * One model call as the model saw it, for the task's trajectory (domain/trajectories.ts):
+ * One model call as the model saw it, for the task's trajectory (domain/tasks/trajectories.ts):
  * the request after context bounding, the answer, and what each tool call gave back.
  */
 export interface ModelCallRecord {

@@ -34,8 +34,9 @@ import { redactError, withSecretScope } from "../util/redact.js";
 import { taskSecretScope } from "./mcp.js";
 
 /*
- * The task pipeline: each stage of a task runs as one Agenda job (`pipeline.stage`), and a
- * finished stage queues the next one. What keeps this correct when workers die or Agenda's
+ * The task pipeline: a task's stages run in Agenda jobs (`pipeline.stage`): a job runs its
+ * stage, then the stages that follow, until the task waits at a gate or ends (stageJob
+ * below); a gate's decision queues the next stage's job. What keeps this correct when workers die or Agenda's
  * lock is taken twice (its locking is not atomic on FerretDB):
  *
  * - a lease per stage run, taken by a unique insert (`lease:<task>:<stage>:<attempt>`) and
@@ -153,18 +154,25 @@ export function createPipeline(deps: PipelineDeps) {
     );
   }
 
+  /**
+   * Applies a stage's outcome. The next stage is returned for this worker to run at once (see
+   * stageJob) while it runs jobs; queued as a job of its own when it is stopping.
+   */
   async function applyOutcome(
     task: TaskRecord,
     outcome: StageOutcome,
     round: number,
-  ): Promise<void> {
-    if ("next" in outcome)
-      await taskDeps.enqueueStage(task._id, outcome.next, outcome.round ?? round);
-    else if ("wait" in outcome) {
+  ): Promise<StageJob | undefined> {
+    if ("next" in outcome) {
+      const nextRound = outcome.round ?? round;
+      if (scheduler.running)
+        return { task_id: task._id, stage: outcome.next, ...inRound(nextRound) };
+      await taskDeps.enqueueStage(task._id, outcome.next, nextRound);
+    } else if ("wait" in outcome) {
       // Applied again (a repeated run found the stored outcome) after the gate was decided:
       // the task has gone on, and must not be moved back to the gate.
       const gate = outcome.wait.status === "awaiting_diff_approval" ? "diff" : "plan";
-      if (await markerExists(models, gateMarker(task._id, gate, round))) return;
+      if (await markerExists(models, gateMarker(task._id, gate, round))) return undefined;
       const current = await tasksOf(models).findOne(
         { _id: task._id },
         { projection: { phase: 1, status: 1 } },
@@ -177,6 +185,7 @@ export function createPipeline(deps: PipelineDeps) {
           outcome.wait.status === "awaiting_diff_approval" ? "diff" : "plan",
         );
     } else await endTask(taskDeps, task._id, outcome.end);
+    return undefined;
   }
 
   /**
@@ -207,8 +216,14 @@ export function createPipeline(deps: PipelineDeps) {
     events.forget(taskId);
   }
 
-  /** Runs one stage of one task: lease, phase, stage function, outcome or failure. */
-  async function runStage(job: StageJob, touch: () => Promise<void>): Promise<void> {
+  /**
+   * Runs one stage of one task: lease, phase, stage function, outcome or failure. Returns the
+   * stage to run next, if the outcome says to go on now.
+   */
+  async function runStage(
+    job: StageJob,
+    touch: () => Promise<void>,
+  ): Promise<StageJob | undefined> {
     const stage = STAGES[job.stage];
     const taskId = job.task_id;
     const logger = deps.logger.child({ task: taskId, stage: stage.name });
@@ -223,18 +238,18 @@ export function createPipeline(deps: PipelineDeps) {
       markersOf(models).findOne({ _id: doneMarker.id }),
     ]);
     const task: TaskRecord | null = found;
-    if (!task) return;
+    if (!task) return undefined;
     // A job of an earlier round (a revision or retry started a later one) is over.
-    if (round < (task.round ?? 0)) return;
+    if (round < (task.round ?? 0)) return undefined;
     if (ended) {
       if (!isTerminal(task.status)) await repairEnding(taskDeps, taskId);
-      return forgetTask(taskId);
+      forgetTask(taskId);
+      return undefined;
     }
-    if (done?.outcome) {
-      await applyOutcome(task, done.outcome as StageOutcome, round);
-      return;
-    }
+    // Found done (a repeated run): its outcome is applied again.
+    if (done?.outcome) return applyOutcome(task, done.outcome as StageOutcome, round);
     const claimed: TaskRecord = task;
+    let next: StageJob | undefined;
     const leaseOptions = {
       attempt: (attempt: number) => stageLease(taskId, key, attempt),
       ttlMs: config.jobs.lockLifetimeMs,
@@ -304,7 +319,7 @@ export function createPipeline(deps: PipelineDeps) {
           run.keep();
           logger.info({ ms: Math.round(performance.now() - started) }, "stage finished");
           recordStage(stage.name, "done", started);
-          await applyOutcome(task, outcome, round);
+          next = await applyOutcome(task, outcome, round);
         } catch (error) {
           if (run.signal.aborted || (await hasEnded(models, taskId))) {
             logger.info("stage stopped: the task ended");
@@ -351,15 +366,17 @@ export function createPipeline(deps: PipelineDeps) {
         round,
       );
       logger.debug({ at }, "stage is held by another worker; looking again when its lease expires");
-      return;
+      return undefined;
     }
     if (result === "exhausted") {
       await endTask(taskDeps, taskId, {
         status: "failed",
         error: `The worker running ${stage.phase} stopped before finishing it, ${config.pipeline.stageMaxAttempts === 1 ? "and STAGE_MAX_ATTEMPTS allows one run" : `${config.pipeline.stageMaxAttempts} times (STAGE_MAX_ATTEMPTS)`}; the task was given up. The workers' logs say why they stopped.`,
       });
-      return forgetTask(taskId);
+      forgetTask(taskId);
+      return undefined;
     }
+    return next;
   }
 
   /**
@@ -498,19 +515,33 @@ export function createPipeline(deps: PipelineDeps) {
     name: STAGE_JOB_NAME,
     schema: stageJobSchema,
     concurrency: config.pipeline.taskConcurrency,
+    /*
+     * The job's stage, then each stage its outcome goes on to, in turn: a task moves from stage
+     * to stage in this job while the worker runs jobs, without a job of its own per stage (queueing
+     * one and picking it up took 5 to 10 ms of database writes a stage). Each stage still
+     * stores its outcome before the next starts, so a worker dying in a later stage leaves this
+     * job's lock to expire: the job runs again, finds the stored outcomes and goes on from the
+     * stage that did not finish, as a job of that stage would. A task keeps its
+     * TASK_CONCURRENCY slot until it waits at a gate or ends.
+     */
     async run(data, job) {
-      // Everything the stage produces is redacted with its account's secrets, and only its
-      // (util/redact.ts); an error escaping to the job's record too.
-      const scope = await taskSecretScope(models, data.task_id);
-      await withSecretScope(scope, async () => {
-        try {
-          await runStage(data, async () => {
-            await job.touch();
-          });
-        } catch (error) {
-          throw error instanceof Error ? redactError(error) : error;
-        }
-      });
+      const touch = async () => {
+        await job.touch();
+      };
+      for (let stage: StageJob | undefined = data; stage;) {
+        // Everything the stage produces is redacted with its account's secrets, and only its
+        // (util/redact.ts); an error escaping to the job's record too. Looked up per stage:
+        // secrets added while the task runs count from its next stage.
+        const scope = await taskSecretScope(models, stage.task_id);
+        const current: StageJob = stage;
+        stage = await withSecretScope(scope, async () => {
+          try {
+            return await runStage(current, touch);
+          } catch (error) {
+            throw error instanceof Error ? redactError(error) : error;
+          }
+        });
+      }
     },
   };
 

@@ -37,6 +37,8 @@ export interface Scheduler {
   ): Promise<boolean>;
   /** Starts processing (worker role only). */
   start(): Promise<void>;
+  /** Whether this process runs jobs now: started, and not stopping. */
+  readonly running: boolean;
   /**
    * Graceful stop: waits up to `graceMs` for running jobs, then releases the locks of jobs
    * locked here but not started, so another worker picks them up at once. Jobs still running
@@ -188,6 +190,9 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
 
   return {
     agenda,
+    get running() {
+      return started;
+    },
     define<T>(kind: JobKind<T>) {
       agenda.define<T>(
         kind.name,

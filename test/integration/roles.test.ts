@@ -6,6 +6,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
+import { MongoClient } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, serverAccepts } from "../../src/db/embedded.js";
 import { fakeModelEnv, startFakeModel, type FakeModel } from "../helpers/fake-model.js";
@@ -148,6 +149,20 @@ describe("web and worker roles on the embedded database", () => {
     };
     expect([web.pid, worker.pid]).toContain(running.pid);
     expect(running.uri).toMatch(/^mongodb:\/\/%2F/);
+
+    // The worker ran the task's stages one after another in the job the web role queued: no
+    // job of its own per stage (pipeline/runner.ts, stageJob).
+    const client = await MongoClient.connect(running.uri, { directConnection: true });
+    try {
+      const jobs = await client
+        .db("foreman")
+        .collection("jobs")
+        .find({ name: "pipeline.stage", "data.task_id": created.body.id })
+        .toArray();
+      expect(jobs.map((j) => j.data.stage)).toEqual(["clone"]);
+    } finally {
+      await client.close();
+    }
 
     web.kill("SIGTERM");
     worker.kill("SIGTERM");

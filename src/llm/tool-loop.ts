@@ -20,7 +20,13 @@ import type { ZodError } from "zod";
 import { recordModelUsage } from "../metrics/index.js";
 import { redactText } from "../util/redact.js";
 import { StageError } from "../util/stage-error.js";
-import { providerUsageOf, usageOf, withCacheBreakpoints, type ProviderUsage } from "./cache.js";
+import {
+  providerUsageOf,
+  usageOf,
+  withCacheBreakpoints,
+  type CachedRequest,
+  type ProviderUsage,
+} from "./cache.js";
 import {
   contextWindowOf,
   estimateTokens,
@@ -116,30 +122,12 @@ interface StepOutcome {
  */
 export async function runToolLoop<F>(options: ToolLoopOptions<F>): Promise<ToolLoopResult<F>> {
   const client = requireModel(options.client);
-  if (options.finishTools.length === 0) throw new Error("runToolLoop needs a finish tool");
-  if (options.maxSteps < 1) throw new Error("runToolLoop needs maxSteps >= 1");
-
-  const executable = new Map(options.tools.map((t) => [t.name, t]));
-  const finishing = new Map(options.finishTools.map((t) => [t.name, t]));
-  for (const name of finishing.keys()) {
-    if (executable.has(name)) throw new Error(`Tool ${name} is both executable and finishing`);
-  }
-  const toolSet = toSdkTools([...options.tools, ...options.finishTools]);
-  const finishNames = [...finishing.keys()].join(" or ");
+  const tools = loopTools(options);
   const maxNudges = options.maxNudges ?? DEFAULT_MAX_NUDGES;
-  const window = contextWindowOf(
-    client.provider,
-    client.modelId,
-    options.contextTokens ?? client.settings.contextTokens,
-  );
-  const budget = inputBudget(window, client.settings.maxOutputTokens);
-  const maxResult = Math.min(
-    options.maxToolResultChars ?? DEFAULT_MAX_TOOL_RESULT_CHARS,
-    maxResultChars(budget),
-  );
+  const { budget, maxResult } = contextLimits(client, options);
 
   const system = redactText(options.system);
-  const fixedTokens = estimateTokens(system) + estimateTokens(toolSchemas(toolSet));
+  const fixedTokens = estimateTokens(system) + estimateTokens(toolSchemas(tools.toolSet));
   const messages: ModelMessage[] = [{ role: "user", content: redactText(options.prompt) }];
   const total: PricedUsage = {
     inputTokens: 0,
@@ -160,31 +148,11 @@ export async function runToolLoop<F>(options: ToolLoopOptions<F>): Promise<ToolL
     const request = withCacheBreakpoints(client.provider, system, messages, previousLength);
     previousLength = messages.length;
     const at = new Date();
-    const outcome = await callModel(client, request, toolSet, options.signal);
+    const outcome = await callModel(client, request, tools.toolSet, options.signal);
     const ms = Math.round(Date.now() - at.getTime());
 
     const priced = costOf(outcome.usage, client.price);
-    const record: ModelCallRecord = {
-      step,
-      at,
-      model: client.modelId,
-      // A copy of the list: the history grows (and old results are elided) after this call.
-      messages:
-        request.system === undefined
-          ? [...request.messages]
-          : [{ role: "system", content: request.system }, ...request.messages],
-      response: {
-        text: outcome.text,
-        tool_calls: outcome.toolCalls.map((c) => ({
-          id: c.toolCallId,
-          name: c.toolName,
-          input: c.input,
-        })),
-      },
-      tool_results: [],
-      usage: priced,
-      ms,
-    };
+    const record = callRecord(step, at, client.modelId, request, outcome, priced, ms);
     let recorded = false;
     const recordCall = async () => {
       if (recorded || !options.onCall) return;
@@ -192,12 +160,7 @@ export async function runToolLoop<F>(options: ToolLoopOptions<F>): Promise<ToolL
       await options.onCall(record);
     };
     recordModelUsage(client.provider, client.modelId, priced);
-    total.inputTokens += priced.inputTokens;
-    total.outputTokens += priced.outputTokens;
-    total.cachedInputTokens! += priced.cachedInputTokens ?? 0;
-    total.cacheWriteTokens! += priced.cacheWriteTokens ?? 0;
-    total.usd += priced.usd;
-    total.priced &&= priced.priced;
+    addUsage(total, priced);
     // Errors from the budget check propagate unchanged: they are the caller's to interpret.
     try {
       await options.onUsage(priced);
@@ -212,7 +175,7 @@ export async function runToolLoop<F>(options: ToolLoopOptions<F>): Promise<ToolL
     if (outcome.toolCalls.length === 0) {
       if (nudges >= maxNudges) {
         throw new LlmProtocolError(
-          `The model answered without calling ${finishNames} after ${maxNudges} reminder${maxNudges === 1 ? "" : "s"}.`,
+          `The model answered without calling ${tools.finishNames} after ${maxNudges} reminder${maxNudges === 1 ? "" : "s"}.`,
         );
       }
       nudges++;
@@ -220,80 +183,190 @@ export async function runToolLoop<F>(options: ToolLoopOptions<F>): Promise<ToolL
       messages.push({
         role: "user",
         content:
-          `Answer only by calling tools. When the work is done, call ${finishNames}; ` +
+          `Answer only by calling tools. When the work is done, call ${tools.finishNames}; ` +
           `until then, call one of the other tools.`,
       });
       continue;
     }
 
-    const results: ToolResultPart[] = [];
-    // A finish call is refused when an earlier call of the same answer failed: the model
-    // would otherwise finish believing, say, an edit happened that did not.
-    let earlierFailed = false;
-    const fail = (call: ModelToolCall, message: string) => {
-      earlierFailed = true;
-      results.push(toolResult(call, message, true));
-    };
-
-    for (const call of outcome.toolCalls) {
-      options.onToolCall?.({ name: call.toolName, input: call.input });
-      const finish = finishing.get(call.toolName);
-      const spec = finish ?? executable.get(call.toolName);
-      if (!spec) {
-        fail(call, unknownToolMessage(call.toolName, [...executable.keys(), ...finishing.keys()]));
-        continue;
-      }
-      const parsed = await parseArguments(spec, call);
-      if (!parsed.ok) {
-        fail(call, parsed.message);
-        continue;
-      }
-      if (finish) {
-        if (earlierFailed) {
-          results.push(
-            toolResult(
-              call,
-              `${call.toolName} was not accepted because an earlier tool call in the same answer failed. ` +
-                `Deal with that failure first, then call ${call.toolName} again.`,
-              true,
-            ),
-          );
-          continue;
-        }
-        // Parsed by the finish tool's own schema: the caller gets its output type.
-        record.tool_results = resultsOf(results);
-        await recordCall();
-        return { tool: call.toolName, input: parsed.value as F, steps: step, usage: total };
-      }
-      let output: string;
-      try {
-        output = await (spec as ExecutableTool).execute(parsed.value);
-      } catch (error) {
-        // Cancellation ends the loop, and so does a failure reported on purpose (a command
-        // past the task's disk budget: util/sandbox-disk.ts); any other failure is the
-        // model's to work around.
-        if (options.signal?.aborted || error instanceof StageError) {
-          record.tool_results = resultsOf(results);
-          await recordCall();
-          if (error instanceof StageError) throw error;
-          throw options.signal?.reason ?? error;
-        }
-        fail(call, `${call.toolName} failed: ${errorMessage(error)}`);
-        continue;
-      }
-      // Tools report mistakes the model can fix as text starting with "Error: " (see
-      // tools/read-tools.ts); those count as failures for the finish rule above.
-      if (output.startsWith("Error: ")) earlierFailed = true;
-      results.push(toolResult(call, bound(output, maxResult), output.startsWith("Error: ")));
+    const answered = await runToolCalls(tools, options, outcome.toolCalls, maxResult, (results) => {
+      record.tool_results = resultsOf(results);
+      return recordCall();
+    });
+    if ("finish" in answered) {
+      return { tool: answered.finish, input: answered.input, steps: step, usage: total };
     }
-    messages.push({ role: "tool", content: results });
-    record.tool_results = resultsOf(results);
-    await recordCall();
+    messages.push({ role: "tool", content: answered.results });
   }
 
   throw new LlmProtocolError(
-    `The model did not call ${finishNames} within ${options.maxSteps} step${options.maxSteps === 1 ? "" : "s"}.`,
+    `The model did not call ${tools.finishNames} within ${options.maxSteps} step${options.maxSteps === 1 ? "" : "s"}.`,
   );
+}
+
+/** The tools of one loop: those it executes, those that end it, and their SDK form. */
+interface LoopTools<F> {
+  executable: Map<string, ExecutableTool>;
+  finishing: Map<string, ToolSpec<F>>;
+  toolSet: ToolSet;
+  /** "submit_plan or finish", for messages to the model. */
+  finishNames: string;
+}
+
+/** Checks the options' tools and steps (throwing on a caller's mistake) and indexes the tools. */
+function loopTools<F>(options: ToolLoopOptions<F>): LoopTools<F> {
+  if (options.finishTools.length === 0) throw new Error("runToolLoop needs a finish tool");
+  if (options.maxSteps < 1) throw new Error("runToolLoop needs maxSteps >= 1");
+
+  const executable = new Map(options.tools.map((t) => [t.name, t]));
+  const finishing = new Map(options.finishTools.map((t) => [t.name, t]));
+  for (const name of finishing.keys()) {
+    if (executable.has(name)) throw new Error(`Tool ${name} is both executable and finishing`);
+  }
+  return {
+    executable,
+    finishing,
+    toolSet: toSdkTools([...options.tools, ...options.finishTools]),
+    finishNames: [...finishing.keys()].join(" or "),
+  };
+}
+
+/** The input tokens every call must fit in, and the longest tool result kept whole. */
+function contextLimits(
+  client: ReadyModelClient,
+  options: ToolLoopOptions<unknown>,
+): { budget: number; maxResult: number } {
+  const window = contextWindowOf(
+    client.provider,
+    client.modelId,
+    options.contextTokens ?? client.settings.contextTokens,
+  );
+  const budget = inputBudget(window, client.settings.maxOutputTokens);
+  const maxResult = Math.min(
+    options.maxToolResultChars ?? DEFAULT_MAX_TOOL_RESULT_CHARS,
+    maxResultChars(budget),
+  );
+  return { budget, maxResult };
+}
+
+/** One model call as the model saw it, for the trajectory; its tool results come later. */
+function callRecord(
+  step: number,
+  at: Date,
+  model: string,
+  request: CachedRequest,
+  outcome: StepOutcome,
+  usage: PricedUsage,
+  ms: number,
+): ModelCallRecord {
+  return {
+    step,
+    at,
+    model,
+    // A copy of the list: the history grows (and old results are elided) after this call.
+    messages:
+      request.system === undefined
+        ? [...request.messages]
+        : [{ role: "system", content: request.system }, ...request.messages],
+    response: {
+      text: outcome.text,
+      tool_calls: outcome.toolCalls.map((c) => ({
+        id: c.toolCallId,
+        name: c.toolName,
+        input: c.input,
+      })),
+    },
+    tool_results: [],
+    usage,
+    ms,
+  };
+}
+
+/** Adds one call's usage to the loop's total. */
+function addUsage(total: PricedUsage, priced: PricedUsage): void {
+  total.inputTokens += priced.inputTokens;
+  total.outputTokens += priced.outputTokens;
+  total.cachedInputTokens! += priced.cachedInputTokens ?? 0;
+  total.cacheWriteTokens! += priced.cacheWriteTokens ?? 0;
+  total.usd += priced.usd;
+  total.priced &&= priced.priced;
+}
+
+type Answered<F> = { finish: string; input: F } | { results: ToolResultPart[] };
+
+/**
+ * Runs the tool calls of one answer in order: the accepted finish call, or the results to send
+ * back. `settle` records the call with the results so far; it runs before this returns or
+ * throws (cancellation, a StageError).
+ */
+async function runToolCalls<F>(
+  tools: LoopTools<F>,
+  options: ToolLoopOptions<F>,
+  calls: ModelToolCall[],
+  maxResult: number,
+  settle: (results: ToolResultPart[]) => Promise<void>,
+): Promise<Answered<F>> {
+  const results: ToolResultPart[] = [];
+  // A finish call is refused when an earlier call of the same answer failed: the model
+  // would otherwise finish believing, say, an edit happened that did not.
+  let earlierFailed = false;
+  const fail = (call: ModelToolCall, message: string) => {
+    earlierFailed = true;
+    results.push(toolResult(call, message, true));
+  };
+
+  for (const call of calls) {
+    options.onToolCall?.({ name: call.toolName, input: call.input });
+    const finish = tools.finishing.get(call.toolName);
+    const spec = finish ?? tools.executable.get(call.toolName);
+    if (!spec) {
+      const known = [...tools.executable.keys(), ...tools.finishing.keys()];
+      fail(call, unknownToolMessage(call.toolName, known));
+      continue;
+    }
+    const parsed = await parseArguments(spec, call);
+    if (!parsed.ok) {
+      fail(call, parsed.message);
+      continue;
+    }
+    if (finish) {
+      if (earlierFailed) {
+        results.push(
+          toolResult(
+            call,
+            `${call.toolName} was not accepted because an earlier tool call in the same answer failed. ` +
+              `Deal with that failure first, then call ${call.toolName} again.`,
+            true,
+          ),
+        );
+        continue;
+      }
+      // Parsed by the finish tool's own schema: the caller gets its output type.
+      await settle(results);
+      return { finish: call.toolName, input: parsed.value as F };
+    }
+    let output: string;
+    try {
+      output = await (spec as ExecutableTool).execute(parsed.value);
+    } catch (error) {
+      // Cancellation ends the loop, and so does a failure reported on purpose (a command
+      // past the task's disk budget: util/sandbox-disk.ts); any other failure is the
+      // model's to work around.
+      if (options.signal?.aborted || error instanceof StageError) {
+        await settle(results);
+        if (error instanceof StageError) throw error;
+        throw options.signal?.reason ?? error;
+      }
+      fail(call, `${call.toolName} failed: ${errorMessage(error)}`);
+      continue;
+    }
+    // Tools report mistakes the model can fix as text starting with "Error: " (see
+    // tools/read-tools.ts); those count as failures for the finish rule above.
+    if (output.startsWith("Error: ")) earlierFailed = true;
+    results.push(toolResult(call, bound(output, maxResult), output.startsWith("Error: ")));
+  }
+  await settle(results);
+  return { results };
 }
 
 function toSdkTools(specs: ToolSpec[]): ToolSet {

@@ -623,107 +623,141 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     httpHandlerTimeoutMs: env.HTTP_HANDLER_TIMEOUT_S * 1000,
     logLevel: env.LOG_LEVEL,
     trajectoryRetentionDays: env.TRAJECTORY_RETENTION_DAYS,
-    llm: {
-      provider,
-      baseUrl: env.LLM_BASE_URL,
-      apiKey,
-      model: env.LLM_MODEL,
-      maxTaskCostUsd: env.MAX_TASK_COST_USD,
-      stream: env.LLM_STREAM,
-      timeoutMs: env.LLM_TIMEOUT_S * 1000,
-      maxRetries: env.LLM_MAX_RETRIES,
-      prices:
-        env.LLM_PRICE_INPUT_PER_MTOK !== undefined && env.LLM_PRICE_OUTPUT_PER_MTOK !== undefined
-          ? {
-              inputPerMTok: env.LLM_PRICE_INPUT_PER_MTOK,
-              outputPerMTok: env.LLM_PRICE_OUTPUT_PER_MTOK,
-            }
-          : undefined,
-      contextTokens: env.LLM_CONTEXT_TOKENS,
-      planMaxSteps: env.PLAN_MAX_STEPS,
-      agentMaxSteps: env.AGENT_MAX_STEPS,
-      reviewMaxSteps: env.REVIEW_MAX_STEPS,
-    },
+    llm: llmConfig(env, provider, apiKey),
     github,
-    pipeline: {
-      parallelThreshold: env.PARALLEL_THRESHOLD,
-      maxParallelWorkers: env.MAX_PARALLEL_WORKERS,
-      maxFixAttempts: env.MAX_FIX_ATTEMPTS,
-      maxRevisions: env.MAX_REVISIONS,
-      followUpKeepMs: env.FOLLOW_UP_KEEP_MIN * 60_000,
-      followUpKeepMax: env.FOLLOW_UP_KEEP_MAX,
-      taskConcurrency: env.TASK_CONCURRENCY,
-      commandTimeoutS: env.COMMAND_TIMEOUT_S,
-      commandTimeLimitS: env.TASK_COMMAND_TIME_LIMIT_S,
-      taskPollMs: env.TASK_POLL_MS,
-      stageMaxAttempts: env.STAGE_MAX_ATTEMPTS,
-      sweepIntervalMs: env.TASK_SWEEP_INTERVAL_S * 1000,
-    },
-    health: {
-      scanTimeoutMs: env.HEALTH_SCAN_TIMEOUT_S * 1000,
-      coverageTimeoutMs: env.HEALTH_COVERAGE_TIMEOUT_S * 1000,
-      concurrency: env.HEALTH_SCAN_CONCURRENCY,
-      registry: {
-        npmUrl: env.NPM_REGISTRY_URL ?? "https://registry.npmjs.org",
-        pypiUrl: env.PYPI_URL ?? "https://pypi.org",
-        goproxyUrl: env.GOPROXY_URL ?? "https://proxy.golang.org",
-        osvUrl: env.OSV_URL ?? "https://api.osv.dev",
-        timeoutMs: env.HEALTH_REGISTRY_TIMEOUT_S * 1000,
-        maxRequests: env.HEALTH_REGISTRY_MAX_REQUESTS,
-        concurrency: 8,
-      },
-    },
+    pipeline: pipelineConfig(env),
+    health: healthConfig(env),
     jobs: {
       lockLifetimeMs: env.JOB_LOCK_LIFETIME_S * 1000,
       shutdownGraceMs: env.SHUTDOWN_GRACE_S * 1000,
     },
-    sandbox: {
-      engine: env.SANDBOX,
-      network: env.SANDBOX_NETWORK,
-      memoryMb: env.SANDBOX_MEMORY_MB,
-      maxProcs: env.SANDBOX_MAX_PROCS,
-      maxFileMb: env.SANDBOX_MAX_FILE_MB,
-      diskLimitMb: env.TASK_DISK_LIMIT_MB,
-      diskVolumes: env.TASK_DISK_VOLUMES,
-      cacheMaxAgeDays: env.SANDBOX_CACHE_MAX_AGE_DAYS,
-      cacheMaxMb: env.SANDBOX_CACHE_MAX_MB,
-      setupAllow: env.SANDBOX_SETUP_ALLOW,
-      setupAllowAddresses: env.SANDBOX_SETUP_ALLOW_ADDRESSES,
-      pipIndexUrl: env.PIP_INDEX_URL ?? null,
-      heartbeatMs: env.SANDBOX_HEARTBEAT_S * 1000,
-    },
+    sandbox: sandboxConfig(env),
     dataDirMinFreeMb: env.DATA_DIR_MIN_FREE_MB,
     accountViewPollMs: env.ACCOUNT_VIEW_POLL_MS,
     eventPollMs: env.EVENT_POLL_MS,
     metrics: metricsExposure(env),
     logFormat: env.LOG_FORMAT,
-    manifest: {
-      publicUrl: env.PUBLIC_URL,
-      org: env.GH_ORG,
-      webUrl: env.GHE_HOST ? `${env.GHE_PROTOCOL}://${env.GHE_HOST}` : "https://github.com",
-      apiUrl: env.GHE_HOST
-        ? `${env.GHE_PROTOCOL}://${env.GHE_HOST}/api/v3`
-        : "https://api.github.com",
-      webhookPath: env.WEBHOOK_PATH,
-      envFile: path.resolve(env.ENV_FILE),
-    },
+    manifest: manifestConfig(env),
     wsBufferBudgetBytes: env.WS_BUFFER_BUDGET_KB * 1024,
-    bounds: {
-      mcpWaits: { perKey: env.MCP_WAITS_PER_KEY, perAccount: env.MCP_WAITS_PER_ACCOUNT },
-      mcpRequests: {
-        perKey: env.MCP_REQUESTS_PER_KEY,
-        perAccount: env.MCP_REQUESTS_PER_ACCOUNT,
-      },
-      mcpSessions: {
-        perKey: env.MCP_SESSIONS_PER_KEY,
-        perAccount: env.MCP_SESSIONS_PER_ACCOUNT,
-        total: env.MCP_MAX_SESSIONS,
-      },
-      wsStreams: { perKey: env.WS_STREAMS_PER_KEY, perAccount: env.WS_STREAMS_PER_ACCOUNT },
-    },
+    bounds: boundsConfig(env),
     keysPerAccount: env.KEYS_PER_ACCOUNT,
   };
   return deepFreeze(config);
+}
+
+/** The model's settings: provider and key (already checked), limits, prices and steps. */
+function llmConfig(
+  env: Env,
+  provider: Config["llm"]["provider"],
+  apiKey: string | undefined,
+): Config["llm"] {
+  return {
+    provider,
+    baseUrl: env.LLM_BASE_URL,
+    apiKey,
+    model: env.LLM_MODEL,
+    maxTaskCostUsd: env.MAX_TASK_COST_USD,
+    stream: env.LLM_STREAM,
+    timeoutMs: env.LLM_TIMEOUT_S * 1000,
+    maxRetries: env.LLM_MAX_RETRIES,
+    prices:
+      env.LLM_PRICE_INPUT_PER_MTOK !== undefined && env.LLM_PRICE_OUTPUT_PER_MTOK !== undefined
+        ? {
+            inputPerMTok: env.LLM_PRICE_INPUT_PER_MTOK,
+            outputPerMTok: env.LLM_PRICE_OUTPUT_PER_MTOK,
+          }
+        : undefined,
+    contextTokens: env.LLM_CONTEXT_TOKENS,
+    planMaxSteps: env.PLAN_MAX_STEPS,
+    agentMaxSteps: env.AGENT_MAX_STEPS,
+    reviewMaxSteps: env.REVIEW_MAX_STEPS,
+  };
+}
+
+/** How tasks run: parallel workers, attempts, follow-ups, command time, polling. */
+function pipelineConfig(env: Env): Config["pipeline"] {
+  return {
+    parallelThreshold: env.PARALLEL_THRESHOLD,
+    maxParallelWorkers: env.MAX_PARALLEL_WORKERS,
+    maxFixAttempts: env.MAX_FIX_ATTEMPTS,
+    maxRevisions: env.MAX_REVISIONS,
+    followUpKeepMs: env.FOLLOW_UP_KEEP_MIN * 60_000,
+    followUpKeepMax: env.FOLLOW_UP_KEEP_MAX,
+    taskConcurrency: env.TASK_CONCURRENCY,
+    commandTimeoutS: env.COMMAND_TIMEOUT_S,
+    commandTimeLimitS: env.TASK_COMMAND_TIME_LIMIT_S,
+    taskPollMs: env.TASK_POLL_MS,
+    stageMaxAttempts: env.STAGE_MAX_ATTEMPTS,
+    sweepIntervalMs: env.TASK_SWEEP_INTERVAL_S * 1000,
+  };
+}
+
+/** Health scans and the registries they ask. */
+function healthConfig(env: Env): Config["health"] {
+  return {
+    scanTimeoutMs: env.HEALTH_SCAN_TIMEOUT_S * 1000,
+    coverageTimeoutMs: env.HEALTH_COVERAGE_TIMEOUT_S * 1000,
+    concurrency: env.HEALTH_SCAN_CONCURRENCY,
+    registry: {
+      npmUrl: env.NPM_REGISTRY_URL ?? "https://registry.npmjs.org",
+      pypiUrl: env.PYPI_URL ?? "https://pypi.org",
+      goproxyUrl: env.GOPROXY_URL ?? "https://proxy.golang.org",
+      osvUrl: env.OSV_URL ?? "https://api.osv.dev",
+      timeoutMs: env.HEALTH_REGISTRY_TIMEOUT_S * 1000,
+      maxRequests: env.HEALTH_REGISTRY_MAX_REQUESTS,
+      concurrency: 8,
+    },
+  };
+}
+
+/** The sandbox repository code runs in: engine, network, limits, disk, caches, setup access. */
+function sandboxConfig(env: Env): Config["sandbox"] {
+  return {
+    engine: env.SANDBOX,
+    network: env.SANDBOX_NETWORK,
+    memoryMb: env.SANDBOX_MEMORY_MB,
+    maxProcs: env.SANDBOX_MAX_PROCS,
+    maxFileMb: env.SANDBOX_MAX_FILE_MB,
+    diskLimitMb: env.TASK_DISK_LIMIT_MB,
+    diskVolumes: env.TASK_DISK_VOLUMES,
+    cacheMaxAgeDays: env.SANDBOX_CACHE_MAX_AGE_DAYS,
+    cacheMaxMb: env.SANDBOX_CACHE_MAX_MB,
+    setupAllow: env.SANDBOX_SETUP_ALLOW,
+    setupAllowAddresses: env.SANDBOX_SETUP_ALLOW_ADDRESSES,
+    pipIndexUrl: env.PIP_INDEX_URL ?? null,
+    heartbeatMs: env.SANDBOX_HEARTBEAT_S * 1000,
+  };
+}
+
+/** Where the GitHub App manifest flow sends the operator and writes the App's settings. */
+function manifestConfig(env: Env): Config["manifest"] {
+  return {
+    publicUrl: env.PUBLIC_URL,
+    org: env.GH_ORG,
+    webUrl: env.GHE_HOST ? `${env.GHE_PROTOCOL}://${env.GHE_HOST}` : "https://github.com",
+    apiUrl: env.GHE_HOST
+      ? `${env.GHE_PROTOCOL}://${env.GHE_HOST}/api/v3`
+      : "https://api.github.com",
+    webhookPath: env.WEBHOOK_PATH,
+    envFile: path.resolve(env.ENV_FILE),
+  };
+}
+
+/** How many MCP waits, requests and sessions and WebSocket streams a key or account may hold. */
+function boundsConfig(env: Env): Config["bounds"] {
+  return {
+    mcpWaits: { perKey: env.MCP_WAITS_PER_KEY, perAccount: env.MCP_WAITS_PER_ACCOUNT },
+    mcpRequests: {
+      perKey: env.MCP_REQUESTS_PER_KEY,
+      perAccount: env.MCP_REQUESTS_PER_ACCOUNT,
+    },
+    mcpSessions: {
+      perKey: env.MCP_SESSIONS_PER_KEY,
+      perAccount: env.MCP_SESSIONS_PER_ACCOUNT,
+      total: env.MCP_MAX_SESSIONS,
+    },
+    wsStreams: { perKey: env.WS_STREAMS_PER_KEY, perAccount: env.WS_STREAMS_PER_ACCOUNT },
+  };
 }
 
 /**

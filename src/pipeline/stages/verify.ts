@@ -6,6 +6,7 @@ import {
   runChecks,
   summarizeChecks,
   type VerifyOutcome,
+  type VerifyPlan,
 } from "../../verify/index.js";
 import { runGit } from "../../util/git.js";
 import { describeResult, heartbeatLine, type SandboxCache } from "../../util/sandbox.js";
@@ -211,55 +212,12 @@ export const verifyStage: Stage = {
     let shared: { instructions: string; memory: string } | undefined;
     const learned = [...(ctx.task.learned ?? [])];
     const cache = await taskCache(ctx);
-    const targets = new Set(ctx.task.plan_targets ?? []);
     for (;;) {
-      const outcome = await runChecks(
-        { ...plan, install },
-        {
-          cwd: ctx.workdir,
-          timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
-          signal: ctx.signal,
-          cache,
-          timeBudget: ctx.commandTime,
-          onStart: (check, kind) =>
-            ctx.log(
-              `${kind === "install" ? "Installing" : "Running"} ${check.name}: \`${check.command}\``,
-            ),
-          onHeartbeat: (check, ms) =>
-            void ctx.log(heartbeatLine(check.command, ms)).catch(() => undefined),
-          onResult: async ({ check, result }) => {
-            const line = `${check.name}: ${describeResult(result)}`;
-            await ctx.log(
-              result.ok ? line : `${line}\n${tail(result.output, LOGGED_OUTPUT_LINES)}`,
-            );
-          },
-        },
-      );
+      const outcome = await runPlanChecks(ctx, { ...plan, install }, cache);
       const installed = outcome.install.every((o) => o.result.ok);
       // Dependencies are in place after the first successful install.
       if (installed) install = [];
-      // The base's results (the run PLANNING started, or kept ones; run now only when a check
-      // failed: a passing verification needs them only for its evidence), and what changed.
-      const [base, files] = await Promise.all([
-        baseFor(ctx, plan.checks, !outcome.ok && installed, cache),
-        changedFiles(ctx),
-      ]);
-      const touched = touchedTests(
-        outcome.results.map((o) => testsOf(o)),
-        files,
-      );
-      const judged = judgeChecks(outcome.results, base, {
-        roots: rootsOf(ctx),
-        mustPass: (id) => targets.has(id) || touched.has(id),
-        // Nothing is set aside for a task made to fix a failing check (a CI failure: making
-        // it pass is the task), nor while the working copy is unchanged (no change of the
-        // task's was checked yet, so the fix round is where its work happens).
-        strict: startedFromFailure(ctx.task) || files.length === 0,
-      });
-      if (installed && base.size === 0 && !outcome.ok && ctx.task.base_sha)
-        await ctx.log(
-          "No results of the unchanged code to compare with: every failure counts as new.",
-        );
+      const { base, files, judged } = await judgeRound(ctx, plan, outcome, installed, cache);
       const line = roundLine(judged);
       if (line) await ctx.log(line);
       const blocking = installed ? blockingChecks(judged) : outcome.failed;
@@ -290,31 +248,100 @@ export const verifyStage: Stage = {
         `Fix attempt ${attempt} of ${maxAttempts}: ${blocking.map((c) => c.name).join(", ")} failed${fresh.length ? ` (${fresh.length} new failure${fresh.length === 1 ? "" : "s"}: ${nameIds(fresh)})` : ""}.`,
       );
       shared ??= await agentContext(ctx);
-      const { diff } = await workingCopyDiff(ctx.workdir, { signal: ctx.signal });
-      const run = await runAgent(ctx, shared, {
-        role: "fix",
-        prompt: fixUserPrompt(
-          ctx.task,
-          {
-            attempt,
-            maxAttempts,
-            failures: installed ? fixFailures(judged, outcome) : failureReport(outcome),
-            diff: diffForPrompt(diff),
-          },
-          // The round's feedback (a revision's, a retry's) stays in view while fixing.
-          ctx.task.instruction?.round === (ctx.task.round ?? 0) ? ctx.task.instruction : null,
-        ),
-        label: `Fix ${attempt}`,
+      await fixRound(ctx, shared, learned, {
+        attempt,
+        maxAttempts,
+        failures: installed ? fixFailures(judged, outcome) : failureReport(outcome),
       });
-      if (run.notes.length) learned.push(...run.notes);
-      // The round counts as used once it finished, not when it started.
-      await ctx.update({ fix_attempts: attempt, ...(run.notes.length ? { learned } : {}) });
-      await saveWork(ctx);
-      await ctx.log(`Fix attempt ${attempt} done: ${run.summary}`);
-      await ctx.setPhase("VERIFYING");
     }
   },
 };
+
+/** Runs the plan's install steps (when it has any left) and checks, logging each. */
+function runPlanChecks(
+  ctx: StageContext,
+  plan: VerifyPlan,
+  cache: SandboxCache,
+): Promise<VerifyOutcome> {
+  return runChecks(plan, {
+    cwd: ctx.workdir,
+    timeoutMs: ctx.config.pipeline.commandTimeoutS * 1000,
+    signal: ctx.signal,
+    cache,
+    timeBudget: ctx.commandTime,
+    onStart: (check, kind) =>
+      ctx.log(
+        `${kind === "install" ? "Installing" : "Running"} ${check.name}: \`${check.command}\``,
+      ),
+    onHeartbeat: (check, ms) =>
+      void ctx.log(heartbeatLine(check.command, ms)).catch(() => undefined),
+    onResult: async ({ check, result }) => {
+      const line = `${check.name}: ${describeResult(result)}`;
+      await ctx.log(result.ok ? line : `${line}\n${tail(result.output, LOGGED_OUTPUT_LINES)}`);
+    },
+  });
+}
+
+/**
+ * Judges a round's results test by test against the base's: the base's results (the run
+ * PLANNING started, or kept ones; run now only when a check failed: a passing verification
+ * needs them only for its evidence), and what changed.
+ */
+async function judgeRound(
+  ctx: StageContext,
+  plan: VerifyPlan,
+  outcome: VerifyOutcome,
+  installed: boolean,
+  cache: SandboxCache,
+): Promise<{ base: Map<string, BaseCheck>; files: string[]; judged: JudgedCheck[] }> {
+  const [base, files] = await Promise.all([
+    baseFor(ctx, plan.checks, !outcome.ok && installed, cache),
+    changedFiles(ctx),
+  ]);
+  const targets = new Set(ctx.task.plan_targets ?? []);
+  const touched = touchedTests(
+    outcome.results.map((o) => testsOf(o)),
+    files,
+  );
+  const judged = judgeChecks(outcome.results, base, {
+    roots: rootsOf(ctx),
+    mustPass: (id) => targets.has(id) || touched.has(id),
+    // Nothing is set aside for a task made to fix a failing check (a CI failure: making
+    // it pass is the task), nor while the working copy is unchanged (no change of the
+    // task's was checked yet, so the fix round is where its work happens).
+    strict: startedFromFailure(ctx.task) || files.length === 0,
+  });
+  if (installed && base.size === 0 && !outcome.ok && ctx.task.base_sha)
+    await ctx.log("No results of the unchanged code to compare with: every failure counts as new.");
+  return { base, files, judged };
+}
+
+/** One fix round (FIXING): an agent works on the failures; its notes join what was learned. */
+async function fixRound(
+  ctx: StageContext,
+  shared: Awaited<ReturnType<typeof agentContext>>,
+  learned: string[],
+  round: { attempt: number; maxAttempts: number; failures: string },
+): Promise<void> {
+  const { attempt, maxAttempts, failures } = round;
+  const { diff } = await workingCopyDiff(ctx.workdir, { signal: ctx.signal });
+  const run = await runAgent(ctx, shared, {
+    role: "fix",
+    prompt: fixUserPrompt(
+      ctx.task,
+      { attempt, maxAttempts, failures, diff: diffForPrompt(diff) },
+      // The round's feedback (a revision's, a retry's) stays in view while fixing.
+      ctx.task.instruction?.round === (ctx.task.round ?? 0) ? ctx.task.instruction : null,
+    ),
+    label: `Fix ${attempt}`,
+  });
+  if (run.notes.length) learned.push(...run.notes);
+  // The round counts as used once it finished, not when it started.
+  await ctx.update({ fix_attempts: attempt, ...(run.notes.length ? { learned } : {}) });
+  await saveWork(ctx);
+  await ctx.log(`Fix attempt ${attempt} done: ${run.summary}`);
+  await ctx.setPhase("VERIFYING");
+}
 
 /** The log line of a passing verification, naming what failed as it did on the base. */
 function passedLine(judged: readonly JudgedCheck[], outcome: VerifyOutcome): string {

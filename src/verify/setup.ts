@@ -303,15 +303,10 @@ export async function runSetup(options: SetupOptions): Promise<SetupOutcome> {
   let fresh: NewCacheEntry | undefined;
   if (existing) {
     outcome.fromCache = true;
-    // What the install made last time for the same inputs: copied, nothing run, no network.
-    if (await restoreOutputs(options.workdir, existing.dir, plan.outputs)) {
+    if (await restoredFromCache(options, plan, existing, key)) {
       outcome.cache = existing;
-      await options.log(
-        `Setup: no registry was contacted: ${list(plan.outputs)} restored from the package cache (entry ${key.slice(0, 12)}) in place of ${list(plan.steps.map((s) => `\`${redactText(s.command)}\``))}.`,
-      );
       return done();
     }
-    await options.log(`Setup: installing from the package cache (entry ${key.slice(0, 12)}).`);
   } else {
     fresh = await createCacheEntry(options.owner, key);
     await options.log(
@@ -319,7 +314,6 @@ export async function runSetup(options: SetupOptions): Promise<SetupOutcome> {
     );
   }
   let proxy: SetupProxy | undefined;
-  let blockedLogged = 0;
   try {
     if (options.allow.length > 0) {
       try {
@@ -330,53 +324,9 @@ export async function runSetup(options: SetupOptions): Promise<SetupOutcome> {
         return done();
       }
     }
-    for (const step of plan.steps) {
-      options.signal?.throwIfAborted();
-      await options.log(`Setup: running ${step.name}: \`${redactText(step.command)}\``);
-      const result = await runSandboxed(step.command, {
-        cwd: options.workdir,
-        timeoutMs: options.timeoutMs,
-        maxOutputBytes: 256 * 1024,
-        ...(options.signal ? { signal: options.signal } : {}),
-        cache: existing ?? fresh!.cache,
-        timeBudget: options.timeBudget,
-        ...(proxy ? { proxy: { port: proxy.port } } : {}),
-        env: { GOFLAGS: "-mod=mod", GOTOOLCHAIN: "local", ...options.env },
-        onHeartbeat: (ms) =>
-          void Promise.resolve(options.log(`Setup: ${heartbeatLine(step.command, ms)}`)).catch(
-            () => undefined,
-          ),
-      });
-      if (result.aborted) options.signal?.throwIfAborted();
-      outcome.results.push({ step, result });
-      const overBudget = diskBudgetFailure(result, options.subject ?? "task");
-      if (overBudget) throw overBudget;
-      const report = proxy ? await proxy.report() : { refused: [], blocked: [], contacted: [] };
-      outcome.refused = report.refused;
-      outcome.contacted = report.contacted;
-      // On the allowlist by name, but at an address the guard refuses (setup-proxy-guard.ts).
-      const blocked = report.blocked;
-      if (blocked.length > blockedLogged)
-        await options.log(`Setup: the proxy refused ${list(blocked.slice(blockedLogged))}.`);
-      blockedLogged = blocked.length;
-      if (!result.ok) {
-        outcome.ok = false;
-        outcome.error = setupFailure(step, result, outcome.refused, options.allow);
-        await options.log(`Setup: ${step.name}: ${describeResult(result)}`);
-        return done();
-      }
-      await options.log(`Setup: ${step.name}: ${describeResult(result)}`);
-    }
-    if (proxy)
-      await options.log(
-        outcome.contacted.length > 0
-          ? `Setup: downloaded from ${list(outcome.contacted)}.`
-          : "Setup: no registry was contacted: everything came from the package cache.",
-      );
-    if (outcome.refused.length > 0)
-      await options.log(
-        `Setup: the proxy refused ${list(outcome.refused)} (not on SANDBOX_SETUP_ALLOW); the install succeeded without ${outcome.refused.length === 1 ? "it" : "them"}.`,
-      );
+    await runSetupSteps(options, existing ?? fresh!.cache, proxy, outcome);
+    if (!outcome.ok) return done();
+    await logDownloads(options, proxy, outcome);
     if (fresh) {
       await saveOutputs(options.workdir, fresh.cache.dir, plan.outputs);
       const saved = await fresh.commit();
@@ -390,4 +340,94 @@ export async function runSetup(options: SetupOptions): Promise<SetupOutcome> {
     await proxy?.stop();
     await fresh?.discard();
   }
+}
+
+/**
+ * What the install made last time for the same inputs, copied into the working copy: nothing
+ * run, no network. False (and a line saying the install runs from the cache) when the entry
+ * does not hold them.
+ */
+async function restoredFromCache(
+  options: SetupOptions,
+  plan: SetupPlan,
+  existing: SandboxCache,
+  key: string,
+): Promise<boolean> {
+  if (await restoreOutputs(options.workdir, existing.dir, plan.outputs)) {
+    await options.log(
+      `Setup: no registry was contacted: ${list(plan.outputs)} restored from the package cache (entry ${key.slice(0, 12)}) in place of ${list(plan.steps.map((s) => `\`${redactText(s.command)}\``))}.`,
+    );
+    return true;
+  }
+  await options.log(`Setup: installing from the package cache (entry ${key.slice(0, 12)}).`);
+  return false;
+}
+
+/**
+ * Runs the plan's steps in order through the proxy (when there is one), keeping each result
+ * and the hosts asked for on `outcome`; the first failing step sets `outcome.ok` false and
+ * ends the run. A step past the disk budget throws.
+ */
+async function runSetupSteps(
+  options: SetupOptions,
+  cache: SandboxCache,
+  proxy: SetupProxy | undefined,
+  outcome: SetupOutcome,
+): Promise<void> {
+  let blockedLogged = 0;
+  for (const step of outcome.plan.steps) {
+    options.signal?.throwIfAborted();
+    await options.log(`Setup: running ${step.name}: \`${redactText(step.command)}\``);
+    const result = await runSandboxed(step.command, {
+      cwd: options.workdir,
+      timeoutMs: options.timeoutMs,
+      maxOutputBytes: 256 * 1024,
+      ...(options.signal ? { signal: options.signal } : {}),
+      cache,
+      timeBudget: options.timeBudget,
+      ...(proxy ? { proxy: { port: proxy.port } } : {}),
+      env: { GOFLAGS: "-mod=mod", GOTOOLCHAIN: "local", ...options.env },
+      onHeartbeat: (ms) =>
+        void Promise.resolve(options.log(`Setup: ${heartbeatLine(step.command, ms)}`)).catch(
+          () => undefined,
+        ),
+    });
+    if (result.aborted) options.signal?.throwIfAborted();
+    outcome.results.push({ step, result });
+    const overBudget = diskBudgetFailure(result, options.subject ?? "task");
+    if (overBudget) throw overBudget;
+    const report = proxy ? await proxy.report() : { refused: [], blocked: [], contacted: [] };
+    outcome.refused = report.refused;
+    outcome.contacted = report.contacted;
+    // On the allowlist by name, but at an address the guard refuses (setup-proxy-guard.ts).
+    const blocked = report.blocked;
+    if (blocked.length > blockedLogged)
+      await options.log(`Setup: the proxy refused ${list(blocked.slice(blockedLogged))}.`);
+    blockedLogged = blocked.length;
+    if (!result.ok) {
+      outcome.ok = false;
+      outcome.error = setupFailure(step, result, outcome.refused, options.allow);
+      await options.log(`Setup: ${step.name}: ${describeResult(result)}`);
+      return;
+    }
+    await options.log(`Setup: ${step.name}: ${describeResult(result)}`);
+  }
+}
+
+/** After a successful install: where the proxy downloaded from, and what it refused. */
+async function logDownloads(
+  options: SetupOptions,
+  proxy: SetupProxy | undefined,
+  outcome: SetupOutcome,
+): Promise<void> {
+  if (proxy)
+    await options.log(
+      outcome.contacted.length > 0
+        ? `Setup: downloaded from ${list(outcome.contacted)}.`
+        : "Setup: no registry was contacted: everything came from the package cache.",
+    );
+  if (outcome.refused.length > 0)
+    await options.log(
+      `Setup: the proxy refused ${list(outcome.refused)} (not on SANDBOX_SETUP_ALLOW); the install succeeded without ${outcome.refused.length === 1 ? "it" : "them"}.`,
+    );
 }

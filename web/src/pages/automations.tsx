@@ -48,20 +48,21 @@ function triggerConfig(type: Trigger, f: Record<string, string>): Record<string,
   };
 }
 
-function CreateAutomation({ onCreated }: { onCreated: () => void }) {
-  const [type, setType] = useState<Trigger>("cron");
-  const [target, setTarget] = useState("");
-  const [template, setTemplate] = useState("");
-  const [autoApprove, setAutoApprove] = useState(false);
-  const [f, setF] = useState<Record<string, string>>({});
-  const create = useAction();
+/** The fields of one trigger type's trigger_config: schedule, webhook match, or CI filters. */
+function TriggerFields({
+  type,
+  fields: f,
+  onFields: setF,
+  error,
+}: {
+  type: Trigger;
+  fields: Record<string, string>;
+  onFields: (fields: Record<string, string>) => void;
+  /** The API's words about a field of the last request. */
+  error: (...paths: string[]) => string | undefined;
+}) {
   const input = (name: string, label: string, hint: string, placeholder = "") => (
-    <Field
-      id={`auto-${name}`}
-      label={label}
-      hint={hint}
-      error={create.field(`trigger_config.${name}`)}
-    >
+    <Field id={`auto-${name}`} label={label} hint={hint} error={error(`trigger_config.${name}`)}>
       <input
         id={`auto-${name}`}
         value={f[name] ?? ""}
@@ -71,6 +72,73 @@ function CreateAutomation({ onCreated }: { onCreated: () => void }) {
       />
     </Field>
   );
+  return (
+    <>
+      {type === "cron" && (
+        <>
+          {input(
+            "schedule",
+            "Schedule",
+            "Five fields: minute hour day-of-month month day-of-week. 0 9 * * 1 is Mondays at 09:00.",
+            "0 9 * * 1",
+          )}
+          {input(
+            "timezone",
+            "Time zone",
+            "IANA name such as Europe/Berlin; UTC when empty.",
+            "UTC",
+          )}
+        </>
+      )}
+      {type === "webhook" && (
+        <>
+          <Field
+            id="auto-match"
+            label="Match (JSON)"
+            hint='Dot-path → expected value; an array means any of them; empty matches every payload. Example: {"action": "opened"}'
+            error={error("trigger_config.match", "trigger_config")}
+          >
+            <textarea
+              id="auto-match"
+              rows={3}
+              aria-describedby="auto-match-hint"
+              value={f.match ?? ""}
+              onInput={(e) => setF({ ...f, match: e.currentTarget.value })}
+            />
+          </Field>
+          {input(
+            "secret",
+            "Signing secret (optional)",
+            "Only payloads signed X-Hub-Signature-256 with this secret match. Never shown again.",
+          )}
+        </>
+      )}
+      {type === "ci_failure" && (
+        <>
+          {input(
+            "workflow",
+            "Workflow (optional)",
+            "Glob on the workflow or check name, e.g. CI or test-*.",
+          )}
+          {input(
+            "branch",
+            "Branch (optional)",
+            "Glob on the failing branch, e.g. main or release/*.",
+          )}
+        </>
+      )}
+    </>
+  );
+}
+
+/** The form that creates an automation: trigger, repository, its fields, the task template. */
+function CreateAutomation({ onCreated }: { onCreated: () => void }) {
+  const [type, setType] = useState<Trigger>("cron");
+  const [target, setTarget] = useState("");
+  const [template, setTemplate] = useState("");
+  const [autoApprove, setAutoApprove] = useState(false);
+  const [f, setF] = useState<Record<string, string>>({});
+  const create = useAction();
   return (
     <form
       class="card"
@@ -109,59 +177,7 @@ function CreateAutomation({ onCreated }: { onCreated: () => void }) {
       <Field id="auto-repo" label="Repository" error={create.field("repo_id", "workspace_id")}>
         <RepoSelect id="auto-repo" value={target} onChange={setTarget} required />
       </Field>
-      {type === "cron" && (
-        <>
-          {input(
-            "schedule",
-            "Schedule",
-            "Five fields: minute hour day-of-month month day-of-week. 0 9 * * 1 is Mondays at 09:00.",
-            "0 9 * * 1",
-          )}
-          {input(
-            "timezone",
-            "Time zone",
-            "IANA name such as Europe/Berlin; UTC when empty.",
-            "UTC",
-          )}
-        </>
-      )}
-      {type === "webhook" && (
-        <>
-          <Field
-            id="auto-match"
-            label="Match (JSON)"
-            hint='Dot-path → expected value; an array means any of them; empty matches every payload. Example: {"action": "opened"}'
-            error={create.field("trigger_config.match", "trigger_config")}
-          >
-            <textarea
-              id="auto-match"
-              rows={3}
-              aria-describedby="auto-match-hint"
-              value={f.match ?? ""}
-              onInput={(e) => setF({ ...f, match: e.currentTarget.value })}
-            />
-          </Field>
-          {input(
-            "secret",
-            "Signing secret (optional)",
-            "Only payloads signed X-Hub-Signature-256 with this secret match. Never shown again.",
-          )}
-        </>
-      )}
-      {type === "ci_failure" && (
-        <>
-          {input(
-            "workflow",
-            "Workflow (optional)",
-            "Glob on the workflow or check name, e.g. CI or test-*.",
-          )}
-          {input(
-            "branch",
-            "Branch (optional)",
-            "Glob on the failing branch, e.g. main or release/*.",
-          )}
-        </>
-      )}
+      <TriggerFields type={type} fields={f} onFields={setF} error={create.field} />
       <Field
         id="auto-template"
         label="Task template"
@@ -263,27 +279,7 @@ function AutomationItem({
       ) : (
         <p>{a.task_template}</p>
       )}
-      <p class="muted">
-        Last fired: <Time iso={a.last_triggered_at} />
-        {a.last_task_id && (
-          <>
-            {" "}
-            (<Link href={`/tasks/${a.last_task_id}`}>task</Link>)
-          </>
-        )}
-        {a.next_run_at && (
-          <>
-            {" "}
-            · next: <Time iso={a.next_run_at} />
-          </>
-        )}
-      </p>
-      {a.last_refusal && (
-        <p class="warn">
-          Last refusal (<Time iso={a.last_refusal.at} />
-          ): {a.last_refusal.reason}
-        </p>
-      )}
+      <Firings automation={a} />
       <ErrorBox error={act.error} />
       <div class="actions">
         <button
@@ -314,6 +310,35 @@ function AutomationItem({
         </button>
       </div>
     </li>
+  );
+}
+
+/** When an automation last fired (and its task), when it fires next, and its last refusal. */
+function Firings({ automation: a }: { automation: Automation }) {
+  return (
+    <>
+      <p class="muted">
+        Last fired: <Time iso={a.last_triggered_at} />
+        {a.last_task_id && (
+          <>
+            {" "}
+            (<Link href={`/tasks/${a.last_task_id}`}>task</Link>)
+          </>
+        )}
+        {a.next_run_at && (
+          <>
+            {" "}
+            · next: <Time iso={a.next_run_at} />
+          </>
+        )}
+      </p>
+      {a.last_refusal && (
+        <p class="warn">
+          Last refusal (<Time iso={a.last_refusal.at} />
+          ): {a.last_refusal.reason}
+        </p>
+      )}
+    </>
   );
 }
 

@@ -1,3 +1,4 @@
+import type { RefObject } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { useLocation } from "wouter-preact";
 import { TASK_PHASES } from "../../../src/db/task-states.js";
@@ -270,46 +271,76 @@ function Gate({
           </button>
         </form>
       )}
-      <dialog ref={dialog} aria-labelledby={`${id}-reject-title`} class="confirm">
-        <form
-          method="dialog"
-          onSubmit={(e) => {
-            const submitter = (e as SubmitEvent).submitter as HTMLButtonElement | null;
-            if (submitter?.value !== "reject") return;
-            const r = reason.trim();
-            void decide(gate === "plan" ? "reject" : "reject-diff", r ? { reason: r } : undefined);
-          }}
-        >
-          <h2 id={`${id}-reject-title`}>Reject {GATE_WORDS[gate]}?</h2>
-          <p>
-            The task is cancelled and nothing is pushed. To change a detail instead, use Request
-            changes.
-          </p>
-          <Field
-            id={`${id}-reason`}
-            label="Reason (optional)"
-            hint="Kept on the task and remembered for this repository."
-          >
-            <textarea
-              id={`${id}-reason`}
-              rows={2}
-              maxLength={10000}
-              value={reason}
-              onInput={(e) => setReason(e.currentTarget.value)}
-            />
-          </Field>
-          <div class="gate-buttons">
-            <button type="submit" value="reject" class="danger">
-              Confirm rejection
-            </button>
-            <button type="submit" value="keep">
-              Keep the task
-            </button>
-          </div>
-        </form>
-      </dialog>
+      <RejectDialog
+        id={id}
+        gate={gate}
+        dialog={dialog}
+        reason={reason}
+        onReason={setReason}
+        onReject={(r) =>
+          void decide(gate === "plan" ? "reject" : "reject-diff", r ? { reason: r } : undefined)
+        }
+      />
       <ErrorBox error={action.error} />
     </div>
+  );
+}
+
+/** The confirmation a gate's Reject opens, with an optional reason. */
+function RejectDialog({
+  id,
+  gate,
+  dialog,
+  reason,
+  onReason,
+  onReject,
+}: {
+  id: string;
+  gate: "plan" | "diff";
+  dialog: RefObject<HTMLDialogElement>;
+  reason: string;
+  onReason: (reason: string) => void;
+  /** The trimmed reason; empty when none was given. */
+  onReject: (reason: string) => void;
+}) {
+  return (
+    <dialog ref={dialog} aria-labelledby={`${id}-reject-title`} class="confirm">
+      <form
+        method="dialog"
+        onSubmit={(e) => {
+          const submitter = (e as SubmitEvent).submitter as HTMLButtonElement | null;
+          if (submitter?.value !== "reject") return;
+          onReject(reason.trim());
+        }}
+      >
+        <h2 id={`${id}-reject-title`}>Reject {GATE_WORDS[gate]}?</h2>
+        <p>
+          The task is cancelled and nothing is pushed. To change a detail instead, use Request
+          changes.
+        </p>
+        <Field
+          id={`${id}-reason`}
+          label="Reason (optional)"
+          hint="Kept on the task and remembered for this repository."
+        >
+          <textarea
+            id={`${id}-reason`}
+            rows={2}
+            maxLength={10000}
+            value={reason}
+            onInput={(e) => onReason(e.currentTarget.value)}
+          />
+        </Field>
+        <div class="gate-buttons">
+          <button type="submit" value="reject" class="danger">
+            Confirm rejection
+          </button>
+          <button type="submit" value="keep">
+            Keep the task
+          </button>
+        </div>
+      </form>
+    </dialog>
   );
 }
 
@@ -542,180 +573,229 @@ export function TaskPage({ id }: { id: string }) {
 
   return (
     <Loaded res={task} what="the task">
-      {(t) => {
-        const wait = pending(t);
-        return (
-          <article class="task">
-            <header class="task-head">
-              <h1>{taskTitle(t)}</h1>
-              {t.description !== taskTitle(t) && (
-                <details class="full-description">
-                  <summary>Full description</summary>
-                  <p class="wrap">{t.description}</p>
-                </details>
-              )}
-              <div class="task-bar" data-testid="task-bar">
-                <StatusBadge status={t.status} /> <span data-testid="phase">{t.phase}</span>
-                <span class="muted" data-testid="elapsed">
-                  {" "}
-                  · <Elapsed task={t} />
-                </span>
-                <span class="pending" data-testid="pending">
-                  {wait.href ? <a href={wait.href}>{wait.text}</a> : wait.text}
-                </span>
-                <span class="muted" aria-live="polite">
-                  {live.connected ? "live" : live.ended ? "finished" : "connecting…"}
-                </span>
-              </div>
-              <p class="muted">
-                {repoName(t.workspace_id, t.repo_id)}
-                {t.agent_name ? ` · agent ${t.agent_name}` : ""} · created{" "}
-                <Time iso={t.created_at} />
-                {t.parent_task_id && (
-                  <>
-                    {" "}
-                    · follows up{" "}
-                    <a href={`/dashboard/tasks/${t.parent_task_id}`}>a finished task</a>
-                  </>
-                )}
+      {(t) => (
+        <article class="task">
+          <TaskHead
+            task={t}
+            live={live}
+            where={repoName(t.workspace_id, t.repo_id)}
+            cancel={cancel}
+            onCancelled={task.reload}
+            notice={notice}
+          />
+
+          {t.status === "failed" && (
+            <Retry
+              task={t}
+              onDone={() => {
+                task.reload();
+                setGeneration((g) => g + 1);
+              }}
+            />
+          )}
+          {t.status === "completed" && t.phase === "DONE" && t.branch && <FollowUp task={t} />}
+
+          <section aria-labelledby="phases-title">
+            <h2 id="phases-title">Progress</h2>
+            <Timeline task={t} phases={live.phases} />
+          </section>
+
+          {t.plan && <PlanSection task={t} plan={t.plan} onDone={task.reload} onNote={setNotice} />}
+
+          {t.revisions.length > 0 && <Rounds revisions={t.revisions} />}
+
+          {t.review && (
+            <section aria-labelledby="review-title">
+              <h2 id="review-title">Review</h2>
+              <p>
+                <span class={`badge verdict-${t.review.verdict}`}>
+                  {t.review.verdict.replace(/_/g, " ")}
+                </span>{" "}
+                {t.review.summary}
               </p>
-              <dl class="facts">
-                <div>
-                  <dt>Branch</dt>
-                  <dd data-testid="branch">{t.branch ?? "—"}</dd>
-                </div>
-                <div>
-                  <dt>Pull request</dt>
-                  <dd>
-                    {t.pr_url ? (
-                      <a href={t.pr_url} target="_blank" rel="noopener noreferrer">
-                        {t.pr_url}
-                      </a>
-                    ) : (
-                      "—"
-                    )}
-                  </dd>
-                </div>
-                <div>
-                  <dt>Tokens</dt>
-                  <dd>
-                    {t.cost.input_tokens.toLocaleString()} in /{" "}
-                    {t.cost.output_tokens.toLocaleString()} out
-                  </dd>
-                </div>
-                <div>
-                  <dt>Cost</dt>
-                  <dd data-testid="task-cost">
-                    <Cost usd={t.cost.usd} tokens={t.cost.input_tokens + t.cost.output_tokens} />
-                  </dd>
-                </div>
-              </dl>
-              {!TERMINAL.has(t.status) && (
-                <button
-                  type="button"
-                  class="danger"
-                  disabled={cancel.busy}
-                  onClick={() => {
-                    if (window.confirm("Cancel this task? Nothing more will be done or pushed."))
-                      void cancel.run(async () => {
-                        await api("POST", `/tasks/${encodeURIComponent(t.id)}/cancel`);
-                        task.reload();
-                      });
-                  }}
-                >
-                  Cancel task
-                </button>
-              )}
-              <ErrorBox error={cancel.error} />
-              {notice && <p role="status">{notice}</p>}
-              {t.error && (
-                <p class="error" role="alert" data-testid="task-error">
-                  {t.error}
-                </p>
-              )}
-            </header>
-
-            {t.status === "failed" && (
-              <Retry
-                task={t}
-                onDone={() => {
-                  task.reload();
-                  setGeneration((g) => g + 1);
-                }}
-              />
-            )}
-            {t.status === "completed" && t.phase === "DONE" && t.branch && <FollowUp task={t} />}
-
-            <section aria-labelledby="phases-title">
-              <h2 id="phases-title">Progress</h2>
-              <Timeline task={t} phases={live.phases} />
             </section>
+          )}
 
-            {t.plan && (
-              <section aria-labelledby="plan-title">
-                <h2 id="plan-title">Plan</h2>
-                {t.plan_summary && <p>{t.plan_summary}</p>}
-                <ol class="plan">
-                  {t.plan.map((s) => (
-                    <li key={s.step}>
-                      <strong>{s.title}</strong>
-                      <p>{s.description}</p>
-                      {s.files.length > 0 && (
-                        <p class="muted">
-                          Files:{" "}
-                          {s.files.map((f) => (
-                            <code key={f}>{f} </code>
-                          ))}
-                        </p>
-                      )}
-                    </li>
-                  ))}
-                </ol>
-                {t.status === "awaiting_approval" && (
-                  <Gate task={t} gate="plan" onDone={task.reload} onNote={setNotice} />
-                )}
-              </section>
-            )}
-
-            {t.revisions.length > 0 && <Rounds revisions={t.revisions} />}
-
-            {t.review && (
-              <section aria-labelledby="review-title">
-                <h2 id="review-title">Review</h2>
-                <p>
-                  <span class={`badge verdict-${t.review.verdict}`}>
-                    {t.review.verdict.replace(/_/g, " ")}
-                  </span>{" "}
-                  {t.review.summary}
-                </p>
-              </section>
-            )}
-
-            {t.diff !== null && (
-              <section aria-labelledby="diff-title">
-                <h2 id="diff-title">Changes</h2>
-                {t.status === "awaiting_diff_approval" && (
-                  <Gate task={t} gate="diff" onDone={task.reload} onNote={setNotice} />
-                )}
-                {t.diff ? (
-                  <DiffView diff={t.diff} comments={t.review?.comments ?? NO_COMMENTS} />
-                ) : (
-                  <p class="muted">No changes.</p>
-                )}
-              </section>
-            )}
-
-            <ChecksBox task={t} />
-
-            <Trajectory taskId={t.id} revisions={t.revisions} />
-
-            <section aria-labelledby="log-title">
-              <h2 id="log-title">Log</h2>
-              <Log lines={live.lines} />
+          {t.diff !== null && (
+            <section aria-labelledby="diff-title">
+              <h2 id="diff-title">Changes</h2>
+              {t.status === "awaiting_diff_approval" && (
+                <Gate task={t} gate="diff" onDone={task.reload} onNote={setNotice} />
+              )}
+              {t.diff ? (
+                <DiffView diff={t.diff} comments={t.review?.comments ?? NO_COMMENTS} />
+              ) : (
+                <p class="muted">No changes.</p>
+              )}
             </section>
-          </article>
-        );
-      }}
+          )}
+
+          <ChecksBox task={t} />
+
+          <Trajectory taskId={t.id} revisions={t.revisions} />
+
+          <section aria-labelledby="log-title">
+            <h2 id="log-title">Log</h2>
+            <Log lines={live.lines} />
+          </section>
+        </article>
+      )}
     </Loaded>
+  );
+}
+
+/**
+ * The task page's header: title, status bar (what it waits for, whether the stream is live),
+ * repository and origin, facts, the cancel button and the task's error.
+ */
+function TaskHead({
+  task: t,
+  live,
+  where,
+  cancel,
+  onCancelled,
+  notice,
+}: {
+  task: Task;
+  live: Live;
+  /** The repository's name. */
+  where: string;
+  cancel: ReturnType<typeof useAction>;
+  onCancelled: () => void;
+  notice: string | undefined;
+}) {
+  const wait = pending(t);
+  return (
+    <header class="task-head">
+      <h1>{taskTitle(t)}</h1>
+      {t.description !== taskTitle(t) && (
+        <details class="full-description">
+          <summary>Full description</summary>
+          <p class="wrap">{t.description}</p>
+        </details>
+      )}
+      <div class="task-bar" data-testid="task-bar">
+        <StatusBadge status={t.status} /> <span data-testid="phase">{t.phase}</span>
+        <span class="muted" data-testid="elapsed">
+          {" "}
+          · <Elapsed task={t} />
+        </span>
+        <span class="pending" data-testid="pending">
+          {wait.href ? <a href={wait.href}>{wait.text}</a> : wait.text}
+        </span>
+        <span class="muted" aria-live="polite">
+          {live.connected ? "live" : live.ended ? "finished" : "connecting…"}
+        </span>
+      </div>
+      <p class="muted">
+        {where}
+        {t.agent_name ? ` · agent ${t.agent_name}` : ""} · created <Time iso={t.created_at} />
+        {t.parent_task_id && (
+          <>
+            {" "}
+            · follows up <a href={`/dashboard/tasks/${t.parent_task_id}`}>a finished task</a>
+          </>
+        )}
+      </p>
+      <TaskFacts task={t} />
+      {!TERMINAL.has(t.status) && (
+        <button
+          type="button"
+          class="danger"
+          disabled={cancel.busy}
+          onClick={() => {
+            if (window.confirm("Cancel this task? Nothing more will be done or pushed."))
+              void cancel.run(async () => {
+                await api("POST", `/tasks/${encodeURIComponent(t.id)}/cancel`);
+                onCancelled();
+              });
+          }}
+        >
+          Cancel task
+        </button>
+      )}
+      <ErrorBox error={cancel.error} />
+      {notice && <p role="status">{notice}</p>}
+      {t.error && (
+        <p class="error" role="alert" data-testid="task-error">
+          {t.error}
+        </p>
+      )}
+    </header>
+  );
+}
+
+/** Branch, pull request, tokens and cost of a task. */
+function TaskFacts({ task: t }: { task: Task }) {
+  return (
+    <dl class="facts">
+      <div>
+        <dt>Branch</dt>
+        <dd data-testid="branch">{t.branch ?? "—"}</dd>
+      </div>
+      <div>
+        <dt>Pull request</dt>
+        <dd>
+          {t.pr_url ? (
+            <a href={t.pr_url} target="_blank" rel="noopener noreferrer">
+              {t.pr_url}
+            </a>
+          ) : (
+            "—"
+          )}
+        </dd>
+      </div>
+      <div>
+        <dt>Tokens</dt>
+        <dd>
+          {t.cost.input_tokens.toLocaleString()} in / {t.cost.output_tokens.toLocaleString()} out
+        </dd>
+      </div>
+      <div>
+        <dt>Cost</dt>
+        <dd data-testid="task-cost">
+          <Cost usd={t.cost.usd} tokens={t.cost.input_tokens + t.cost.output_tokens} />
+        </dd>
+      </div>
+    </dl>
+  );
+}
+
+/** The plan's steps and the files each touches; its gate while the task waits for approval. */
+function PlanSection({
+  task: t,
+  plan,
+  onDone,
+  onNote,
+}: {
+  task: Task;
+  plan: NonNullable<Task["plan"]>;
+  onDone: () => void;
+  onNote: (note: string) => void;
+}) {
+  return (
+    <section aria-labelledby="plan-title">
+      <h2 id="plan-title">Plan</h2>
+      {t.plan_summary && <p>{t.plan_summary}</p>}
+      <ol class="plan">
+        {plan.map((s) => (
+          <li key={s.step}>
+            <strong>{s.title}</strong>
+            <p>{s.description}</p>
+            {s.files.length > 0 && (
+              <p class="muted">
+                Files:{" "}
+                {s.files.map((f) => (
+                  <code key={f}>{f} </code>
+                ))}
+              </p>
+            )}
+          </li>
+        ))}
+      </ol>
+      {t.status === "awaiting_approval" && (
+        <Gate task={t} gate="plan" onDone={onDone} onNote={onNote} />
+      )}
+    </section>
   );
 }

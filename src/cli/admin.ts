@@ -245,6 +245,35 @@ async function orFailure<T>(promise: Promise<T>, notFoundMessage: string): Promi
 
 const noAccount = (id: string) => `no account with id "${printable(id)}"`;
 
+/** `accounts list`'s table: one account a row. */
+function accountRows(accounts: Awaited<ReturnType<typeof listAccounts>>): string[] {
+  return table(
+    ["ID", "TIER", "CREATED_AT", "TASKS_THIS_MONTH", "MONTHLY_LIMIT", "ACTIVE_KEYS"],
+    accounts.map((a) => [
+      a.id,
+      a.tier,
+      a.created_at,
+      String(a.tasks_this_month),
+      limitText(a.monthly_limit),
+      String(a.active_keys),
+    ]),
+  );
+}
+
+/** `accounts show`'s lines: the account's facts, then its keys' table. */
+function accountLines(account: Awaited<ReturnType<typeof getAccount>>): string[] {
+  return [
+    `Account:          ${account.id}`,
+    `Tier:             ${account.tier}`,
+    `Created at:       ${account.created_at}`,
+    `Updated at:       ${account.updated_at}`,
+    `Tasks this month: ${account.tasks_this_month} of ${limitText(account.monthly_limit)}`,
+    `Active keys:      ${account.active_keys} of ${account.keys.length}`,
+    "",
+    ...keyRows(account.keys),
+  ];
+}
+
 async function execute(
   command: Command,
   json: boolean,
@@ -266,18 +295,7 @@ async function execute(
         io.out("No accounts.");
         return;
       }
-      const rows = table(
-        ["ID", "TIER", "CREATED_AT", "TASKS_THIS_MONTH", "MONTHLY_LIMIT", "ACTIVE_KEYS"],
-        accounts.map((a) => [
-          a.id,
-          a.tier,
-          a.created_at,
-          String(a.tasks_this_month),
-          limitText(a.monthly_limit),
-          String(a.active_keys),
-        ]),
-      );
-      rows.forEach((line) => io.out(line));
+      accountRows(accounts).forEach((line) => io.out(line));
       return;
     }
     case "accounts-create": {
@@ -301,16 +319,7 @@ async function execute(
         emit(account);
         return;
       }
-      io.out(`Account:          ${account.id}`);
-      io.out(`Tier:             ${account.tier}`);
-      io.out(`Created at:       ${account.created_at}`);
-      io.out(`Updated at:       ${account.updated_at}`);
-      io.out(
-        `Tasks this month: ${account.tasks_this_month} of ${limitText(account.monthly_limit)}`,
-      );
-      io.out(`Active keys:      ${account.active_keys} of ${account.keys.length}`);
-      io.out("");
-      keyRows(account.keys).forEach((line) => io.out(line));
+      accountLines(account).forEach((line) => io.out(line));
       return;
     }
     case "accounts-set-tier": {

@@ -111,6 +111,37 @@ export function currentStage(
   return ofPhase && STAGE_NAMES.indexOf(ofPhase) > STAGE_NAMES.indexOf(stage) ? ofPhase : stage;
 }
 
+/**
+ * The stage a stalled task is at in its round, from the markers found for it: its stages'
+ * outcomes and decided gates.
+ */
+function stageOf(
+  task: Pick<TaskRecord, "_id" | "phase" | "round" | "instruction">,
+  found: ReadonlyMap<string, OnceRecord>,
+): StageName {
+  const round = task.round ?? 0;
+  const outcomes = new Map<StageName, StageOutcome>();
+  for (const stage of STAGE_NAMES) {
+    const outcome = found.get(stageDoneMarker(task._id, stageKey(stage, round)).id)?.outcome;
+    if (outcome) outcomes.set(stage, outcome as StageOutcome);
+  }
+  const gates = new Set<"plan" | "diff">();
+  for (const gate of ["plan", "diff"] as const)
+    if (found.has(gateMarker(task._id, gate, round).id)) gates.add(gate);
+  // A later round starts at the stage its revision or retry queued: the phase it set
+  // (FIXING with a revision's instruction of this round is its round of changes).
+  const first =
+    round === 0
+      ? "clone"
+      : task.phase === "FIXING" &&
+          task.instruction?.round === round &&
+          task.instruction.kind !== "retry" &&
+          !outcomes.has("rework")
+        ? "rework"
+        : (STAGE_OF_PHASE[task.phase] ?? "clone");
+  return currentStage(task.phase, outcomes, gates, first);
+}
+
 /** The task sweep of a worker process. */
 export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
   const { config, models } = deps;
@@ -210,31 +241,7 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
       }
       // A queued task nobody started is the intake's (it may wait on its dependencies).
       if (task.status === "queued" && !found.has(stageLease(task._id, "clone", 0).id)) continue;
-      const round = task.round ?? 0;
-      const outcomes = new Map<StageName, StageOutcome>();
-      for (const stage of STAGE_NAMES) {
-        const outcome = found.get(stageDoneMarker(task._id, stageKey(stage, round)).id)?.outcome;
-        if (outcome) outcomes.set(stage, outcome as StageOutcome);
-      }
-      const gates = new Set<"plan" | "diff">();
-      for (const gate of ["plan", "diff"] as const)
-        if (found.has(gateMarker(task._id, gate, round).id)) gates.add(gate);
-      // A later round starts at the stage its revision or retry queued: the phase it set
-      // (FIXING with a revision's instruction of this round is its round of changes).
-      const first =
-        round === 0
-          ? "clone"
-          : task.phase === "FIXING" &&
-              task.instruction?.round === round &&
-              task.instruction.kind !== "retry" &&
-              !outcomes.has("rework")
-            ? "rework"
-            : (STAGE_OF_PHASE[task.phase] ?? "clone");
-      planned.push({
-        task_id: task._id,
-        stage: currentStage(task.phase, outcomes, gates, first),
-        round,
-      });
+      planned.push({ task_id: task._id, stage: stageOf(task, found), round: task.round ?? 0 });
     }
     if (planned.length === 0) return result;
 

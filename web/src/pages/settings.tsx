@@ -75,6 +75,75 @@ function serverOf(d: Draft): Server {
   };
 }
 
+/** How a server is reached: a command with its arguments, or a URL; and its secrets. */
+function ConnectionFields({
+  draft: d,
+  set,
+  id,
+}: {
+  draft: Draft;
+  set: (patch: Partial<Draft>) => void;
+  id: (field: string) => string;
+}) {
+  return d.kind === "command" ? (
+    <>
+      <Field id={id("command")} label="Command">
+        <input
+          id={id("command")}
+          required
+          value={d.command}
+          placeholder="npx"
+          onInput={(e) => set({ command: e.currentTarget.value })}
+        />
+      </Field>
+      <Field id={id("args")} label="Arguments" hint="One a line.">
+        <textarea
+          id={id("args")}
+          rows={2}
+          value={d.args}
+          onInput={(e) => set({ args: e.currentTarget.value })}
+        />
+      </Field>
+      <Field
+        id={id("secrets")}
+        label="Secrets as environment variables"
+        hint="One secret name a line, e.g. TRACKER_TOKEN; set its value below."
+      >
+        <textarea
+          id={id("secrets")}
+          rows={2}
+          value={d.secrets}
+          onInput={(e) => set({ secrets: e.currentTarget.value })}
+        />
+      </Field>
+    </>
+  ) : (
+    <>
+      <Field id={id("url")} label="URL" hint="Must be allowed by the operator (MCP_ALLOWED_URLS).">
+        <input
+          id={id("url")}
+          type="url"
+          required
+          value={d.url}
+          onInput={(e) => set({ url: e.currentTarget.value })}
+        />
+      </Field>
+      <Field
+        id={id("secrets")}
+        label="Secrets as headers"
+        hint="Header: SECRET_NAME, one a line, e.g. Authorization: DOCS_TOKEN; set its value below."
+      >
+        <textarea
+          id={id("secrets")}
+          rows={2}
+          value={d.secrets}
+          onInput={(e) => set({ secrets: e.currentTarget.value })}
+        />
+      </Field>
+    </>
+  );
+}
+
 /** Add or edit one server; `original` is the name being edited (renaming replaces it). */
 function ServerForm({
   settings,
@@ -132,67 +201,7 @@ function ServerForm({
           <option value="url">An HTTP endpoint (Streamable HTTP)</option>
         </select>
       </Field>
-      {d.kind === "command" ? (
-        <>
-          <Field id={id("command")} label="Command">
-            <input
-              id={id("command")}
-              required
-              value={d.command}
-              placeholder="npx"
-              onInput={(e) => set({ command: e.currentTarget.value })}
-            />
-          </Field>
-          <Field id={id("args")} label="Arguments" hint="One a line.">
-            <textarea
-              id={id("args")}
-              rows={2}
-              value={d.args}
-              onInput={(e) => set({ args: e.currentTarget.value })}
-            />
-          </Field>
-          <Field
-            id={id("secrets")}
-            label="Secrets as environment variables"
-            hint="One secret name a line, e.g. TRACKER_TOKEN; set its value below."
-          >
-            <textarea
-              id={id("secrets")}
-              rows={2}
-              value={d.secrets}
-              onInput={(e) => set({ secrets: e.currentTarget.value })}
-            />
-          </Field>
-        </>
-      ) : (
-        <>
-          <Field
-            id={id("url")}
-            label="URL"
-            hint="Must be allowed by the operator (MCP_ALLOWED_URLS)."
-          >
-            <input
-              id={id("url")}
-              type="url"
-              required
-              value={d.url}
-              onInput={(e) => set({ url: e.currentTarget.value })}
-            />
-          </Field>
-          <Field
-            id={id("secrets")}
-            label="Secrets as headers"
-            hint="Header: SECRET_NAME, one a line, e.g. Authorization: DOCS_TOKEN; set its value below."
-          >
-            <textarea
-              id={id("secrets")}
-              rows={2}
-              value={d.secrets}
-              onInput={(e) => set({ secrets: e.currentTarget.value })}
-            />
-          </Field>
-        </>
-      )}
+      <ConnectionFields draft={d} set={set} id={id} />
       <ErrorBox error={save.error} />
       <button type="submit" class="primary" disabled={save.busy}>
         {original ? "Save server" : "Add server"}

@@ -337,6 +337,74 @@ const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 /** How often an open list asks for changes (a new task shows within this). */
 const LIST_EVERY_MS = 1500;
 
+/** The task list's search and filters; each change replaces the URL's query. */
+function TaskFilters({
+  filters: { text, ws, target, status, awaitingOnly },
+  workspaces,
+  setParam,
+}: {
+  /** The URL's q, workspace, repo, status and awaiting. */
+  filters: { text: string; ws: string; target: string; status: string; awaitingOnly: boolean };
+  workspaces: Workspace[];
+  setParam: (changes: Record<string, string>) => void;
+}) {
+  return (
+    <div class="filters" role="group" aria-label="Filters">
+      <Field id="filter-search" label="Search">
+        <input
+          id="filter-search"
+          type="search"
+          value={text}
+          placeholder="Words of the task, repository, id"
+          onInput={(e) => setParam({ q: e.currentTarget.value })}
+        />
+      </Field>
+      <Field id="filter-workspace" label="Workspace">
+        <select
+          id="filter-workspace"
+          value={ws}
+          onChange={(e) => setParam({ workspace: e.currentTarget.value, repo: "" })}
+        >
+          <option value="">All workspaces</option>
+          {workspaces.map((w) => (
+            <option key={w.id} value={w.id}>
+              {w.name}
+            </option>
+          ))}
+        </select>
+      </Field>
+      <Field id="filter-repo" label="Repository">
+        <RepoSelect
+          id="filter-repo"
+          value={target}
+          onChange={(v) => setParam({ repo: v })}
+          allowAll
+        />
+      </Field>
+      <Field id="filter-status" label="Status">
+        <select
+          id="filter-status"
+          value={awaitingOnly ? "awaiting" : status}
+          onChange={(e) => {
+            const v = e.currentTarget.value;
+            setParam(
+              v === "awaiting" ? { status: "", awaiting: "1" } : { status: v, awaiting: "" },
+            );
+          }}
+        >
+          <option value="">Any status</option>
+          <option value="awaiting">awaiting you (either gate)</option>
+          {STATUSES.map((s) => (
+            <option key={s} value={s}>
+              {s.replace(/_/g, " ")}
+            </option>
+          ))}
+        </select>
+      </Field>
+    </div>
+  );
+}
+
 /**
  * Tasks newest first, filtered by workspace, repository and status, searched by text, paged;
  * live (asks again every 1.5 s while the tab is visible); the create form. Filters and
@@ -426,59 +494,11 @@ export function TasksPage() {
       {showCreate && (
         <CreateTask status={serviceStatus} onCreated={(t) => navigate(`/tasks/${t.id}`)} />
       )}
-      <div class="filters" role="group" aria-label="Filters">
-        <Field id="filter-search" label="Search">
-          <input
-            id="filter-search"
-            type="search"
-            value={text}
-            placeholder="Words of the task, repository, id"
-            onInput={(e) => setParam({ q: e.currentTarget.value })}
-          />
-        </Field>
-        <Field id="filter-workspace" label="Workspace">
-          <select
-            id="filter-workspace"
-            value={ws}
-            onChange={(e) => setParam({ workspace: e.currentTarget.value, repo: "" })}
-          >
-            <option value="">All workspaces</option>
-            {(workspaces.data ?? []).map((w) => (
-              <option key={w.id} value={w.id}>
-                {w.name}
-              </option>
-            ))}
-          </select>
-        </Field>
-        <Field id="filter-repo" label="Repository">
-          <RepoSelect
-            id="filter-repo"
-            value={target}
-            onChange={(v) => setParam({ repo: v })}
-            allowAll
-          />
-        </Field>
-        <Field id="filter-status" label="Status">
-          <select
-            id="filter-status"
-            value={awaitingOnly ? "awaiting" : status}
-            onChange={(e) => {
-              const v = e.currentTarget.value;
-              setParam(
-                v === "awaiting" ? { status: "", awaiting: "1" } : { status: v, awaiting: "" },
-              );
-            }}
-          >
-            <option value="">Any status</option>
-            <option value="awaiting">awaiting you (either gate)</option>
-            {STATUSES.map((s) => (
-              <option key={s} value={s}>
-                {s.replace(/_/g, " ")}
-              </option>
-            ))}
-          </select>
-        </Field>
-      </div>
+      <TaskFilters
+        filters={{ text, ws, target, status, awaitingOnly }}
+        workspaces={workspaces.data ?? []}
+        setParam={setParam}
+      />
       <Loaded res={tasks} what="tasks">
         {() => (
           <>

@@ -71,99 +71,106 @@ function WorkspaceCard({ w, onDeleted }: { w: Workspace; onDeleted: () => void }
   );
 }
 
-/** Workspaces: list with their repositories, add a plain-git one, link a GitHub installation. */
-export function WorkspacesPage() {
-  const list = useResource(() => api<Workspace[]>("GET", "/workspaces"), []);
+/** The form adding a workspace of one plain-git repository (a clone URL). */
+function AddGitWorkspace({ onAdded }: { onAdded: () => void }) {
   const [name, setName] = useState("");
   const [repoName, setRepoName] = useState("");
   const [cloneUrl, setCloneUrl] = useState("");
   const [branch, setBranch] = useState("");
   const add = useAction();
+  return (
+    <form
+      class="card"
+      onSubmit={(e) => {
+        e.preventDefault();
+        void add.run(async () => {
+          await api("POST", "/workspaces", {
+            name: name.trim(),
+            repos: [
+              {
+                name: repoName.trim(),
+                clone_url: cloneUrl.trim(),
+                ...(branch.trim() ? { default_branch: branch.trim() } : {}),
+              },
+            ],
+          });
+          setName("");
+          setRepoName("");
+          setCloneUrl("");
+          setBranch("");
+          onAdded();
+        });
+      }}
+    >
+      <h2>Add a plain-git workspace</h2>
+      <Field id="ws-name" label="Workspace name" error={add.field("name")}>
+        <input
+          id="ws-name"
+          required
+          maxLength={100}
+          value={name}
+          onInput={(e) => setName(e.currentTarget.value)}
+        />
+      </Field>
+      <Field
+        id="ws-repo"
+        label="Repository name"
+        hint="name or owner/name"
+        error={add.field("repos.0.name", "repos")}
+      >
+        <input
+          id="ws-repo"
+          required
+          value={repoName}
+          aria-describedby="ws-repo-hint"
+          onInput={(e) => setRepoName(e.currentTarget.value)}
+        />
+      </Field>
+      <Field
+        id="ws-url"
+        label="Clone URL"
+        hint="https://, ssh:// or user@host:path"
+        error={add.field("repos.0.clone_url")}
+      >
+        <input
+          id="ws-url"
+          required
+          value={cloneUrl}
+          aria-describedby="ws-url-hint"
+          onInput={(e) => setCloneUrl(e.currentTarget.value)}
+        />
+      </Field>
+      <Field
+        id="ws-branch"
+        label="Default branch (optional)"
+        hint="the remote's HEAD when empty"
+        error={add.field("repos.0.default_branch")}
+      >
+        <input
+          id="ws-branch"
+          value={branch}
+          aria-describedby="ws-branch-hint"
+          onInput={(e) => setBranch(e.currentTarget.value)}
+        />
+      </Field>
+      <ErrorBox error={add.error} />
+      <button type="submit" class="primary" disabled={add.busy}>
+        Add workspace
+      </button>
+    </form>
+  );
+}
+
+/** Workspaces: list with their repositories, add a plain-git one, link a GitHub installation. */
+export function WorkspacesPage() {
+  const list = useResource(() => api<Workspace[]>("GET", "/workspaces"), []);
   const link = useAction();
 
   return (
     <section>
       <h1>Workspaces</h1>
       <div class="grid2">
-        <form
-          class="card"
-          onSubmit={(e) => {
-            e.preventDefault();
-            void add.run(async () => {
-              await api("POST", "/workspaces", {
-                name: name.trim(),
-                repos: [
-                  {
-                    name: repoName.trim(),
-                    clone_url: cloneUrl.trim(),
-                    ...(branch.trim() ? { default_branch: branch.trim() } : {}),
-                  },
-                ],
-              });
-              setName("");
-              setRepoName("");
-              setCloneUrl("");
-              setBranch("");
-              list.reload();
-            });
-          }}
-        >
-          <h2>Add a plain-git workspace</h2>
-          <Field id="ws-name" label="Workspace name" error={add.field("name")}>
-            <input
-              id="ws-name"
-              required
-              maxLength={100}
-              value={name}
-              onInput={(e) => setName(e.currentTarget.value)}
-            />
-          </Field>
-          <Field
-            id="ws-repo"
-            label="Repository name"
-            hint="name or owner/name"
-            error={add.field("repos.0.name", "repos")}
-          >
-            <input
-              id="ws-repo"
-              required
-              value={repoName}
-              aria-describedby="ws-repo-hint"
-              onInput={(e) => setRepoName(e.currentTarget.value)}
-            />
-          </Field>
-          <Field
-            id="ws-url"
-            label="Clone URL"
-            hint="https://, ssh:// or user@host:path"
-            error={add.field("repos.0.clone_url")}
-          >
-            <input
-              id="ws-url"
-              required
-              value={cloneUrl}
-              aria-describedby="ws-url-hint"
-              onInput={(e) => setCloneUrl(e.currentTarget.value)}
-            />
-          </Field>
-          <Field
-            id="ws-branch"
-            label="Default branch (optional)"
-            hint="the remote's HEAD when empty"
-            error={add.field("repos.0.default_branch")}
-          >
-            <input
-              id="ws-branch"
-              value={branch}
-              aria-describedby="ws-branch-hint"
-              onInput={(e) => setBranch(e.currentTarget.value)}
-            />
-          </Field>
-          <ErrorBox error={add.error} />
-          <button type="submit" class="primary" disabled={add.busy}>
-            Add workspace
-          </button>
-        </form>
+        <AddGitWorkspace onAdded={list.reload} />
         <div class="card">
           <h2>Link a GitHub installation</h2>
           <p>

@@ -36,7 +36,6 @@ import {
 import { runChecks, type CheckOutcome } from "./run.js";
 import { failureSignature } from "./tests/index.js";
 
-
 /** What identifies a base: whose, which repository, which commit. */
 export interface BaselineScope {
   accountId: string;

@@ -42,7 +42,6 @@ import { startSetupProxy, type SetupProxy } from "../util/setup-proxy.js";
 import { entryInfo, readBytes } from "../util/workcopy-fs.js";
 import { DEFAULT_CONFIG_NAMES, readRepoConfig } from "./checks.js";
 
-
 export interface SetupPlan {
   /** Where the steps came from: ".github/foreman.yml", "package.json, go.mod"; null: none. */
   source: string | null;

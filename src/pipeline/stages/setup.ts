@@ -21,7 +21,6 @@ import type { StageContext } from "../stage.js";
  * find it (setupCache).
  */
 
-
 /** In the working copy's .git: which cache entry its setup used. */
 const MARKER = ".git/foreman-setup.json";
 

@@ -72,9 +72,17 @@ async function ourSlirps(): Promise<number[]> {
     const comm = /\(([^)]*)\)/.exec(stat)?.[1];
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     if (comm !== "slirp4netns" || fields[0] === "Z") continue;
-    const parent = await readFile(`/proc/${fields[1]}/stat`, "utf8").catch(() => "");
-    const grandparent = parent.slice(parent.lastIndexOf(")") + 2).split(" ")[1];
-    if (Number(grandparent) === process.pid) found.push(Number(entry));
+    // Ours when this process is among its ancestors: the sandbox's shell started it, and the
+    // launcher (util/launcher.ts) the shell.
+    let ancestor = Number(fields[1]);
+    for (let depth = 0; depth < 4 && ancestor > 1; depth++) {
+      if (ancestor === process.pid) {
+        found.push(Number(entry));
+        break;
+      }
+      const parent = await readFile(`/proc/${ancestor}/stat`, "utf8").catch(() => "");
+      ancestor = Number(parent.slice(parent.lastIndexOf(")") + 2).split(" ")[1]);
+    }
   }
   return found;
 }

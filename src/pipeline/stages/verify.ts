@@ -206,6 +206,7 @@ export const verifyStage: Stage = {
     await ctx.log(
       `Checks from ${plan.source}: ${plan.checks.map((c) => `${c.name} (\`${c.command}\`)`).join(", ")}.`,
     );
+    await baseRunEnded(ctx);
     const maxAttempts = ctx.config.pipeline.maxFixAttempts;
     let attempt = ctx.task.fix_attempts ?? 0;
     let install = plan.install;
@@ -256,6 +257,24 @@ export const verifyStage: Stage = {
     }
   },
 };
+
+/**
+ * Waits for the base's checks PLANNING started beside the model (pipeline/base.ts), if they
+ * still run: their checkout and overlay are inside the working copy's `.git`, where a test
+ * runner walking the working copy (`node --test`) would meet them, and both runs would count
+ * against one disk budget. How the run ended is for judgeRound (baseFor) to read.
+ */
+async function baseRunEnded(ctx: StageContext): Promise<void> {
+  const going = ctx.baseRuns?.get(ctx.task._id);
+  if (!going) return;
+  const ended = going.then(
+    () => true,
+    () => true,
+  );
+  if (await Promise.race([ended, Promise.resolve(false)])) return;
+  await ctx.log("Waiting for the checks on the unchanged code to finish.");
+  await ended;
+}
 
 /** Runs the plan's install steps (when it has any left) and checks, logging each. */
 function runPlanChecks(

@@ -1278,6 +1278,127 @@ function commonSuffixLength(a: string, b: string): number {
 }
 
 /**
+ * The command line of a run in bwrap: the working copy, caches, /tmp and node_modules mounted
+ * (through overlays of the run's own where the host allows: MOUNT_SCRIPT), the network, and
+ * the limits. Scratch folders it makes are added to `parts.scratch` (removed with the run).
+ */
+async function boxedCommand(
+  run: string,
+  cwd: string,
+  options: SandboxOptions,
+  parts: {
+    cacheDir: string;
+    buildDir: string | undefined;
+    diskLimitMb: number;
+    scratch: string[];
+    argv: string[];
+  },
+): Promise<{ argv: string[]; cacheWrites: string | undefined }> {
+  const { cacheDir, buildDir, diskLimitMb, scratch } = parts;
+  const cacheReadOnly = options.cache?.readOnly === true;
+  const tmp = path.join(run, "tmp");
+  await mkdir(path.join(tmp, "home"), { recursive: true });
+  let cacheWrites: string | undefined;
+  const mode = options.mount ?? "workspace";
+  const tools = mode === "workspace" ? await overlayTools() : undefined;
+  const overlays: string[] = [];
+  // Through an overlay of the run's own (see MOUNT_SCRIPT), or bound as it is.
+  const mountSource = async (name: string, folder: string): Promise<string> => {
+    // A working copy on a volume is neutral bound as it is (util/workdir-volume.ts).
+    if (!tools || (name === "ws" && onVolume(folder))) return folder;
+    const made = await prepareOverlay(run, name, folder);
+    if (!made) return folder;
+    scratch.push(made);
+    overlays.push(name);
+    return path.join(run, name);
+  };
+  // The run's own /tmp and empty cache live in the run folder, whose host path (in the
+  // OS temp folder) is kept out of mountinfo the same way.
+  // A read-only cache is the lower layer of an overlay whose upper layer is the run's
+  // own: the command may write (npm needs to), nothing it writes reaches the cache.
+  const layerCache = async (): Promise<string> => {
+    const layered = await layerOver(run, cacheDir, tools);
+    scratch.push(layered.scratch);
+    cacheWrites = layered.writes;
+    if (layered.overlay) overlays.push("cache");
+    return layered.source;
+  };
+  // Each mount is prepared beside the others (a few file operations each, on the thread
+  // pool): one after another they were a dozen round trips before every command.
+  const [workspace, cacheSource, tmpSource, buildSource, modules, net] = await Promise.all([
+    mountSource("ws", cwd),
+    options.cache && cacheReadOnly ? layerCache() : mountSource("cache", cacheDir),
+    mountSource("t", tmp),
+    buildDir && mountSource("build", buildDir),
+    modulesOverlay(run, tools, overlays),
+    options.proxy
+      ? proxyNetwork(run, options.proxy.port)
+      : settings.network === "public"
+        ? publicNetwork(run)
+        : undefined,
+  ]);
+  const bwrap = await bwrapArgs(
+    {
+      workspace,
+      hostWorkspace: cwd,
+      workspaceAt: mode === "host" ? cwd : WORKSPACE,
+      tmp: tmpSource,
+      cache: { source: cacheSource, readOnly: false },
+      build: buildSource,
+      modules,
+      diskLimitMb,
+    },
+    net?.bwrapOptions,
+  );
+  const argv = await sandboxArgv({
+    run,
+    bwrap,
+    command: parts.argv,
+    overlays,
+    tools,
+    net,
+    diskLimitMb,
+  });
+  return { argv, cacheWrites };
+}
+
+/**
+ * Runs `argv` in `cwd` from the launcher (util/launcher.ts: a fork of the service's whole
+ * process would stall it), detached, its output into the FIFO at `fifoPath`. The command
+ * writes to a FIFO, stderr joined to stdout (one stream keeps the true order of writes to
+ * both). Not Node's "pipe" stdio: that is a socket, and a Node program that prints a lot and
+ * then calls process.exit() (tsc, many test runners) loses whatever is still queued for a
+ * socket, while pipe writes are synchronous. The shell execs the real one (bwrap, or the
+ * command's shell): same pid, so the same process group. bwrap dies with its group on a kill,
+ * and its PID namespace with it.
+ */
+async function startCommand(
+  fifoPath: string,
+  cgroup: string | undefined,
+  argv: string[],
+  cwd: string,
+  env: NodeJS.ProcessEnv,
+): Promise<Launched> {
+  try {
+    return await launchDetached(
+      "/bin/sh",
+      [
+        "-c",
+        // Joins the run's cgroup (when there is one) before anything of the command starts.
+        'out=$1; cg=$2; shift 2; if [ -n "$cg" ]; then echo $$ > "$cg/cgroup.procs" || exit 125; fi; exec >"$out" 2>&1; exec "$@"',
+        "sh",
+        fifoPath,
+        cgroup ?? "",
+        ...argv,
+      ],
+      { cwd, env },
+    );
+  } catch (error) {
+    throw new Error(`sandbox: could not run command: ${redactText((error as Error).message)}`);
+  }
+}
+
+/**
  * Runs `command` with /bin/sh in `cwd` under a scrubbed environment and a time limit; the
  * whole process group is killed on timeout, abort, past the disk budget, or once the shell
  * itself has exited.
@@ -1334,62 +1455,17 @@ export async function runSandboxed(
     let cacheSeen = cacheDir;
     let argv = ["/bin/sh", "-c", command];
     if (boxed) {
-      const tmp = path.join(run, "tmp");
-      await mkdir(path.join(tmp, "home"), { recursive: true });
       home = "/tmp/home";
       cacheSeen = CACHE_MOUNT;
-      const mode = options.mount ?? "workspace";
-      const tools = mode === "workspace" ? await overlayTools() : undefined;
-      const overlays: string[] = [];
-      // Through an overlay of the run's own (see MOUNT_SCRIPT), or bound as it is.
-      const mountSource = async (name: string, folder: string): Promise<string> => {
-        // A working copy on a volume is neutral bound as it is (util/workdir-volume.ts).
-        if (!tools || (name === "ws" && onVolume(folder))) return folder;
-        const made = await prepareOverlay(run, name, folder);
-        if (!made) return folder;
-        scratch.push(made);
-        overlays.push(name);
-        return path.join(run, name);
-      };
-      // The run's own /tmp and empty cache live in the run folder, whose host path (in the
-      // OS temp folder) is kept out of mountinfo the same way.
-      // A read-only cache is the lower layer of an overlay whose upper layer is the run's
-      // own: the command may write (npm needs to), nothing it writes reaches the cache.
-      const layerCache = async (): Promise<string> => {
-        const layered = await layerOver(run, cacheDir, tools);
-        scratch.push(layered.scratch);
-        cacheWrites = layered.writes;
-        if (layered.overlay) overlays.push("cache");
-        return layered.source;
-      };
-      // Each mount is prepared beside the others (a few file operations each, on the thread
-      // pool): one after another they were a dozen round trips before every command.
-      const [workspace, cacheSource, tmpSource, buildSource, modules, net] = await Promise.all([
-        mountSource("ws", cwd),
-        options.cache && cacheReadOnly ? layerCache() : mountSource("cache", cacheDir),
-        mountSource("t", tmp),
-        buildDir && mountSource("build", buildDir),
-        modulesOverlay(run, tools, overlays),
-        options.proxy
-          ? proxyNetwork(run, options.proxy.port)
-          : settings.network === "public"
-            ? publicNetwork(run)
-            : undefined,
-      ]);
-      const bwrap = await bwrapArgs(
-        {
-          workspace,
-          hostWorkspace: cwd,
-          workspaceAt: mode === "host" ? cwd : WORKSPACE,
-          tmp: tmpSource,
-          cache: { source: cacheSource, readOnly: false },
-          build: buildSource,
-          modules,
-          diskLimitMb,
-        },
-        net?.bwrapOptions,
-      );
-      argv = await sandboxArgv({ run, bwrap, command: argv, overlays, tools, net, diskLimitMb });
+      const boxedRun = await boxedCommand(run, cwd, options, {
+        cacheDir,
+        buildDir,
+        diskLimitMb,
+        scratch,
+        argv,
+      });
+      argv = boxedRun.argv;
+      cacheWrites = boxedRun.cacheWrites;
       cgroup = await createPidsCgroup(settings.maxProcs);
     } else {
       await mkdir(home);
@@ -1435,31 +1511,7 @@ export async function runSandboxed(
       ...(cacheWrites ? [cacheWrites] : []),
       ...(buildDir ? [buildDir] : []),
     ];
-    // The command writes to a FIFO, stderr joined to stdout (one stream keeps the true order
-    // of writes to both). Not Node's "pipe" stdio: that is a socket, and a Node program that
-    // prints a lot and then calls process.exit() (tsc, many test runners) loses whatever is
-    // still queued for a socket, while pipe writes are synchronous. The shell execs the real
-    // one (bwrap, or the command's shell): same pid, so the same process group. bwrap dies
-    // with its group on a kill, and its PID namespace with it. Started by the launcher
-    // (util/launcher.ts): a fork of the service's whole process would stall it.
-    let child: Launched;
-    try {
-      child = await launchDetached(
-        "/bin/sh",
-        [
-          "-c",
-          // Joins the run's cgroup (when there is one) before anything of the command starts.
-          'out=$1; cg=$2; shift 2; if [ -n "$cg" ]; then echo $$ > "$cg/cgroup.procs" || exit 125; fi; exec >"$out" 2>&1; exec "$@"',
-          "sh",
-          fifo.path,
-          cgroup ?? "",
-          ...argv,
-        ],
-        { cwd, env },
-      );
-    } catch (error) {
-      throw new Error(`sandbox: could not run command: ${redactText((error as Error).message)}`);
-    }
+    const child = await startCommand(fifo.path, cgroup, argv, cwd, env);
     const result = await new Promise<SandboxResult>((resolve) => {
       const collector = createCollector(options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT);
       let outputClosed = false;

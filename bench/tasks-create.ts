@@ -25,7 +25,8 @@ import { accountChanged } from "../src/domain/accounts/views.js";
 import { authenticateKey } from "../src/domain/accounts/keys.js";
 import { findTier } from "../src/domain/accounts/accounts.js";
 import { createTask } from "../src/domain/tasks/create.js";
-import { newTaskCollection, noProgress, type TaskDeps } from "../src/domain/tasks/model.js";
+import { noProgress, type TaskDeps } from "../src/domain/tasks/model.js";
+import { insertTasks } from "../src/domain/tasks/store.js";
 import { findWorkspace, resolveRepo } from "../src/domain/workspaces/workspaces.js";
 import { type Service } from "../src/service.js";
 import { newId } from "../src/util/ids.js";
@@ -128,7 +129,7 @@ function authCreateTask(models: Models): BareWork {
     kick: () => undefined,
     signalQueued: () => undefined,
     insertTask: async (doc) => {
-      await newTaskCollection(models).insertOne(doc);
+      await insertTasks(models, [doc]);
     },
     cache: {
       tier: (id) => findTier(models, id),

@@ -3,7 +3,6 @@ import type { Probot } from "probot";
 import type { Config } from "./config/env.js";
 import { registerConfigSecrets } from "./config/env.js";
 import { connectDatabase, type Database } from "./db/connection.js";
-import { createInsertBatcher } from "./db/insert-batcher.js";
 import type { Models, Tier } from "./db/models.js";
 import { findTier } from "./domain/accounts/accounts.js";
 import type { CronJobs } from "./domain/automations/automations.js";
@@ -13,12 +12,8 @@ import { startIntegrationCache } from "./domain/integrations/store.js";
 import { TIERS_MARKER } from "./domain/accounts/quota.js";
 import { createStorageCheck, type StorageCheck } from "./domain/storage.js";
 import { TaskEventLog } from "./domain/tasks/events.js";
-import {
-  newTaskCollection,
-  noProgress,
-  type TaskDeps,
-  type ThreadNotice,
-} from "./domain/tasks/model.js";
+import { noProgress, type TaskDeps, type ThreadNotice } from "./domain/tasks/model.js";
+import { taskInserter } from "./domain/tasks/store.js";
 import {
   findWorkspace,
   WORKSPACES_MARKER,
@@ -351,7 +346,7 @@ function taskDeps(
     maxRevisions: config.pipeline.maxRevisions,
     kick: kicks.kick,
     signalQueued: () => signalQueued(models),
-    insertTask: createInsertBatcher(newTaskCollection(models)),
+    insertTask: taskInserter(models),
     cache: Object.freeze({
       tier: (id: string) => caches.tier.get(id),
       workspace: (id: string) => caches.workspace.get(id),

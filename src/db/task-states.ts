@@ -10,6 +10,9 @@ export const TASK_STATUSES = [
 ] as const;
 export type TaskStatus = (typeof TASK_STATUSES)[number];
 
+/** The statuses of a task that has ended. */
+export const TERMINAL_STATUSES: readonly TaskStatus[] = ["completed", "failed", "cancelled"];
+
 export const TASK_PHASES = [
   "QUEUED",
   "CLONING",

@@ -1,4 +1,5 @@
 import type { Models, TaskStatus } from "../db/models.js";
+import { taskFiguresBetween } from "./tasks/store.js";
 
 /*
  * Velocity analytics (docs/api.md, "GET /analytics/velocity") over the account's own tasks. A
@@ -148,27 +149,7 @@ export async function loadTaskFigures(
   from: Date,
   to: Date,
 ): Promise<TaskFigures[]> {
-  const docs = await models.Task.collection
-    .find(
-      { account_id: accountId, created_at: { $gte: from, $lte: to } },
-      {
-        projection: {
-          _id: 0,
-          status: 1,
-          created_at: 1,
-          finished_at: 1,
-          pr_url: 1,
-          pr_state: 1,
-          "cost.usd": 1,
-          "cost.input_tokens": 1,
-          "cost.output_tokens": 1,
-          "cost.cached_input_tokens": 1,
-          "cost.cache_write_tokens": 1,
-          agent_name: 1,
-        },
-      },
-    )
-    .toArray();
+  const docs = await taskFiguresBetween(models, accountId, from, to);
   return docs.map((d) => ({
     status: d.status as TaskStatus,
     created_at: d.created_at as Date,

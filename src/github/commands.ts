@@ -10,7 +10,7 @@ import { reviewPullRequest, type PrReviewDeps } from "../domain/pull-requests/re
 import { claimMarker, markerKind } from "../durable/markers.js";
 import { createTask } from "../domain/tasks/create.js";
 import { decide, type Decision } from "../domain/tasks/gates.js";
-import { threadTasks as tasksOfThread } from "../domain/tasks/threads.js";
+import { pullRequestTasks, threadTasks as tasksOfThread } from "../domain/tasks/store.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
@@ -20,7 +20,6 @@ import { queueForDelivery } from "./delivery.js";
 import type { GithubHandlerDeps, HandlerGroup } from "./deps.js";
 import { sanitizeUntrusted } from "../text/sanitize.js";
 import { actOnFeedback, feedbackText, mentionsApp, queueMention } from "./follow-ups.js";
-import { pullRequestTasks } from "../domain/tasks/follow-ups.js";
 import {
   APP_MARKER,
   writtenByApp,

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { TaskRecord } from "../db/models.js";
 import { claimMarker, markerKind } from "../durable/markers.js";
-import { pullRequestTasks } from "../domain/tasks/follow-ups.js";
+import { pullRequestTasks } from "../domain/tasks/store.js";
 import { respondToConversation } from "../domain/tasks/conversations.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { claimMarker, markerKind } from "../durable/markers.js";
 import { createTask } from "../domain/tasks/create.js";
-import { openThreadTask } from "../domain/tasks/threads.js";
+import { openThreadTask } from "../domain/tasks/store.js";
 import { isAppError } from "../errors.js";
 import type { JobKind } from "../queue/scheduler.js";
 import { queueForDelivery } from "./delivery.js";

@@ -5,7 +5,7 @@ import type { Models } from "../db/models.js";
 import type { ReviewResult } from "../tools/review-tool.js";
 import { claimMarker, markerKind } from "../durable/markers.js";
 import { planMarkdown } from "../domain/pull-requests/plan-text.js";
-import { taskById } from "../domain/tasks/queries.js";
+import { taskById } from "../domain/tasks/store.js";
 import type { GithubHandlerDeps } from "./deps.js";
 import type { InstallationOctokit } from "../github-api/client.js";
 import type { Logger } from "../util/logger.js";

@@ -3,7 +3,7 @@ import type { Models } from "../db/models.js";
 import { isKeyWithdrawn, type Principal } from "../domain/accounts/keys.js";
 import { subscribeOrdered, type TaskEventHub } from "../domain/tasks/event-hub.js";
 import { isTerminalEvent, type TaskEvent, type TaskEventLog } from "../domain/tasks/events.js";
-import { findTask } from "../domain/tasks/queries.js";
+import { findTask } from "../domain/tasks/store.js";
 import { isTerminal } from "../domain/tasks/model.js";
 import type { TaskRecord } from "../db/models.js";
 import { ConcurrencyBounds } from "../util/concurrency-bounds.js";

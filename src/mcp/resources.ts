@@ -1,7 +1,7 @@
 import { ResourceTemplate, type McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import type { Principal } from "../domain/accounts/keys.js";
-import { getTask } from "../domain/tasks/queries.js";
+import { getTask } from "../domain/tasks/store.js";
 import { readTrajectory } from "../domain/tasks/trajectories.js";
 import { toTaskView } from "../domain/tasks/views.js";
 import { AppError } from "../errors.js";

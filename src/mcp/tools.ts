@@ -6,7 +6,7 @@ import { reviewPullRequest } from "../domain/pull-requests/review.js";
 import { listSkills } from "../domain/agents/skills.js";
 import { createTask } from "../domain/tasks/create.js";
 import { decide, type Decision } from "../domain/tasks/gates.js";
-import { getTask, listTasks } from "../domain/tasks/queries.js";
+import { getTask, listTasks } from "../domain/tasks/store.js";
 import { followUpTask, retryTask, reviseTask } from "../domain/tasks/revisions.js";
 import { toTaskView } from "../domain/tasks/views.js";
 // The REST door's request and response schemas are the contract of both doors

@@ -3,7 +3,7 @@ import type { Models, TaskRecord, TaskStatus } from "../db/models.js";
 import { subscribeOrdered } from "../domain/tasks/event-hub.js";
 import { isTerminalEvent, type TaskEvent } from "../domain/tasks/events.js";
 import { isTerminal } from "../domain/tasks/model.js";
-import { getTask } from "../domain/tasks/queries.js";
+import { getTask } from "../domain/tasks/store.js";
 import { toTaskView } from "../domain/tasks/views.js";
 import { task, taskParams } from "../http/routes/tasks/schema.js";
 import type { ConcurrencyBounds } from "../util/concurrency-bounds.js";

@@ -1,11 +1,7 @@
 import type { Models, TaskRecord } from "../db/models.js";
 import { endTask, repairEnding } from "../domain/tasks/endings.js";
-import {
-  TERMINAL_STATUSES,
-  tasksOf,
-  type StageName,
-  type TaskDeps,
-} from "../domain/tasks/model.js";
+import { type StageName, type TaskDeps } from "../domain/tasks/model.js";
+import { anyTaskEnded, queuedTasks, taskOutcomes } from "../domain/tasks/store.js";
 import { bumpMarkerSoon, readMarker } from "../durable/marker-cache.js";
 import { generationMarker } from "../durable/markers.js";
 import type { Logger } from "../util/logger.js";
@@ -102,11 +98,7 @@ export function createIntake(deps: {
   /** True when one of the awaited dependencies has ended (one lookup by `_id`). */
   async function dependencyEnded(): Promise<boolean> {
     if (awaited.size === 0) return false;
-    const ended = await tasksOf(deps.models).findOne(
-      { _id: { $in: [...awaited] }, status: { $in: [...TERMINAL_STATUSES] } },
-      { projection: { _id: 1 } },
-    );
-    return ended !== null;
+    return anyTaskEnded(deps.models, [...awaited]);
   }
   let again = false;
   let stopped = true;
@@ -122,11 +114,7 @@ export function createIntake(deps: {
         again = false;
         lastScan = Date.now();
         nextAwaited = new Set();
-        const queued: Array<Pick<TaskRecord, "_id" | "depends_on">> = await tasksOf(deps.models)
-          .find({ status: "queued" }, { projection: { _id: 1, depends_on: 1 } })
-          .sort({ created_at: 1 })
-          .limit(200)
-          .toArray();
+        const queued = await queuedTasks(deps.models, 200);
         const now = Date.now();
         for (const [id, at] of started) if (now - at > 60_000) started.delete(id);
         for (const task of queued) {
@@ -152,9 +140,7 @@ export function createIntake(deps: {
   async function dependenciesReady(task: Pick<TaskRecord, "_id" | "depends_on">) {
     const ids = task.depends_on ?? [];
     if (ids.length === 0) return true;
-    const deps_ = await tasksOf(deps.models)
-      .find({ _id: { $in: ids } }, { projection: { status: 1, error: 1 } })
-      .toArray();
+    const deps_ = await taskOutcomes(deps.models, ids);
     const byId = new Map(
       deps_.map((d) => [String(d._id), { status: d.status as string, error: d.error as unknown }]),
     );

@@ -1,5 +1,6 @@
-import { collectionOf, type Models, type TaskRecord } from "../db/models.js";
+import type { Models } from "../db/models.js";
 import { mcpSecretValues, mcpSettingsForTask } from "../domain/agents/mcp-settings.js";
+import { taskFields } from "../domain/tasks/store.js";
 import {
   limitRepositorySecrets,
   NO_MCP_TOOLS,
@@ -47,10 +48,7 @@ async function repositoryServers(ctx: StageContext) {
  * produces and from nothing any other account's task produces.
  */
 export async function taskSecretScope(models: Models, taskId: string): Promise<SecretScope> {
-  const task = await collectionOf<TaskRecord>(models.Task).findOne(
-    { _id: taskId },
-    { projection: { account_id: 1 } },
-  );
+  const task = await taskFields(models, taskId, ["account_id"]);
   if (!task) return new SecretScope("");
   return new SecretScope(task.account_id, await mcpSecretValues(models, task.account_id));
 }

@@ -13,6 +13,14 @@ import { isTerminalEvent, type TaskEventLog } from "../domain/tasks/events.js";
 import { endTask, hasEnded, repairEnding } from "../domain/tasks/endings.js";
 import { isTerminal, STAGE_NAMES, type StageName, type TaskDeps } from "../domain/tasks/model.js";
 import { moveTo } from "../domain/tasks/gates.js";
+import {
+  addCommandMs,
+  raiseRound,
+  taskById,
+  taskFields,
+  updateTask,
+  type TaskUpdate,
+} from "../domain/tasks/store.js";
 import type { RepoIndex } from "../indexer/index.js";
 import type { ReadyModelClient } from "../llm/provider.js";
 import type { JobKind, Scheduler } from "../queue/scheduler.js";
@@ -54,8 +62,7 @@ import { taskSecretScope } from "./mcp.js";
 export type { Stage, StageContext, StageOutcome } from "./stage.js";
 import type { StageContext, StageOutcome } from "./stage.js";
 
-/** The driver collections this module uses, typed by their records (db/models.ts). */
-const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);
+/** The driver collection of once-markers, typed by its records (db/models.ts). */
 const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 
 export interface PipelineDeps {
@@ -173,10 +180,7 @@ export function createPipeline(deps: PipelineDeps) {
       // the task has gone on, and must not be moved back to the gate.
       const gate = outcome.wait.status === "awaiting_diff_approval" ? "diff" : "plan";
       if (await markerExists(models, gateMarker(task._id, gate, round))) return undefined;
-      const current = await tasksOf(models).findOne(
-        { _id: task._id },
-        { projection: { phase: 1, status: 1 } },
-      );
+      const current = await taskFields(models, task._id, ["phase", "status"]);
       if (current?.phase !== outcome.wait.phase || current.status !== outcome.wait.status)
         await moveTo(taskDeps, task._id, outcome.wait.phase, outcome.wait.status);
       if (task.thread || task.report_to)
@@ -202,7 +206,7 @@ export function createPipeline(deps: PipelineDeps) {
       config.pipeline.commandTimeLimitS * 1000,
       task.command_ms ?? 0,
       async (ms) => {
-        await tasksOf(models).updateOne({ _id: task._id }, { $inc: { command_ms: ms } });
+        await addCommandMs(models, task._id, ms);
       },
     );
     if (commandTimes.size >= 256) commandTimes.delete(commandTimes.keys().next().value!);
@@ -233,7 +237,7 @@ export function createPipeline(deps: PipelineDeps) {
     // Three independent `_id` lookups, in parallel: the task, its end marker, the stage's
     // stored outcome.
     const [found, ended, done] = await Promise.all([
-      tasksOf(models).findOne({ _id: taskId }),
+      taskById(models, taskId),
       hasEnded(models, taskId),
       markersOf(models).findOne({ _id: doneMarker.id }),
     ]);
@@ -299,10 +303,7 @@ export function createPipeline(deps: PipelineDeps) {
           }
           if (round > (task.round ?? 0)) {
             // The first stage of a round a stage outcome started (a self-review round).
-            await tasksOf(models).updateOne(
-              { _id: taskId, $or: [{ round: { $lt: round } }, { round: { $exists: false } }] },
-              { $set: { round } },
-            );
+            await raiseRound(models, taskId, round);
             task = { ...task, round };
           }
           task = await withRepo(task);
@@ -423,7 +424,7 @@ export function createPipeline(deps: PipelineDeps) {
       default_branch: repo.default_branch ?? "",
       installation_id: workspace.github?.installation_id ?? null,
     };
-    await tasksOf(models).updateOne({ _id: task._id }, { $set: { repo: snapshot } });
+    await updateTask(models, task._id, { repo: snapshot });
     return { ...task, repo: snapshot };
   }
 
@@ -469,10 +470,8 @@ export function createPipeline(deps: PipelineDeps) {
         await events.append(taskId, payload);
       },
       async update(set) {
-        await tasksOf(models).updateOne(
-          { _id: taskId },
-          { $set: { ...set, updated_at: new Date() } },
-        );
+        // Untyped until StageContext.update takes a TaskUpdate.
+        await updateTask(models, taskId, { ...set, updated_at: new Date() } as TaskUpdate);
       },
       async addUsage(usage) {
         cost.input_tokens += usage.inputTokens;

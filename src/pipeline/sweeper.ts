@@ -1,6 +1,7 @@
 import path from "node:path";
 import type { Config } from "../config/env.js";
 import { collectionOf, type Models, type OnceRecord, type TaskRecord } from "../db/models.js";
+import { endedTasksAmong, untouchedOpenTasks } from "../domain/tasks/store.js";
 import { claimMarker, dropMarkers, markerKind } from "../durable/markers.js";
 import { taskEndMarker } from "../domain/tasks/endings.js";
 import { gateMarker } from "../domain/tasks/gates.js";
@@ -47,7 +48,6 @@ const MAX_TASKS = 500;
 /** Sweep slot markers older than this many slots are dropped by the sweep that follows. */
 const KEPT_SLOTS = 10;
 
-const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);
 const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 
 /** The stage a phase belongs to (FIXING is part of VERIFYING's stage). */
@@ -177,19 +177,10 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
     await removeExpiredWorkdirs(root, Date.now(), config.dataDirMinFreeMb * 1024 * 1024);
     const ids = (await workdirNames(root)).filter((name) => name.startsWith("task_"));
     if (ids.length === 0) return;
-    const ended = await tasksOf(models)
-      .find(
-        {
-          _id: { $in: ids },
-          status: { $in: ["completed", "failed", "cancelled"] },
-          // Not one just retried or revised (it is running again, or about to).
-          updated_at: { $lt: new Date(Date.now() - intervalMs) },
-        },
-        { projection: { _id: 1 } },
-      )
-      .toArray();
-    for (const { _id } of ended) {
-      const workdir = path.join(root, _id);
+    // Not one just retried or revised (it is running again, or about to).
+    const ended = await endedTasksAmong(models, ids, new Date(Date.now() - intervalMs));
+    for (const id of ended) {
+      const workdir = path.join(root, id);
       // Kept for a follow-up (kept-workdirs.ts): removed below once its time is up.
       if (!isKept(workdir)) await removeWorkdir(workdir);
     }
@@ -201,18 +192,7 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
     const ttlMs = config.jobs.lockLifetimeMs;
     const maxAttempts = config.pipeline.stageMaxAttempts;
     // Untouched for a lock lifetime: a task that just moved has its next job on the way.
-    const open: Array<Pick<TaskRecord, "_id" | "status" | "phase" | "round" | "instruction">> =
-      await tasksOf(models)
-        .find(
-          {
-            status: { $in: ["running", "queued"] },
-            updated_at: { $lt: new Date(now - ttlMs) },
-          },
-          { projection: { _id: 1, status: 1, phase: 1, round: 1, instruction: 1 } },
-        )
-        .sort({ updated_at: 1 })
-        .limit(MAX_TASKS)
-        .toArray();
+    const open = await untouchedOpenTasks(models, new Date(now - ttlMs), MAX_TASKS);
     if (open.length === 0) return result;
 
     // One lookup by `_id` for every task's ending, stage outcomes, gates and first lease.

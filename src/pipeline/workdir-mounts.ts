@@ -16,7 +16,7 @@
  */
 import path from "node:path";
 import { collectionOf, type Models, type OnceRecord } from "../db/models.js";
-import { tasksOf } from "../domain/tasks/model.js";
+import { unfinishedTasksAmong } from "../domain/tasks/store.js";
 import { processIdentity } from "../queue/identity.js";
 import {
   isKept,
@@ -106,16 +106,7 @@ export async function reclaimWorkdirs(
   await removeExpiredWorkdirs(work, Date.now(), minFreeBytes);
   const valid = new Set((await keptWorkdirs(work)).map((kept) => kept.workdir));
   const names = await workdirNames(work);
-  const running = new Set(
-    (
-      await tasksOf(models)
-        .find(
-          { _id: { $in: names }, status: { $nin: ["completed", "failed", "cancelled"] } },
-          { projection: { _id: 1 } },
-        )
-        .toArray()
-    ).map((task) => String(task._id)),
-  );
+  const running = new Set(await unfinishedTasksAmong(models, names));
   const candidates = [
     ...names.map((name) => ({ workdir: path.join(work, name), wanted: running.has(name) })),
     ...(await workdirNames(path.join(dataDir, "health"))).map((name) => ({

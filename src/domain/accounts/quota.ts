@@ -3,10 +3,10 @@ import {
   type AccountDoc,
   type Models,
   type QuotaSlotRecord,
-  type TaskRecord,
   type Tier,
 } from "../../db/models.js";
 import { generationMarker } from "../../durable/markers.js";
+import { unslottedTaskCount } from "../tasks/store.js";
 import { errors } from "../../errors.js";
 import { accountChanged, accountChangedSoon } from "./views.js";
 import { isDuplicateKey } from "../../util/duplicate-key.js";
@@ -23,7 +23,6 @@ const LIMITS: Record<Tier, number | null> = { free: 10, pro: null };
 
 /** The driver collections quotas use, typed by their records (db/models.ts). */
 const slotsOf = (models: Models) => collectionOf<QuotaSlotRecord>(models.QuotaSlot);
-const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);
 const accountsOf = (models: Models) => collectionOf<AccountDoc>(models.Account);
 
 /** The marker bumped by every tier change; caches of account tiers watch it. */
@@ -70,16 +69,8 @@ export async function currentUsage(
     )
   )
     top += 1;
-  return top + (await unslottedTasks(models, account._id, month));
-}
-
-/** Tasks of the month created on an unlimited tier, which hold no slot. */
-function unslottedTasks(models: Models, accountId: string, month: string): Promise<number> {
-  return tasksOf(models).countDocuments({
-    account_id: accountId,
-    "quota.month": month,
-    "quota.slot": null,
-  });
+  // Tasks of the month created on an unlimited tier hold no slot.
+  return top + (await unslottedTaskCount(models, account._id, month));
 }
 
 export interface QuotaClaim {
@@ -127,7 +118,7 @@ export async function claimQuota(
   const limit = monthlyLimitFor(account.tier);
   if (limit === null) return unlimited();
   // Tasks created this month while the account was on an unlimited tier count too.
-  const room = limit - (await unslottedTasks(models, accountId, month));
+  const room = limit - (await unslottedTaskCount(models, accountId, month));
   if (count > room) throw errors.monthlyLimit(limit);
 
   const claimed: number[] = [];

@@ -1,5 +1,6 @@
 import { type Models, type TaskRecord } from "../../db/models.js";
-import { tasksOf, type TaskDeps } from "./model.js";
+import { type TaskDeps } from "./model.js";
+import { conversationTasks } from "./store.js";
 import { followUpTask, reviseTask } from "./revisions.js";
 
 /*
@@ -123,20 +124,4 @@ export function trackerIssueTasks(
   limit = 20,
 ): Promise<TaskRecord[]> {
   return conversationTasks(models, accountId, integrationId, { issue_id: issueId }, limit);
-}
-
-/** The newest tasks of an integration whose `report_to.ref` has every field of `ref`. */
-function conversationTasks(
-  models: Models,
-  accountId: string,
-  integrationId: string,
-  ref: Record<string, string>,
-  limit: number,
-): Promise<TaskRecord[]> {
-  const query: Record<string, string> = {
-    account_id: accountId,
-    "report_to.integration_id": integrationId,
-  };
-  for (const [field, value] of Object.entries(ref)) query[`report_to.ref.${field}`] = value;
-  return tasksOf(models).find(query).sort({ created_at: -1 }).limit(limit).toArray();
 }

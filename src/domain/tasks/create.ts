@@ -8,8 +8,8 @@ import { claimQuota } from "../accounts/quota.js";
 import { findSkill } from "../agents/skills.js";
 import { resolveRepo } from "../workspaces/workspaces.js";
 import { notificationTarget } from "../integrations/notify.js";
-import type { NewTask, TaskDeps } from "./model.js";
-import { tasksOf, newTaskCollection } from "./model.js";
+import type { TaskDeps } from "./model.js";
+import { deleteTasks, insertTasks, taskById, type NewTask } from "./store.js";
 
 export interface CreateTaskInput {
   workspace_id: string;
@@ -111,7 +111,7 @@ export async function createTask(
   } = {},
 ): Promise<TaskRecord & { existed?: true }> {
   if (options.id) {
-    const existing = await tasksOf(deps.models).findOne({ _id: options.id });
+    const existing = await taskById(deps.models, options.id);
     if (existing) return existingTask(existing, accountId);
   }
   await deps.checkStorage();
@@ -151,7 +151,7 @@ export async function createTask(
     await claim.release();
     // Created by a concurrent run of the same request meanwhile.
     if (options.id && isDuplicateKey(error)) {
-      const existing = await tasksOf(deps.models).findOne({ _id: options.id });
+      const existing = await taskById(deps.models, options.id);
       if (existing) return existingTask(existing, accountId);
     }
     throw error;
@@ -223,12 +223,10 @@ export async function createTasks(
     return doc;
   });
   try {
-    await newTaskCollection(deps.models).insertMany(docs, { ordered: true });
+    await insertTasks(deps.models, docs);
   } catch (error) {
     // The ids are fresh, so removing them removes only what this insert wrote.
-    await tasksOf(deps.models)
-      .deleteMany({ _id: { $in: ids } })
-      .catch(() => undefined);
+    await deleteTasks(deps.models, ids).catch(() => undefined);
     await claim.release().catch(() => undefined);
     throw error;
   }

@@ -4,7 +4,13 @@ import { isTerminalEvent } from "./events.js";
 import { claimMarker, markerKind } from "../../durable/markers.js";
 import { recordTaskEnded } from "../../metrics/index.js";
 import type { TaskDeps } from "./model.js";
-import { tasksOf, markersOf } from "./model.js";
+import { markersOf } from "./model.js";
+import {
+  pullRequestOpeners,
+  updatePullRequestOpeners,
+  updateTask,
+  type TaskUpdate,
+} from "./store.js";
 
 /** A task's ending, holding the outcome: the first ending wins. */
 export const taskEndMarker = markerKind("task-end", "task-end", (taskId: string) => [taskId]);
@@ -52,7 +58,7 @@ export async function endTask(deps: TaskDeps, taskId: string, ending: Ending): P
 async function applyEnding(deps: TaskDeps, taskId: string, ending: Ending): Promise<void> {
   const phase: TaskPhase = ending.status === "completed" ? "DONE" : "FAILED";
   const now = new Date();
-  const set: Record<string, unknown> = {
+  const set: TaskUpdate = {
     status: ending.status,
     phase,
     error: ending.error ?? null,
@@ -60,7 +66,7 @@ async function applyEnding(deps: TaskDeps, taskId: string, ending: Ending): Prom
     updated_at: now,
   };
   if (ending.pr_url !== undefined) set.pr_url = ending.pr_url;
-  await tasksOf(deps.models).updateOne({ _id: taskId }, { $set: set });
+  await updateTask(deps.models, taskId, set);
   const lastSeq = await deps.events.lastSeq(taskId);
   const [last] = await deps.events.readNext(taskId, lastSeq - 1, 1);
   if (last && isTerminalEvent(last)) return;
@@ -73,7 +79,7 @@ async function applyEnding(deps: TaskDeps, taskId: string, ending: Ending): Prom
           event_type: "error",
           error: ending.error ?? "The task failed.",
         });
-  await tasksOf(deps.models).updateOne({ _id: taskId }, { $set: { event_seq: final.seq } });
+  await updateTask(deps.models, taskId, { event_seq: final.seq });
   deps.events.forget(taskId);
 }
 
@@ -123,23 +129,16 @@ export async function recordPullRequestOutcome(
   deps: TaskDeps,
   outcome: PullRequestOutcome,
 ): Promise<number> {
-  const tasks = await deps.models.Task.collection
-    .find({ pr_url: outcome.pr_url }, { projection: { _id: 1, pr_state: 1 } })
-    .toArray();
+  const tasks = await pullRequestOpeners(deps.models, outcome.pr_url);
   if (tasks.length === 0) return 0;
-  const result = await deps.models.Task.collection.updateMany(
-    { pr_url: outcome.pr_url },
-    {
-      $set: {
-        pr_state: outcome.merged ? "merged" : "closed",
-        pr_closed_at: outcome.closed_at,
-        pr_merged_at: outcome.merged ? (outcome.merged_at ?? outcome.closed_at) : null,
-        updated_at: new Date(),
-      },
-    },
-  );
+  const changed = await updatePullRequestOpeners(deps.models, outcome.pr_url, {
+    pr_state: outcome.merged ? "merged" : "closed",
+    pr_closed_at: outcome.closed_at,
+    pr_merged_at: outcome.merged ? (outcome.merged_at ?? outcome.closed_at) : null,
+    updated_at: new Date(),
+  });
   if (outcome.merged)
     for (const task of tasks)
-      if (task.pr_state !== "merged") await deps.notifyThread(String(task._id), "merged");
-  return result.modifiedCount;
+      if (task.pr_state !== "merged") await deps.notifyThread(task._id, "merged");
+  return changed;
 }

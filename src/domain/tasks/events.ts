@@ -1,6 +1,7 @@
 import { EventEmitter } from "node:events";
 import type { z } from "zod";
-import { collectionOf, type Models, type TaskRecord } from "../../db/models.js";
+import { collectionOf, type Models } from "../../db/models.js";
+import { taskFields } from "./store.js";
 import { redactDeep } from "../../util/redact.js";
 import { isDuplicateKey } from "../../util/duplicate-key.js";
 import type { taskEventPayload } from "./event-schema.js";
@@ -42,9 +43,8 @@ interface StoredEvent {
   payload: Record<string, unknown>;
 }
 
-/** The driver collections the event log uses, typed by their records (db/models.ts). */
+/** The driver collection of the event log, typed by its records (db/models.ts). */
 const eventsOf = (models: Models) => collectionOf<StoredEvent>(models.TaskEvent);
-const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);
 
 function fromStored(doc: StoredEvent): TaskEvent {
   return {
@@ -113,10 +113,7 @@ export class TaskEventLog {
   private async knownTop(taskId: string): Promise<number> {
     const cached = this.top.get(taskId);
     if (cached !== undefined) return cached;
-    const task = await tasksOf(this.models).findOne(
-      { _id: taskId },
-      { projection: { event_seq: 1 } },
-    );
+    const task = await taskFields(this.models, taskId, ["event_seq"]);
     const hint = typeof task?.event_seq === "number" ? task.event_seq : 1;
     return this.walkUp(taskId, hint);
   }

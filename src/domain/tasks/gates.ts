@@ -5,8 +5,8 @@ import { sanitizeUntrusted } from "../../text/sanitize.js";
 import { type MarkerPart, claimMarker, markerKind } from "../../durable/markers.js";
 import { endTask, hasEnded, repairEnding } from "./endings.js";
 import type { TaskDeps } from "./model.js";
-import { isTerminal, tasksOf } from "./model.js";
-import { getTask } from "./queries.js";
+import { isTerminal } from "./model.js";
+import { getTask, updateTask, type TaskUpdate } from "./store.js";
 
 /** The decision at a task's gate, in its round (none in round 0). */
 export const gateMarker = markerKind(
@@ -119,22 +119,19 @@ export async function moveTo(
   taskId: string,
   phase: TaskPhase,
   status: TaskStatus,
-  extra: Record<string, unknown> = {},
+  extra: TaskUpdate = {},
   /** The caller looked up `hasEnded` itself just before: skip the first lookup. */
   options: { endChecked?: boolean } = {},
 ): Promise<boolean> {
   if (!options.endChecked && (await hasEnded(deps.models, taskId))) return false;
   const now = new Date();
-  await tasksOf(deps.models).updateOne(
-    { _id: taskId },
-    { $set: { phase, status, updated_at: now, ...extra } },
-  );
+  await updateTask(deps.models, taskId, { phase, status, updated_at: now, ...extra });
   if (await hasEnded(deps.models, taskId)) {
     await repairEnding(deps, taskId);
     return false;
   }
   const event = await deps.events.append(taskId, { event_type: "phase", phase, status });
-  await tasksOf(deps.models).updateOne({ _id: taskId }, { $set: { event_seq: event.seq } });
+  await updateTask(deps.models, taskId, { event_seq: event.seq });
   deps.reportProgress(taskId, event.seq);
   return true;
 }

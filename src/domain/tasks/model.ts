@@ -2,10 +2,11 @@ import {
   collectionOf,
   type Models,
   type OnceRecord,
-  type TaskRecord,
   type TaskStatus,
   type Tier,
 } from "../../db/models.js";
+import { TERMINAL_STATUSES } from "../../db/task-states.js";
+import { type NewTask } from "./store.js";
 import { type TaskEventLog } from "./events.js";
 import { type WorkspaceRecord } from "../workspaces/workspaces.js";
 import { markerKind } from "../../durable/markers.js";
@@ -17,19 +18,7 @@ export const stageDoneMarker = markerKind(
   (taskId: string, stage: string) => [taskId, stage],
 );
 
-/** The driver collections this module reads and writes, typed by their records. */
-export const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);
-
-/** A new task as inserted: the repository snapshot and the pipeline's fields come later. */
-export type NewTask = Pick<
-  TaskRecord,
-  "_id" | "account_id" | "workspace_id" | "repo_id" | "description" | "status" | "phase"
-> &
-  Partial<TaskRecord>;
-
-/** Where new tasks are inserted (the service batches these inserts: db/insert-batcher.ts). */
-export const newTaskCollection = (models: Models) => collectionOf<NewTask>(models.Task);
-
+/** The once-markers collection, typed by its records. */
 export const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 
 /*
@@ -103,8 +92,6 @@ export const STAGE_NAMES = [
 ] as const;
 
 export type StageName = (typeof STAGE_NAMES)[number];
-
-export const TERMINAL_STATUSES: readonly TaskStatus[] = ["completed", "failed", "cancelled"];
 
 export function isTerminal(status: TaskStatus): boolean {
   return TERMINAL_STATUSES.includes(status);

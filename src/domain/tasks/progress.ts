@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { collectionOf, type Models, type OnceRecord, type TaskRecord } from "../../db/models.js";
+import { taskById, taskRepoKind } from "./store.js";
 import { claimMarker, markerKind } from "../../durable/markers.js";
 
 /** A task's progress check run, created once; it holds the run's id. */
@@ -35,7 +36,6 @@ export const githubProgressLockMarker = markerKind(
  * runs and reports that, so a late job can never put an older phase back.
  */
 
-const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);
 const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 
 /** What is kept of a task's check run (on its `gh-progress` marker). */
@@ -77,7 +77,7 @@ export async function progressTask(
   taskId: string,
 ): Promise<(TaskRecord & { github_check: GithubCheckRecord | null }) | null> {
   const [task, check] = await Promise.all([
-    tasksOf(models).findOne({ _id: taskId }),
+    taskById(models, taskId),
     checkRunRecord(models, taskId),
   ]);
   if (!task || task.repo?.kind !== "github" || task.repo.installation_id == null) return null;
@@ -89,8 +89,7 @@ export async function progressTask(
  * GitHub. Before work starts the task has no repository snapshot and no commit to show.
  */
 export async function reportsProgress(models: Models, taskId: string): Promise<boolean> {
-  const task = await tasksOf(models).findOne({ _id: taskId }, { projection: { "repo.kind": 1 } });
-  return task?.repo?.kind === "github";
+  return (await taskRepoKind(models, taskId)) === "github";
 }
 
 /**

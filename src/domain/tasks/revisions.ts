@@ -1,5 +1,4 @@
 import {
-  collectionOf,
   type InstructionRecord,
   type Models,
   type PlanStep,
@@ -17,7 +16,7 @@ import { stageDoneMarker } from "./model.js";
 import { rememberFeedback } from "../agents/memory.js";
 import { getWorkspace } from "../workspaces/workspaces.js";
 import { createTask, type CreateTaskInput } from "./create.js";
-import { getTask } from "./queries.js";
+import { getTask, pushRevision, setRevisionResult, updateTask } from "./store.js";
 import { moveTo } from "./gates.js";
 import { type StageName, type TaskDeps } from "./model.js";
 
@@ -38,9 +37,6 @@ export const taskRetryMarker = markerKind(
  * the task): its stages run under stage markers, leases and jobs of their own (stageKey), so
  * a stage that finished in an earlier round runs again, and its gate is decided anew.
  */
-
-/** The driver collection this module writes, typed by its records. */
-const tasksOf = (models: Models) => collectionOf<TaskRecord>(models.Task);
 
 /** Longest feedback (and reason) quoted in a log event. */
 const LOGGED_FEEDBACK_CHARS = 300;
@@ -113,13 +109,12 @@ export async function reviseTask(
     text: feedback,
     by: input.by,
   };
-  await tasksOf(deps.models).updateOne(
-    { _id: taskId },
-    {
-      $push: { revisions: revision },
-      $set: { round: next, instruction, fix_attempts: 0, updated_at: now },
-    },
-  );
+  await pushRevision(deps.models, taskId, revision, {
+    round: next,
+    instruction,
+    fix_attempts: 0,
+    updated_at: now,
+  });
   await deps.events.append(taskId, {
     event_type: "log",
     message: `Revision ${used + 1} of ${max} of the ${gate}, asked by ${input.by}: ${quoted(feedback)}`,
@@ -146,10 +141,7 @@ export async function recordRevisionResult(
   const index = revisions.length - 1;
   const gate = "plan" in result ? "plan" : "diff";
   if (index < 0 || revisions[index]!.gate !== gate) return;
-  await tasksOf(models).updateOne(
-    { _id: task._id },
-    { $set: { [`revisions.${index}.${gate}`]: "plan" in result ? result.plan : result.diff } },
-  );
+  await setRevisionResult(models, task._id, index, result);
 }
 
 /** Where a failed task stopped: the stage to run again, from its phase events and markers. */
@@ -246,19 +238,14 @@ export async function retryTask(
       by: input.by,
     };
   const now = new Date();
-  await tasksOf(deps.models).updateOne(
-    { _id: taskId },
-    {
-      $set: {
-        round: next,
-        instruction,
-        error: null,
-        finished_at: null,
-        updated_at: now,
-        ...(stage === "verify" || stage === "rework" ? { fix_attempts: 0 } : {}),
-      },
-    },
-  );
+  await updateTask(deps.models, taskId, {
+    round: next,
+    instruction,
+    error: null,
+    finished_at: null,
+    updated_at: now,
+    ...(stage === "verify" || stage === "rework" ? { fix_attempts: 0 } : {}),
+  });
   // The ending is undone: the task runs again and will end again.
   await dropMarkers(deps.models, [taskEndMarker(taskId)]);
   deps.events.forget(taskId);

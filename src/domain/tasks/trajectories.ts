@@ -3,7 +3,7 @@ import { collectionOf, type Models } from "../../db/models.js";
 import { errors } from "../../errors.js";
 import type { ModelCallRecord } from "../../llm/types.js";
 import { redactDeep } from "../../util/redact.js";
-import { tasksOf } from "./model.js";
+import { taskFields } from "./store.js";
 
 /*
  * A task's trajectory: every model call it made, as the model saw it (docs/api.md,
@@ -95,10 +95,7 @@ export async function readTrajectory(
   taskId: string,
   retentionDays: number,
 ): Promise<TrajectoryLine[]> {
-  const task = await tasksOf(models).findOne(
-    { _id: taskId },
-    { projection: { account_id: 1, finished_at: 1 } },
-  );
+  const task = await taskFields(models, taskId, ["account_id", "finished_at"]);
   if (!task || task.account_id !== accountId) throw errors.notFound("task");
   if (task.finished_at && task.finished_at.getTime() < Date.now() - retentionDays * 86_400_000) {
     throw errors.gone(

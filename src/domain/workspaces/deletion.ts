@@ -25,7 +25,8 @@ import { keptWorkdirs, removeKept } from "../../util/workdir-volume.js";
 import type { CronJobs } from "../automations/automations.js";
 import { unlinkInstallation } from "./linking.js";
 import { endTask } from "../tasks/endings.js";
-import { TERMINAL_STATUSES, type TaskDeps } from "../tasks/model.js";
+import { type TaskDeps } from "../tasks/model.js";
+import { unfinishedWorkspaceTasks, workspaceTasksAmong } from "../tasks/store.js";
 import { getWorkspace, WORKSPACES_MARKER, type WorkspaceRecord } from "./workspaces.js";
 
 /** What deleting a workspace needs of the service. */
@@ -52,16 +53,13 @@ async function unfinishedWork(
 ): Promise<{ tasks: string[]; scans: string[] }> {
   const scope = { account_id: accountId, workspace_id: workspaceId };
   const [tasks, scans] = await Promise.all([
-    collectionOf<IdRow>(models.Task)
-      .find({ ...scope, status: { $nin: [...TERMINAL_STATUSES] } }, { projection: { _id: 1 } })
-      .limit(NAMED_MAX + 1)
-      .toArray(),
+    unfinishedWorkspaceTasks(models, accountId, workspaceId, NAMED_MAX + 1),
     collectionOf<IdRow>(models.HealthReport)
       .find({ ...scope, status: { $in: ["pending", "running"] } }, { projection: { _id: 1 } })
       .limit(NAMED_MAX + 1)
       .toArray(),
   ]);
-  return { tasks: tasks.map((t) => t._id), scans: scans.map((s) => s._id) };
+  return { tasks, scans: scans.map((s) => s._id) };
 }
 
 function named(ids: string[]): string {
@@ -100,18 +98,9 @@ async function removeRow(models: Models, ws: WorkspaceRecord, accountId: string)
  * before any stage runs on a workspace that is gone.
  */
 async function cancelLateTasks(deps: TaskDeps, accountId: string, workspaceId: string) {
-  const late = await collectionOf<IdRow>(deps.models.Task)
-    .find(
-      {
-        account_id: accountId,
-        workspace_id: workspaceId,
-        status: { $nin: [...TERMINAL_STATUSES] },
-      },
-      { projection: { _id: 1 } },
-    )
-    .toArray();
-  for (const { _id } of late)
-    await endTask(deps, _id, {
+  const late = await unfinishedWorkspaceTasks(deps.models, accountId, workspaceId);
+  for (const id of late)
+    await endTask(deps, id, {
       status: "cancelled",
       error: "Cancelled: its workspace was deleted while the task was being created.",
     });
@@ -138,13 +127,13 @@ async function releaseKeptCopies(
   const kept = await keptWorkdirs(deps.workRoot);
   if (kept.length === 0) return 0;
   const byTask = new Map(kept.map((k) => [path.basename(k.workdir), k.workdir]));
-  const ours = await collectionOf<IdRow>(deps.tasks.models.Task)
-    .find(
-      { _id: { $in: [...byTask.keys()] }, account_id: accountId, workspace_id: workspaceId },
-      { projection: { _id: 1 } },
-    )
-    .toArray();
-  for (const { _id } of ours) await removeKept(byTask.get(_id)!);
+  const ours = await workspaceTasksAmong(
+    deps.tasks.models,
+    [...byTask.keys()],
+    accountId,
+    workspaceId,
+  );
+  for (const id of ours) await removeKept(byTask.get(id)!);
   return ours.length;
 }
 

@@ -1,8 +1,7 @@
 import { z } from "zod";
 import type { Models } from "../../db/models.js";
 import { claimMarker, markerKind } from "../../durable/markers.js";
-import { taskById } from "../../domain/tasks/queries.js";
-import { taskConversations } from "../../domain/tasks/threads.js";
+import { taskById, taskConversations } from "../../domain/tasks/store.js";
 import type { JobKind, Scheduler } from "../../queue/scheduler.js";
 import { redactTextIn, SecretScope } from "../../util/redact.js";
 import { withRetries } from "../../util/retry.js";

@@ -3,7 +3,7 @@ import type { Models, TaskRecord } from "../../db/models.js";
 import { claimMarkers, type Marker } from "../../durable/markers.js";
 import type { TaskSource } from "../../domain/integrations/types.js";
 import { decide, type Decision } from "../../domain/tasks/gates.js";
-import { trackerIssueTask } from "../../domain/tasks/threads.js";
+import { trackerIssueTask } from "../../domain/tasks/store.js";
 import { respondToConversation, trackerIssueTasks } from "../../domain/tasks/conversations.js";
 import { type TaskDeps } from "../../domain/tasks/model.js";
 import { isAppError } from "../../errors.js";

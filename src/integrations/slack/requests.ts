@@ -1,4 +1,4 @@
-import { setReportThread } from "../../domain/tasks/threads.js";
+import { setReportThread } from "../../domain/tasks/store.js";
 import { type CreateTaskInput } from "../../domain/tasks/create.js";
 import { accountRepos } from "../../domain/workspaces/workspaces.js";
 import type { IntegrationRecord } from "../../domain/integrations/store.js";

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { cancelTask, decide, type Decision } from "../../../domain/tasks/gates.js";
 import { createTask } from "../../../domain/tasks/create.js";
-import { getTask, listTasks } from "../../../domain/tasks/queries.js";
+import { getTask, listTasks } from "../../../domain/tasks/store.js";
 import { toTaskView, type TaskView } from "../../../domain/tasks/views.js";
 import type { Principal } from "../../../domain/accounts/keys.js";
 import { reviewPullRequest } from "../../../domain/pull-requests/review.js";

@@ -621,8 +621,17 @@ export interface FollowUpRecord {
 
 export type TaskRecord = Omit<
   TaskDoc,
-  "repo" | "checks" | "memories_used" | "revisions" | "instruction" | "follow_up" | "verified"
+  | "repo"
+  | "plan"
+  | "checks"
+  | "memories_used"
+  | "revisions"
+  | "instruction"
+  | "follow_up"
+  | "verified"
 > & {
+  /** Stored as plain objects (the driver reads them): not mongoose's document array. */
+  plan?: PlanStep[] | null;
   checks?: CheckRecord | null;
   verified?: VerifiedRecord | null;
   revisions?: RevisionRecord[] | null;

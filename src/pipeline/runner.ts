@@ -15,6 +15,7 @@ import { isTerminal, STAGE_NAMES, type StageName, type TaskDeps } from "../domai
 import { moveTo } from "../domain/tasks/gates.js";
 import {
   addCommandMs,
+  applyUpdate,
   raiseRound,
   taskById,
   taskFields,
@@ -469,9 +470,10 @@ export function createPipeline(deps: PipelineDeps) {
       async emit(payload) {
         await events.append(taskId, payload);
       },
-      async update(set) {
-        // Untyped until StageContext.update takes a TaskUpdate.
-        await updateTask(models, taskId, { ...set, updated_at: new Date() } as TaskUpdate);
+      async update(fields) {
+        const written: TaskUpdate = { ...fields, updated_at: new Date() };
+        await updateTask(models, taskId, written);
+        ctx.task = applyUpdate(ctx.task, written);
       },
       async addUsage(usage) {
         cost.input_tokens += usage.inputTokens;

@@ -3,6 +3,7 @@ import type { Models, TaskPhase, TaskRecord, TaskStatus } from "../db/models.js"
 import type { TaskEventPayload } from "../domain/tasks/events.js";
 import type { Ending } from "../domain/tasks/endings.js";
 import type { StageName } from "../domain/tasks/model.js";
+import type { TaskUpdate } from "../domain/tasks/store.js";
 import type { GithubClient } from "../github-api/client.js";
 import type { RepoIndex } from "../indexer/index.js";
 import type { ReadyModelClient } from "../llm/provider.js";
@@ -24,6 +25,7 @@ export type StageOutcome =
 
 /** What a stage function gets: the task, its working copy, and ways to report progress. */
 export interface StageContext {
+  /** The task as the stage started it, with what `update` wrote since. */
   task: TaskRecord;
   config: Config;
   models: Models;
@@ -33,7 +35,8 @@ export interface StageContext {
   signal: AbortSignal;
   log(message: string): Promise<void>;
   emit(payload: TaskEventPayload): Promise<void>;
-  update(set: Record<string, unknown>): Promise<void>;
+  /** Sets fields of the task (and `updated_at`); `task` shows them from then on. */
+  update(fields: TaskUpdate): Promise<void>;
   /** Adds a model call's tokens and price to the task; throws when the budget is used up. */
   addUsage(usage: PricedUsage): Promise<void>;
   /** The working copy's index: from memory, or rebuilt when another process built it. */

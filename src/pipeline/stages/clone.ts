@@ -1,6 +1,7 @@
 import path from "node:path";
 import { adoptWorkdir, prepareWorkdir, removeWorkdir } from "../../util/workdir-volume.js";
 import { recordDefaultBranch } from "../../domain/workspaces/linking.js";
+import { repoField } from "../../domain/tasks/store.js";
 import { headCommit, runGit, shallowClone } from "../../util/git.js";
 import { remoteGitArgs, RemoteUrlError } from "../../util/remote-url.js";
 import { StageError } from "../errors.js";
@@ -162,8 +163,6 @@ export const cloneStage: Stage = {
     });
     if (ctx.task.pinned_sha) {
       await checkoutPinned(ctx, url, config, ctx.task.pinned_sha);
-      // Later stages (publish, a resumed working copy) read the task's own record.
-      ctx.task.base_sha = await headCommit(ctx.workdir);
     }
     const sha = await headCommit(ctx.workdir);
     await ctx.update({ base_sha: sha });
@@ -173,8 +172,7 @@ export const cloneStage: Stage = {
       const found = (
         await runGit(["symbolic-ref", "--short", "HEAD"], { cwd: ctx.workdir })
       ).trim();
-      await ctx.update({ "repo.default_branch": found });
-      ctx.task.repo.default_branch = found;
+      await ctx.update(repoField("default_branch", found));
       await recordDefaultBranch(ctx.models, ctx.task.workspace_id, ctx.task.repo_id, found).catch(
         (error: unknown) => ctx.logger.warn({ err: error }, "could not record the default branch"),
       );

@@ -65,7 +65,6 @@ export const planStage: Stage = {
     const memories = await recall(ctx.models, memoryScopeOf(ctx.task));
     if (memories.length > 0) {
       await ctx.update({ memories_used: memories });
-      ctx.task.memories_used = memories;
       await ctx.log(
         `Using ${memories.length} item${memories.length === 1 ? "" : "s"} of repository memory from earlier tasks.`,
       );

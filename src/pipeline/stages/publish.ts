@@ -136,7 +136,6 @@ export const publishStage: Stage = {
         pr_number: followUp.pr_number,
         ...(followUp.pr_url ? { pr_state: "open" } : {}),
       });
-      ctx.task.pr_url = followUp.pr_url;
       await ctx.log(
         followUp.pr_url
           ? `The new commits are on the pull request ${followUp.pr_url}.`

@@ -1,9 +1,7 @@
-import { collectionOf, type Models, type OnceRecord } from "../db/models.js";
-import { claimOnce, markerKind, type Marker } from "./once.js";
+import type { Models } from "../db/models.js";
+import { markerKind, type Marker } from "./once.js";
+import { claimMarker, markerFields, markersFields, setMarkerFields } from "./markers.js";
 import { processIdentity } from "../queue/identity.js";
-
-/** The driver collections this module uses, typed by their records (db/models.ts). */
-const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 
 /*
  * Leases of long-running work (a pipeline stage, a health scan) that must run once at a time
@@ -53,8 +51,8 @@ export async function acquireLease(models: Models, options: LeaseOptions): Promi
       holder_id: processIdentity(),
       ...(holder ? { holder } : {}),
     };
-    if (await claimOnce(markersOf(models), marker, fields)) return { id, attempt };
-    const lease = await markersOf(models).findOne({ _id: id });
+    if (await claimMarker(models, marker, fields)) return { id, attempt };
+    const lease = await markerFields(models, marker);
     const beat = lease?.heartbeat_at instanceof Date ? lease.heartbeat_at.getTime() : 0;
     if (lease?.released !== true && Date.now() - beat < ttlMs) return "busy";
   }
@@ -72,9 +70,7 @@ export async function leaseExpiry(
   now = Date.now(),
 ): Promise<{ attempt: number; at: Date } | undefined> {
   const ids = Array.from({ length: options.maxAttempts }, (_, n) => options.attempt(n).id);
-  const leases = await markersOf(models)
-    .find({ _id: { $in: ids } }, { projection: { _id: 1, heartbeat_at: 1, released: 1 } })
-    .toArray();
+  const leases = await markersFields(models, ids, ["_id", "heartbeat_at", "released"]);
   let live: { attempt: number; at: Date } | undefined;
   for (const lease of leases) {
     if (lease.released === true || !(lease.heartbeat_at instanceof Date)) continue;
@@ -88,12 +84,12 @@ export async function leaseExpiry(
 
 /** The holder's heartbeat. */
 export async function beatLease(models: Models, leaseId: string): Promise<void> {
-  await markersOf(models).updateOne({ _id: leaseId }, { $set: { heartbeat_at: new Date() } });
+  await setMarkerFields(models, leaseId, { heartbeat_at: new Date() });
 }
 
 /** The holder stopped: the next run may take the next attempt at once. */
 export async function releaseLease(models: Models, leaseId: string): Promise<void> {
-  await markersOf(models).updateOne({ _id: leaseId }, { $set: { released: true } });
+  await setMarkerFields(models, leaseId, { released: true });
 }
 
 /** What a leased run's work gets: its attempt, a signal that stops it, and its controls. */

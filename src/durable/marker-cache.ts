@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { collectionOf, type Models, type OnceRecord } from "../db/models.js";
+import type { Models } from "../db/models.js";
 import { isDuplicateKey } from "../util/duplicate-key.js";
-import type { Marker } from "./markers.js";
+import { markerFields, upsertMarker, type Marker } from "./markers.js";
 
 /** A generation marker (`generationMarker`, durable/once.ts), declared by its owner. */
 type Generation = Marker<"marker">;
@@ -18,17 +18,11 @@ type Generation = Marker<"marker">;
 /** Bumps a marker: every reader sees a new value at its next poll. */
 export async function bumpMarker(models: Models, marker: Generation): Promise<void> {
   try {
-    await collectionOf<OnceRecord>(models.Once).updateOne(
-      { _id: marker.id },
-      {
-        $set: {
-          scope: marker.scope,
-          value: randomBytes(8).toString("hex"),
-          updated_at: new Date(),
-        },
-      },
-      { upsert: true },
-    );
+    await upsertMarker(models, marker, {
+      scope: marker.scope,
+      value: randomBytes(8).toString("hex"),
+      updated_at: new Date(),
+    });
   } catch (error) {
     // A concurrent first upsert may collide on _id; the marker changed either way.
     if (!isDuplicateKey(error)) throw error;
@@ -58,10 +52,7 @@ export function bumpMarkerSoon(models: Models, marker: Generation, delayMs: numb
 
 /** A marker's current value (undefined before its first bump). */
 export async function readMarker(models: Models, marker: Generation): Promise<unknown> {
-  const doc = await collectionOf<OnceRecord>(models.Once).findOne(
-    { _id: marker.id },
-    { projection: { value: 1 } },
-  );
+  const doc = await markerFields(models, marker, ["value"]);
   return doc?.value;
 }
 

@@ -6,8 +6,13 @@ import { isDuplicateKey } from "../util/duplicate-key.js";
  * Once-markers for the doors, the pipeline and the domain: how a kind is declared by its
  * owner (durable/once.ts, re-exported here) and the few things done with one. A door
  * declares and claims its delivery, command and notice markers here, never through the
- * database modules.
+ * database modules. This module is the one that reads and writes `once_markers` for the
+ * service (the scheduler's job store claims its job locks there itself, without the models:
+ * durable/exclusive-locks.ts).
  */
+
+/** The once-markers collection, typed by its records: this module's alone. */
+const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 
 export {
   declaredMarkerKinds,
@@ -28,7 +33,7 @@ export function claimMarker(
   marker: Marker,
   fields?: Record<string, unknown> & { created_at?: Date },
 ): Promise<boolean> {
-  return claimOnce(collectionOf<OnceRecord>(models.Once), marker, fields);
+  return claimOnce(markersOf(models), marker, fields);
 }
 
 /**
@@ -39,7 +44,7 @@ export function claimMarker(
 export async function claimMarkers(models: Models, all: readonly Marker[]): Promise<boolean> {
   const now = new Date();
   try {
-    await collectionOf<OnceRecord>(models.Once).insertMany(
+    await markersOf(models).insertMany(
       all.map((marker) => ({ _id: marker.id, scope: marker.scope, created_at: now })),
       { ordered: true },
     );
@@ -60,7 +65,7 @@ export async function claimMarkersFor(
   all: readonly Marker[],
   owner: string,
 ): Promise<boolean> {
-  const collection = collectionOf<OnceRecord>(models.Once);
+  const collection = markersOf(models);
   for (const marker of all) {
     if (await claimMarker(models, marker, { owner })) continue;
     const held = await collection.findOne({ _id: marker.id }, { projection: { owner: 1 } });
@@ -79,15 +84,97 @@ export async function markerExists(models: Models, marker: Marker): Promise<bool
   return Boolean(await models.Once.exists({ _id: marker.id }));
 }
 
-/** The fields a claimed marker was stored with (`claimMarker`'s extra fields); null: unclaimed. */
-export async function markerFields(
+/**
+ * The fields a claimed marker was stored with (`claimMarker`'s extra fields), or only the
+ * `fields` named; null: unclaimed.
+ */
+export function markerFields(
   models: Models,
   marker: Marker,
-): Promise<Record<string, unknown> | null> {
-  return (await collectionOf<OnceRecord>(models.Once).findOne({ _id: marker.id })) as Record<
-    string,
-    unknown
-  > | null;
+  fields?: readonly string[],
+): Promise<OnceRecord | null> {
+  if (!fields) return markersOf(models).findOne({ _id: marker.id });
+  return markersOf(models).findOne({ _id: marker.id }, { projection: projectionOf(fields) });
+}
+
+/** The `fields` of those of the markers `ids` that are claimed. */
+export function markersFields(
+  models: Models,
+  ids: readonly string[],
+  fields: readonly string[],
+): Promise<OnceRecord[]> {
+  return markersOf(models)
+    .find({ _id: { $in: [...ids] } }, { projection: projectionOf(fields) })
+    .toArray();
+}
+
+function projectionOf(fields: readonly string[]): Record<string, 1> {
+  return Object.fromEntries(fields.map((field) => [field, 1]));
+}
+
+/** Sets fields on a claimed marker (nothing when it is not claimed). */
+export async function setMarkerFields(
+  models: Models,
+  marker: Marker | string,
+  fields: Record<string, unknown>,
+): Promise<void> {
+  await markersOf(models).updateOne({ _id: idOf(marker) }, { $set: fields });
+}
+
+/** Sets fields on a marker, creating it with `onInsert` when it is not claimed yet. */
+export async function upsertMarker(
+  models: Models,
+  marker: Marker,
+  fields: Record<string, unknown>,
+  onInsert?: Record<string, unknown>,
+): Promise<void> {
+  await markersOf(models).updateOne(
+    { _id: marker.id },
+    { $set: fields, ...(onInsert ? { $setOnInsert: onInsert } : {}) },
+    { upsert: true },
+  );
+}
+
+/** Drops one marker; with `heldBy`, only while it still has those field values. */
+export async function dropMarker(
+  models: Models,
+  marker: Marker,
+  heldBy: Record<string, string | number> = {},
+): Promise<void> {
+  await markersOf(models).deleteOne({ _id: marker.id, ...heldBy });
+}
+
+/** Drops one marker if its `expires_at` has passed. */
+export async function dropMarkerIfExpired(models: Models, marker: Marker): Promise<void> {
+  await markersOf(models).deleteOne({ _id: marker.id, expires_at: { $lt: new Date() } });
+}
+
+/**
+ * The ids of the leases (durable/lease.ts) of the kinds `prefixes` whose holder beat after
+ * `beatSince`, has not released them, and is another process than `notHolder`.
+ */
+export async function liveLeaseIds(
+  models: Models,
+  prefixes: readonly string[],
+  beatSince: Date,
+  notHolder: string,
+): Promise<string[]> {
+  const leases = await markersOf(models)
+    .find(
+      {
+        _id: { $regex: `^(${prefixes.join("|")}):` },
+        released: { $ne: true },
+        heartbeat_at: { $gt: beatSince },
+        holder_id: { $exists: true, $ne: notHolder },
+      },
+      { projection: { _id: 1 } },
+    )
+    .toArray();
+  return leases.map((lease) => String(lease._id));
+}
+
+function idOf(marker: Marker | string): string {
+  return typeof marker === "string" ? marker : marker.id;
 }
 
 /** Drops claimed markers, so that the work they stand for may be done again. */
@@ -106,7 +193,7 @@ export async function pruneMarkers(
   cutoff: Date,
   shortLived: Readonly<Record<string, Date>> = {},
 ): Promise<void> {
-  await collectionOf<OnceRecord>(models.Once).deleteMany({
+  await markersOf(models).deleteMany({
     $or: [
       { created_at: { $lt: cutoff } },
       ...Object.entries(shortLived).map(([scope, before]) => ({

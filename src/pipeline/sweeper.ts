@@ -1,8 +1,8 @@
 import path from "node:path";
 import type { Config } from "../config/env.js";
-import { collectionOf, type Models, type OnceRecord, type TaskRecord } from "../db/models.js";
+import type { Models, OnceRecord, TaskRecord } from "../db/models.js";
 import { endedTasksAmong, untouchedOpenTasks } from "../domain/tasks/store.js";
-import { claimMarker, dropMarkers, markerKind } from "../durable/markers.js";
+import { claimMarker, dropMarkers, markerKind, markersFields } from "../durable/markers.js";
 import { taskEndMarker } from "../domain/tasks/endings.js";
 import { gateMarker } from "../domain/tasks/gates.js";
 import { stageDoneMarker } from "../domain/tasks/model.js";
@@ -47,8 +47,6 @@ export const taskSweepMarker = markerKind("task-sweep", "task-sweep", (slot: Dat
 const MAX_TASKS = 500;
 /** Sweep slot markers older than this many slots are dropped by the sweep that follows. */
 const KEPT_SLOTS = 10;
-
-const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 
 /** The stage a phase belongs to (FIXING is part of VERIFYING's stage). */
 const STAGE_OF_PHASE: Partial<Record<string, StageName>> = { FIXING: "verify" };
@@ -206,11 +204,7 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
       ...(task.status === "queued" ? [stageLease(task._id, "clone", 0).id] : []),
     ]);
     const found = new Map(
-      (
-        await markersOf(models)
-          .find({ _id: { $in: ids } }, { projection: { _id: 1, outcome: 1 } })
-          .toArray()
-      ).map((marker) => [marker._id, marker]),
+      (await markersFields(models, ids, ["_id", "outcome"])).map((marker) => [marker._id, marker]),
     );
     const planned: Array<{ task_id: string; stage: StageName; round: number }> = [];
     for (const task of open) {
@@ -242,9 +236,7 @@ export function createTaskSweep(deps: TaskSweepDeps): TaskSweep {
         (_, n) => stageLease(p.task_id, stageKey(p.stage, p.round), n).id,
       ),
     );
-    const leases = await markersOf(models)
-      .find({ _id: { $in: leaseIds } }, { projection: { _id: 1, heartbeat_at: 1, released: 1 } })
-      .toArray();
+    const leases = await markersFields(models, leaseIds, ["_id", "heartbeat_at", "released"]);
     const live = new Set<string>();
     for (const lease of leases) {
       const beat = lease.heartbeat_at instanceof Date ? lease.heartbeat_at.getTime() : 0;

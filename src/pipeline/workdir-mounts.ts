@@ -15,7 +15,8 @@
  * - `npm run data:release` (cli/data-release.ts) takes everything off, for an operator.
  */
 import path from "node:path";
-import { collectionOf, type Models, type OnceRecord } from "../db/models.js";
+import type { Models } from "../db/models.js";
+import { liveLeaseIds } from "../durable/markers.js";
 import { unfinishedTasksAmong } from "../domain/tasks/store.js";
 import { processIdentity } from "../queue/identity.js";
 import {
@@ -41,20 +42,15 @@ export async function heldElsewhere(
   dataDir: string,
   ttlMs: number,
 ): Promise<Set<string>> {
-  const leases = await collectionOf<OnceRecord>(models.Once)
-    .find(
-      {
-        _id: { $regex: "^(lease|health-lease):" },
-        released: { $ne: true },
-        heartbeat_at: { $gt: new Date(Date.now() - ttlMs) },
-        holder_id: { $exists: true, $ne: processIdentity() },
-      },
-      { projection: { _id: 1 } },
-    )
-    .toArray();
+  const leases = await liveLeaseIds(
+    models,
+    ["lease", "health-lease"],
+    new Date(Date.now() - ttlMs),
+    processIdentity(),
+  );
   const held = new Set<string>();
-  for (const { _id } of leases) {
-    const [kind, id, ...rest] = String(_id).split(":");
+  for (const leaseId of leases) {
+    const [kind, id, ...rest] = leaseId.split(":");
     if (kind === "lease") held.add(path.join(dataDir, "work", id!));
     else held.add(path.join(dataDir, "health", `${id}-${rest.at(-1)}`));
   }

@@ -1,12 +1,7 @@
 import { afterFilter, type PageRequest } from "../../util/paging.js";
-import { claimMarker, markerKind } from "../../durable/markers.js";
+import { claimMarker, dropMarker, markerKind } from "../../durable/markers.js";
 import { mapConcurrently } from "../../util/concurrency.js";
-import {
-  collectionOf,
-  type AutomationTrigger,
-  type Models,
-  type OnceRecord,
-} from "../../db/models.js";
+import { collectionOf, type AutomationTrigger, type Models } from "../../db/models.js";
 import { errors, isAppError } from "../../errors.js";
 import { newId } from "../../util/ids.js";
 import type { Logger } from "../../util/logger.js";
@@ -35,7 +30,6 @@ export const cronSlotMarker = markerKind(
 
 /** The driver collections this module uses, typed by their records (db/models.ts). */
 const automationsOf = (models: Models) => collectionOf<AutomationRecord>(models.Automation);
-const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 
 /*
  * Automations (docs/api.md, "Automations"): rules of an account that create tasks on a cron
@@ -615,9 +609,7 @@ async function fireSlot(deps: TaskDeps, a: AutomationRecord, slot: Date): Promis
     });
   } catch (error) {
     // Nothing was created: let another worker's run of the same slot try again.
-    await markersOf(deps.models)
-      .deleteOne({ _id: marker.id })
-      .catch(() => undefined);
+    await dropMarker(deps.models, marker).catch(() => undefined);
     throw error;
   }
 }

@@ -1,10 +1,9 @@
 import { isKept, removeWorkdir } from "../../util/workdir-volume.js";
 import { type Models, type TaskPhase, type TaskStatus } from "../../db/models.js";
 import { isTerminalEvent } from "./events.js";
-import { claimMarker, markerKind } from "../../durable/markers.js";
+import { claimMarker, markerFields, markerKind } from "../../durable/markers.js";
 import { recordTaskEnded } from "../../metrics/index.js";
 import type { TaskDeps } from "./model.js";
-import { markersOf } from "./model.js";
 import {
   pullRequestOpeners,
   updatePullRequestOpeners,
@@ -89,9 +88,7 @@ async function applyEnding(deps: TaskDeps, taskId: string, ending: Ending): Prom
  * a stage stopped by the ending left of the working copy.
  */
 export async function repairEnding(deps: TaskDeps, taskId: string): Promise<void> {
-  const marker = await markersOf(deps.models).findOne({
-    _id: taskEndMarker(taskId).id,
-  });
+  const marker = await markerFields(deps.models, taskEndMarker(taskId));
   const ending = marker?.ending as Ending | undefined;
   if (!ending) return;
   // The stage has stopped: whatever it left in the working copy after endTask removed it
@@ -106,9 +103,7 @@ export async function repairEnding(deps: TaskDeps, taskId: string): Promise<void
 
 /** True once a task has ended (cancelled, failed or completed), from its unique marker. */
 export async function hasEnded(models: Models, taskId: string): Promise<boolean> {
-  return Boolean(
-    await markersOf(models).findOne({ _id: taskEndMarker(taskId).id }, { projection: { _id: 1 } }),
-  );
+  return Boolean(await markerFields(models, taskEndMarker(taskId), ["_id"]));
 }
 
 /** How a pull request a task opened was closed (the GitHub door's pull_request.closed). */

@@ -1,10 +1,4 @@
-import {
-  collectionOf,
-  type Models,
-  type OnceRecord,
-  type TaskStatus,
-  type Tier,
-} from "../../db/models.js";
+import { type Models, type TaskStatus, type Tier } from "../../db/models.js";
 import { TERMINAL_STATUSES } from "../../db/task-states.js";
 import { type NewTask } from "./store.js";
 import { type TaskEventLog } from "./events.js";
@@ -17,9 +11,6 @@ export const stageDoneMarker = markerKind(
   "stage-done",
   (taskId: string, stage: string) => [taskId, stage],
 );
-
-/** The once-markers collection, typed by its records. */
-export const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 
 /*
  * Tasks (docs/api.md, "Tasks"): creation, reading, the two gates and cancellation. The pipeline

@@ -1,7 +1,14 @@
 import { randomUUID } from "node:crypto";
-import { collectionOf, type Models, type OnceRecord, type TaskRecord } from "../../db/models.js";
+import { type Models, type OnceRecord, type TaskRecord } from "../../db/models.js";
 import { taskById, taskRepoKind } from "./store.js";
-import { claimMarker, markerKind } from "../../durable/markers.js";
+import {
+  claimMarker,
+  dropMarker,
+  markerFields,
+  markerKind,
+  setMarkerFields,
+  upsertMarker,
+} from "../../durable/markers.js";
 
 /** A task's progress check run, created once; it holds the run's id. */
 export const githubProgressMarker = markerKind(
@@ -36,8 +43,6 @@ export const githubProgressLockMarker = markerKind(
  * runs and reports that, so a late job can never put an older phase back.
  */
 
-const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
-
 /** What is kept of a task's check run (on its `gh-progress` marker). */
 export interface GithubCheckRecord {
   id?: number;
@@ -63,7 +68,7 @@ export async function checkRunRecord(
   models: Models,
   taskId: string,
 ): Promise<GithubCheckRecord | null> {
-  return checkRecord(await markersOf(models).findOne({ _id: githubProgressMarker(taskId).id }));
+  return checkRecord(await markerFields(models, githubProgressMarker(taskId)));
 }
 
 /** The state a check run shows, as one comparable key. */
@@ -102,7 +107,7 @@ export async function claimCheckRun(
 ): Promise<{ create: true } | { id: number } | { pending: Date }> {
   const marker = githubProgressMarker(taskId);
   if (await claimMarker(models, marker)) return { create: true };
-  const found = await markersOf(models).findOne({ _id: marker.id });
+  const found = await markerFields(models, marker);
   if (typeof found?.check_run_id === "number") return { id: found.check_run_id };
   return { pending: found?.created_at ?? new Date() };
 }
@@ -114,18 +119,15 @@ export async function recordCheckRun(
   id: number,
   headSha: string,
 ): Promise<void> {
-  await markersOf(models).updateOne(
-    { _id: githubProgressMarker(taskId).id },
-    { $set: { check_run_id: id, head_sha: headSha } },
-  );
+  await setMarkerFields(models, githubProgressMarker(taskId), {
+    check_run_id: id,
+    head_sha: headSha,
+  });
 }
 
 /** Records the state the check run shows now. */
 export async function recordReported(models: Models, taskId: string, key: string): Promise<void> {
-  await markersOf(models).updateOne(
-    { _id: githubProgressMarker(taskId).id },
-    { $set: { reported: key } },
-  );
+  await setMarkerFields(models, githubProgressMarker(taskId), { reported: key });
 }
 
 /** Records that GitHub refused the check run, so later phases do not try again. */
@@ -135,13 +137,11 @@ export async function recordProgressUnavailable(
   reason: string,
 ): Promise<void> {
   const marker = githubProgressMarker(taskId);
-  await markersOf(models).updateOne(
-    { _id: marker.id },
-    {
-      $set: { unavailable: reason.slice(0, 500) },
-      $setOnInsert: { scope: marker.scope, created_at: new Date() },
-    },
-    { upsert: true },
+  await upsertMarker(
+    models,
+    marker,
+    { unavailable: reason.slice(0, 500) },
+    { scope: marker.scope, created_at: new Date() },
   );
 }
 
@@ -161,10 +161,10 @@ export async function takeProgressLock(
   for (let attempt = 0; attempt < 2; attempt++) {
     const until = new Date(Date.now() + ms);
     if (await claimMarker(models, marker, { token, expires_at: until })) return token;
-    const held = await markersOf(models).findOne({ _id: marker.id });
+    const held = await markerFields(models, marker);
     if (!held) continue; // let go meanwhile
     if (held.expires_at && held.expires_at.getTime() > Date.now()) return null;
-    await markersOf(models).deleteOne({ _id: marker.id, token: held.token });
+    await dropMarker(models, marker, { token: held.token as string });
   }
   return null;
 }
@@ -175,5 +175,5 @@ export async function releaseProgressLock(
   taskId: string,
   token: string,
 ): Promise<void> {
-  await markersOf(models).deleteOne({ _id: githubProgressLockMarker(taskId).id, token });
+  await dropMarker(models, githubProgressLockMarker(taskId), { token });
 }

@@ -3,13 +3,20 @@ import { Octokit } from "@octokit/rest";
 import { randomBytes } from "node:crypto";
 import type { GithubAppConfig } from "../../config/env.js";
 import { isDuplicateKey } from "../../util/duplicate-key.js";
-import { collectionOf, type Models, type OnceRecord, type RepositoryDoc } from "../../db/models.js";
+import { collectionOf, type Models, type RepositoryDoc } from "../../db/models.js";
 import { errors } from "../../errors.js";
 import type { GithubClient } from "../../github-api/client.js";
 import type { Logger } from "../../util/logger.js";
 import { forgetSecret, registerSecret } from "../../util/redact.js";
 import { bumpMarker } from "../../durable/marker-cache.js";
-import { claimMarker, markerKind, stateHash } from "../../durable/markers.js";
+import {
+  claimMarker,
+  dropMarker,
+  dropMarkerIfExpired,
+  markerFields,
+  markerKind,
+  stateHash,
+} from "../../durable/markers.js";
 import { WORKSPACES_MARKER, type WorkspaceRecord } from "./workspaces.js";
 
 /** The first link of an installation to an account. */
@@ -40,7 +47,6 @@ export const workspaceLockMarker = markerKind(
 
 /** The driver collections this module uses, typed by their records (db/models.ts). */
 const workspacesOf = (models: Models) => collectionOf<WorkspaceRecord>(models.Workspace);
-const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 
 /** The workspace just written by a link; gone only if deleted in the same instant. */
 async function linkedWorkspace(models: Models, id: string): Promise<WorkspaceRecord> {
@@ -169,19 +175,14 @@ async function withRowLock<T>(models: Models, id: string, fn: () => Promise<T>):
     const now = new Date();
     const expires_at = new Date(now.getTime() + LOCK_TTL_MS);
     if (await claimMarker(models, lock, { expires_at, created_at: now, updated_at: now })) break;
-    await markersOf(models).deleteOne({
-      _id: lock.id,
-      expires_at: { $lt: new Date() },
-    });
+    await dropMarkerIfExpired(models, lock);
     if (Date.now() > deadline) throw new Error(`workspace ${id} stayed locked; giving up`);
     await new Promise((resolve) => setTimeout(resolve, 10 + Math.random() * 40));
   }
   try {
     return await fn();
   } finally {
-    await markersOf(models)
-      .deleteOne({ _id: lock.id })
-      .catch(() => undefined);
+    await dropMarker(models, lock).catch(() => undefined);
   }
 }
 
@@ -339,10 +340,7 @@ export async function unlinkInstallation(
   });
   const installationId = row?.github?.installation_id;
   if (unlinked && installationId != null)
-    await markersOf(models).deleteOne({
-      _id: githubLinkMarker(installationId).id,
-      account_id: accountId,
-    });
+    await dropMarker(models, githubLinkMarker(installationId), { account_id: accountId });
   return unlinked;
 }
 
@@ -471,9 +469,7 @@ export async function consumeLinkState(
   state: string,
   now = new Date(),
 ): Promise<{ accountId: string }> {
-  const doc = (await markersOf(models).findOne({
-    _id: linkStateMarker(state).id,
-  })) as {
+  const doc = (await markerFields(models, linkStateMarker(state))) as {
     account_id?: string;
     expires_at?: Date;
   } | null;
@@ -658,7 +654,7 @@ export async function completeLink(
     updated_at: now,
   });
   if (!claimed) {
-    const marker = await markersOf(deps.models).findOne({ _id: linkMarker.id });
+    const marker = await markerFields(deps.models, linkMarker);
     if (marker?.account_id !== accountId && !(existing?.account_id === accountId))
       throw errors.conflict("This installation is already linked to another account.");
   }
@@ -703,10 +699,7 @@ export async function completeLink(
     log.info({ workspaceId: id, created, repos: workspace.repos.length }, "installation linked");
     return { workspace, created };
   } catch (error) {
-    if (claimed)
-      await markersOf(deps.models)
-        .deleteOne({ _id: linkMarker.id })
-        .catch(() => undefined);
+    if (claimed) await dropMarker(deps.models, linkMarker).catch(() => undefined);
     throw error;
   }
 }

@@ -2,13 +2,7 @@ import path from "node:path";
 import { leaseExpiry, runLeased } from "../durable/lease.js";
 import { z } from "zod";
 import type { Config } from "../config/env.js";
-import {
-  collectionOf,
-  type Models,
-  type OnceRecord,
-  type TaskPhase,
-  type TaskRecord,
-} from "../db/models.js";
+import type { Models, TaskPhase, TaskRecord } from "../db/models.js";
 import { isTerminalEvent, type TaskEventLog } from "../domain/tasks/events.js";
 import { endTask, hasEnded, repairEnding } from "../domain/tasks/endings.js";
 import { isTerminal, STAGE_NAMES, type StageName, type TaskDeps } from "../domain/tasks/model.js";
@@ -31,7 +25,7 @@ import type { GithubClient } from "../github-api/client.js";
 import { BudgetExceededError, describeFailure, StageError } from "./errors.js";
 import { STAGES } from "./stages/index.js";
 import { resolveRepo } from "../domain/workspaces/workspaces.js";
-import { claimMarker, markerExists } from "../durable/markers.js";
+import { claimMarker, markerExists, markerFields } from "../durable/markers.js";
 import { gateMarker } from "../domain/tasks/gates.js";
 import { stageDoneMarker } from "../domain/tasks/model.js";
 import { stageLease } from "../durable/lease.js";
@@ -64,7 +58,6 @@ export type { Stage, StageContext, StageOutcome } from "./stage.js";
 import type { StageContext, StageOutcome } from "./stage.js";
 
 /** The driver collection of once-markers, typed by its records (db/models.ts). */
-const markersOf = (models: Models) => collectionOf<OnceRecord>(models.Once);
 
 export interface PipelineDeps {
   config: Config;
@@ -240,7 +233,7 @@ export function createPipeline(deps: PipelineDeps) {
     const [found, ended, done] = await Promise.all([
       taskById(models, taskId),
       hasEnded(models, taskId),
-      markersOf(models).findOne({ _id: doneMarker.id }),
+      markerFields(models, doneMarker),
     ]);
     const task: TaskRecord | null = found;
     if (!task) return undefined;
@@ -431,13 +424,7 @@ export function createPipeline(deps: PipelineDeps) {
 
   /** After a crash between writing a phase and storing its event, the event is written. */
   async function ensurePhaseEvent(taskId: string, phase: TaskPhase): Promise<void> {
-    const last = await models.TaskEvent.collection
-      .find({ task_id: taskId, type: "phase" })
-      .sort({ seq: -1 })
-      .limit(1)
-      .next();
-    const lastPhase = (last?.payload as { phase?: string } | undefined)?.phase;
-    if (lastPhase !== phase)
+    if ((await events.lastPhase(taskId)) !== phase)
       await events.append(taskId, { event_type: "phase", phase, status: "running" });
   }
 

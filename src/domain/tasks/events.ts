@@ -105,6 +105,16 @@ export class TaskEventLog {
     }
   }
 
+  /** The phase of the task's latest phase event (undefined: none stored). */
+  async lastPhase(taskId: string): Promise<string | undefined> {
+    const last = await eventsOf(this.models)
+      .find({ task_id: taskId, type: "phase" })
+      .sort({ seq: -1 })
+      .limit(1)
+      .next();
+    return (last?.payload as { phase?: string } | undefined)?.phase;
+  }
+
   /** Highest stored sequence number of a task (1 when only the creation event exists). */
   async lastSeq(taskId: string): Promise<number> {
     return this.walkUp(taskId, await this.knownTop(taskId));

@@ -37,7 +37,7 @@
  * the budget bounds what stays, not the peak.
  */
 import { execFile } from "./launcher.js";
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { readdir, readlink, stat, statfs } from "node:fs/promises";
 import { StageError } from "./stage-error.js";
 
@@ -96,16 +96,19 @@ function remember(key: string, value: { bytes: number; fsUsed: number }): void {
 
 /** Bytes in use on the filesystems of `paths`, one figure per filesystem. */
 async function filesystemsUsed(paths: string[]): Promise<number> {
+  // All at once: the look after a command is part of its time, and one after another the
+  // stat calls were a round trip each through the thread pool.
+  const infos = await Promise.all(paths.map((p) => stat(p).catch(() => undefined)));
   const devices = new Map<number, string>();
-  for (const p of paths) {
-    const info = await stat(p).catch(() => undefined);
+  paths.forEach((p, i) => {
+    const info = infos[i];
     if (info && !devices.has(info.dev)) devices.set(info.dev, p);
-  }
+  });
+  const found = await Promise.all(
+    [...devices.values()].map((p) => statfs(p).catch(() => undefined)),
+  );
   let used = 0;
-  for (const p of devices.values()) {
-    const fs = await statfs(p).catch(() => undefined);
-    if (fs) used += (fs.blocks - fs.bfree) * fs.bsize;
-  }
+  for (const fs of found) if (fs) used += (fs.blocks - fs.bfree) * fs.bsize;
   return used;
 }
 
@@ -138,10 +141,11 @@ export function watchDisk(options: {
   /** Whether the last walk found the folders small enough to walk at every look. */
   const small = () => last !== undefined && last.bytes <= SMALL_TREE_BYTES;
 
-  async function walk(): Promise<void> {
+  /** `ended`: the walk after the command, which the run's result waits for. */
+  async function walk(ended = false): Promise<void> {
     const started = performance.now();
     const fsUsed = await filesystemsUsed(options.paths);
-    const bytes = await measureDisk(options.paths, options.rootPid);
+    const bytes = await measureDisk(options.paths, options.rootPid, { ended });
     const took = performance.now() - started;
     stats.samples++;
     stats.busyMs += took;
@@ -219,7 +223,7 @@ export function watchDisk(options: {
       stopped = true;
       clearTimeout(timer);
       await running;
-      if (exceededBytes === undefined && (small() || (await growth()) > 0)) await walk();
+      if (exceededBytes === undefined && (small() || (await growth()) > 0)) await walk(true);
       else stats.skipped++;
     },
     cancel() {
@@ -229,10 +233,18 @@ export function watchDisk(options: {
   };
 }
 
-/** Bytes used by `paths` on disk plus the deleted files `rootPid`'s processes hold open. */
-export async function measureDisk(paths: string[], rootPid?: number): Promise<number> {
+/**
+ * Bytes used by `paths` on disk plus the deleted files `rootPid`'s processes hold open.
+ * `ended`: the command has ended, nothing runs beside the walk for it to slow down, and the
+ * result waits for it (see duBytes).
+ */
+export async function measureDisk(
+  paths: string[],
+  rootPid?: number,
+  options: { ended?: boolean } = {},
+): Promise<number> {
   const [used, held] = await Promise.all([
-    duBytes(paths),
+    duBytes(paths, options.ended === true),
     rootPid === undefined ? 0 : heldDeletedBytes(rootPid),
   ]);
   return used + held;
@@ -242,13 +254,18 @@ export async function measureDisk(paths: string[], rootPid?: number): Promise<nu
  * `du` rather than a walk in JavaScript: one process in C (fts), not a promise per file on
  * the service's thread pool. Its exit status is ignored: a file deleted during the walk, or a
  * folder the command made unreadable, is an error there while the totals still print.
+ * Under `nice` while the command runs, so the walks take from its CPU time as little as
+ * possible; not the walk after it (`ended`): the result waits for that one, and niced on a
+ * busy host it waited for every other process first (several milliseconds per command).
  */
-function duBytes(paths: string[]): Promise<number> {
+function duBytes(paths: string[], ended: boolean): Promise<number> {
   if (paths.length === 0) return Promise.resolve(0);
+  const du = ["du", "-s", "-x", "-B1", "--", ...paths];
+  const [file, ...args] = ended ? du : ["nice", "-n", "10", ...du];
   return new Promise((resolve) => {
     execFile(
-      "nice",
-      ["-n", "10", "du", "-s", "-x", "-B1", "--", ...paths],
+      file!,
+      args,
       { maxBuffer: 1024 * 1024, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LC_ALL: "C" } },
       (_error, stdout) => {
         let total = 0;
@@ -305,6 +322,10 @@ function processTree(rootPid: number): number[] {
  * processes (its own uid, in user namespaces it created).
  */
 async function heldDeletedBytes(rootPid: number): Promise<number> {
+  // Its root gone (the walk after the command), the tree is gone too: its processes were in
+  // its PID namespace, or were handed to another parent, where processTree no longer finds
+  // them either. Reading all of /proc to learn that cost milliseconds per command.
+  if (!existsSync(`/proc/${rootPid}`)) return 0;
   const seen = new Set<string>();
   let total = 0;
   let looked = 0;

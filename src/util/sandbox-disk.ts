@@ -9,10 +9,11 @@
  * process group past the limit:
  *
  * - `du -s -x -B1` (allocated blocks, hard links once, sparse files as what they use) over
- *   those folders, under `nice`: when the command starts (unless an earlier run's walk of
- *   the same working copy is known), then whenever it may have mattered, and once more when
- *   the command has ended if it may matter, so what the last second wrote is still counted
- *   against the command that wrote it.
+ *   those folders, under `nice` while the command runs: when the command starts (unless an
+ *   earlier run's walk of the same working copy is known), then whenever it may have
+ *   mattered, and once more (not niced: the result waits for it) when the command has ended
+ *   if it may matter, so what the last second wrote is still counted against the command
+ *   that wrote it.
  * - Folders that held at most 64 MB at the last walk are walked every second (as the cost
  *   bound below allows) and after the command: milliseconds each.
  * - "Whenever it may have mattered", for larger ones: every second the watcher asks the

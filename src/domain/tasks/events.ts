@@ -105,6 +105,14 @@ export class TaskEventLog {
     }
   }
 
+  /**
+   * The highest sequence number this process has stored or seen for the task (never above
+   * the real one); undefined when it has not looked.
+   */
+  storedTop(taskId: string): number | undefined {
+    return this.top.get(taskId);
+  }
+
   /** The phase of the task's latest phase event (undefined: none stored). */
   async lastPhase(taskId: string): Promise<string | undefined> {
     const last = await eventsOf(this.models)

@@ -125,13 +125,22 @@ export async function moveTo(
 ): Promise<boolean> {
   if (!options.endChecked && (await hasEnded(deps.models, taskId))) return false;
   const now = new Date();
-  await updateTask(deps.models, taskId, { phase, status, updated_at: now, ...extra });
+  // `event_seq` is where readers in other processes start looking for the task's last event
+  // (TaskEventLog.lastSeq walks up from it): the last one this process stored, carried by
+  // this write rather than a write of its own after the phase event (one hint behind).
+  const seen = deps.events.storedTop(taskId);
+  await updateTask(deps.models, taskId, {
+    phase,
+    status,
+    updated_at: now,
+    ...(seen === undefined ? {} : { event_seq: seen }),
+    ...extra,
+  });
   if (await hasEnded(deps.models, taskId)) {
     await repairEnding(deps, taskId);
     return false;
   }
   const event = await deps.events.append(taskId, { event_type: "phase", phase, status });
-  await updateTask(deps.models, taskId, { event_seq: event.seq });
   deps.reportProgress(taskId, event.seq);
   return true;
 }

@@ -258,6 +258,9 @@ export const verifyStage: Stage = {
   },
 };
 
+/** A wait for the base's checks this long is logged. */
+const WAIT_NOTICE_MS = 200;
+
 /**
  * Waits for the base's checks PLANNING started beside the model (pipeline/base.ts), if they
  * still run: their checkout and overlay are inside the working copy's `.git`, where a test
@@ -271,7 +274,14 @@ async function baseRunEnded(ctx: StageContext): Promise<void> {
     () => true,
     () => true,
   );
-  if (await Promise.race([ended, Promise.resolve(false)])) return;
+  // Said only when the wait is long enough to notice (kept results answer in a few ms).
+  let timer: NodeJS.Timeout | undefined;
+  const noticeable = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), WAIT_NOTICE_MS);
+  });
+  const done = await Promise.race([ended, noticeable]);
+  clearTimeout(timer);
+  if (done) return;
   await ctx.log("Waiting for the checks on the unchanged code to finish.");
   await ended;
 }

@@ -4,7 +4,8 @@
  *   doors      http/  github/  jobs/  cli/  integrations/  mcp/   (and web/, the dashboard)
  *   pipeline   pipeline/
  *   domain     domain/
- *   parts      db/ llm/ indexer/ verify/ health/ tools/ queue/ github-api/ metrics/ text/ util/ config/
+ *   parts      db/ llm/ indexer/ verify/ health/ tools/ queue/ github-api/ metrics/ text/
+ *              sandbox/ workcopy/ util/ config/
  *
  * A layer uses the layers below it, never one above, and a door never another door: the
  * composition root (main.ts, service.ts, context.ts) is the one place that wires doors together.
@@ -54,7 +55,7 @@ module.exports = {
       severity: "error",
       comment: "The parts below the domain know nothing of the domain, the pipeline or the doors.",
       from: {
-        path: "^src/(db|durable|llm|indexer|verify|health|ecosystems|tools|queue|github-api|metrics|text|util|config)/",
+        path: "^src/(db|durable|llm|indexer|verify|health|ecosystems|tools|queue|github-api|metrics|text|sandbox|workcopy|util|config)/",
       },
       to: { path: `^src/(domain|pipeline|${DOORS.join("|")})/|^src/(service|main|context)\\.ts$` },
     },

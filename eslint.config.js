@@ -53,7 +53,7 @@ const FS_WRITES = [
 ];
 const FS_MODULES = ["node:fs", "fs", "node:fs/promises", "fs/promises"];
 const READ_MESSAGE =
-  "Read working copies through src/util/workcopy-fs.ts (it never follows a link out of the working copy).";
+  "Read working copies through src/workcopy/fs.ts (it never follows a link out of the working copy).";
 
 export default tseslint.config(
   // test/fixtures/: repositories the tests run real test runners on (CommonJS, jest globals).
@@ -100,7 +100,7 @@ export default tseslint.config(
     },
   },
   {
-    // Working copies are read through src/util/workcopy-fs.ts only (docs/architecture.md,
+    // Working copies are read through src/workcopy/fs.ts only (docs/architecture.md,
     // "Reading working copies"): a plain fs read of `path.join(root, file)` follows a link
     // the repository or the model put there, to any file the service can read. The folders
     // that handle working copies may not import fs's reading functions; a file that reads
@@ -136,7 +136,7 @@ export default tseslint.config(
   },
   {
     // The health scan's ecosystems change nothing on the host's side of a working copy but
-    // through src/util/workcopy-fs.ts (removeFile, as kit.ts removeReport does):
+    // through src/workcopy/fs.ts (removeFile, as kit.ts removeReport does):
     // where a report goes comes from the repository (a `--report-dir`, a committed link), and
     // a plain rm of `path.join(root, dir, file)` removed a file of that name outside it.
     // Repeats the reading functions: this rule's options replace the block above's here.
@@ -149,7 +149,7 @@ export default tseslint.config(
           name,
           importNames: FS_WRITES,
           message:
-            "Change files of a working copy through src/util/workcopy-fs.ts (removeFile), never by a path the repository can point elsewhere.",
+            "Change files of a working copy through src/workcopy/fs.ts (removeFile), never by a path the repository can point elsewhere.",
         })),
       ],
     },

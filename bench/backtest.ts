@@ -19,7 +19,7 @@ import { mineCases } from "../src/backtest/mine.js";
 import { scoreDiff } from "../src/backtest/run-case.js";
 import type { BacktestCase } from "../src/backtest/types.js";
 import { validateCase } from "../src/backtest/validate.js";
-import { configureSandbox } from "../src/util/sandbox.js";
+import { configureSandbox } from "../src/sandbox/index.js";
 import { createBacktestRepo } from "../test/helpers/backtest-repo.js";
 import { activeCleanups, Cleanup, type Benchmark, type BenchReport } from "./lib/harness.js";
 

@@ -3,7 +3,7 @@
  * Verification ran `go test ./...` of a two-file package in 39–81 s per run, because every
  * run (the base's too) compiled the standard library into an empty build cache; on the host,
  * with its cache warm, the same run takes about half a second. The build caches are now kept
- * per account and repository (util/sandbox-cache.ts, withBuildCache).
+ * per account and repository (sandbox/cache.ts, withBuildCache).
  *
  * Measured in pairs after one unmeasured run of each, the order swapped from pair to pair so
  * the machine's load weighs on both alike:
@@ -30,8 +30,8 @@ import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { promisify } from "node:util";
-import { configureSandboxCaches, removeTree, withBuildCache } from "../src/util/sandbox-cache.js";
-import { runSandboxed } from "../src/util/sandbox.js";
+import { configureSandboxCaches, removeTree, withBuildCache } from "../src/sandbox/cache.js";
+import { runSandboxed } from "../src/sandbox/index.js";
 import {
   activeCleanups,
   BenchError,

@@ -57,7 +57,7 @@ import { readManifests } from "../src/health/manifests.js";
 import { RegistryClient } from "../src/health/registry.js";
 import { measureTechDebt } from "../src/health/tech-debt.js";
 import { srcLayout, usesPytest } from "../src/ecosystems/python.js";
-import { configureSandbox } from "../src/util/sandbox.js";
+import { configureSandbox } from "../src/sandbox/index.js";
 import type { BenchReport, Benchmark, Check } from "./lib/harness.js";
 
 const exec = promisify(execFile);

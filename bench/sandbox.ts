@@ -1,5 +1,5 @@
 /*
- * `npm run bench -- sandbox`: what the bubblewrap boundary (src/util/sandbox.ts) costs. The
+ * `npm run bench -- sandbox`: what the bubblewrap boundary (src/sandbox/sandbox.ts) costs. The
  * same runner runs the same command with SANDBOX=bwrap and SANDBOX=none, alternating run by
  * run so a change in the machine's load weighs on both alike:
  *
@@ -7,7 +7,7 @@
  * - `npm test` of a small repository (the calc fixture, fixed: node --test, passing): the
  *   cost on a real test run. Target: < 10% more.
  * - `true` with SANDBOX_NETWORK=public as well: what bringing up the public network costs
- *   per command (slirp4netns and the rules of src/util/sandbox-network.ts). No target in
+ *   per command (slirp4netns and the rules of src/sandbox/network.ts). No target in
  *   issue 14; reported.
  *
  * - BENCH_SANDBOX_REPO (optional): the path of a real repository, its dependencies installed;
@@ -17,7 +17,7 @@
  *
  * Issue 26, in the same run:
  *
- * - the disk budget's watcher (TASK_DISK_LIMIT_MB, util/sandbox-disk.ts): `npm test` in bwrap
+ * - the disk budget's watcher (TASK_DISK_LIMIT_MB, sandbox/disk.ts): `npm test` in bwrap
  *   with the watcher on (the default 2048 MB) and off. Target: < 5% more.
  * - the working copy at /workspace through its overlay mount vs bind-mounted at its host
  *   path (the internal `mount: "host"` option): `true` and `npm test`. Target: no change
@@ -32,18 +32,14 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { CALC_BUGGY, CALC_FIX, calcRepoFiles } from "../test/helpers/calc-repo.js";
-import {
-  configureWorkdirVolumes,
-  prepareWorkdir,
-  removeWorkdir,
-} from "../src/util/workdir-volume.js";
+import { configureWorkdirVolumes, prepareWorkdir, removeWorkdir } from "../src/workcopy/volume.js";
 import {
   checkSandbox,
   configureSandbox,
   runSandboxed,
   type SandboxOptions,
   type SandboxSettings,
-} from "../src/util/sandbox.js";
+} from "../src/sandbox/index.js";
 import { BenchError, summariseLatencies, type Benchmark, type BenchReport } from "./lib/harness.js";
 
 const TARGET_PER_COMMAND_MS = 50;
@@ -85,7 +81,7 @@ const RUN_OPTIONS: Partial<Record<Mode, Partial<SandboxOptions>>> = {
 
 /**
  * The working copy of mode `volume`: the same files on a loop-mounted volume of the budget
- * (TASK_DISK_VOLUMES=auto, util/workdir-volume.ts), bound at /workspace as it is.
+ * (TASK_DISK_VOLUMES=auto, workcopy/volume.ts), bound at /workspace as it is.
  */
 let volumeCopy: string | undefined;
 

@@ -3,7 +3,7 @@
  *
  * - Through the allowlist vs unrestricted: `npm ci` of the same lockfile, each time with an
  *   empty package cache (so every tarball is downloaded), in the sandbox with the setup
- *   network (per-run tinyproxy with SANDBOX_SETUP_ALLOW's default list, util/setup-proxy.ts)
+ *   network (per-run tinyproxy with SANDBOX_SETUP_ALLOW's default list, sandbox/setup-proxy.ts)
  *   and with SANDBOX_NETWORK=public (slirp4netns straight out). Alternated run by run so the
  *   registry's and the machine's moods weigh on both alike. Target: at most 1.2×.
  * - The second install from the cache vs the first: runSetup on a fresh working copy twice
@@ -19,9 +19,9 @@ import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { checkSandbox, configureSandbox, runSandboxed } from "../src/util/sandbox.js";
-import { configureSandboxCaches } from "../src/util/sandbox-cache.js";
-import { DEFAULT_SETUP_ALLOW, startSetupProxy } from "../src/util/setup-proxy.js";
+import { checkSandbox, configureSandbox, runSandboxed } from "../src/sandbox/index.js";
+import { configureSandboxCaches } from "../src/sandbox/cache.js";
+import { DEFAULT_SETUP_ALLOW, startSetupProxy } from "../src/sandbox/setup-proxy.js";
 import { runSetup } from "../src/verify/setup.js";
 import { BenchError, summariseLatencies, type Benchmark, type BenchReport } from "./lib/harness.js";
 

@@ -18,7 +18,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { BenchError, type Benchmark, type BenchReport, type Check } from "./lib/harness.js";
-import { groupExists } from "../src/util/sandbox.js";
+import { groupExists } from "../src/sandbox/index.js";
 
 const TARGET_MS = 10_000;
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");

@@ -47,7 +47,7 @@ import { promisify } from "node:util";
 import { accountChanged } from "../src/domain/accounts/views.js";
 import { authenticateKey } from "../src/domain/accounts/keys.js";
 import type { Service } from "../src/service.js";
-import { runSandboxed } from "../src/util/sandbox.js";
+import { runSandboxed } from "../src/sandbox/index.js";
 import { agentModel, roleOf, type Role, type Script } from "../test/helpers/agent-model.js";
 import { startFakeModel, type FakeMessage, fakeModelEnv } from "../test/helpers/fake-model.js";
 import { CALC_BUGGY, CALC_FIX, CALC_PLAN, calcRepoFiles } from "../test/helpers/calc-repo.js";

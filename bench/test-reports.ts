@@ -27,9 +27,9 @@ import { cp, mkdtemp, readFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { withBuildCache, removeTree, type SandboxCache } from "../src/util/sandbox-cache.js";
-import { DEFAULT_SETUP_ALLOW } from "../src/util/setup-proxy.js";
-import { runSandboxed } from "../src/util/sandbox.js";
+import { withBuildCache, removeTree, type SandboxCache } from "../src/sandbox/cache.js";
+import { DEFAULT_SETUP_ALLOW } from "../src/sandbox/setup-proxy.js";
+import { runSandboxed } from "../src/sandbox/index.js";
 import { runWithTests } from "../src/verify/tests/index.js";
 import { runSetup } from "../src/verify/setup.js";
 import {

@@ -29,6 +29,8 @@ const LAYERS = [
       "queue",
       "db",
       "metrics",
+      "sandbox",
+      "workcopy",
     ],
   ],
   ["base", ["util", "config", "errors.ts"]],

@@ -117,7 +117,7 @@ step "compose: bubblewrap inside the worker, with compose.yaml's security option
 podman inspect --format 'security options: {{.HostConfig.SecurityOpt}}; user {{.Config.User}}' "$worker"
 show podman exec "$worker" sh -c 'id; bwrap --version'
 if podman exec "$worker" sh -c 'mkdir -p /tmp/wc && cd /app && node --input-type=module -e "
-  const s = await import(\"/app/dist/util/sandbox.js\");
+  const s = await import(\"/app/dist/sandbox/index.js\");
   s.configureSandbox({ engine: \"bwrap\", network: \"none\", hiddenPaths: [\"/data\"] });
   const r = await s.runSandboxed(\"echo inside: uid \$(id -u), cwd \$(pwd); ls /data 2>&1 | head -1; (getent hosts mongodb || echo no network) | head -1\", { cwd: \"/tmp/wc\", timeoutMs: 60000 });
   console.log(r.output.trim()); process.exit(r.ok ? 0 : 1);

@@ -226,11 +226,11 @@ echo "status: $(curl -sf -H "X-API-Key: $key" "http://127.0.0.1:$port/status")"
 
 step "a repository command in the service's own sandbox (bubblewrap) inside the container"
 podman exec "$NAME" sh -c 'id; bwrap --version'
-# runSandboxed (src/util/sandbox.ts) as a worker runs a verification command: user, PID,
+# runSandboxed (src/sandbox/sandbox.ts) as a worker runs a verification command: user, PID,
 # network namespaces, /workspace, limits. The worker's start check passed already (the
 # `sandbox ready` line above); this runs a command for real.
 if podman exec "$NAME" sh -c 'mkdir -p /tmp/wc && cd /app && node --input-type=module -e "
-  const s = await import(\"/app/dist/util/sandbox.js\");
+  const s = await import(\"/app/dist/sandbox/index.js\");
   s.configureSandbox({ engine: \"bwrap\", network: \"none\", hiddenPaths: [\"/data\"] });
   const r = await s.runSandboxed(\"echo inside: uid \$(id -u), cwd \$(pwd); ls /data 2>&1 | head -1; (getent hosts example.com || echo no network) | head -1\", { cwd: \"/tmp/wc\", timeoutMs: 60000 });
   console.log(r.output.trim()); process.exit(r.ok ? 0 : 1);

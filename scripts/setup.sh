@@ -9,14 +9,14 @@
 # Debian's packages when missing (as root, or through sudo); each is named when it cannot be.
 # Without their recommended packages: python3-pip's would bring gcc, g++ and the Python
 # headers (some 300 MB in the image) that nothing here compiles with.
-#   bubblewrap           the sandbox repository commands run in (src/util/sandbox.ts)
+#   bubblewrap           the sandbox repository commands run in (src/sandbox/sandbox.ts)
 #   util-linux           flock, prlimit, unshare and setpriv (embedded database lock, sandbox
 #                        limits, the sandbox's public network)
 #   slirp4netns,
 #   iproute2             SANDBOX_NETWORK=public: user-mode networking, and the rules keeping the
-#                        host and private ranges out (src/util/sandbox-network.ts)
+#                        host and private ranges out (src/sandbox/network.ts)
 #   tinyproxy            the setup step's allowlist: installs reach only the registries of
-#                        SANDBOX_SETUP_ALLOW through it (src/util/setup-proxy.ts)
+#                        SANDBOX_SETUP_ALLOW through it (src/sandbox/setup-proxy.ts)
 #   chromium             the dashboard's end-to-end tests (test/e2e), with --test only
 #   python3-coverage,
 #   python3-pytest       Python coverage in health scans (src/health/coverage.ts)

@@ -58,9 +58,9 @@ import { createPipeline, enqueueStage, workdirFor, type Pipeline } from "./pipel
 import { processIdentity, setIdentityDataDir } from "./queue/identity.js";
 import { createScheduler, type JobKind, type Scheduler } from "./queue/scheduler.js";
 import { createLogger, type Logger } from "./util/logger.js";
-import { checkSandbox, configureSandbox } from "./util/sandbox.js";
-import { configureSandboxCaches } from "./util/sandbox-cache.js";
-import { configureWorkdirVolumes } from "./util/workdir-volume.js";
+import { checkSandbox, configureSandbox } from "./sandbox/index.js";
+import { configureSandboxCaches } from "./sandbox/cache.js";
+import { configureWorkdirVolumes } from "./workcopy/volume.js";
 import { serviceStatus, statusLine } from "./config/status.js";
 
 /*
@@ -151,7 +151,7 @@ async function configureProcess(options: ContextOptions, logger: Logger): Promis
   registerConfigSecrets(config);
   setIdentityDataDir(config.dataDir);
   // Before anything else: workers must not start running repository code without the
-  // boundary they were configured with (util/sandbox.ts).
+  // boundary they were configured with (sandbox/sandbox.ts).
   configureSandbox({
     engine: config.sandbox.engine,
     network: config.sandbox.network,

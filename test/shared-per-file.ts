@@ -1,6 +1,6 @@
-import { configureSandbox } from "../src/util/sandbox.js";
-import { configureSandboxCaches } from "../src/util/sandbox-cache.js";
-import { configureWorkdirVolumes } from "../src/util/workdir-volume.js";
+import { configureSandbox } from "../src/sandbox/index.js";
+import { configureSandboxCaches } from "../src/sandbox/cache.js";
+import { configureWorkdirVolumes } from "../src/workcopy/volume.js";
 
 /*
  * The setup of every test file (vitest.config.ts). A worker's modules are shared between its

@@ -5,7 +5,7 @@ import path from "node:path";
 import { loadConfig } from "../../src/config/env.js";
 import { withDatabaseName } from "../../src/db/connection.js";
 import { startEmbeddedDatabase } from "../../src/db/embedded.js";
-import { removeWorkdir, workdirNames } from "../../src/util/workdir-volume.js";
+import { removeWorkdir, workdirNames } from "../../src/workcopy/volume.js";
 import { startService, type Service } from "../../src/service.js";
 import type { Cleanup } from "./harness.js";
 

@@ -1,6 +1,6 @@
 import path from "node:path";
 import { isTestPath, languageOf } from "../ecosystems/source-files.js";
-import { readText as readInside } from "../util/workcopy-fs.js";
+import { readText as readInside } from "../workcopy/fs.js";
 
 /*
  * How the harness selects and runs the tests a commit changed, per ecosystem (one entry

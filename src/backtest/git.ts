@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { mkdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
-import { removeFile } from "../util/workcopy-fs.js";
+import { removeFile } from "../workcopy/fs.js";
 
 const run = promisify(execFile);
 

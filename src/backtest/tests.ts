@@ -1,4 +1,4 @@
-import { runSandboxed } from "../util/sandbox.js";
+import { runSandboxed } from "../sandbox/index.js";
 import { runWithTests, type TestRun as ReadTests } from "../verify/tests/index.js";
 import type { BacktestEcosystem, TestCommand, TestOutcome } from "./ecosystems.js";
 

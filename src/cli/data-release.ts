@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import dotenv from "dotenv";
 import { ConfigError, loadConfig } from "../config/env.js";
 import { releaseDataMounts } from "../pipeline/workdir-mounts.js";
-import { detachLoopDevices, isKept, mountsUnder, workdirOfMount } from "../util/workdir-volume.js";
+import { detachLoopDevices, isKept, mountsUnder, workdirOfMount } from "../workcopy/volume.js";
 
 /*
  * `npm run data:release` (docs/operations.md, "Mounts under DATA_DIR"): takes every mount

@@ -5,8 +5,8 @@ import path from "node:path";
 import ipaddr from "ipaddr.js";
 import { z } from "zod";
 import { registerSecret } from "../util/redact.js";
-import { DEFAULT_SETUP_ALLOW, parseAllowList } from "../util/setup-proxy.js";
-import { parseAddressRanges } from "../util/setup-proxy-guard.js";
+import { DEFAULT_SETUP_ALLOW, parseAllowList } from "../sandbox/setup-proxy.js";
+import { parseAddressRanges } from "../sandbox/setup-proxy-guard.js";
 
 /**
  * Boolean environment flags accept the usual spellings; anything else is an error. An
@@ -144,7 +144,7 @@ export const envSchema = z.object({
   FOLLOW_UP_KEEP_MAX: z.coerce.number().int().min(0).max(1000).default(4),
   TASK_CONCURRENCY: positiveInt(4, 256),
   COMMAND_TIMEOUT_S: positiveInt(600, 86_400),
-  // The wall time all sandboxed commands of one task may take together (util/command-time.ts):
+  // The wall time all sandboxed commands of one task may take together (sandbox/command-time.ts):
   // setup, checks, the model's commands and the base commit's checks, counted as they run.
   TASK_COMMAND_TIME_LIMIT_S: positiveInt(3600, 604_800),
   JOB_LOCK_LIFETIME_S: positiveInt(120, 86_400),
@@ -179,7 +179,7 @@ export const envSchema = z.object({
   GOPROXY_URL: url.default("https://proxy.golang.org"),
   OSV_URL: url.default("https://api.osv.dev"),
 
-  // What repository commands run in (util/sandbox.ts, README "Sandbox").
+  // What repository commands run in (sandbox/sandbox.ts, README "Sandbox").
   SANDBOX: z.enum(["bwrap", "none"]).default("bwrap"),
   // none: own loopback only; public: public hosts only, never the host or private ranges.
   SANDBOX_NETWORK: z.enum(["none", "public"]).default("none"),
@@ -187,14 +187,14 @@ export const envSchema = z.object({
   SANDBOX_MAX_PROCS: positiveInt(1024, 1_000_000),
   SANDBOX_MAX_FILE_MB: positiveInt(1024, 1_048_576),
   // Disk a task's (or scan's) working copy, temporary files and package cache may take while
-  // its commands run (util/sandbox-disk.ts); 0: not watched.
+  // its commands run (sandbox/disk.ts); 0: not watched.
   TASK_DISK_LIMIT_MB: z.coerce.number().int().min(0).max(16_777_216).default(2048),
   // auto: each working copy on a loop-mounted volume of TASK_DISK_LIMIT_MB where the host
   // allows it (root, loop devices), so the kernel enforces the budget; off: the watcher only.
   TASK_DISK_VOLUMES: z.enum(["auto", "off"]).default("auto"),
   // Package caches (per account and repository) unused this long are removed.
   SANDBOX_CACHE_MAX_AGE_DAYS: positiveInt(14, 3650),
-  // The setup step's allowlist (verify/setup.ts, util/setup-proxy.ts): comma-separated hosts
+  // The setup step's allowlist (verify/setup.ts, sandbox/setup-proxy.ts): comma-separated hosts
   // (`*.domain`, `host:port`); set but empty: the setup step gets SANDBOX_NETWORK's network.
   SANDBOX_SETUP_ALLOW: z
     .string()
@@ -233,7 +233,7 @@ export const envSchema = z.object({
   // The Python package index of the setup step's pip (its PIP_INDEX_URL; ecosystems/python.ts):
   // a private index or mirror, whose host must be on SANDBOX_SETUP_ALLOW. Unset: pip's (PyPI).
   PIP_INDEX_URL: url,
-  // What all package cache entries together may take (util/sandbox-cache.ts).
+  // What all package cache entries together may take (sandbox/cache.ts).
   SANDBOX_CACHE_MAX_MB: positiveInt(10_240, 16_777_216),
   // How often a long sandboxed command logs "still running …" on its task.
   SANDBOX_HEARTBEAT_S: positiveInt(10, 3600),
@@ -386,10 +386,10 @@ export interface Config {
     lockLifetimeMs: number;
     shutdownGraceMs: number;
   };
-  /** How repository commands are contained (util/sandbox.ts). */
+  /** How repository commands are contained (sandbox/sandbox.ts). */
   sandbox: {
     engine: "bwrap" | "none";
-    /** `none`: no network; `public`: public hosts only (util/sandbox-network.ts). */
+    /** `none`: no network; `public`: public hosts only (sandbox/network.ts). */
     network: "none" | "public";
     memoryMb: number;
     maxProcs: number;

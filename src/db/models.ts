@@ -154,7 +154,7 @@ const taskSchema = new Schema(
     },
     /**
      * Wall time its sandboxed commands took, finished ones, in ms ($inc per command), against
-     * TASK_COMMAND_TIME_LIMIT_S (util/command-time.ts); absent until the first one.
+     * TASK_COMMAND_TIME_LIMIT_S (sandbox/command-time.ts); absent until the first one.
      */
     command_ms: { type: Number },
     /** The quota slot this task holds (null on tiers without a limit). */

@@ -6,7 +6,7 @@ import { errors } from "../errors.js";
  * it. Below that much free space under DATA_DIR (working copies, health clones and, by
  * default, the sandboxes' package caches live there), creating a task or requesting a scan
  * answers 503 `insufficient_storage` with Retry-After and creates nothing; what runs already
- * runs on (each within TASK_DISK_LIMIT_MB, util/sandbox-disk.ts).
+ * runs on (each within TASK_DISK_LIMIT_MB, sandbox/disk.ts).
  *
  * statfs is cheap but not free on a busy API; the figure is kept for a second.
  */

@@ -1,5 +1,5 @@
 import semver from "semver";
-import { describeResult } from "../util/sandbox.js";
+import { describeResult } from "../sandbox/index.js";
 import { isFile, readReport, timedOutAttempt } from "./kit.js";
 import type {
   CoverageAttempt,

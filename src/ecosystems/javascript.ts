@@ -2,7 +2,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import semver from "semver";
 import { readBounded } from "../indexer/read-files.js";
-import { describeResult, sandboxPath } from "../util/sandbox.js";
+import { describeResult, sandboxPath } from "../sandbox/index.js";
 import {
   exists,
   isDirectory,

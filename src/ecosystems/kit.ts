@@ -1,5 +1,5 @@
 import path from "node:path";
-import { describeResult, type SandboxResult } from "../util/sandbox.js";
+import { describeResult, type SandboxResult } from "../sandbox/index.js";
 import {
   entryInfo,
   exists as entryExists,
@@ -7,14 +7,14 @@ import {
   readText as readCopyText,
   relativeInside,
   removeFile,
-} from "../util/workcopy-fs.js";
+} from "../workcopy/fs.js";
 import { isTestPath, languageOf } from "./source-files.js";
 import type { CoverageAttempt } from "./types.js";
 
 /*
  * Small helpers the ecosystem modules share: bounded reads of a working copy's files for
  * detection, and the pieces of a coverage run every adapter needs. Every read goes through
- * util/workcopy-fs.ts: the working copy is written by the repository's own commands, and a
+ * workcopy/fs.ts: the working copy is written by the repository's own commands, and a
  * manifest or report swapped for a link to a host file must not be read.
  */
 

@@ -1,4 +1,4 @@
-import type { SandboxResult } from "../util/sandbox.js";
+import type { SandboxResult } from "../sandbox/index.js";
 import type { Language } from "./source-files.js";
 
 /*
@@ -26,7 +26,7 @@ export interface DetectedChecks {
   installNotes?: string[];
   /**
    * The files whose bytes decide what the install steps download (lockfiles, manifests):
-   * the package cache entry is keyed by their hash (util/sandbox-cache.ts).
+   * the package cache entry is keyed by their hash (sandbox/cache.ts).
    */
   installInputs?: string[];
   /**

@@ -30,7 +30,7 @@ import {
   sandboxRoot,
   type SandboxCache,
   type SandboxResult,
-} from "../util/sandbox.js";
+} from "../sandbox/index.js";
 import {
   ECOSYSTEMS,
   type CoverageAdapter,
@@ -112,7 +112,7 @@ export interface CoverageOptions {
   signal?: AbortSignal;
   /** GOPROXY for `go test` (from GOPROXY_URL). */
   goproxy?: string;
-  /** The package cache of the scan's account and repository (util/sandbox-cache.ts). */
+  /** The package cache of the scan's account and repository (sandbox/cache.ts). */
   cache?: SandboxCache;
   /** Why the scan's setup step did not install the dependencies (verify/setup.ts). */
   setupFailure?: string;

@@ -7,7 +7,7 @@
  */
 import type { Config } from "../config/env.js";
 import type { Logger } from "../util/logger.js";
-import type { SandboxCache } from "../util/sandbox.js";
+import type { SandboxCache } from "../sandbox/index.js";
 import type { CiSource } from "./ci.js";
 import { readRepoFiles } from "./files.js";
 import { gradeFor, METRIC_WEIGHTS, overallScore } from "./grading.js";
@@ -23,7 +23,7 @@ export interface ScanOptions {
   ci: CiSource;
   logger: Logger;
   signal?: AbortSignal;
-  /** The package cache of the scan's account and repository (util/sandbox-cache.ts). */
+  /** The package cache of the scan's account and repository (sandbox/cache.ts). */
   cache?: SandboxCache;
   /** Why the scan's setup step (verify/setup.ts) did not install the dependencies. */
   setupFailure?: string;

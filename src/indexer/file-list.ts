@@ -6,7 +6,7 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
 import ignore, { type Ignore } from "ignore";
 import { GitError, runGit } from "../util/git.js";
-import { entryInfo, listDir, readText } from "../util/workcopy-fs.js";
+import { entryInfo, listDir, readText } from "../workcopy/fs.js";
 import { skipDirectory, type SkipReason } from "./skip.js";
 
 export interface FileList {
@@ -78,7 +78,7 @@ async function walk(
   out: string[],
   pruned: Partial<Record<SkipReason, number>>,
 ): Promise<void> {
-  // Read through util/workcopy-fs.ts: a folder swapped for a link is not walked into, and
+  // Read through workcopy/fs.ts: a folder swapped for a link is not walked into, and
   // dirents carry lstat's types, so a link to a directory is not entered either.
   const entries = await listDir(root, rel);
   if (typeof entries === "string") return;

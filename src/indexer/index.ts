@@ -9,7 +9,7 @@ import { performance } from "node:perf_hooks";
 import { Bm25Index, type WeightedTerm } from "./bm25.js";
 import { listRepoFiles } from "./file-list.js";
 import { forEachConcurrently } from "../util/concurrency.js";
-import { entryInfo, readTextSync } from "../util/workcopy-fs.js";
+import { entryInfo, readTextSync } from "../workcopy/fs.js";
 import { READ_CONCURRENCY, readBounded } from "./read-files.js";
 import { ShardBuilder, type Shard } from "./shard.js";
 import { fileKind, kindFactors } from "./ranking.js";
@@ -207,7 +207,7 @@ const lineWords = new TokenBuffer();
 /**
  * The numbered lines around the line with the most (idf-weighted) distinct query terms, in
  * `text` read from the working copy now (the index keeps no file contents) through
- * util/workcopy-fs.ts: a file swapped for a link, a FIFO or anything else since the index was
+ * workcopy/fs.ts: a file swapped for a link, a FIFO or anything else since the index was
  * built gives an empty snippet, never the text of what the link points to.
  */
 function snippet(index: Bm25Index, text: string | undefined, weights: Map<string, number>): string {

@@ -1,11 +1,11 @@
 /*
  * Reading many files of a working copy fast, with a size check before the bytes are read
- * and symbolic links refused, through the one reader of working copies (util/workcopy-fs.ts:
+ * and symbolic links refused, through the one reader of working copies (workcopy/fs.ts:
  * no link is followed, also one swapped in after the listing). In-process: its asynchronous
  * reads with a fixed number in flight, so the thread pool reads while the main thread
  * tokenizes what has arrived. On a worker thread: blocking reads into one reused buffer.
  */
-import { readBytes, readBytesSync, type Refusal } from "../util/workcopy-fs.js";
+import { readBytes, readBytesSync, type Refusal } from "../workcopy/fs.js";
 import type { SkipReason } from "./skip.js";
 
 /** Reads in flight at once; libuv runs four at a time, the rest wait queued and ready. */

@@ -5,7 +5,7 @@
  * patterns over each line, like symbols.ts: a view for a reader, not a symbol table.
  */
 import path from "node:path";
-import { readTextSync } from "../util/workcopy-fs.js";
+import { readTextSync } from "../workcopy/fs.js";
 
 const JS =
   /^\s*(?:export\s+)?(?:default\s+)?(?:declare\s+)?(?:abstract\s+)?(?:async\s+)?(?:function\b|class\s|interface\s|type\s+\w+\s*[=<]|enum\s|namespace\s)|^(?:export\s+)?(?:const|let|var)\s+[\w$]+\s*(?::[^=]+)?=\s*(?:async\s+)?(?:function\b|\([^)]*\)\s*(?::[^=]+)?=>|[\w$]+\s*=>)|^[\w$]+(?:\.[\w$]+)+\s*=\s*(?:async\s+)?function\b|^\s{2,4}(?:(?:public|private|protected|static|async|override|get|set)\s+)*\*?[\w$]+\s*(?:<[^>]*>)?\([^)]*\)\s*(?::\s*[^{]+)?\{\s*$/;
@@ -65,7 +65,7 @@ export function repoMap(root: string, files: readonly string[], options: RepoMap
   const blocks: string[] = [];
   let budget = options.maxChars;
   for (const file of files) {
-    // Through util/workcopy-fs.ts: a file swapped for a link since it was indexed is skipped.
+    // Through workcopy/fs.ts: a file swapped for a link since it was indexed is skipped.
     const text = readTextSync(root, file, { maxBytes: MAX_FILE_BYTES });
     if (text === undefined) continue;
     const lines = declarations(file, text);

@@ -350,7 +350,7 @@ async function runToolCalls<F>(
       output = await (spec as ExecutableTool).execute(parsed.value);
     } catch (error) {
       // Cancellation ends the loop, and so does a failure reported on purpose (a command
-      // past the task's disk budget: util/sandbox-disk.ts); any other failure is the
+      // past the task's disk budget: sandbox/disk.ts); any other failure is the
       // model's to work around.
       if (options.signal?.aborted || error instanceof StageError) {
         await settle(results);

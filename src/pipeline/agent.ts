@@ -2,12 +2,12 @@ import { createGrepTool, createReadTools } from "../tools/read-tools.js";
 import { trajectoryRecorder } from "./trajectory.js";
 import { createWriteTools, type FileChange } from "../tools/write-tools.js";
 import { createSyntaxChecker, type SandboxRun } from "../tools/syntax-check.js";
-import { runSandboxed } from "../util/sandbox.js";
+import { runSandboxed } from "../sandbox/index.js";
 import { runToolLoop } from "../llm/tool-loop.js";
 import { memoryPromptBlock } from "../domain/agents/memory.js";
 import { skillForTask, type SkillDefinition } from "../domain/agents/skills.js";
 import { createRememberTool, createRunCommandTool, finishTool } from "../tools/agent-tools.js";
-import { withBuildCache, type SandboxCache } from "../util/sandbox-cache.js";
+import { withBuildCache, type SandboxCache } from "../sandbox/cache.js";
 import { owner as cacheOwner, setupCache } from "./stages/setup.js";
 import { agentSystemPrompt, readRepositoryInstructions } from "./prompts.js";
 import { describeCall, firstLine, progressLog } from "./progress.js";
@@ -39,7 +39,7 @@ export interface AgentOptions {
 /**
  * The caches of the task's commands: the package cache entry its setup step used, read-only
  * (pipeline/stages/setup.ts), and the build caches of the account's repository, kept between
- * runs (util/sandbox-cache.ts); never another account's.
+ * runs (sandbox/cache.ts); never another account's.
  */
 export async function taskCache(ctx: StageContext): Promise<SandboxCache> {
   return withBuildCache(cacheOwner(ctx), await setupCache(ctx));

@@ -17,9 +17,9 @@ import {
 } from "../verify/baseline.js";
 import { configNames, detectChecks, type Check } from "../verify/index.js";
 import { hasEnded } from "../domain/tasks/endings.js";
-import { CommandTimeError } from "../util/command-time.js";
-import { DiskBudgetError } from "../util/sandbox-disk.js";
-import type { SandboxCache } from "../util/sandbox.js";
+import { CommandTimeError } from "../sandbox/command-time.js";
+import { DiskBudgetError } from "../sandbox/disk.js";
+import type { SandboxCache } from "../sandbox/index.js";
 import { taskCache } from "./agent.js";
 import type { StageContext } from "./stage.js";
 import { setupOutputs } from "./stages/setup.js";

@@ -2,7 +2,7 @@ import { appendFile, mkdir } from "node:fs/promises";
 import path from "node:path";
 import { runGit } from "../util/git.js";
 import { redactText } from "../util/redact.js";
-import { readText } from "../util/workcopy-fs.js";
+import { readText } from "../workcopy/fs.js";
 
 /** Largest diff stored on a task and sent as the `diff` event. */
 const MAX_STORED_DIFF_CHARS = 500_000;

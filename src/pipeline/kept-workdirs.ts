@@ -6,13 +6,13 @@
  * FOLLOW_UP_KEEP_MAX are kept (the oldest goes first: a follow-up comes likeliest on the work
  * that just finished); the task sweep removes the expired ones on every worker.
  *
- * The bookkeeping is the marker beside each kept copy (util/workdir-volume.ts): a copy is on
+ * The bookkeeping is the marker beside each kept copy (workcopy/volume.ts): a copy is on
  * this worker's disk or not, so no database record could say more, and the marker's rename is
  * the lock between a follow-up taking it and the sweep removing it.
  */
 import path from "node:path";
 import { freeBytes } from "../domain/storage.js";
-import { keptWorkdirs, markKept, removeKept } from "../util/workdir-volume.js";
+import { keptWorkdirs, markKept, removeKept } from "../workcopy/volume.js";
 
 export interface KeepPolicy {
   /** How long (FOLLOW_UP_KEEP_MIN); 0: nothing is kept. */

@@ -10,7 +10,7 @@ import {
 } from "../tools/mcp-tools.js";
 import { currentSecretScope, SecretScope } from "../util/redact.js";
 import { parseRepositoryYaml } from "../util/repo-parse.js";
-import { readText } from "../util/workcopy-fs.js";
+import { readText } from "../workcopy/fs.js";
 import { configNames } from "../verify/checks.js";
 import type { StageContext } from "./stage.js";
 

@@ -1,7 +1,7 @@
 import { findAgent } from "../domain/agents/agents.js";
 import type { SkillDefinition } from "../domain/agents/skills.js";
 import { loadPrompt } from "../util/prompt-file.js";
-import { readText } from "../util/workcopy-fs.js";
+import { readText } from "../workcopy/fs.js";
 
 /*
  * Prompt assembly. What goes in, in order: the stage's rules, the repository's own
@@ -56,7 +56,7 @@ const MAX_INSTRUCTION_BYTES = 12_000;
 
 /**
  * The repository's instruction files, each capped, as one block (empty when none). Read
- * through util/workcopy-fs.ts: an instruction file that is a symbolic link (committed as one,
+ * through workcopy/fs.ts: an instruction file that is a symbolic link (committed as one,
  * or swapped for one by a command) is left out, never followed to the host's files.
  */
 export async function readRepositoryInstructions(workdir: string): Promise<string> {

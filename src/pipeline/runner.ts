@@ -32,7 +32,7 @@ import { stageLease } from "../durable/lease.js";
 import { AppError } from "../errors.js";
 import { stageKey } from "../domain/tasks/revisions.js";
 import { BaseRuns } from "../verify/baseline.js";
-import { CommandTimeBudget } from "../util/command-time.js";
+import { CommandTimeBudget } from "../sandbox/command-time.js";
 import { redactError, withSecretScope } from "../util/redact.js";
 import { taskSecretScope } from "./mcp.js";
 

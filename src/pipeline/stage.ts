@@ -8,7 +8,7 @@ import type { GithubClient } from "../github-api/client.js";
 import type { RepoIndex } from "../indexer/index.js";
 import type { ReadyModelClient } from "../llm/provider.js";
 import type { PricedUsage } from "../llm/types.js";
-import type { CommandTimeBudget } from "../util/command-time.js";
+import type { CommandTimeBudget } from "../sandbox/command-time.js";
 import type { Logger } from "../util/logger.js";
 import type { BaseRuns } from "../verify/baseline.js";
 

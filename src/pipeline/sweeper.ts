@@ -12,7 +12,7 @@ import { repairEnding } from "../domain/tasks/endings.js";
 import { STAGE_NAMES, type StageName, type TaskDeps } from "../domain/tasks/model.js";
 import { jobsInFlight } from "../queue/scheduler.js";
 import type { Logger } from "../util/logger.js";
-import { isKept, removeWorkdir, workdirNames } from "../util/workdir-volume.js";
+import { isKept, removeWorkdir, workdirNames } from "../workcopy/volume.js";
 import { removeExpiredWorkdirs } from "./kept-workdirs.js";
 import { STAGE_JOB_NAME } from "./runner.js";
 import type { StageOutcome } from "./stage.js";

@@ -1,7 +1,7 @@
 /*
  * DATA_DIR's mounts across a stop and a start (docs/operations.md, "Mounts under DATA_DIR").
  *
- * A working copy on a volume (util/workdir-volume.ts) is two mounts: the image's loop mount
+ * A working copy on a volume (workcopy/volume.ts) is two mounts: the image's loop mount
  * at `W.vol/mnt` and its `wc` folder bound at `W`. Mounts outlive the process, so a stop that
  * left them there kept DATA_DIR busy (`rm -rf` failed with EBUSY) and its loop devices taken.
  *
@@ -29,7 +29,7 @@ import {
   unmountedVolume,
   workdirNames,
   workdirOfMount,
-} from "../util/workdir-volume.js";
+} from "../workcopy/volume.js";
 import { removeExpiredWorkdirs } from "./kept-workdirs.js";
 
 /**

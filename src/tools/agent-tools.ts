@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { ExecutableTool, ToolSpec } from "../llm/types.js";
-import type { CommandTimeBudget } from "../util/command-time.js";
+import type { CommandTimeBudget } from "../sandbox/command-time.js";
 import {
   describeResult,
   diskBudgetFailure,
@@ -8,7 +8,7 @@ import {
   runSandboxed,
   sandboxRoot,
   type SandboxCache,
-} from "../util/sandbox.js";
+} from "../sandbox/index.js";
 
 /*
  * The implementing and fixing tools beyond reading and writing files (docs/architecture.md,
@@ -31,11 +31,11 @@ export function createRunCommandTool(options: {
   timeoutMs: number;
   signal?: AbortSignal | undefined;
   onRun?: (line: string) => void;
-  /** The package cache of the task's account and repository (util/sandbox-cache.ts). */
+  /** The package cache of the task's account and repository (sandbox/cache.ts). */
   cache?: SandboxCache | undefined;
   /** Every SANDBOX_HEARTBEAT_S while a command runs: "still running `…` (40 s)". */
   onHeartbeat?: (line: string) => void;
-  /** The task's TASK_COMMAND_TIME_LIMIT_S (util/command-time.ts). */
+  /** The task's TASK_COMMAND_TIME_LIMIT_S (sandbox/command-time.ts). */
   timeBudget?: CommandTimeBudget | undefined;
 }): ExecutableTool<{ command: string }> {
   // The path the commands see; never the working copy's folder on the host (SANDBOX=none

@@ -6,7 +6,7 @@ import { z } from "zod";
 import type { ExecutableTool } from "../llm/types.js";
 import { redactText } from "../util/redact.js";
 import { SERVICE_VERSION } from "../util/version.js";
-import { SandboxedStdioTransport } from "../util/sandbox-process.js";
+import { SandboxedStdioTransport } from "../sandbox/process.js";
 import {
   checkSchema,
   createSchemaBudget,
@@ -19,7 +19,7 @@ import {
 /*
  * MCP servers as the agent's tools (docs/mcp.md, "Giving the agent MCP tools"). A repository's
  * `.github/foreman.yml` `mcp_servers:` (and the account's setting) names them: a command run
- * over stdio inside the task's sandbox (util/sandbox-process.ts), or an HTTP URL the operator
+ * over stdio inside the task's sandbox (sandbox/process.ts), or an HTTP URL the operator
  * allowed (MCP_ALLOWED_URLS). Their tools reach the model as `mcp__<server>__<tool>`; while
  * planning only those the server marks read-only. A server that does not start is logged and
  * left out: the task goes on without it.

@@ -7,7 +7,7 @@ import path from "node:path";
 import { z } from "zod";
 import type { ExecutableTool } from "../llm/types.js";
 import { PathError, resolveInside } from "../util/paths.js";
-import { entryInfo, readBytes, type Refusal } from "../util/workcopy-fs.js";
+import { entryInfo, readBytes, type Refusal } from "../workcopy/fs.js";
 
 import type { RepoIndex } from "../indexer/index.js";
 import { holdsSecrets, looksBinary, mayHoldSecrets } from "../indexer/skip.js";
@@ -60,7 +60,7 @@ function errorText(error: unknown): string {
   throw error;
 }
 
-/** A read refused by util/workcopy-fs.ts (the file changed between the look and the read). */
+/** A read refused by workcopy/fs.ts (the file changed between the look and the read). */
 function refusalText(rel: string, refusal: Refusal): string {
   switch (refusal) {
     case "symlink":
@@ -134,7 +134,7 @@ export function createReadTools(root: string, getIndex: () => RepoIndex): Execut
       if (rel === "") return "Error: that is the repository root; use list_files to see it.";
       if (mayHoldSecrets(rel))
         return `Error: ${rel} may hold credentials, so it is not shown; work from its example or documentation instead.`;
-      // What is there, and the bytes, through util/workcopy-fs.ts: no link is followed, at
+      // What is there, and the bytes, through workcopy/fs.ts: no link is followed, at
       // the end of the path or on the way, also one swapped in since resolveInside looked.
       const info = await entryInfo(root, rel);
       if (info === undefined) {

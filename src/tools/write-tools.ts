@@ -8,7 +8,7 @@
  */
 import { randomBytes } from "node:crypto";
 // lstat and realpath decide where a write may go (confined by util/paths.ts); the file reads
-// here go through util/workcopy-fs.ts.
+// here go through workcopy/fs.ts.
 // eslint-disable-next-line no-restricted-imports -- write confinement, not a read of content
 import { chmod, lstat, mkdir, realpath, rename, unlink, writeFile } from "node:fs/promises";
 import type { Stats } from "node:fs";
@@ -17,7 +17,7 @@ import { z } from "zod";
 import type { ExecutableTool } from "../llm/types.js";
 import { inCheckedDir, PathError, resolveInside } from "../util/paths.js";
 import { REDACTION_MARK } from "../util/redact.js";
-import { readBytes } from "../util/workcopy-fs.js";
+import { readBytes } from "../workcopy/fs.js";
 import { looksBinary, mayHoldSecrets } from "../indexer/skip.js";
 import { numberedLines, type SyntaxChecker } from "./syntax-check.js";
 
@@ -124,7 +124,7 @@ async function lstatOrUndefined(abs: string): Promise<Stats | undefined> {
 
 /**
  * The first `limit` bytes of the file `rel` as text: enough to tell its line endings. Read
- * through util/workcopy-fs.ts, so a link swapped in meanwhile is refused, not followed.
+ * through workcopy/fs.ts, so a link swapped in meanwhile is refused, not followed.
  */
 async function readStart(root: string, rel: string, limit: number): Promise<string> {
   const bytes = await readBytes(root, rel, { maxBytes: limit, partial: true });
@@ -420,7 +420,7 @@ export function createWriteTools(root: string, options: WriteToolOptions = {}): 
             `${rel} is ${info.size} bytes, more than the limit of ${maxBytes} bytes for editing.`,
           );
         }
-        // Through util/workcopy-fs.ts by the path links in the directories resolved to.
+        // Through workcopy/fs.ts by the path links in the directories resolved to.
         const bytes = await readBytes(root, rel, { maxBytes });
         if (typeof bytes === "string")
           refuse(`${rel} could not be read (${bytes}); it changed while in use, look again.`);

@@ -19,11 +19,11 @@ import path from "node:path";
 import type { Collection, Document } from "mongodb";
 import type { KeptCheckResult, Models } from "../db/models.js";
 import { runGit } from "../util/git.js";
-import { entryInfo, listDir, readBytes } from "../util/workcopy-fs.js";
-import type { CommandTimeBudget } from "../util/command-time.js";
-import { removeTree } from "../util/sandbox-cache.js";
-import { DiskBudgetError } from "../util/sandbox-disk.js";
-import type { SandboxCache } from "../util/sandbox.js";
+import { entryInfo, listDir, readBytes } from "../workcopy/fs.js";
+import type { CommandTimeBudget } from "../sandbox/command-time.js";
+import { removeTree } from "../sandbox/cache.js";
+import { DiskBudgetError } from "../sandbox/disk.js";
+import type { SandboxCache } from "../sandbox/index.js";
 import type { Check, VerifyPlan } from "./checks.js";
 import {
   hashSignature,

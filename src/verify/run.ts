@@ -2,7 +2,7 @@
  * Runs a VerifyPlan through the sandbox and turns the results into text for the model (what
  * failed and why) and for the task log (one line).
  */
-import type { CommandTimeBudget } from "../util/command-time.js";
+import type { CommandTimeBudget } from "../sandbox/command-time.js";
 import { redactText } from "../util/redact.js";
 import {
   describeResult,
@@ -11,7 +11,7 @@ import {
   type SandboxCache,
   type SandboxOptions,
   type SandboxResult,
-} from "../util/sandbox.js";
+} from "../sandbox/index.js";
 import type { Check, VerifyPlan } from "./checks.js";
 import { runWithTests, type TestRun } from "./tests/index.js";
 
@@ -47,13 +47,13 @@ export interface RunChecksOptions {
   onResult?(outcome: CheckOutcome, kind: CheckKind): void | Promise<void>;
   /** Installs download and build; they may need longer than a check. Defaults to timeoutMs. */
   installTimeoutMs?: number;
-  /** The package cache of the task's account and repository (util/sandbox-cache.ts). */
+  /** The package cache of the task's account and repository (sandbox/cache.ts). */
   cache?: SandboxCache | undefined;
   /** Every SANDBOX_HEARTBEAT_S while a check runs, with how long it has run. */
   onHeartbeat?(check: Check, elapsedMs: number): void;
   /** The folder whose whole tree the disk budget counts, when cwd is inside it (SandboxOptions). */
   budgetRoot?: string;
-  /** The task's TASK_COMMAND_TIME_LIMIT_S (util/command-time.ts). */
+  /** The task's TASK_COMMAND_TIME_LIMIT_S (sandbox/command-time.ts). */
   timeBudget?: CommandTimeBudget | undefined;
 }
 

@@ -2,13 +2,13 @@
  * The setup step (README, "Setup step"; docs/operations.md): once per working copy, before
  * any check and before the model runs anything, the repository's dependencies are installed
  * in the same sandbox as every other command, with a network that reaches only the package
- * registries of SANDBOX_SETUP_ALLOW, through the setup proxy (util/setup-proxy.ts). What
+ * registries of SANDBOX_SETUP_ALLOW, through the setup proxy (sandbox/setup-proxy.ts). What
  * runs: `.github/foreman.yml`'s `setup:` list (or its older `install:` list) when the
  * repository gives one, else what the ecosystems' files imply (ecosystems/*.ts: `npm ci`
  * from package-lock.json, `go mod download` from go.sum, `cargo fetch` from Cargo.lock, …).
  *
  * Downloads land in a package cache entry of the account and repository keyed by the hash
- * of the install inputs (lockfiles, setup commands; util/sandbox-cache.ts). A second
+ * of the install inputs (lockfiles, setup commands; sandbox/cache.ts). A second
  * working copy with the same inputs installs from that entry, read-only; only a successful
  * setup with no entry yet writes a new one. Every later command (checks, run_command,
  * health-scan tests) gets the entry read-only and the network of SANDBOX_NETWORK.
@@ -21,7 +21,7 @@ import { createHash } from "node:crypto";
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { ECOSYSTEMS, type Check } from "../ecosystems/index.js";
-import type { CommandTimeBudget } from "../util/command-time.js";
+import type { CommandTimeBudget } from "../sandbox/command-time.js";
 import { redactText } from "../util/redact.js";
 import {
   describeResult,
@@ -31,15 +31,15 @@ import {
   sandboxSettings,
   type SandboxCache,
   type SandboxResult,
-} from "../util/sandbox.js";
+} from "../sandbox/index.js";
 import {
   createCacheEntry,
   findCacheEntry,
   type CacheOwner,
   type NewCacheEntry,
-} from "../util/sandbox-cache.js";
-import { startSetupProxy, type SetupProxy } from "../util/setup-proxy.js";
-import { entryInfo, readBytes } from "../util/workcopy-fs.js";
+} from "../sandbox/cache.js";
+import { startSetupProxy, type SetupProxy } from "../sandbox/setup-proxy.js";
+import { entryInfo, readBytes } from "../workcopy/fs.js";
 import { DEFAULT_CONFIG_NAMES, readRepoConfig } from "./checks.js";
 
 export interface SetupPlan {
@@ -113,7 +113,7 @@ export function setupEnv(config: {
   };
 }
 
-/** Where an entry keeps the install's outputs (util/sandbox-cache.ts entries). */
+/** Where an entry keeps the install's outputs (sandbox/cache.ts entries). */
 const OUTPUTS = "outputs";
 
 /** cp -a (links copied as links, never followed), copy-on-write where the filesystem can. */
@@ -196,7 +196,7 @@ export interface SetupOptions {
   subject?: "task" | "scan";
   /** A line for the task's log (progress, heartbeats, the outcome). */
   log(message: string): Promise<void> | void;
-  /** The task's TASK_COMMAND_TIME_LIMIT_S (util/command-time.ts). */
+  /** The task's TASK_COMMAND_TIME_LIMIT_S (sandbox/command-time.ts). */
   timeBudget?: CommandTimeBudget | undefined;
 }
 

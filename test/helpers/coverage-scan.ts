@@ -2,7 +2,7 @@ import { mkdir, readdir, symlink } from "node:fs/promises";
 import path from "node:path";
 import { measureCoverage } from "../../src/health/coverage.js";
 import { readRepoFiles } from "../../src/health/files.js";
-import { sandboxCache } from "../../src/util/sandbox-cache.js";
+import { sandboxCache } from "../../src/sandbox/cache.js";
 import { createGitRepo, type GitFixture } from "./git-repo.js";
 
 /*
@@ -21,7 +21,7 @@ export const SCAN_BUDGET_MS = 150_000;
 /**
  * The service's packages installed into `dir`'s node_modules as links, one per package: the
  * scan looks for a tool (`node_modules/.bin/c8`, `node_modules/@vitest/coverage-v8`) without
- * following a link on the way (util/workcopy-fs.ts), so node_modules, `.bin` and the scope
+ * following a link on the way (workcopy/fs.ts), so node_modules, `.bin` and the scope
  * folders are real folders, as npm makes them.
  */
 async function linkPackages(from: string, dir: string): Promise<void> {

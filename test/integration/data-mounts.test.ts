@@ -12,7 +12,7 @@ import {
   markKept,
   prepareWorkdir,
   volumeSupport,
-} from "../../src/util/workdir-volume.js";
+} from "../../src/workcopy/volume.js";
 import { mountsUnder } from "../helpers/mounts.js";
 
 /*

@@ -28,7 +28,7 @@ import { openTaskStream } from "../helpers/ws.js";
  * no connection on the test's listener, no process left behind, and no planted hook, filter
  * or fsmonitor run by the service's own git afterwards. The sandbox is bubblewrap, for real,
  * with SANDBOX_NETWORK=public: the mode with a network is the one where keeping the host's
- * loopback, its addresses and the private ranges out takes rules (util/sandbox-network.ts);
+ * loopback, its addresses and the private ranges out takes rules (sandbox/network.ts);
  * the default `none` has no interface but loopback (test/unit/sandbox-network.test.ts).
  */
 

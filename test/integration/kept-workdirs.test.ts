@@ -13,7 +13,7 @@ import {
   removeWorkdir,
   volumeSupport,
   workdirNames,
-} from "../../src/util/workdir-volume.js";
+} from "../../src/workcopy/volume.js";
 import { mountsUnder } from "../helpers/mounts.js";
 
 /*

@@ -3,7 +3,7 @@ import { cp, mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { runSandboxed } from "../../src/util/sandbox.js";
+import { runSandboxed } from "../../src/sandbox/index.js";
 import { readOutput, runWithTests } from "../../src/verify/tests/index.js";
 
 /*

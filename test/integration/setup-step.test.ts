@@ -15,7 +15,7 @@ import { startTestServer, type ApiResponse, type TestServer } from "../helpers/s
 import { openTaskStream, type StreamEvent } from "../helpers/ws.js";
 
 /*
- * The setup step for real (verify/setup.ts, util/setup-proxy.ts): a repository that
+ * The setup step for real (verify/setup.ts, sandbox/setup-proxy.ts): a repository that
  * declares one small dependency from the public npm registry installs it through the
  * allowlist's proxy (tinyproxy, from scripts/setup.sh) and verifies; the model's run_command
  * on the default SANDBOX_NETWORK=none reaches nothing; the second task on the repository

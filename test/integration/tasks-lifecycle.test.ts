@@ -3,7 +3,7 @@ import { readFile, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repairEnding } from "../../src/domain/tasks/endings.js";
-import { prepareWorkdir } from "../../src/util/workdir-volume.js";
+import { prepareWorkdir } from "../../src/workcopy/volume.js";
 import {
   startFakeModel,
   type FakeModel,

@@ -7,7 +7,7 @@ import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 import { addLocalWorkspace, startTestServer, type TestServer } from "../helpers/server.js";
 import { startTask } from "../helpers/ws.js";
 import { waitFor } from "../helpers/greeter-stack.js";
-import { volumeSupport } from "../../src/util/workdir-volume.js";
+import { volumeSupport } from "../../src/workcopy/volume.js";
 
 /*
  * Issue 41 item 6 (finding 5): the base commit's checks count against the task's disk budget

@@ -9,7 +9,7 @@ import {
   prepareWorkdir,
   removeWorkdir,
   volumeSupport,
-} from "../../src/util/workdir-volume.js";
+} from "../../src/workcopy/volume.js";
 import { agentModel, type Script } from "../helpers/agent-model.js";
 import { startFakeModel, type FakeModel, fakeModelEnv } from "../helpers/fake-model.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";

@@ -6,7 +6,7 @@ import { githubLinkMarker, recordInstallation } from "../../src/domain/workspace
 import { endTask } from "../../src/domain/tasks/endings.js";
 import { claimMarker } from "../../src/durable/markers.js";
 import { findCronJobs } from "../../src/jobs/cron.js";
-import { isKept, markKept } from "../../src/util/workdir-volume.js";
+import { isKept, markKept } from "../../src/workcopy/volume.js";
 import { createGitRepo, type GitFixture } from "../helpers/git-repo.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 

@@ -4,16 +4,12 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  configureSandboxCaches,
-  removeTree,
-  withBuildCache,
-} from "../../src/util/sandbox-cache.js";
-import { runSandboxed } from "../../src/util/sandbox.js";
+import { configureSandboxCaches, removeTree, withBuildCache } from "../../src/sandbox/cache.js";
+import { runSandboxed } from "../../src/sandbox/index.js";
 
 /*
  * Cargo's build outputs and jest's cache kept per account and repository (issue 41 item 7;
- * util/sandbox-cache.ts, buildCacheMounts), in the real sandbox: a crate built by one task of
+ * sandbox/cache.ts, buildCacheMounts), in the real sandbox: a crate built by one task of
  * an account is fresh for the next task's working copy of the same files (no "Compiling"),
  * where the repository expects it (target/), while another account compiles it afresh; what
  * a run leaves in jest's default cache folder is there for the account's next run only.

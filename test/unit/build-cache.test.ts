@@ -8,11 +8,11 @@ import {
   enforceCacheBudget,
   removeTree,
   withBuildCache,
-} from "../../src/util/sandbox-cache.js";
-import { runSandboxed } from "../../src/util/sandbox.js";
+} from "../../src/sandbox/cache.js";
+import { runSandboxed } from "../../src/sandbox/index.js";
 
 /*
- * Build caches kept per account and repository (util/sandbox-cache.ts, withBuildCache): a
+ * Build caches kept per account and repository (sandbox/cache.ts, withBuildCache): a
  * Go package's `go test ./...` in the real sandbox (bubblewrap) compiles the standard library
  * into the account's build cache once; the next run of that account and repository reuses it
  * (Go reports the test result as cached), while another account's runs see an empty cache of

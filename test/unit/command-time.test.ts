@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { CommandTimeBudget, CommandTimeError } from "../../src/util/command-time.js";
-import type { SandboxOptions, SandboxResult } from "../../src/util/sandbox.js";
+import { CommandTimeBudget, CommandTimeError } from "../../src/sandbox/command-time.js";
+import type { SandboxOptions, SandboxResult } from "../../src/sandbox/index.js";
 
 /*
- * TASK_COMMAND_TIME_LIMIT_S's accounting (util/command-time.ts), with a stand-in for the
+ * TASK_COMMAND_TIME_LIMIT_S's accounting (sandbox/command-time.ts), with a stand-in for the
  * sandbox that runs until its timeout or its signal: commands running at once use the budget
  * together, a command's timeout is what is left, and nothing starts once it is used up.
  * (test/integration/command-time-budget.test.ts runs it through the service and the sandbox.)

@@ -2,8 +2,8 @@ import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bwrapFix, containerRuntime, HOST_BWRAP_FIX } from "../../src/util/container.js";
-import { checkSandbox, configureSandbox } from "../../src/util/sandbox.js";
+import { bwrapFix, containerRuntime, HOST_BWRAP_FIX } from "../../src/sandbox/container.js";
+import { checkSandbox, configureSandbox } from "../../src/sandbox/index.js";
 
 /*
  * A worker started in a container without the options bubblewrap needs says which options

@@ -57,7 +57,7 @@ describe("database outages", () => {
     expect(toAppError(epipe)).toMatchObject({ status: 503, code: "upstream_unavailable" });
     const elsewhere = Object.assign(new Error("write EPIPE"), {
       code: "EPIPE",
-      stack: "Error: write EPIPE\n    at ChildProcess.write (/srv/dist/util/sandbox.js:1:1)",
+      stack: "Error: write EPIPE\n    at ChildProcess.write (/srv/dist/sandbox/index.js:1:1)",
     });
     expect(toAppError(elsewhere)).toMatchObject({ status: 500, code: "internal" });
   });

@@ -13,7 +13,7 @@
  */
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { configureSandbox } from "../../src/util/sandbox.js";
+import { configureSandbox } from "../../src/sandbox/index.js";
 import { ROOT, SCAN_BUDGET_MS, scanFixture } from "../helpers/coverage-scan.js";
 import type { GitFixture } from "../helpers/git-repo.js";
 

@@ -8,8 +8,8 @@ import { measureCoverage } from "../../src/health/coverage.js";
 import { readRepoFiles } from "../../src/health/files.js";
 import { excludeBuildOutput } from "../../src/pipeline/diff.js";
 import { detectChecks } from "../../src/verify/checks.js";
-import { configureSandbox, runSandboxed } from "../../src/util/sandbox.js";
-import { configureSandboxCaches } from "../../src/util/sandbox-cache.js";
+import { configureSandbox, runSandboxed } from "../../src/sandbox/index.js";
+import { configureSandboxCaches } from "../../src/sandbox/cache.js";
 import { detectSetup, runSetup, type SetupOutcome } from "../../src/verify/setup.js";
 import { startFakePypi, type FakePypi } from "../helpers/pypi-fake.js";
 

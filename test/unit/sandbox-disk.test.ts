@@ -21,14 +21,14 @@ import {
   diskBudgetFailure,
   runSandboxed,
   sandboxedProcessArgv,
-} from "../../src/util/sandbox.js";
+} from "../../src/sandbox/index.js";
 import {
   configureSandboxCaches,
   pruneSandboxCaches,
   removeTree,
   sandboxCache,
-} from "../../src/util/sandbox-cache.js";
-import { watchDisk } from "../../src/util/sandbox-disk.js";
+} from "../../src/sandbox/cache.js";
+import { watchDisk } from "../../src/sandbox/disk.js";
 
 /*
  * Issue 26 (2, 3, 8): the disk budget of a run (TASK_DISK_LIMIT_MB), the working copy at a

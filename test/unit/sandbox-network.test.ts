@@ -11,13 +11,13 @@ import {
   configureSandbox,
   describeResult,
   runSandboxed,
-} from "../../src/util/sandbox.js";
-import { BLOCKED_IPV4_RANGES, hostAddresses } from "../../src/util/sandbox-network.js";
+} from "../../src/sandbox/index.js";
+import { BLOCKED_IPV4_RANGES, hostAddresses } from "../../src/sandbox/network.js";
 
 /*
  * SANDBOX_NETWORK=public for real: bubblewrap in a network namespace that slirp4netns
  * connects, with the private ranges and the host's own addresses refused by policy rules
- * (util/sandbox-network.ts). scripts/setup.sh installs slirp4netns and iproute2; nothing here
+ * (sandbox/network.ts). scripts/setup.sh installs slirp4netns and iproute2; nothing here
  * skips when they are missing. This machine has no internet, so reaching a public host is not
  * tried; what is tried is everything that must never be reached.
  */

@@ -12,7 +12,7 @@ import {
   configureSandbox,
   describeResult,
   runSandboxed,
-} from "../../src/util/sandbox.js";
+} from "../../src/sandbox/index.js";
 
 let dir: string;
 

@@ -9,33 +9,33 @@ import {
   configureSandbox,
   heartbeatLine,
   runSandboxed,
-} from "../../src/util/sandbox.js";
+} from "../../src/sandbox/index.js";
 import {
   configureSandboxCaches,
   createCacheEntry,
   enforceCacheBudget,
   findCacheEntry,
   KEEP_PER_REPO,
-} from "../../src/util/sandbox-cache.js";
-import { hostAddresses } from "../../src/util/sandbox-network.js";
+} from "../../src/sandbox/cache.js";
+import { hostAddresses } from "../../src/sandbox/network.js";
 import {
   filterLine,
   isAllowed,
   parseAllowList,
   startSetupProxy,
   type SetupProxy,
-} from "../../src/util/setup-proxy.js";
+} from "../../src/sandbox/setup-proxy.js";
 import {
   addressRefusal,
   parseAddressRanges,
   startAddressGuard,
-} from "../../src/util/setup-proxy-guard.js";
+} from "../../src/sandbox/setup-proxy-guard.js";
 
 /*
  * The setup step's network for real: tinyproxy (scripts/setup.sh) with the allowlist, reached
- * from bubblewrap through slirp4netns's 10.0.2.2 and nothing else (util/sandbox-network.ts
+ * from bubblewrap through slirp4netns's 10.0.2.2 and nothing else (sandbox/network.ts
  * proxyNetwork); the package cache entries the setup step writes, read-only to later runs and
- * kept within their budget (util/sandbox-cache.ts); and the heartbeat of long commands.
+ * kept within their budget (sandbox/cache.ts); and the heartbeat of long commands.
  */
 
 let dir: string;

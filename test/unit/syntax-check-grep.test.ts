@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGrepTool } from "../../src/tools/read-tools.js";
 import { createSyntaxChecker, type SandboxRun } from "../../src/tools/syntax-check.js";
 import { createWriteTools } from "../../src/tools/write-tools.js";
-import { runSandboxed } from "../../src/util/sandbox.js";
+import { runSandboxed } from "../../src/sandbox/index.js";
 
 /*
  * The agent's edits checked as it goes (issue 29 item 7): write_file and edit_file run the

@@ -33,10 +33,10 @@ import {
   readBytesSync,
   readText as readTextInside,
   readTextSync,
-} from "../../src/util/workcopy-fs.js";
+} from "../../src/workcopy/fs.js";
 
 /*
- * The one reader of working copies (src/util/workcopy-fs.ts) and every host-side reader that
+ * The one reader of working copies (src/workcopy/fs.ts) and every host-side reader that
  * goes through it: a file or folder of the working copy that is, or becomes, a symbolic link
  * to something of the host's is never followed, so the marker planted outside never comes
  * back from any of them.

@@ -1,4 +1,4 @@
-import { prepareWorkdir, removeWorkdir } from "../../util/workdir-volume.js";
+import { prepareWorkdir, removeWorkdir } from "../../workcopy/volume.js";
 import { StageError } from "../../util/stage-error.js";
 import path from "node:path";
 import type { Config } from "../../config/env.js";
@@ -58,7 +58,7 @@ export function describeScanFailure(error: unknown, timedOut: boolean, timeoutMs
   if (timedOut)
     message = `The scan did not finish within ${Math.round(timeoutMs / 1000)} s (HEALTH_SCAN_TIMEOUT_S).`;
   else if (error instanceof ScanError) message = error.message;
-  // Reported on purpose, e.g. its tests went past TASK_DISK_LIMIT_MB (util/sandbox-disk.ts).
+  // Reported on purpose, e.g. its tests went past TASK_DISK_LIMIT_MB (sandbox/disk.ts).
   else if (error instanceof StageError) message = error.message;
   else if (error instanceof GitError)
     message = `git failed while cloning the repository: ${error.stderr || error.message}`;
@@ -158,7 +158,7 @@ export async function runHealthScan(
         // A clone left by an earlier run whose worker died on this machine goes too.
         for (let attempt = 0; attempt <= run.lease.attempt; attempt++)
           await removeWorkdir(path.join(config.dataDir, "health", `${report._id}-${attempt}`));
-        // On a volume of TASK_DISK_LIMIT_MB where the host allows it (util/workdir-volume.ts).
+        // On a volume of TASK_DISK_LIMIT_MB where the host allows it (workcopy/volume.ts).
         await prepareWorkdir(workdir, config.sandbox.diskLimitMb, (reason) =>
           logger.warn(
             { reason },

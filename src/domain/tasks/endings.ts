@@ -1,4 +1,4 @@
-import { isKept, removeWorkdir } from "../../util/workdir-volume.js";
+import { isKept, removeWorkdir } from "../../workcopy/volume.js";
 import { type Models, type TaskPhase, type TaskStatus } from "../../db/models.js";
 import { isTerminalEvent } from "./events.js";
 import { claimMarker, markerFields, markerKind } from "../../durable/markers.js";

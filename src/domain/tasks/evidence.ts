@@ -48,7 +48,7 @@ export interface TaskEvidence {
   duration_ms: number | null;
   /**
    * Wall time of the task's finished sandboxed commands (setup, checks, the model's commands,
-   * the base's checks), what TASK_COMMAND_TIME_LIMIT_S bounds (util/command-time.ts).
+   * the base's checks), what TASK_COMMAND_TIME_LIMIT_S bounds (sandbox/command-time.ts).
    */
   command_ms: number;
 }

@@ -21,7 +21,7 @@ import { collectionOf, type Models } from "../../db/models.js";
 import { bumpMarker } from "../../durable/marker-cache.js";
 import { errors } from "../../errors.js";
 import type { Logger } from "../../util/logger.js";
-import { keptWorkdirs, removeKept } from "../../util/workdir-volume.js";
+import { keptWorkdirs, removeKept } from "../../workcopy/volume.js";
 import type { CronJobs } from "../automations/automations.js";
 import { unlinkInstallation } from "./linking.js";
 import { endTask } from "../tasks/endings.js";

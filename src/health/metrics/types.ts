@@ -3,7 +3,7 @@
  * report (health/types.ts METRIC_NAMES), its weight in the overall score, and `measure`, which
  * reads the one scan context the scanner builds and returns the metric's result.
  */
-import type { SandboxCache } from "../../util/sandbox.js";
+import type { SandboxCache } from "../../sandbox/index.js";
 import type { Config } from "../../config/env.js";
 import type { Logger } from "../../util/logger.js";
 import type { CiSource } from "../ci.js";
@@ -14,7 +14,7 @@ import type { MetricName, MetricResult } from "../types.js";
 
 /** Everything a metric may use, built once per scan by health/scanner.ts. */
 export interface ScanContext {
-  /** The working copy (read it through util/workcopy-fs.ts, never plain node:fs). */
+  /** The working copy (read it through workcopy/fs.ts, never plain node:fs). */
   root: string;
   /** Its files, read once (health/files.ts). */
   files: RepoFiles;
@@ -24,13 +24,13 @@ export interface ScanContext {
   registry: RegistryClient;
   /** Where the CI history comes from (GitHub, or none and why). */
   ci: CiSource;
-  /** How the repository's own commands run in the sandbox (util/sandbox.ts). */
+  /** How the repository's own commands run in the sandbox (sandbox/sandbox.ts). */
   sandbox: {
     /** Budget for every install and test command of the scan together. */
     timeoutMs: number;
     /** GOPROXY for Go commands (from GOPROXY_URL). */
     goproxy: string;
-    /** The package cache of the scan's account and repository (util/sandbox-cache.ts). */
+    /** The package cache of the scan's account and repository (sandbox/cache.ts). */
     cache?: SandboxCache;
     /** Why the scan's setup step did not install the dependencies (verify/setup.ts). */
     setupFailure?: string;

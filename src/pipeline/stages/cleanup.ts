@@ -1,4 +1,4 @@
-import { removeWorkdir } from "../../util/workdir-volume.js";
+import { removeWorkdir } from "../../workcopy/volume.js";
 import type { MemoryKind } from "../../db/models.js";
 import { memoryScopeOf, remember } from "../../domain/agents/memory.js";
 import { keepWorkdir } from "../kept-workdirs.js";

@@ -1,12 +1,12 @@
 import path from "node:path";
-import { adoptWorkdir, prepareWorkdir, removeWorkdir } from "../../util/workdir-volume.js";
+import { adoptWorkdir, prepareWorkdir, removeWorkdir } from "../../workcopy/volume.js";
 import { recordDefaultBranch } from "../../domain/workspaces/linking.js";
 import { repoField } from "../../domain/tasks/store.js";
 import { headCommit, runGit, shallowClone } from "../../util/git.js";
 import { remoteGitArgs, RemoteUrlError } from "../../util/remote-url.js";
 import { StageError } from "../errors.js";
 import type { Stage, StageContext } from "../stage.js";
-import { exists as existsInside } from "../../util/workcopy-fs.js";
+import { exists as existsInside } from "../../workcopy/fs.js";
 import { keptOutputs, setUpAdoptedWorkingCopy, setUpWorkingCopy } from "./setup.js";
 
 /**
@@ -29,7 +29,7 @@ export async function remoteArgs(ctx: StageContext, url: string): Promise<string
 
 /**
  * An empty folder for the task's working copy: on a volume of TASK_DISK_LIMIT_MB where the
- * host allows it (util/workdir-volume.ts), which the task's log says, else a plain folder.
+ * host allows it (workcopy/volume.ts), which the task's log says, else a plain folder.
  */
 export async function prepareTaskWorkdir(ctx: StageContext): Promise<void> {
   const limitMb = ctx.config.sandbox.diskLimitMb;

@@ -9,7 +9,7 @@ import {
   type VerifyPlan,
 } from "../../verify/index.js";
 import { runGit } from "../../util/git.js";
-import { describeResult, heartbeatLine, type SandboxCache } from "../../util/sandbox.js";
+import { describeResult, heartbeatLine, type SandboxCache } from "../../sandbox/index.js";
 import { baseCheckOf, runOnBase, testsOf } from "../../verify/baseline.js";
 import type { BaseCheck } from "../../verify/compare.js";
 import { nameIds, testsRecord } from "../../verify/compare.js";

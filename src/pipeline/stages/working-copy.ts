@@ -1,7 +1,7 @@
 import { rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { headCommit, runGit, shallowClone } from "../../util/git.js";
-import { exists as existsInside } from "../../util/workcopy-fs.js";
+import { exists as existsInside } from "../../workcopy/fs.js";
 import { workingCopyDiff } from "../diff.js";
 import { StageError } from "../errors.js";
 import type { StageContext } from "../stage.js";

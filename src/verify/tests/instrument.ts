@@ -10,9 +10,9 @@
  *   `go vet`'s findings into JSON with exit status 0, changing the verdict);
  * - cargo and unittest: nothing to add (their text is read).
  */
-import { readText } from "../../util/workcopy-fs.js";
+import { readText } from "../../workcopy/fs.js";
 
-/** The variable naming the exchange folder to the command (util/sandbox.ts `exchange`). */
+/** The variable naming the exchange folder to the command (sandbox/sandbox.ts `exchange`). */
 export const EXCHANGE_VAR = "FOREMAN_TEST_REPORT_DIR";
 export const PYTEST_REPORT = "pytest.xml";
 

@@ -4,7 +4,7 @@
  * fallback, the lines of `-rA`/`-ra` summaries and the `FAILED id - message` lines pytest
  * prints by default.
  */
-import { entryInfo } from "../../util/workcopy-fs.js";
+import { entryInfo } from "../../workcopy/fs.js";
 import { parseJunitCases, junitResults, type JunitCase } from "./junit.js";
 import { mergeById, result } from "./text.js";
 import type { TestResult } from "./types.js";

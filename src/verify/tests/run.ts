@@ -11,7 +11,7 @@ import {
   WORKSPACE,
   type SandboxOptions,
   type SandboxResult,
-} from "../../util/sandbox.js";
+} from "../../sandbox/index.js";
 import { readCargoOutput } from "./cargo.js";
 import { readGoJson, readGoText } from "./go.js";
 import {
@@ -40,7 +40,7 @@ import {
   readTap,
 } from "./node-test.js";
 import { readPytestJunit, readPytestOutput } from "./pytest.js";
-import { readText } from "../../util/workcopy-fs.js";
+import { readText } from "../../workcopy/fs.js";
 import { MAX_REPORT_BYTES, MAX_TESTS, type TestResult, type TestRun } from "./types.js";
 import { readUnittestOutput } from "./unittest.js";
 

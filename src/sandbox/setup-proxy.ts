@@ -13,10 +13,10 @@
  * or path: setup runs on the repository's own files before the model has written anything.
  *
  * The proxy listens on the host's 127.0.0.1 on a free port; the sandbox reaches it through
- * slirp4netns's 10.0.2.2 and nothing else (util/sandbox-network.ts, proxyNetwork).
+ * slirp4netns's 10.0.2.2 and nothing else (sandbox/network.ts, proxyNetwork).
  *
  * A name is not an address: what tinyproxy lets through goes to its `Upstream`, the address
- * guard (util/setup-proxy-guard.ts), which resolves the name, refuses loopback, private,
+ * guard (sandbox/setup-proxy-guard.ts), which resolves the name, refuses loopback, private,
  * link-local and this host's own addresses and the service's own ports (unless
  * SANDBOX_SETUP_ALLOW_ADDRESSES lists the range), limits plain HTTP to CONNECT's ports, and
  * connects to the address it checked. tinyproxy itself then resolves and connects to nothing.
@@ -26,7 +26,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { findExecutable } from "./executables.js";
+import { findExecutable } from "../util/executables.js";
 import {
   startAddressGuard,
   STRICT_POLICY,

@@ -6,7 +6,7 @@
  *
  * - util-linux `unshare` gives the run a user namespace (the service's uid mapped to root)
  *   and a network namespace of its own (and a mount namespace, for the overlay mounts of
- *   util/sandbox.ts). bwrap then runs in that network namespace
+ *   sandbox/sandbox.ts). bwrap then runs in that network namespace
  *   (`--share-net`) but in a nested user namespace of its own, so no process of the command
  *   ever holds a capability over the network namespace: it cannot change routes or rules.
  * - `slirp4netns` (user-mode networking) gives the namespace a `tap0` with 10.0.2.100/24, a
@@ -29,7 +29,7 @@
 import { writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { findExecutable } from "./executables.js";
+import { findExecutable } from "../util/executables.js";
 
 export type SandboxNetwork = "none" | "public";
 
@@ -209,7 +209,7 @@ export const SLIRP_HOST = "10.0.2.2";
 
 /**
  * The `ip -batch` input of a setup run: the one way out is the setup proxy on the host's
- * loopback (10.0.2.2:port, util/setup-proxy.ts); every other destination, the DNS forwarder
+ * loopback (10.0.2.2:port, sandbox/setup-proxy.ts); every other destination, the DNS forwarder
  * included, is refused. Names are resolved by the proxy, after its allowlist said yes.
  */
 export function proxyRules(port: number): string {

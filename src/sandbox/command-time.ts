@@ -12,9 +12,9 @@
  * was running when its worker died is not counted (it did not finish, and its time is not
  * known).
  */
-import { redactText } from "./redact.js";
+import { redactText } from "../util/redact.js";
 import type { SandboxOptions, SandboxResult, SandboxTimeBudget } from "./sandbox.js";
-import { StageError } from "./stage-error.js";
+import { StageError } from "../util/stage-error.js";
 
 /** A task's sandboxed commands went past TASK_COMMAND_TIME_LIMIT_S: the task fails with it. */
 export class CommandTimeError extends StageError {
@@ -38,7 +38,7 @@ function oneLine(command: string): string {
 /** Past the budget by at most this much counts as used up (timers fire a little early). */
 const SLACK_MS = 5;
 
-/** The time budget of one task's sandboxed commands (util/sandbox.ts `timeBudget`). */
+/** The time budget of one task's sandboxed commands (sandbox/sandbox.ts `timeBudget`). */
 export class CommandTimeBudget implements SandboxTimeBudget {
   private finishedMs: number;
   private readonly running = new Map<symbol, { started: number; stop: AbortController }>();

@@ -1,7 +1,7 @@
 /*
  * TASK_DISK_LIMIT_MB: how much disk the files of one task (or health scan) may take while
  * its commands run: the working copy, the run's private /tmp and HOME, and its package cache
- * (util/sandbox-cache.ts), plus files its processes hold open after deleting them.
+ * (sandbox/cache.ts), plus files its processes hold open after deleting them.
  *
  * No kernel enforcement is available to an unprivileged service for a folder on the host's
  * filesystem (project quotas and loop-mounted images need root; a tmpfs with `size=` is
@@ -25,22 +25,22 @@
  *   the run's growth: once the filesystems' use went down between two looks, the watcher
  *   walks as the cost bound allows until the next walk, and after the command. A smaller
  *   hidden share can delay a walk up to the 10 s one (working copies on volumes,
- *   util/workdir-volume.ts, are bounded by the kernel regardless). A command that writes
+ *   workcopy/volume.ts, are bounded by the kernel regardless). A command that writes
  *   little costs two walks (`diskWatch` in the result, and `npm run bench -- sandbox`,
  *   report it).
  * - Files deleted but still open (write, unlink, keep writing) are invisible to `du`: the
  *   open files of the command's processes (/proc/<pid>/fd) that have no name left are added.
  * - The kernel still bounds single files: RLIMIT_FSIZE is the smaller of SANDBOX_MAX_FILE_MB
- *   and the budget (util/sandbox.ts), and the sandbox's /dev/shm is a tmpfs of bwrap's
+ *   and the budget (sandbox/sandbox.ts), and the sandbox's /dev/shm is a tmpfs of bwrap's
  *   `--size`.
  *
  * Between two measurements a command can write more (about one second of its write speed);
  * the budget bounds what stays, not the peak.
  */
-import { execFile } from "./launcher.js";
+import { execFile } from "../util/launcher.js";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { readdir, readlink, stat, statfs } from "node:fs/promises";
-import { StageError } from "./stage-error.js";
+import { StageError } from "../util/stage-error.js";
 
 const MIB = 1024 * 1024;
 /** How often the filesystems' use is looked at, and the shortest time between two walks. */

@@ -7,20 +7,20 @@
  *   network, IPC and UTS namespaces with every capability dropped. It sees the working copy
  *   read-write at the fixed path /workspace, its `.git` read-only (so nothing it does can
  *   plant hooks or config for the service's own git), the toolchains read-only, a private
- *   /tmp and HOME, its account's package cache at /cache (util/sandbox-cache.ts), and nothing
+ *   /tmp and HOME, its account's package cache at /cache (sandbox/cache.ts), and nothing
  *   else of the host: not DATA_DIR, not other working copies, not where its own working copy
  *   lives on the host, not the service's checkout, not the service's processes (own /proc),
  *   not the host's loopback (own network namespace with only its own `lo`). When the command
  *   ends or is killed, the PID namespace goes with it, so nothing it started survives.
  *   Memory, processes and file size are bounded with rlimits (prlimit), disk with
- *   TASK_DISK_LIMIT_MB (util/sandbox-disk.ts).
+ *   TASK_DISK_LIMIT_MB (sandbox/disk.ts).
  * - engine `none`: a plain child process (scrubbed environment, own process group). Only for
  *   operators who trust every repository; refused while OPEN_SIGNUP is on (config/env.ts).
  *
  * In both, the environment is built from scratch (never the service's secrets), the output
  * is bounded and redacted, and a timeout or cancel kills everything the command started.
  */
-import { execFileAsync, launchDetached, type Launched } from "./launcher.js";
+import { execFileAsync, launchDetached, type Launched } from "../util/launcher.js";
 import { randomBytes } from "node:crypto";
 import {
   closeSync,
@@ -48,10 +48,10 @@ import {
 import os from "node:os";
 import path from "node:path";
 import { bwrapFix, HOST_BWRAP_FIX } from "./container.js";
-import { findExecutable } from "./executables.js";
+import { findExecutable } from "../util/executables.js";
 import { fileURLToPath } from "node:url";
 import { recordSandboxRun } from "../metrics/index.js";
-import { redactText } from "./redact.js";
+import { redactText } from "../util/redact.js";
 import { proxyBinary } from "./setup-proxy.js";
 import { STRICT_POLICY, type AddressPolicy } from "./setup-proxy-guard.js";
 import {
@@ -63,14 +63,14 @@ import {
   type DiskBudgetSubject,
   type DiskWatch,
   type DiskWatchStats,
-} from "./sandbox-disk.js";
+} from "./disk.js";
 import {
   buildCacheMounts,
   OVERLAY_SCRATCH_PREFIX,
   removeTree,
   type SandboxCache,
-} from "./sandbox-cache.js";
-import { onVolume, overlayPlace, volumeFull, volumeSupport } from "./workdir-volume.js";
+} from "./cache.js";
+import { onVolume, overlayPlace, volumeFull, volumeSupport } from "../workcopy/volume.js";
 import {
   NETWORK_FAILED_EXIT,
   NETWORK_FIX,
@@ -80,13 +80,13 @@ import {
   publicNetwork,
   SLIRP_HOST,
   type SandboxNetwork,
-} from "./sandbox-network.js";
+} from "./network.js";
 
 export { DiskBudgetError, type SandboxCache };
 
 /** Where a sandboxed command sees its working copy, whatever its folder on the host. */
 export const WORKSPACE = "/workspace";
-/** Where it sees its package cache (npm, Go, pip, cargo; util/sandbox-cache.ts). */
+/** Where it sees its package cache (npm, Go, pip, cargo; sandbox/cache.ts). */
 export const CACHE_MOUNT = "/cache";
 /** Where it sees the build caches of its account and repository (GOCACHE; sandbox-cache.ts). */
 export const BUILD_CACHE_MOUNT = "/build-cache";
@@ -100,7 +100,7 @@ export const VENV_DIR = ".venv";
 export const SERVICE_MODULES_MOUNT = "/foreman/node_modules";
 
 /**
- * Runs a command within a task's time budget (util/command-time.ts `CommandTimeBudget`, which
+ * Runs a command within a task's time budget (sandbox/command-time.ts `CommandTimeBudget`, which
  * implements it; declared here so the sandbox does not import its caller).
  */
 export interface SandboxTimeBudget {
@@ -122,7 +122,7 @@ export type SandboxOptions = {
   env?: Record<string, string>;
   /**
    * The package cache of the task's or scan's account and repository (sandboxCache in
-   * util/sandbox-cache.ts). Without one the run gets an empty cache of its own, removed
+   * sandbox/cache.ts). Without one the run gets an empty cache of its own, removed
    * with the run: nothing is shared.
    */
   cache?: SandboxCache;
@@ -135,7 +135,7 @@ export type SandboxOptions = {
   budgetRoot?: string;
   /**
    * The setup step's network (verify/setup.ts) in place of SANDBOX_NETWORK: the command
-   * reaches only the setup proxy on the host's loopback at this port (util/setup-proxy.ts),
+   * reaches only the setup proxy on the host's loopback at this port (sandbox/setup-proxy.ts),
    * named to it in HTTP_PROXY/HTTPS_PROXY and npm's proxy settings.
    */
   proxy?: { port: number };
@@ -160,7 +160,7 @@ export type SandboxOptions = {
     prepare(hostDir: string, innerDir: string): Promise<Record<string, string>>;
     collect(hostDir: string): Promise<void>;
   };
-  /** The task's TASK_COMMAND_TIME_LIMIT_S (util/command-time.ts): the run counts against it. */
+  /** The task's TASK_COMMAND_TIME_LIMIT_S (sandbox/command-time.ts): the run counts against it. */
   timeBudget?: SandboxTimeBudget | undefined;
 };
 
@@ -220,7 +220,7 @@ export interface SandboxSettings {
   engine: SandboxEngine;
   /**
    * `none`: no network at all; `public`: public hosts only, never the host's loopback, its
-   * own addresses or private ranges (util/sandbox-network.ts; README, "Sandbox").
+   * own addresses or private ranges (sandbox/network.ts; README, "Sandbox").
    */
   network: SandboxNetwork;
   /** RLIMIT_DATA of every process of the command, in MiB. */
@@ -238,7 +238,7 @@ export interface SandboxSettings {
   readOnlyPaths: string[];
   /**
    * TASK_DISK_LIMIT_MB: what a run's working copy, temporary files and package cache may
-   * take on disk while it runs (util/sandbox-disk.ts); 0 turns the watcher off.
+   * take on disk while it runs (sandbox/disk.ts); 0 turns the watcher off.
    */
   diskLimitMb: number;
   /** SANDBOX_HEARTBEAT_S in ms: how often onHeartbeat is called while a command runs. */
@@ -482,7 +482,7 @@ interface RunMounts {
 
 /**
  * bwrap and its arguments, up to the `--` before the command. `network`: options of the
- * public network (util/sandbox-network.ts), mounted last.
+ * public network (sandbox/network.ts), mounted last.
  */
 async function bwrapArgs(mounts: RunMounts, network: string[] = []): Promise<string[]> {
   const { uid, gid } = sandboxIds();
@@ -762,7 +762,7 @@ async function prepareOverlay(
 }
 
 /**
- * A read-only folder (a package cache entry, util/sandbox-cache.ts) made writable for one run
+ * A read-only folder (a package cache entry, sandbox/cache.ts) made writable for one run
  * without changing it: an overlay with the folder as its lower layer and a scratch folder
  * beside it as the upper one (mounted by MOUNT_SCRIPT as `cache`), or, where this machine
  * has no unprivileged overlays, a copy in that scratch folder. Returns what to mount, the
@@ -1003,7 +1003,7 @@ export async function checkSandbox(options: { setupProxy?: boolean } = {}): Prom
       throw new Error(
         `SANDBOX_NETWORK=public does not work on this machine (${(failure.stderr ?? "").trim().replace(/\s+/g, " ")}): ${NETWORK_FIX}, or set SANDBOX_NETWORK=none.`,
       );
-    // In a container, the container's options (util/container.ts), not the host's packages.
+    // In a container, the container's options (sandbox/container.ts), not the host's packages.
     throw new Error(`SANDBOX=bwrap does not work on this machine (${detail}): ${bwrapFix()}.`);
   } finally {
     await removeTree(probe);
@@ -1304,7 +1304,7 @@ async function boxedCommand(
   const overlays: string[] = [];
   // Through an overlay of the run's own (see MOUNT_SCRIPT), or bound as it is.
   const mountSource = async (name: string, folder: string): Promise<string> => {
-    // A working copy on a volume is neutral bound as it is (util/workdir-volume.ts).
+    // A working copy on a volume is neutral bound as it is (workcopy/volume.ts).
     if (!tools || (name === "ws" && onVolume(folder))) return folder;
     const made = await prepareOverlay(run, name, folder);
     if (!made) return folder;
@@ -1589,7 +1589,7 @@ export async function runSandboxed(
         let disk = watch?.exceededBytes;
         const fileCap = boxed ? fileLimitMb(diskLimitMb) : 0;
         // A working copy on a volume of the budget's size that is full: the kernel stopped
-        // the command's writes there (util/workdir-volume.ts).
+        // the command's writes there (workcopy/volume.ts).
         if (
           disk === undefined &&
           boxed &&
@@ -1785,7 +1785,7 @@ export function describeResult(result: SandboxResult): string {
 }
 
 /**
- * The argv and environment of a long-lived sandboxed process (util/sandbox-process.ts, an MCP
+ * The argv and environment of a long-lived sandboxed process (sandbox/process.ts, an MCP
  * server of a task): the mounts, limits and network rule of runSandboxed, the working copy
  * bound at /workspace (no overlay and no disk watch: the process lives for one stage). `run`
  * is a folder of the caller's own, removed by it: its tmp/ is the process's /tmp and HOME.

@@ -5,14 +5,14 @@ import path from "node:path";
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { redactText } from "./redact.js";
+import { redactText } from "../util/redact.js";
 import { removeRunFolders, sandboxedProcessArgv } from "./sandbox.js";
-import { removeTree } from "./sandbox-cache.js";
+import { removeTree } from "./cache.js";
 
 /*
  * A long-lived process in the task's sandbox with its stdin and stdout as pipes: an MCP
  * server over stdio (tools/mcp-tools.ts). The same boundary as run_command
- * (util/sandbox.ts): the working copy at /workspace, nothing else of the host's files, the
+ * (sandbox/sandbox.ts): the working copy at /workspace, nothing else of the host's files, the
  * sandbox's network rule, a scrubbed environment. The whole process group is killed on close.
  */
 

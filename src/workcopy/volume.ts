@@ -6,7 +6,7 @@
  * system of its own, exactly as large as the budget: a sparse image file formatted ext4
  * (no journal: a working copy is rebuilt from its clone and saved diff after a crash, never
  * repaired) and loop-mounted. A command that writes past it gets ENOSPC from the kernel, at
- * the byte, whatever the watcher (util/sandbox-disk.ts) has measured so far; the watcher
+ * the byte, whatever the watcher (sandbox/disk.ts) has measured so far; the watcher
  * still covers the run's temporary files and package cache and names the limit.
  *
  * Layout, for a working copy `W`:
@@ -14,7 +14,7 @@
  *   W.vol/mnt        its mount point
  *   W.vol/mnt/wc     the working copy, bind-mounted at W
  * The working copy is a folder of the volume, not its root, so the overlay of a sandboxed run
- * (util/sandbox.ts) finds its scratch folders on the same file system (W.vol/mnt) without
+ * (sandbox/sandbox.ts) finds its scratch folders on the same file system (W.vol/mnt) without
  * anything appearing in the working copy, and ext4's `lost+found` stays out of sight.
  *
  * Mounts outlive the process (a restarted worker finds its working copies where it left
@@ -22,7 +22,7 @@
  * volumes are off or unavailable, a working copy is a plain folder and the watcher alone
  * keeps the budget; `volumeSupport()` says which runs, for the start-up log.
  */
-import { execFileAsync } from "./launcher.js";
+import { execFileAsync } from "../util/launcher.js";
 import { existsSync } from "node:fs";
 import {
   mkdir,
@@ -36,7 +36,7 @@ import {
   writeFile,
 } from "node:fs/promises";
 import path from "node:path";
-import { findExecutable } from "./executables.js";
+import { findExecutable } from "../util/executables.js";
 
 const MIB = 1024 * 1024;
 /** ext4 needs a little room of its own; below this a volume is not made. */

@@ -1,5 +1,5 @@
 /*
- * The setup proxy's second check: by address, where tinyproxy (util/setup-proxy.ts) checks by
+ * The setup proxy's second check: by address, where tinyproxy (sandbox/setup-proxy.ts) checks by
  * name. A name on SANDBOX_SETUP_ALLOW may resolve to anything (`localhost`, a registry name an
  * attacker's DNS answers with 127.0.0.1, or that answers differently a second later), so
  * tinyproxy forwards every request it lets through to this guard (its `Upstream`), and the
@@ -25,7 +25,7 @@ import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import ipaddr from "ipaddr.js";
-import { BLOCKED_IPV4_RANGES } from "./sandbox-network.js";
+import { BLOCKED_IPV4_RANGES } from "./network.js";
 
 /** What the guard lets through besides public unicast addresses, and what it never does. */
 export interface AddressPolicy {
@@ -66,7 +66,7 @@ function normal(address: ipaddr.IPv4 | ipaddr.IPv6): ipaddr.IPv4 | ipaddr.IPv6 {
 }
 
 /*
- * Not public: for IPv4 the ranges SANDBOX_NETWORK=public refuses (util/sandbox-network.ts)
+ * Not public: for IPv4 the ranges SANDBOX_NETWORK=public refuses (sandbox/network.ts)
  * plus loopback and broadcast, so both doors agree on what "public" is; for IPv6 everything
  * but global unicast (loopback, link-local, unique-local, multicast, documentation …).
  */

@@ -13,7 +13,7 @@
  * known).
  */
 import { redactText } from "../util/redact.js";
-import type { SandboxOptions, SandboxResult, SandboxTimeBudget } from "./sandbox.js";
+import type { SandboxOptions, SandboxResult, SandboxTimeBudget } from "./run.js";
 import { StageError } from "../util/stage-error.js";
 
 /** A task's sandboxed commands went past TASK_COMMAND_TIME_LIMIT_S: the task fails with it. */

@@ -1,2 +1,2 @@
 /* The sandbox: runs a command in the task's working copy, confined (docs/architecture.md). */
-export * from "./sandbox.js";
+export * from "./run.js";

@@ -6,7 +6,7 @@ import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/s
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { redactText } from "../util/redact.js";
-import { removeRunFolders, sandboxedProcessArgv } from "./sandbox.js";
+import { removeRunFolders, sandboxedProcessArgv } from "./run.js";
 import { removeTree } from "./cache.js";
 
 /*

@@ -226,7 +226,7 @@ echo "status: $(curl -sf -H "X-API-Key: $key" "http://127.0.0.1:$port/status")"
 
 step "a repository command in the service's own sandbox (bubblewrap) inside the container"
 podman exec "$NAME" sh -c 'id; bwrap --version'
-# runSandboxed (src/sandbox/sandbox.ts) as a worker runs a verification command: user, PID,
+# runSandboxed (src/sandbox/run.ts) as a worker runs a verification command: user, PID,
 # network namespaces, /workspace, limits. The worker's start check passed already (the
 # `sandbox ready` line above); this runs a command for real.
 if podman exec "$NAME" sh -c 'mkdir -p /tmp/wc && cd /app && node --input-type=module -e "

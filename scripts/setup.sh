@@ -9,7 +9,7 @@
 # Debian's packages when missing (as root, or through sudo); each is named when it cannot be.
 # Without their recommended packages: python3-pip's would bring gcc, g++ and the Python
 # headers (some 300 MB in the image) that nothing here compiles with.
-#   bubblewrap           the sandbox repository commands run in (src/sandbox/sandbox.ts)
+#   bubblewrap           the sandbox repository commands run in (src/sandbox/run.ts)
 #   util-linux           flock, prlimit, unshare and setpriv (embedded database lock, sandbox
 #                        limits, the sandbox's public network)
 #   slirp4netns,

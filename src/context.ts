@@ -151,7 +151,7 @@ async function configureProcess(options: ContextOptions, logger: Logger): Promis
   registerConfigSecrets(config);
   setIdentityDataDir(config.dataDir);
   // Before anything else: workers must not start running repository code without the
-  // boundary they were configured with (sandbox/sandbox.ts).
+  // boundary they were configured with (sandbox/run.ts).
   configureSandbox({
     engine: config.sandbox.engine,
     network: config.sandbox.network,

@@ -179,7 +179,7 @@ export const envSchema = z.object({
   GOPROXY_URL: url.default("https://proxy.golang.org"),
   OSV_URL: url.default("https://api.osv.dev"),
 
-  // What repository commands run in (sandbox/sandbox.ts, README "Sandbox").
+  // What repository commands run in (sandbox/run.ts, README "Sandbox").
   SANDBOX: z.enum(["bwrap", "none"]).default("bwrap"),
   // none: own loopback only; public: public hosts only, never the host or private ranges.
   SANDBOX_NETWORK: z.enum(["none", "public"]).default("none"),
@@ -386,7 +386,7 @@ export interface Config {
     lockLifetimeMs: number;
     shutdownGraceMs: number;
   };
-  /** How repository commands are contained (sandbox/sandbox.ts). */
+  /** How repository commands are contained (sandbox/run.ts). */
   sandbox: {
     engine: "bwrap" | "none";
     /** `none`: no network; `public`: public hosts only (sandbox/network.ts). */

@@ -337,7 +337,7 @@ const SOCKET_NAME = "db.sock";
 /**
  * The private folder (0700, this user's) of the embedded server's Unix socket. The server
  * listens on no TCP port, so only a process that can open this folder reaches it: the
- * sandbox (src/sandbox/sandbox.ts) mounts neither DATA_DIR nor the host's /tmp. A DATA_DIR too
+ * sandbox (src/sandbox/run.ts) mounts neither DATA_DIR nor the host's /tmp. A DATA_DIR too
  * long for a socket path (108 bytes on Linux) gets a folder named after it in the temp folder.
  */
 export async function socketDir(dataDir: string): Promise<string> {

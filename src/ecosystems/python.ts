@@ -113,7 +113,7 @@ async function detectPython(workdir: string): Promise<DetectedChecks | null> {
 
 /**
  * The virtual environment the setup step makes in the working copy. The sandbox puts its
- * bin/ first on PATH of every later command (sandbox/sandbox.ts, VENV_DIR), so `python3` and
+ * bin/ first on PATH of every later command (sandbox/settings.ts, VENV_DIR), so `python3` and
  * `pytest` there are the venv's. Kept out of the diff (pipeline/diff.ts) and the index.
  */
 const VENV = VENV_DIR;
@@ -263,7 +263,7 @@ export function parseCoveragePyJson(json: unknown, root: string): CoverageFigure
 
 /**
  * Python interpreters tried for coverage.py: `python3` (the setup step's venv when it made
- * one, sandbox/sandbox.ts VENV_DIR; else the worker's), then the system's.
+ * one, sandbox/settings.ts VENV_DIR; else the worker's), then the system's.
  */
 export const PYTHON_CANDIDATES = ["python3", "/usr/bin/python3"];
 

@@ -4,7 +4,7 @@
  *
  *   <root>/<account>/<repository key>/   (0700; root: DATA_DIR/sandbox-cache)
  *
- * mounted at /cache inside the sandbox (sandbox/sandbox.ts). Nothing one account's command
+ * mounted at /cache inside the sandbox (sandbox/run.ts). Nothing one account's command
  * writes there is ever read by another account's: Go trusts its build cache's outputs by
  * action id and npm trusts cached metadata when there is no lockfile, so a shared cache
  * would let one account plant what another's task runs.
@@ -16,7 +16,7 @@
  *                   the setup step writes one, into `.partial-<key>-<random>/`, renamed into
  *                   place once its install succeeded; from then on every run gets it
  *                   read-only (`cache: { dir, readOnly: true }`: the run's writes land in a
- *                   layer of its own, sandbox/sandbox.ts), so no task's command can plant
+ *                   layer of its own, sandbox/run.ts), so no task's command can plant
  *                   anything a later task's install trusts.
  *   k-<key>.json    its size, measured once, for the budget.
  *   rw/             the writable cache of sandboxCache() (runs outside a set-up working copy).
@@ -57,7 +57,7 @@ import path from "node:path";
 export interface SandboxCache {
   dir: string;
   readOnly?: boolean;
-  /** The owner's writable build-cache folder (BUILD_CACHE_MOUNT, sandbox/sandbox.ts), if any. */
+  /** The owner's writable build-cache folder (BUILD_CACHE_MOUNT, sandbox/settings.ts), if any. */
   build?: string;
 }
 
@@ -84,7 +84,7 @@ interface CacheSettings {
 
 const DEFAULT_MAX_AGE_DAYS = 14;
 const PRUNE_EVERY_MS = 60 * 60_000;
-/** Scratch folders of overlay mounts (sandbox/sandbox.ts) left by a crash go after this. */
+/** Scratch folders of overlay mounts (sandbox/overlays.ts) left by a crash go after this. */
 const SCRATCH_MAX_AGE_MS = 24 * 60 * 60_000;
 /** Names of the overlay scratch folders, beside the folder they serve. */
 export const OVERLAY_SCRATCH_PREFIX = ".foreman-overlay-";

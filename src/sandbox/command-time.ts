@@ -13,7 +13,7 @@
  * known).
  */
 import { redactText } from "../util/redact.js";
-import type { SandboxOptions, SandboxResult, SandboxTimeBudget } from "./run.js";
+import type { SandboxOptions, SandboxResult, SandboxTimeBudget } from "./settings.js";
 import { StageError } from "../util/stage-error.js";
 
 /** A task's sandboxed commands went past TASK_COMMAND_TIME_LIMIT_S: the task fails with it. */
@@ -38,7 +38,7 @@ function oneLine(command: string): string {
 /** Past the budget by at most this much counts as used up (timers fire a little early). */
 const SLACK_MS = 5;
 
-/** The time budget of one task's sandboxed commands (sandbox/sandbox.ts `timeBudget`). */
+/** The time budget of one task's sandboxed commands (sandbox/run.ts `timeBudget`). */
 export class CommandTimeBudget implements SandboxTimeBudget {
   private finishedMs: number;
   private readonly running = new Map<symbol, { started: number; stop: AbortController }>();

@@ -31,7 +31,7 @@
  * - Files deleted but still open (write, unlink, keep writing) are invisible to `du`: the
  *   open files of the command's processes (/proc/<pid>/fd) that have no name left are added.
  * - The kernel still bounds single files: RLIMIT_FSIZE is the smaller of SANDBOX_MAX_FILE_MB
- *   and the budget (sandbox/sandbox.ts), and the sandbox's /dev/shm is a tmpfs of bwrap's
+ *   and the budget (sandbox/run.ts), and the sandbox's /dev/shm is a tmpfs of bwrap's
  *   `--size`.
  *
  * Between two measurements a command can write more (about one second of its write speed);

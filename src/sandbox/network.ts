@@ -6,7 +6,7 @@
  *
  * - util-linux `unshare` gives the run a user namespace (the service's uid mapped to root)
  *   and a network namespace of its own (and a mount namespace, for the overlay mounts of
- *   sandbox/sandbox.ts). bwrap then runs in that network namespace
+ *   sandbox/overlays.ts). bwrap then runs in that network namespace
  *   (`--share-net`) but in a nested user namespace of its own, so no process of the command
  *   ever holds a capability over the network namespace: it cannot change routes or rules.
  * - `slirp4netns` (user-mode networking) gives the namespace a `tap0` with 10.0.2.100/24, a

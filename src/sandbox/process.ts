@@ -1,18 +1,24 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtemp } from "node:fs/promises";
+import { mkdir, mkdtemp, realpath } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { redactText } from "../util/redact.js";
-import { removeRunFolders, sandboxedProcessArgv } from "./run.js";
+import { onVolume } from "../workcopy/volume.js";
+import { bwrapArgs, sandboxArgv } from "./bwrap.js";
 import { removeTree } from "./cache.js";
+import { buildEnv, sandboxPathVariable } from "./env.js";
+import { publicNetwork } from "./network.js";
+import { modulesOverlay, overlayTools, prepareOverlay, removeRunFolders } from "./overlays.js";
+import { assertDirectory } from "./run.js";
+import { CACHE_MOUNT, sandboxSettings, WORKSPACE } from "./settings.js";
 
 /*
  * A long-lived process in the task's sandbox with its stdin and stdout as pipes: an MCP
  * server over stdio (tools/mcp-tools.ts). The same boundary as run_command
- * (sandbox/sandbox.ts): the working copy at /workspace, nothing else of the host's files, the
+ * (sandbox/run.ts): the working copy at /workspace, nothing else of the host's files, the
  * sandbox's network rule, a scrubbed environment. The whole process group is killed on close.
  */
 
@@ -61,7 +67,7 @@ export class SandboxedStdioTransport implements Transport {
 
   async start(): Promise<void> {
     this.run = await mkdtemp(path.join(os.tmpdir(), "foreman-mcp-"));
-    // Names like API_KEY are the server's own credentials here: sandbox.ts drops secret-looking
+    // Names like API_KEY are the server's own credentials here: sandbox/env.ts drops secret-looking
     // names from `env`, so they are set on the process's environment after the scrub.
     const { argv, env, cwd, scratch } = await sandboxedProcessArgv(this.command, {
       cwd: this.options.cwd,
@@ -150,4 +156,67 @@ function killGroup(pid: number, signal: NodeJS.Signals): void {
   } catch {
     // gone already
   }
+}
+
+/**
+ * The argv and environment of a long-lived sandboxed process (sandbox/process.ts, an MCP
+ * server of a task): the mounts, limits and network rule of runSandboxed, the working copy
+ * bound at /workspace (no overlay and no disk watch: the process lives for one stage). `run`
+ * is a folder of the caller's own, removed by it: its tmp/ is the process's /tmp and HOME.
+ */
+export async function sandboxedProcessArgv(
+  command: string[],
+  options: { cwd: string; run: string; env?: Record<string, string> | undefined },
+): Promise<{ argv: string[]; env: NodeJS.ProcessEnv; cwd: string; scratch: string[] }> {
+  await assertDirectory(options.cwd);
+  const cwd = await realpath(options.cwd);
+  const cache = path.join(options.run, "cache");
+  await mkdir(cache, { recursive: true });
+  if (sandboxSettings().engine !== "bwrap") {
+    const home = path.join(options.run, "home");
+    await mkdir(home, { recursive: true });
+    return { argv: command, env: buildEnv(home, cache, options.env), cwd, scratch: [] };
+  }
+  const tmp = path.join(options.run, "tmp");
+  await mkdir(path.join(tmp, "home"), { recursive: true });
+  const diskLimitMb = sandboxSettings().diskLimitMb;
+  const net = sandboxSettings().network === "public" ? await publicNetwork(options.run) : undefined;
+  // Overlays as for runSandboxed, so no host path shows in the process's mountinfo; the
+  // working copy's scratch folder (beside it) is the caller's to remove with `run`.
+  const tools = await overlayTools();
+  const overlays: string[] = [];
+  const scratch: string[] = [];
+  const mountSource = async (name: string, folder: string): Promise<string> => {
+    if (!tools || (name === "ws" && onVolume(folder))) return folder;
+    const made = await prepareOverlay(options.run, name, folder);
+    if (!made) return folder;
+    scratch.push(made);
+    overlays.push(name);
+    return path.join(options.run, name);
+  };
+  const bwrap = await bwrapArgs(
+    {
+      workspace: await mountSource("ws", cwd),
+      hostWorkspace: cwd,
+      workspaceAt: WORKSPACE,
+      tmp: await mountSource("t", tmp),
+      cache: { source: await mountSource("c", cache), readOnly: false },
+      modules: await modulesOverlay(options.run, tools, overlays),
+      diskLimitMb,
+    },
+    net?.bwrapOptions,
+  );
+  const argv = await sandboxArgv({
+    run: options.run,
+    bwrap,
+    command,
+    overlays,
+    tools,
+    net,
+    diskLimitMb,
+  });
+  const env = buildEnv("/tmp/home", CACHE_MOUNT, options.env);
+  env.TMPDIR = "/tmp";
+  env.PATH = sandboxPathVariable(env.PATH ?? "");
+  return { argv, env, cwd, scratch };
 }

@@ -14,7 +14,7 @@
  *   W.vol/mnt        its mount point
  *   W.vol/mnt/wc     the working copy, bind-mounted at W
  * The working copy is a folder of the volume, not its root, so the overlay of a sandboxed run
- * (sandbox/sandbox.ts) finds its scratch folders on the same file system (W.vol/mnt) without
+ * (sandbox/overlays.ts) finds its scratch folders on the same file system (W.vol/mnt) without
  * anything appearing in the working copy, and ext4's `lost+found` stays out of sight.
  *
  * Mounts outlive the process (a restarted worker finds its working copies where it left

@@ -24,7 +24,7 @@ export interface ScanContext {
   registry: RegistryClient;
   /** Where the CI history comes from (GitHub, or none and why). */
   ci: CiSource;
-  /** How the repository's own commands run in the sandbox (sandbox/sandbox.ts). */
+  /** How the repository's own commands run in the sandbox (sandbox/run.ts). */
   sandbox: {
     /** Budget for every install and test command of the scan together. */
     timeoutMs: number;

@@ -12,7 +12,7 @@
  */
 import { readText } from "../../workcopy/fs.js";
 
-/** The variable naming the exchange folder to the command (sandbox/sandbox.ts `exchange`). */
+/** The variable naming the exchange folder to the command (sandbox/run.ts `exchange`). */
 export const EXCHANGE_VAR = "FOREMAN_TEST_REPORT_DIR";
 export const PYTEST_REPORT = "pytest.xml";
 

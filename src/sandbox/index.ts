@@ -25,6 +25,4 @@ export { checkSandbox, diskBudgetMechanism, type SandboxReport } from "./check.j
 export { sandboxPath, sandboxRoot } from "./env.js";
 export { describeResult, heartbeatLine } from "./output.js";
 export { diskBudgetFailure } from "./limits.js";
-export { removeRunFolders } from "./overlays.js";
 export { groupExists, runSandboxed } from "./run.js";
-export { sandboxedProcessArgv } from "./process.js";

@@ -20,8 +20,8 @@ import {
   describeResult,
   diskBudgetFailure,
   runSandboxed,
-  sandboxedProcessArgv,
 } from "../../src/sandbox/index.js";
+import { sandboxedProcessArgv } from "../../src/sandbox/process.js";
 import {
   configureSandboxCaches,
   pruneSandboxCaches,

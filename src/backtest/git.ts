@@ -34,17 +34,37 @@ export async function git(
   return stdout;
 }
 
+/*
+ * Worktree changes of a repository, one at a time (per process): `git worktree prune` removes
+ * `.git/worktrees` once it is empty, and a `worktree add` of the same repository beside it
+ * then fails ("could not create directory of 'worktrees/…'"), as validating a case's parent
+ * and commit at once did in a full CI run.
+ */
+const worktreeTurns = new Map<string, Promise<unknown>>();
+
+function inTurn<T>(repo: string, work: () => Promise<T>): Promise<T> {
+  const run = (worktreeTurns.get(repo) ?? Promise.resolve()).then(work, work);
+  const settled = run.catch(() => undefined);
+  worktreeTurns.set(repo, settled);
+  void settled.then(() => {
+    if (worktreeTurns.get(repo) === settled) worktreeTurns.delete(repo);
+  });
+  return run;
+}
+
 /** A detached worktree of `repo` at `commit` in `dir` (replaced if it exists). */
 export async function addWorktree(repo: string, dir: string, commit: string): Promise<void> {
   await removeWorktree(repo, dir);
   await mkdir(path.dirname(dir), { recursive: true });
-  await git(repo, ["worktree", "add", "--detach", "--force", "--quiet", dir, commit]);
+  await inTurn(repo, () =>
+    git(repo, ["worktree", "add", "--detach", "--force", "--quiet", dir, commit]),
+  );
 }
 
 export async function removeWorktree(repo: string, dir: string): Promise<void> {
-  await git(repo, ["worktree", "remove", "--force", dir]).catch(() => "");
+  await inTurn(repo, () => git(repo, ["worktree", "remove", "--force", dir]).catch(() => ""));
   await rm(dir, { recursive: true, force: true });
-  await git(repo, ["worktree", "prune"]).catch(() => "");
+  await inTurn(repo, () => git(repo, ["worktree", "prune"]).catch(() => ""));
 }
 
 /**

@@ -86,6 +86,11 @@ export function buildEnv(
     PIP_DISABLE_PIP_VERSION_CHECK: "1",
     PIP_NO_INPUT: "1",
     PIP_PROGRESS_BAR: "off",
+    // No bytecode of the working copy's own modules is written, so none can go stale: CPython
+    // trusts a .pyc whose source has the same size and mtime second, and a fix written within
+    // the second of the run that compiled the wrong version (`a * b` then `a + b`) ran the
+    // wrong one. Installed packages keep the bytecode pip compiled for them.
+    PYTHONDONTWRITEBYTECODE: "1",
   };
   // Where a toolchain's shims look for it (pyenv's shims need PYENV_ROOT once HOME moved).
   for (const name of ["PYENV_ROOT", "GOROOT", "RUSTUP_HOME"]) {

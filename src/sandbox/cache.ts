@@ -100,9 +100,8 @@ let settings: CacheSettings = {
   maxAgeDays: DEFAULT_MAX_AGE_DAYS,
   maxBytes: DEFAULT_MAX_MB * 1024 * 1024,
 };
-let lastPrune = 0;
-/** The background prune repoFolder() started, while it runs. */
-let pruning: Promise<unknown> | undefined;
+/** When repoFolder() last started a prune in the background, and that prune while it runs. */
+let prune: { startedAt: number; running?: Promise<unknown> } = { startedAt: 0 };
 
 /** Without a DATA_DIR (tests, benchmarks): the service user's cache folder or the temp dir. */
 function defaultRoot(): string {
@@ -120,7 +119,7 @@ export function configureSandboxCaches(next: {
     maxAgeDays: next.maxAgeDays ?? DEFAULT_MAX_AGE_DAYS,
     maxBytes: (next.maxMb ?? DEFAULT_MAX_MB) * 1024 * 1024,
   };
-  lastPrune = 0;
+  prune = { startedAt: 0 };
 }
 
 export function sandboxCacheRoot(): string {
@@ -160,14 +159,13 @@ async function repoFolder(owner: CacheOwner): Promise<string> {
   // predate this code (or a umask) with wider bits.
   await Promise.all([chmod(settings.root, 0o700), chmod(accountDir, 0o700), chmod(dir, 0o700)]);
   await touch(dir);
-  if (Date.now() - lastPrune >= PRUNE_EVERY_MS) {
-    lastPrune = Date.now();
+  if (Date.now() - prune.startedAt >= PRUNE_EVERY_MS) {
     const run = pruneSandboxCaches()
       .catch(() => undefined)
       .finally(() => {
-        if (pruning === run) pruning = undefined;
+        if (prune.running === run) prune = { startedAt: prune.startedAt };
       });
-    pruning = run;
+    prune = { startedAt: Date.now(), running: run };
   }
   return dir;
 }
@@ -177,7 +175,7 @@ async function repoFolder(owner: CacheOwner): Promise<string> {
  * caller changed the caches can no longer remove anything after this.
  */
 export async function backgroundPruneDone(): Promise<void> {
-  while (pruning) await pruning;
+  while (prune.running) await prune.running;
 }
 
 async function touch(dir: string): Promise<void> {

@@ -14,6 +14,7 @@ import { publicNetwork } from "./network.js";
 import { modulesOverlay, overlayTools, prepareOverlay, removeRunFolders } from "./overlays.js";
 import { assertDirectory } from "./run.js";
 import { CACHE_MOUNT, sandboxSettings, WORKSPACE } from "./settings.js";
+import { killGroup } from "../util/launcher.js";
 
 /*
  * A long-lived process in the task's sandbox with its stdin and stdout as pipes: an MCP
@@ -147,14 +148,6 @@ export class SandboxedStdioTransport implements Transport {
     if (this.run) await removeRunFolders(this.run, this.scratch);
     else for (const dir of this.scratch) await removeTree(dir).catch(() => undefined);
     this.onclose?.();
-  }
-}
-
-function killGroup(pid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    // gone already
   }
 }
 

@@ -24,7 +24,7 @@ import { mkdir, mkdtemp, realpath, stat } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { recordSandboxRun } from "../metrics/index.js";
-import { execFileAsync, launchDetached, type Launched } from "../util/launcher.js";
+import { execFileAsync, killGroup, launchDetached, type Launched } from "../util/launcher.js";
 import { redactText } from "../util/redact.js";
 import { volumeFull } from "../workcopy/volume.js";
 import { boxedCommand } from "./bwrap.js";
@@ -68,16 +68,6 @@ export async function assertDirectory(cwd: string): Promise<void> {
     throw new Error(`sandbox: working directory ${cwd} is not accessible (${code})`);
   }
   if (!info.isDirectory()) throw new Error(`sandbox: working directory ${cwd} is not a directory`);
-}
-
-/** Signals a whole process group. Never throws: it runs in timers, and a group that is
- * already gone (ESRCH) is the outcome wanted anyway. */
-function killGroup(pid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    // gone already, or (EPERM) no longer ours
-  }
 }
 
 /** Whether any process of the group led by `pid` is still there. */
@@ -127,6 +117,45 @@ async function startCommand(
   } catch (error) {
     throw new Error(`sandbox: could not run command: ${redactText((error as Error).message)}`);
   }
+}
+
+/**
+ * The command's environment: the scrubbed base (HOME, the cache) with the proxy's, the
+ * caller's and an exchange folder's variables, the kept build outputs (GOCACHE), the
+ * sandbox's /tmp and PATH, and the working copy's virtualenv; with the exchange folder (on
+ * the host), when the run has one.
+ */
+async function commandEnv(
+  run: string,
+  cwd: string,
+  options: SandboxOptions,
+  at: { boxed: boolean; home: string; cacheSeen: string; buildDir: string | undefined },
+): Promise<{ env: NodeJS.ProcessEnv; exchangeDir: string | undefined }> {
+  const { boxed, buildDir } = at;
+  const exchangeDir = options.exchange
+    ? path.join(run, ...(boxed ? ["tmp", EXCHANGE_NAME] : [EXCHANGE_NAME]))
+    : undefined;
+  if (exchangeDir) await mkdir(exchangeDir);
+  const env = buildEnv(at.home, at.cacheSeen, {
+    ...(options.proxy ? proxyEnv(boxed ? SLIRP_HOST : "127.0.0.1", options.proxy.port) : {}),
+    ...options.env,
+    ...(exchangeDir
+      ? await options.exchange?.prepare(exchangeDir, boxed ? `/tmp/${EXCHANGE_NAME}` : exchangeDir)
+      : {}),
+  });
+  // Kept build outputs: a run compiles only what changed (cache.ts, withBuildCache).
+  if (buildDir && !options.env?.GOCACHE)
+    env.GOCACHE = path.join(boxed ? BUILD_CACHE_MOUNT : buildDir, "go-build");
+  if (boxed) {
+    env.TMPDIR = "/tmp";
+    env.PATH = sandboxPathVariable(env.PATH ?? "");
+  }
+  if (await hasVenv(cwd)) {
+    const venv = path.join(boxed && options.mount !== "host" ? WORKSPACE : cwd, VENV_DIR);
+    env.VIRTUAL_ENV = venv;
+    env.PATH = `${venv}/bin:${env.PATH ?? ""}`;
+  }
+  return { env, exchangeDir };
 }
 
 /**
@@ -206,32 +235,12 @@ export async function runSandboxed(
         await execFileAsync("cp", ["-a", "--reflink=auto", "--", `${cacheDir}/.`, cacheSeen]);
       }
     }
-    const exchangeDir = options.exchange
-      ? path.join(run, ...(boxed ? ["tmp", EXCHANGE_NAME] : [EXCHANGE_NAME]))
-      : undefined;
-    if (exchangeDir) await mkdir(exchangeDir);
-    const env = buildEnv(home, cacheSeen, {
-      ...(options.proxy ? proxyEnv(boxed ? SLIRP_HOST : "127.0.0.1", options.proxy.port) : {}),
-      ...options.env,
-      ...(exchangeDir
-        ? await options.exchange?.prepare(
-            exchangeDir,
-            boxed ? `/tmp/${EXCHANGE_NAME}` : exchangeDir,
-          )
-        : {}),
+    const { env, exchangeDir } = await commandEnv(run, cwd, options, {
+      boxed,
+      home,
+      cacheSeen,
+      buildDir,
     });
-    // Kept build outputs: a run compiles only what changed (cache.ts, withBuildCache).
-    if (buildDir && !options.env?.GOCACHE)
-      env.GOCACHE = path.join(boxed ? BUILD_CACHE_MOUNT : buildDir, "go-build");
-    if (boxed) {
-      env.TMPDIR = "/tmp";
-      env.PATH = sandboxPathVariable(env.PATH ?? "");
-    }
-    if (await hasVenv(cwd)) {
-      const venv = path.join(boxed && options.mount !== "host" ? WORKSPACE : cwd, VENV_DIR);
-      env.VIRTUAL_ENV = venv;
-      env.PATH = `${venv}/bin:${env.PATH ?? ""}`;
-    }
     const fifo = (output = await openOutputFifo(path.join(run, ".output")));
     // What the run can write to: the working copy, the run folder (its /tmp and HOME) and a
     // writable cache.
@@ -247,7 +256,7 @@ export async function runSandboxed(
       const collector = createCollector(options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT);
       let outputClosed = false;
       let exited = false;
-      const pid: number | undefined = child.pid;
+      const pid = child.pid;
 
       let timedOut = false;
       let aborted = false;
@@ -261,7 +270,7 @@ export async function runSandboxed(
       // timer is not cleared when the result is ready: stragglers that let go of the pipes
       // but ignore SIGTERM are still killed.
       function terminate(): void {
-        if (pid === undefined || terminating) return;
+        if (terminating) return;
         terminating = true;
         if (!groupExists(pid)) return;
         killGroup(pid, "SIGTERM");
@@ -290,7 +299,7 @@ export async function runSandboxed(
       // Aborted while the sandbox was being set up (after the check at the start): the event
       // has fired already and will not again.
       if (options.signal?.aborted) onAbort();
-      if (diskLimitMb > 0 && pid !== undefined)
+      if (diskLimitMb > 0)
         watch = watchDisk({
           paths: watched,
           key: JSON.stringify([options.budgetRoot ?? cwd, options.cache?.dir ?? null]),

@@ -351,7 +351,7 @@ export async function launchDetached(
           found.release(id);
           if (pid === undefined) return reject(execError(reply));
           // The launcher died: the command cannot be followed any more, so it goes too.
-          killGroupQuietly(pid);
+          killGroup(pid, "SIGKILL");
           ended({ code: null, signal: "SIGKILL" });
         }
       },
@@ -359,11 +359,15 @@ export async function launchDetached(
   });
 }
 
-function killGroupQuietly(pid: number): void {
+/**
+ * Signals the process group led by `pid` (a detached command's). Never throws: it runs in
+ * timers, and a group already gone (ESRCH) is the outcome wanted anyway.
+ */
+export function killGroup(pid: number, signal: NodeJS.Signals): void {
   try {
-    process.kill(-pid, "SIGKILL");
+    process.kill(-pid, signal);
   } catch {
-    // gone already
+    // gone already, or (EPERM) no longer ours
   }
 }
 
